@@ -1,0 +1,71 @@
+# HanuDB build. Plain make: every src/<module>/*.c goes into build/libhanudb.a,
+# every tests/test_*.c, bench/*.c becomes its own program linked against it.
+#   make            build hanudb, tests and benchmarks (build/)
+#   make test       build and run the whole test suite
+#   make asan       ASan+UBSan build of the unit tests, run (build-asan/)
+#   make fuzz       libFuzzer targets (clang), built into build-fuzz/
+
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2
+PKGS    := libh2o-evloop libzstd liblz4 libxxhash libutf8proc libcurl openssl liburing
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -DH2O_USE_LIBUV=0 \
+           -Iinclude -Isrc $(PKG_CFLAGS) $(EXTRA_CFLAGS)
+LDLIBS  += $(PKG_LIBS) -lroaring -pthread -lm $(EXTRA_LDLIBS)
+
+LIB_SRC   := $(filter-out src/cli/%,$(wildcard src/*/*.c))
+CLI_SRC   := $(wildcard src/cli/*.c)
+TEST_SRC  := $(wildcard tests/test_*.c)
+BENCH_SRC := $(wildcard bench/*.c)
+FUZZ_SRC  := $(wildcard fuzz/fuzz_*.c)
+
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+HEADERS   := $(wildcard include/*.h src/*/*.h tests/*.h)
+
+.PHONY: all test asan fuzz clean
+all: $(BUILD)/hanudb $(TEST_BIN) $(BENCH_BIN)
+
+$(BUILD)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/libhanudb.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/hanudb: $(CLI_OBJ) $(BUILD)/libhanudb.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libhanudb.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(BUILD)/libhanudb.a -o $@ $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libhanudb.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(BUILD)/libhanudb.a -o $@ $(LDLIBS)
+
+test: all
+	BUILD=$(BUILD) tests/run-tests.sh
+
+asan:
+	$(MAKE) BUILD=build-asan OPT=-O1 \
+	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
+	  EXTRA_LDLIBS="-fsanitize=address,undefined" all
+	BUILD=build-asan UNIT_ONLY=1 tests/run-tests.sh
+
+fuzz:
+	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 \
+	  EXTRA_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined" build-fuzz/libhanudb.a
+	@mkdir -p build-fuzz/fuzz
+	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
+	  echo "clang $$f"; \
+	  clang $(CFLAGS) -O1 -fsanitize=fuzzer,address,undefined $$f build-fuzz/libhanudb.a \
+	    -o build-fuzz/fuzz/$$n $(LDLIBS) || exit 1; done
+
+clean:
+	rm -rf build build-asan build-fuzz

@@ -1,0 +1,188 @@
+/*
+ * base.c: status names, checksums, file helpers, clocks and the byte buffer
+ * declared in base.h. Relies on libxxhash for XXH3.
+ */
+#include "base/base.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+const char *hanu_status_str(int status)
+{
+    switch (status) {
+    case HANU_OK: return "ok";
+    case HANU_ERR_IO: return "I/O error";
+    case HANU_ERR_NOSPACE: return "no space left on device";
+    case HANU_ERR_CORRUPT: return "corrupt data";
+    case HANU_ERR_NOT_FOUND: return "not found";
+    case HANU_ERR_EXISTS: return "already exists";
+    case HANU_ERR_MISMATCH: return "token mismatch";
+    case HANU_ERR_INVALID: return "invalid request";
+    case HANU_ERR_TOO_LARGE: return "too large";
+    case HANU_ERR_NOMEM: return "out of memory";
+    case HANU_ERR_STOPPED: return "store stopped after a failed fdatasync; restart required";
+    case HANU_ERR_UNSUPPORTED: return "not supported";
+    case HANU_ERR_BUSY: return "busy";
+    default: return "unknown error";
+    }
+}
+
+uint32_t hanu_checksum32(const void *data, size_t len)
+{
+    return (uint32_t)XXH3_64bits(data, len);
+}
+
+uint64_t hanu_hash64(const void *data, size_t len, uint64_t seed)
+{
+    return XXH3_64bits_withSeed(data, len, seed);
+}
+
+static int io_error_status(void)
+{
+    return (errno == ENOSPC || errno == EDQUOT) ? HANU_ERR_NOSPACE : HANU_ERR_IO;
+}
+
+int hanu_pwrite_full(int fd, const void *buf, size_t len, off_t off)
+{
+    const uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = pwrite(fd, p, len, off);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return io_error_status();
+        }
+        if (n == 0) { errno = EIO; return HANU_ERR_IO; }
+        p += n;
+        len -= (size_t)n;
+        off += n;
+    }
+    return HANU_OK;
+}
+
+int hanu_write_full(int fd, const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return io_error_status();
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return HANU_OK;
+}
+
+int hanu_pread_full(int fd, void *buf, size_t len, off_t off)
+{
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = pread(fd, p, len, off);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return HANU_ERR_IO;
+        }
+        if (n == 0) return HANU_ERR_CORRUPT;
+        p += n;
+        len -= (size_t)n;
+        off += n;
+    }
+    return HANU_OK;
+}
+
+int hanu_fsync_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return HANU_ERR_IO;
+    int rc = fsync(fd) == 0 ? HANU_OK : HANU_ERR_IO;
+    close(fd);
+    return rc;
+}
+
+int hanu_mkdir_p(const char *path)
+{
+    char tmp[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof tmp) return HANU_ERR_INVALID;
+    memcpy(tmp, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (tmp[i] == '/' || tmp[i] == '\0') {
+            char c = tmp[i];
+            tmp[i] = '\0';
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return HANU_ERR_IO;
+            tmp[i] = c;
+        }
+    }
+    return HANU_OK;
+}
+
+int hanu_is_zero(const void *p, size_t len)
+{
+    const uint8_t *b = p;
+    while (len >= 8) {
+        uint64_t v;
+        memcpy(&v, b, 8);
+        if (v) return 0;
+        b += 8;
+        len -= 8;
+    }
+    while (len--) if (*b++) return 0;
+    return 1;
+}
+
+uint64_t hanu_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t hanu_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
+}
+
+int hanu_buf_reserve(hanu_buf *b, size_t extra)
+{
+    if (b->cap - b->len >= extra) return HANU_OK;
+    size_t need = b->len + extra;
+    if (need < b->len) return HANU_ERR_NOMEM;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need) cap *= 2;
+    uint8_t *p = realloc(b->data, cap);
+    if (!p) return HANU_ERR_NOMEM;
+    b->data = p;
+    b->cap = cap;
+    return HANU_OK;
+}
+
+int hanu_buf_append(hanu_buf *b, const void *p, size_t n)
+{
+    int rc = hanu_buf_reserve(b, n);
+    if (rc) return rc;
+    if (n) memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return HANU_OK;
+}
+
+void hanu_buf_free(hanu_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+void hanu_buf_consume(hanu_buf *b, size_t n)
+{
+    if (n >= b->len) { b->len = 0; return; }
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+}

@@ -1,0 +1,13 @@
+/*
+ * cli.h: the hanudb command's subcommands. main.c dispatches on argv[1];
+ * each subcommand gets argv shifted so that argv[0] is its own name, and
+ * returns the process exit status.
+ */
+#ifndef HANU_CLI_H
+#define HANU_CLI_H
+
+int cli_serve_main(int argc, char **argv);    /* cli_serve.c */
+int cli_compact_main(int argc, char **argv);  /* cli_compact.c */
+int cli_kv_main(int argc, char **argv);       /* cli_kv.c: 0 ok, 1 not found, 2 error */
+
+#endif

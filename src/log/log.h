@@ -1,0 +1,165 @@
+/*
+ * log: the write-ahead log that is also the store. Framed, checksummed records
+ * in numbered data files (DATA/log/NNNNNN.log), a writer that appends frames
+ * to the active file and a group-commit thread that makes them durable with
+ * one fdatasync for every writer waiting at that moment.
+ *
+ * Formats (docs/FORMATS.md has the full description):
+ *
+ *   file header (40 bytes): "HANULOG\0" | u8 version=1 | u8 flags (bit 0:
+ *     compacted) | u16 0 | u32 file_id | u64 covers_first | u64 covers_last |
+ *     u32 generation | u32 checksum of bytes 0..36
+ *
+ *   frame: u32 body_len | u32 checksum (XXH3 low 32 bits of bytes 8..end) |
+ *          u64 txn | u32 entry_count | entries
+ *   entry: u8 op | u32 db | u16 key_len | u32 value_len | key | value
+ *
+ * A frame is one record and one txn; txns grow by one per record with no
+ * gaps, except in compacted files, which keep the original txns of the live
+ * records (increasing, with gaps) and say which range they cover.
+ *
+ * Threads: log_writer_append and log_writer_rotate are called by one thread
+ * (the store's single writer). The group-commit thread is internal; it calls
+ * options.on_durable from its own thread after every sync.
+ */
+#ifndef HANU_LOG_H
+#define HANU_LOG_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "base/base.h"
+
+#define LOG_FILE_HEADER_SIZE 40
+#define LOG_FRAME_HEADER_SIZE 20
+#define LOG_ENTRY_HEADER_SIZE 11
+#define LOG_FILE_MAGIC "HANULOG"
+#define LOG_FORMAT_VERSION 1
+#define LOG_FLAG_COMPACTED 1u
+#define LOG_MAX_ENTRIES_PER_FRAME 100000u
+#define LOG_MAX_FRAME_BODY (256u << 20)
+
+enum log_op {
+    LOG_OP_PUT = 1,
+    LOG_OP_DELETE = 2,
+    LOG_OP_CREATE_DB = 3,   /* db = new id, key = name */
+    LOG_OP_DROP_DB = 4,     /* db = id, key = name */
+    LOG_OP_IDEMPOTENCY = 5, /* db, key = idempotency key, value = stored answer */
+};
+
+typedef struct log_file_header {
+    uint8_t flags;
+    uint32_t file_id;
+    uint64_t covers_first;  /* compacted files: txn range of the file they replaced */
+    uint64_t covers_last;
+    uint32_t generation;    /* bumped by each compaction; hint files name it */
+} log_file_header;
+
+void log_file_header_encode(uint8_t out[LOG_FILE_HEADER_SIZE], const log_file_header *h);
+/* HANU_ERR_CORRUPT for a bad magic, version or checksum. */
+int log_file_header_decode(const uint8_t in[LOG_FILE_HEADER_SIZE], log_file_header *h);
+
+/* ---- frames ---- */
+
+/* Building a frame into a buffer: begin, add entries, then finish with its txn. */
+int log_frame_begin(hanu_buf *b);   /* b is reset; reserves the header */
+int log_frame_add(hanu_buf *b, uint8_t op, uint32_t db, const void *key, uint16_t key_len,
+                  const void *value, uint32_t value_len);
+/* Writes length, count, txn and checksum into the header. */
+void log_frame_finish(hanu_buf *b, uint64_t txn);
+/* Offset of the value of entry i within a frame (for locations), given entry sizes. */
+
+typedef struct log_entry {
+    uint8_t op;
+    uint32_t db;
+    const uint8_t *key;
+    uint16_t key_len;
+    const uint8_t *value;
+    uint32_t value_len;
+    uint32_t value_offset;   /* offset of value from the frame start */
+} log_entry;
+
+typedef struct log_frame {
+    uint64_t txn;
+    uint32_t entry_count;
+    uint32_t size;           /* header + body */
+    const uint8_t *start;
+} log_frame;
+
+enum log_decode_result {
+    LOG_FRAME_OK = 0,
+    LOG_FRAME_END = 1,       /* a zeroed header: no more frames here */
+    LOG_FRAME_TORN = 2,      /* header promises more bytes than there are */
+    LOG_FRAME_BAD = 3,       /* checksum or structure wrong */
+};
+
+/* Decodes the frame at p (avail bytes). On LOG_FRAME_BAD/TORN *why says why. */
+int log_frame_decode(const uint8_t *p, size_t avail, log_frame *f, const char **why);
+/* Iterates entries: *pos starts at 0; returns 1 with *e filled, 0 at the end. Frame must be OK. */
+int log_frame_next_entry(const log_frame *f, uint32_t *pos, log_entry *e);
+
+/* ---- files ---- */
+/* DATA/log/NNNNNN.log and .hint paths. */
+void log_file_path(char *out, size_t cap, const char *dir, uint32_t file_id, const char *ext);
+
+enum log_prealloc {
+    LOG_PREALLOC_APPEND = 0,     /* plain appends: the file grows with every write */
+    LOG_PREALLOC_FALLOCATE = 1,  /* fallocate the whole file when it is created */
+    LOG_PREALLOC_ZEROFILL = 2,   /* write zeros over the whole file ahead of time */
+};
+int log_prealloc_parse(const char *s, int *out);
+const char *log_prealloc_name(int mode);
+
+/* ---- writer and group commit ---- */
+typedef struct log_writer log_writer;
+
+typedef struct log_options {
+    const char *dir;              /* DATA/log, must exist */
+    uint64_t file_size;           /* rotate before a frame would pass this (default 64 MiB) */
+    int prealloc;                 /* enum log_prealloc */
+    uint32_t commit_window_us;    /* leader waits this long before syncing (default 0) */
+    /* Called from the commit thread after each sync: durable_txn is the highest txn
+       now durable, failed != 0 when fdatasync failed (then nothing more ever is). */
+    void (*on_durable)(void *ctx, uint64_t durable_txn, int failed);
+    void *ctx;
+} log_options;
+
+/* Starts writing at write_offset of file active_id (created when missing) with next_txn. */
+int log_writer_open(const log_options *opt, uint32_t active_id, uint64_t write_offset,
+                    uint64_t next_txn, log_writer **out);
+/* Stops the commit thread after a final sync, closes files. */
+void log_writer_close(log_writer *w);
+
+typedef struct log_location {
+    uint32_t file_id;
+    uint32_t offset;      /* of the frame within the file */
+} log_location;
+
+/* Finishes the frame in b with the next txn and writes it to the active file (page cache).
+   Rotates first when the frame does not fit. On error nothing was written (a partial
+   write is undone) and the txn is not used. Returns HANU_ERR_STOPPED after a failed sync.
+   *rotated_from is set to the sealed file id when this call rotated, else 0. */
+int log_writer_append(log_writer *w, hanu_buf *b, uint64_t *txn, log_location *loc,
+                      uint32_t *rotated_from);
+uint64_t log_writer_next_txn(const log_writer *w);
+uint64_t log_writer_durable_txn(const log_writer *w);
+uint32_t log_writer_active_id(const log_writer *w);
+int log_writer_failed(const log_writer *w);
+/* Seals the active file now and starts the next one (used by snapshots, tests). */
+int log_writer_rotate(log_writer *w, uint32_t *sealed_id);
+/* Blocks until every appended txn is durable (or the log failed). */
+int log_writer_sync(log_writer *w);
+
+typedef struct log_writer_stats {
+    uint64_t bytes_written;       /* frame bytes passed to pwrite */
+    uint64_t prealloc_bytes;      /* zero bytes written ahead of time */
+    uint64_t syncs;
+    uint64_t frames;
+    uint64_t rotations;
+} log_writer_stats;
+void log_writer_get_stats(log_writer *w, log_writer_stats *s);
+
+/* Creates file_id with its header (and preallocation), fsyncs it and the directory. */
+int log_file_create(const char *dir, uint32_t file_id, int prealloc, uint64_t file_size,
+                    const log_file_header *h, int *fd_out);
+
+#endif

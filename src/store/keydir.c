@@ -1,0 +1,145 @@
+/*
+ * keydir.c: the key directory hash table described in keydir.h.
+ */
+#include "store/keydir.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include "base/base.h"
+
+#define KD_PTR_MASK ((1ull << 48) - 1)
+#define KD_TAG(h) (((h) >> 48) | 1)   /* never 0, so a used slot is never 0 */
+#define KD_SEED 0x9e3779b97f4a7c15ull
+
+void keydir_init(keydir *kd) { memset(kd, 0, sizeof *kd); }
+
+void keydir_free(keydir *kd)
+{
+    for (size_t i = 0; i < kd->cap; i++)
+        if (kd->slots[i]) free((void *)(uintptr_t)(kd->slots[i] & KD_PTR_MASK));
+    free(kd->slots);
+    keydir_init(kd);
+}
+
+uint64_t keydir_hash(const void *key, size_t len) { return hanu_hash64(key, len, KD_SEED); }
+
+static inline kd_entry *slot_entry(uint64_t s) { return (kd_entry *)(uintptr_t)(s & KD_PTR_MASK); }
+
+static size_t find_slot(const keydir *kd, const void *key, uint16_t len, uint64_t hash, int *found)
+{
+    size_t mask = kd->cap - 1, i = hash & mask;
+    uint64_t tag = KD_TAG(hash);
+    for (;;) {
+        uint64_t s = kd->slots[i];
+        if (!s) { *found = 0; return i; }
+        if ((s >> 48) == tag) {
+            kd_entry *e = slot_entry(s);
+            if (e->key_len == len && memcmp(e->key, key, len) == 0) { *found = 1; return i; }
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+kd_entry *keydir_get(const keydir *kd, const void *key, uint16_t len, uint64_t hash)
+{
+    if (!kd->count) return NULL;
+    int found;
+    size_t i = find_slot(kd, key, len, hash, &found);
+    return found ? slot_entry(kd->slots[i]) : NULL;
+}
+
+static int grow(keydir *kd)
+{
+    size_t ncap = kd->cap ? kd->cap * 2 : 64;
+    uint64_t *ns = calloc(ncap, sizeof *ns);
+    if (!ns) return HANU_ERR_NOMEM;
+    for (size_t i = 0; i < kd->cap; i++) {
+        uint64_t s = kd->slots[i];
+        if (!s) continue;
+        kd_entry *e = slot_entry(s);
+        size_t j = keydir_hash(e->key, e->key_len) & (ncap - 1);
+        while (ns[j]) j = (j + 1) & (ncap - 1);
+        ns[j] = s;
+    }
+    free(kd->slots);
+    kd->slots = ns;
+    kd->cap = ncap;
+    return HANU_OK;
+}
+
+int keydir_put(keydir *kd, const void *key, uint16_t len, uint64_t hash, uint64_t txn,
+               uint32_t file_id, uint32_t value_off, uint32_t value_len, kd_entry *old)
+{
+    old->key_len = 0;
+    if ((kd->count + 1) * 4 > kd->cap * 3) {   /* load factor <= 0.75 */
+        int rc = grow(kd);
+        if (rc) return rc;
+    }
+    int found;
+    size_t i = find_slot(kd, key, len, hash, &found);
+    kd_entry *e;
+    if (found) {
+        e = slot_entry(kd->slots[i]);
+        *old = *e;
+        old->key_len = len ? len : 1;
+    } else {
+        e = malloc(offsetof(kd_entry, key) + len);
+        if (!e) return HANU_ERR_NOMEM;
+        if ((uintptr_t)e & ~KD_PTR_MASK) { free(e); return HANU_ERR_NOMEM; }
+        e->key_len = len;
+        memcpy(e->key, key, len);
+        kd->slots[i] = (KD_TAG(hash) << 48) | (uint64_t)(uintptr_t)e;
+        kd->count++;
+        kd->entry_bytes += offsetof(kd_entry, key) + len;
+    }
+    e->txn = txn;
+    e->file_id = file_id;
+    e->value_off = value_off;
+    e->value_len = value_len;
+    return HANU_OK;
+}
+
+int keydir_delete(keydir *kd, const void *key, uint16_t len, uint64_t hash, kd_entry *old)
+{
+    if (!kd->count) return 0;
+    int found;
+    size_t i = find_slot(kd, key, len, hash, &found);
+    if (!found) return 0;
+    kd_entry *e = slot_entry(kd->slots[i]);
+    if (old) { *old = *e; old->key_len = len; }
+    kd->entry_bytes -= offsetof(kd_entry, key) + e->key_len;
+    free(e);
+    kd->count--;
+    /* Backward-shift deletion keeps every probe run unbroken. */
+    size_t mask = kd->cap - 1, hole = i, j = i;
+    kd->slots[hole] = 0;
+    for (;;) {
+        j = (j + 1) & mask;
+        uint64_t s = kd->slots[j];
+        if (!s) break;
+        kd_entry *m = slot_entry(s);
+        size_t home = keydir_hash(m->key, m->key_len) & mask;
+        /* m may move to hole when its home is not cyclically in (hole, j]. */
+        int in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (!in_range) {
+            kd->slots[hole] = s;
+            kd->slots[j] = 0;
+            hole = j;
+        }
+    }
+    return 1;
+}
+
+kd_entry *keydir_next(const keydir *kd, size_t *pos)
+{
+    while (*pos < kd->cap) {
+        uint64_t s = kd->slots[(*pos)++];
+        if (s) return slot_entry(s);
+    }
+    return NULL;
+}
+
+size_t keydir_memory(const keydir *kd)
+{
+    return kd->cap * sizeof(uint64_t) + kd->entry_bytes;
+}

@@ -1,0 +1,47 @@
+/*
+ * keydir.h (internal to store): the in-memory key directory of one database,
+ * key -> location of its newest record (file, value offset, length) and txn.
+ *
+ * Open addressing with linear probing; a slot is one u64: the top 16 bits are
+ * a tag from the key's hash, the low 48 bits the entry pointer (x86-64 user
+ * addresses fit in 47 bits), so most probes never touch a wrong entry.
+ * Deletion shifts the following run back (no tombstones).
+ * Not thread-safe: the store's mutex guards it.
+ */
+#ifndef HANU_KEYDIR_H
+#define HANU_KEYDIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct kd_entry {
+    uint64_t txn;
+    uint32_t file_id;
+    uint32_t value_off;     /* absolute offset of the value bytes in the file */
+    uint32_t value_len;
+    uint16_t key_len;
+    uint8_t key[];
+} kd_entry;
+
+typedef struct keydir {
+    uint64_t *slots;
+    size_t cap;             /* power of two, or 0 */
+    size_t count;
+    size_t entry_bytes;     /* bytes allocated for entries, for memory reporting */
+} keydir;
+
+void keydir_init(keydir *kd);
+void keydir_free(keydir *kd);
+uint64_t keydir_hash(const void *key, size_t len);
+kd_entry *keydir_get(const keydir *kd, const void *key, uint16_t len, uint64_t hash);
+/* Inserts or updates. *old gets a copy of the previous location (old->key_len = 0 when new).
+   Returns 0 or HANU_ERR_NOMEM. */
+int keydir_put(keydir *kd, const void *key, uint16_t len, uint64_t hash, uint64_t txn,
+               uint32_t file_id, uint32_t value_off, uint32_t value_len, kd_entry *old);
+/* Removes; returns 1 and copies the location to *old when the key was there, else 0. */
+int keydir_delete(keydir *kd, const void *key, uint16_t len, uint64_t hash, kd_entry *old);
+/* Iteration: *pos starts at 0; returns the next entry or NULL at the end. */
+kd_entry *keydir_next(const keydir *kd, size_t *pos);
+size_t keydir_memory(const keydir *kd);   /* slots + entries, bytes */
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * test.h: the few macros unit tests use. A test program calls RUN(fn) for each
+ * test function and ends with TEST_DONE(); a failed CHECK prints file:line and
+ * marks the test failed, the program exits non-zero when any test failed.
+ */
+#ifndef HANU_TEST_H
+#define HANU_TEST_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int test_failed_count;
+static int test_current_failed;
+
+#define CHECK(cond) do { if (!(cond)) { \
+    fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+    test_current_failed = 1; } } while (0)
+#define CHECK_EQ(a, b) do { long long _a = (long long)(a), _b = (long long)(b); if (_a != _b) { \
+    fprintf(stderr, "  FAIL %s:%d: %s == %s (%lld != %lld)\n", __FILE__, __LINE__, #a, #b, _a, _b); \
+    test_current_failed = 1; } } while (0)
+#define REQUIRE(cond) do { if (!(cond)) { \
+    fprintf(stderr, "  FAIL %s:%d: %s (fatal)\n", __FILE__, __LINE__, #cond); \
+    test_current_failed = 1; return; } } while (0)
+
+#define RUN(fn) do { test_current_failed = 0; fn(); \
+    fprintf(stderr, "%s %s\n", test_current_failed ? "FAIL" : "ok  ", #fn); \
+    if (test_current_failed) test_failed_count++; } while (0)
+#define TEST_DONE() return test_failed_count ? 1 : 0
+
+/* A fresh empty directory under $TMPDIR (or /tmp) for this test; caller frees nothing. */
+static inline const char *test_tmpdir(const char *name)
+{
+    static char path[512];
+    const char *base = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/hanudb-test-%d-%s", base ? base : "/tmp", (int)getpid(), name);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", path, path);
+    if (system(cmd) != 0) { perror("mkdir"); exit(2); }
+    return path;
+}
+
+#endif
