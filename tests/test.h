@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 static int test_failed_count;
 static int test_current_failed;
@@ -35,7 +36,7 @@ static inline const char *test_tmpdir(const char *name)
     static char path[512];
     const char *base = getenv("TMPDIR");
     snprintf(path, sizeof path, "%s/hanudb-test-%d-%s", base ? base : "/tmp", (int)getpid(), name);
-    char cmd[600];
+    char cmd[1200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", path, path);
     if (system(cmd) != 0) { perror("mkdir"); exit(2); }
     return path;

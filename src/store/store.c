@@ -1,0 +1,807 @@
+/*
+ * store.c: opening (recovery), reads, writes and databases of the store
+ * (store.h). Recovery walks the data files in order: hint files for compacted
+ * files, frames otherwise; it stops at the torn tail of the newest file and
+ * refuses to start on damage anywhere else, naming the file and offset.
+ */
+#include "store/store_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void store_options_default(store_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->data_dir = "./data";
+    o->file_size = 64ull << 20;
+    o->prealloc = LOG_PREALLOC_ZEROFILL;
+    o->max_key = 1024;
+    o->max_value = 1u << 20;
+    o->compact_ratio = 0.5;
+    o->compact_min_dead = 1u << 20;
+    o->background_compaction = 1;
+}
+
+int store_db_name_valid(const char *name, size_t len)
+{
+    if (len == 0 || len > STORE_DB_NAME_MAX) return 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.'))
+            return 0;
+    }
+    return 1;
+}
+
+/* ---- databases and files (mu held) ---- */
+
+store_db *store_db_by_id(store *s, uint32_t id)
+{
+    for (size_t i = 0; i < s->ndbs; i++)
+        if (s->dbs[i]->id == id) return s->dbs[i];
+    return NULL;
+}
+
+static store_db *db_by_name(store *s, const char *name, size_t len)
+{
+    for (size_t i = 0; i < s->ndbs; i++)
+        if (strlen(s->dbs[i]->name) == len && memcmp(s->dbs[i]->name, name, len) == 0) return s->dbs[i];
+    return NULL;
+}
+
+static int db_add(store *s, uint32_t id, const char *name, size_t len, uint64_t txn)
+{
+    if (s->ndbs >= STORE_MAX_DATABASES) return HANU_ERR_TOO_LARGE;
+    store_db *d = calloc(1, sizeof *d);
+    store_db **nd = realloc(s->dbs, (s->ndbs + 1) * sizeof *nd);
+    if (!d || !nd) { free(d); if (nd) s->dbs = nd; return HANU_ERR_NOMEM; }
+    s->dbs = nd;
+    d->id = id;
+    memcpy(d->name, name, len);
+    d->name[len] = '\0';
+    d->create_txn = txn;
+    keydir_init(&d->kd);
+    s->dbs[s->ndbs++] = d;
+    if (id >= s->next_db_id) s->next_db_id = id + 1;
+    return HANU_OK;
+}
+
+static void db_remove(store *s, store_db *d)
+{
+    size_t pos = 0;
+    kd_entry *e;
+    while ((e = keydir_next(&d->kd, &pos)) != NULL)
+        store_mark_dead(s, e->file_id, store_entry_bytes(e->key_len, e->value_len));
+    keydir_free(&d->kd);
+    for (size_t i = 0; i < s->ndbs; i++) {
+        if (s->dbs[i] == d) {
+            s->dbs[i] = s->dbs[--s->ndbs];
+            break;
+        }
+    }
+    free(d);
+}
+
+store_file *store_file_get(store *s, uint32_t id)
+{
+    return id < s->files_cap ? s->files[id] : NULL;
+}
+
+static store_file *file_add(store *s, uint32_t id)
+{
+    if (id >= s->files_cap) {
+        uint32_t ncap = s->files_cap ? s->files_cap : 16;
+        while (ncap <= id) ncap *= 2;
+        store_file **nf = realloc(s->files, ncap * sizeof *nf);
+        if (!nf) return NULL;
+        memset(nf + s->files_cap, 0, (ncap - s->files_cap) * sizeof *nf);
+        s->files = nf;
+        s->files_cap = ncap;
+    }
+    if (!s->files[id]) {
+        store_file *f = calloc(1, sizeof *f);
+        if (!f) return NULL;
+        f->id = id;
+        f->fd = -1;
+        s->files[id] = f;
+    }
+    return s->files[id];
+}
+
+int store_file_map(store_file *f, size_t len)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    len = (len + (size_t)page - 1) & ~((size_t)page - 1);
+    if (len == 0) len = (size_t)page;
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, f->fd, 0);
+    if (m == MAP_FAILED) return HANU_ERR_IO;
+    store_file_unmap(f);
+    f->map = m;
+    f->map_len = len;
+    return HANU_OK;
+}
+
+void store_file_unmap(store_file *f)
+{
+    if (f->map) munmap(f->map, f->map_len);
+    f->map = NULL;
+    f->map_len = 0;
+}
+
+static void file_free(store_file *f)
+{
+    if (!f) return;
+    store_file_unmap(f);
+    if (f->fd >= 0) close(f->fd);
+    free(f);
+}
+
+void store_mark_dead(store *s, uint32_t file_id, uint64_t bytes)
+{
+    store_file *f = store_file_get(s, file_id);
+    if (f) f->dead_bytes += bytes;
+}
+
+/* ---- applying entries (recovery and live writes share this) ---- */
+
+int store_apply_entry(store *s, const log_entry *e, uint64_t txn, uint32_t file_id, uint32_t value_off)
+{
+    store_file *f = store_file_get(s, file_id);
+    uint64_t own = store_entry_bytes(e->key_len, e->value_len);
+    if (f) f->record_bytes += own;
+    store_db *d;
+    switch (e->op) {
+    case LOG_OP_PUT:
+    case LOG_OP_IDEMPOTENCY: {
+        d = store_db_by_id(s, e->db);
+        if (!d) { store_mark_dead(s, file_id, own); return HANU_OK; }
+        kd_entry old;
+        int rc = keydir_put(&d->kd, e->key, e->key_len, keydir_hash(e->key, e->key_len), txn,
+                            file_id, value_off, e->value_len, &old);
+        if (rc) return rc;
+        d->bytes += e->key_len + e->value_len;
+        if (old.key_len) {
+            store_mark_dead(s, old.file_id, store_entry_bytes(e->key_len, old.value_len));
+            d->bytes -= e->key_len + old.value_len;
+        }
+        return HANU_OK;
+    }
+    case LOG_OP_DELETE: {
+        store_mark_dead(s, file_id, own);   /* a tombstone is never a live value */
+        d = store_db_by_id(s, e->db);
+        if (!d) return HANU_OK;
+        kd_entry old;
+        if (keydir_delete(&d->kd, e->key, e->key_len, keydir_hash(e->key, e->key_len), &old)) {
+            store_mark_dead(s, old.file_id, store_entry_bytes(e->key_len, old.value_len));
+            d->bytes -= e->key_len + old.value_len;
+        }
+        return HANU_OK;
+    }
+    case LOG_OP_CREATE_DB:
+        if (e->db >= s->next_db_id) s->next_db_id = e->db + 1;
+        if (store_db_by_id(s, e->db) || db_by_name(s, (const char *)e->key, e->key_len) ||
+            !store_db_name_valid((const char *)e->key, e->key_len)) {
+            store_mark_dead(s, file_id, own);
+            return HANU_OK;
+        }
+        return db_add(s, e->db, (const char *)e->key, e->key_len, txn);
+    case LOG_OP_DROP_DB:
+        store_mark_dead(s, file_id, own);
+        d = store_db_by_id(s, e->db);
+        if (d && d->id != STORE_DEFAULT_DB_ID) {
+            store_file *cf = NULL;
+            (void)cf;
+            db_remove(s, d);
+        }
+        return HANU_OK;
+    default:
+        return HANU_ERR_CORRUPT;
+    }
+}
+
+/* The create record of a database is live while that database exists; account it so
+   dead-byte ratios stay right. (Done by apply: a create is never marked dead unless refused.) */
+
+/* ---- recovery ---- */
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int list_log_files(const char *dir, uint32_t **ids, size_t *n)
+{
+    DIR *d = opendir(dir);
+    if (!d) return HANU_ERR_IO;
+    size_t cap = 16;
+    *ids = malloc(cap * sizeof **ids);
+    *n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        unsigned id;
+        char ext[16];
+        int used = 0;
+        if (sscanf(de->d_name, "%u.%15[a-z]%n", &id, ext, &used) != 2 || de->d_name[used]) continue;
+        if (strcmp(ext, "tmp") == 0) continue;
+        if (strcmp(ext, "log") != 0) continue;
+        if (*n == cap) {
+            cap *= 2;
+            uint32_t *ni = realloc(*ids, cap * sizeof *ni);
+            if (!ni) { closedir(d); return HANU_ERR_NOMEM; }
+            *ids = ni;
+        }
+        (*ids)[(*n)++] = id;
+    }
+    closedir(d);
+    qsort(*ids, *n, sizeof **ids, cmp_u32);
+    return HANU_OK;
+}
+
+static void remove_tmp_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    char path[1400];
+    while ((de = readdir(d)) != NULL) {
+        size_t l = strlen(de->d_name);
+        if (l > 4 && strcmp(de->d_name + l - 4, ".tmp") == 0) {
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+            unlink(path);
+        }
+    }
+    closedir(d);
+}
+
+static int open_file(store *s, uint32_t id, store_file **out, log_file_header *h, uint64_t *size,
+                     char *err, size_t errcap)
+{
+    char path[1200];
+    log_file_path(path, sizeof path, s->log_dir, id, "log");
+    store_file *f = file_add(s, id);
+    if (!f) return HANU_ERR_NOMEM;
+    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (f->fd < 0 || fstat(f->fd, &st) != 0) {
+        snprintf(err, errcap, "log/%06u.log: cannot open: %s", id, strerror(errno));
+        return HANU_ERR_IO;
+    }
+    *size = (uint64_t)st.st_size;
+    uint8_t hb[LOG_FILE_HEADER_SIZE];
+    if (*size < LOG_FILE_HEADER_SIZE || hanu_pread_full(f->fd, hb, sizeof hb, 0) != HANU_OK ||
+        log_file_header_decode(hb, h) != HANU_OK || h->file_id != id) {
+        snprintf(err, errcap, "log/%06u.log: bad file header at offset 0", id);
+        return HANU_ERR_CORRUPT;
+    }
+    f->compacted = (h->flags & LOG_FLAG_COMPACTED) != 0;
+    f->generation = h->generation;
+    size_t want = HANU_MAX((size_t)*size, (size_t)s->opt.file_size);
+    if (*size > 0 && store_file_map(f, want) != HANU_OK) {
+        snprintf(err, errcap, "log/%06u.log: mmap failed: %s", id, strerror(errno));
+        return HANU_ERR_IO;
+    }
+    *out = f;
+    return HANU_OK;
+}
+
+/* True when file id holds at least one decodable frame after a valid header. */
+static int file_has_frames(store *s, uint32_t id)
+{
+    char path[1200];
+    log_file_path(path, sizeof path, s->log_dir, id, "log");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    uint8_t hb[LOG_FILE_HEADER_SIZE + LOG_FRAME_HEADER_SIZE];
+    log_file_header h;
+    int ok = 0;
+    if (hanu_pread_full(fd, hb, sizeof hb, 0) == HANU_OK && log_file_header_decode(hb, &h) == HANU_OK) {
+        if (h.flags & LOG_FLAG_COMPACTED) ok = 1;
+        else {
+            uint32_t body = hanu_get_u32(hb + LOG_FILE_HEADER_SIZE);
+            if (body > 0 && body <= LOG_MAX_FRAME_BODY) {
+                size_t n = LOG_FRAME_HEADER_SIZE + body;
+                uint8_t *buf = malloc(n);
+                if (buf && hanu_pread_full(fd, buf, n, LOG_FILE_HEADER_SIZE) == HANU_OK)
+                    ok = log_frame_decode(buf, n, &(log_frame){0}, NULL) == LOG_FRAME_OK;
+                free(buf);
+            }
+        }
+    }
+    close(fd);
+    return ok;
+}
+
+/* Scans the frames of f. For the newest file a bad frame ends the data (torn tail);
+   elsewhere it is an error. *expected is the next txn the log must continue with. */
+static int scan_file(store *s, store_file *f, const log_file_header *h, uint64_t size,
+                     int newest, uint64_t *expected, uint64_t *stop_off, char *err, size_t errcap)
+{
+    uint64_t off = LOG_FILE_HEADER_SIZE;
+    uint64_t prev_txn = 0;
+    if (f->compacted && *expected && h->covers_first != *expected) {
+        snprintf(err, errcap, "log/%06u.log: compacted file covers txn %llu.. but the log "
+                 "continues at txn %llu", f->id, (unsigned long long)h->covers_first,
+                 (unsigned long long)*expected);
+        return HANU_ERR_CORRUPT;
+    }
+    for (;;) {
+        log_frame fr;
+        const char *why = "";
+        int r = log_frame_decode(f->map + off, size - off, &fr, &why);
+        if (r == LOG_FRAME_END) break;
+        if (r == LOG_FRAME_OK) {
+            int bad_txn = f->compacted
+                ? (fr.txn <= prev_txn || fr.txn < h->covers_first || fr.txn > h->covers_last)
+                : (*expected && fr.txn != *expected);
+            if (!bad_txn) {
+                uint32_t pos = 0;
+                log_entry e;
+                while (log_frame_next_entry(&fr, &pos, &e)) {
+                    int rc = store_apply_entry(s, &e, fr.txn, f->id, (uint32_t)off + e.value_offset);
+                    if (rc) {
+                        snprintf(err, errcap, "log/%06u.log: applying txn %llu: %s", f->id,
+                                 (unsigned long long)fr.txn, hanu_status_str(rc));
+                        return rc;
+                    }
+                }
+                if (!f->first_txn) f->first_txn = fr.txn;
+                f->last_txn = fr.txn;
+                prev_txn = fr.txn;
+                if (!f->compacted) *expected = fr.txn + 1;
+                off += fr.size;
+                continue;
+            }
+            why = "txn out of sequence";
+        }
+        if (newest && !f->compacted) break;   /* torn tail: keep everything before it */
+        snprintf(err, errcap, "log/%06u.log: %s at offset %llu; the file is sealed, so this "
+                 "is damage, not a torn write (restore it, or move it away to accept the loss)",
+                 f->id, why, (unsigned long long)off);
+        return HANU_ERR_CORRUPT;
+    }
+    if (f->compacted) *expected = h->covers_last + 1;
+    f->used = off;
+    *stop_off = off;
+    return HANU_OK;
+}
+
+/* Zeroes whatever follows the last good frame of the active file, so that a later
+   shorter frame can never be followed by stale bytes that decode. */
+static int zero_tail(store *s, uint32_t id, uint64_t from, char *err, size_t errcap)
+{
+    char path[1200];
+    log_file_path(path, sizeof path, s->log_dir, id, "log");
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) { snprintf(err, errcap, "log/%06u.log: %s", id, strerror(errno)); return HANU_ERR_IO; }
+    struct stat st;
+    int rc = fstat(fd, &st) == 0 ? HANU_OK : HANU_ERR_IO;
+    static const uint8_t zeros[1 << 16];
+    uint8_t *buf = malloc(sizeof zeros);
+    uint64_t zeroed = 0;
+    for (uint64_t off = from; rc == HANU_OK && off < (uint64_t)st.st_size; off += sizeof zeros) {
+        size_t n = HANU_MIN(sizeof zeros, (uint64_t)st.st_size - off);
+        rc = hanu_pread_full(fd, buf, n, (off_t)off);
+        if (rc == HANU_OK && !hanu_is_zero(buf, n)) {
+            rc = hanu_pwrite_full(fd, zeros, n, (off_t)off);
+            zeroed += n;
+        }
+    }
+    free(buf);
+    /* Also makes frames recovered from the page cache (never synced) durable now. */
+    if (rc == HANU_OK && fdatasync(fd) != 0) rc = HANU_ERR_IO;
+    close(fd);
+    if (rc) snprintf(err, errcap, "log/%06u.log: cannot clear the torn tail: %s", id, hanu_status_str(rc));
+    else if (zeroed && !s->opt.quiet)
+        fprintf(stderr, "hanudb: log/%06u.log: cleared %llu bytes after the last complete frame "
+                "(offset %llu)\n", id, (unsigned long long)zeroed, (unsigned long long)from);
+    return rc;
+}
+
+static int recover(store *s, uint32_t *active_id, uint64_t *write_off, uint64_t *next_txn,
+                   char *err, size_t errcap)
+{
+    uint32_t *ids = NULL;
+    size_t n = 0;
+    int rc = list_log_files(s->log_dir, &ids, &n);
+    if (rc) { snprintf(err, errcap, "cannot list %s", s->log_dir); free(ids); return rc; }
+    /* Files after the last one holding a frame were created ahead of time, or their
+       first frame was torn: they hold nothing that was ever acknowledged. */
+    while (n > 0 && !file_has_frames(s, ids[n - 1])) {
+        char path[1200];
+        log_file_path(path, sizeof path, s->log_dir, ids[n - 1], "log");
+        unlink(path);
+        n--;
+    }
+    uint64_t expected = 0, stop = LOG_FILE_HEADER_SIZE;
+    size_t from_hints = 0;
+    for (size_t i = 0; i < n && rc == HANU_OK; i++) {
+        store_file *f;
+        log_file_header h;
+        uint64_t size;
+        rc = open_file(s, ids[i], &f, &h, &size, err, errcap);
+        if (rc) break;
+        if (i == 0) s->oldest_file = ids[i];
+        int newest = i + 1 == n;
+        if (f->compacted && store_hint_load(s, f, err, errcap) == HANU_OK) {
+            if (expected && h.covers_first != expected) {
+                snprintf(err, errcap, "log/%06u.log: compacted file covers txn %llu.. but the log "
+                         "continues at txn %llu", f->id, (unsigned long long)h.covers_first,
+                         (unsigned long long)expected);
+                rc = HANU_ERR_CORRUPT;
+                break;
+            }
+            expected = h.covers_last + 1;
+            from_hints++;
+            continue;
+        }
+        rc = scan_file(s, f, &h, size, newest, &expected, &stop, err, errcap);
+    }
+    if (rc == HANU_OK) {
+        if (n == 0) {
+            *active_id = 1;
+            *write_off = LOG_FILE_HEADER_SIZE;
+            *next_txn = 1;
+        } else {
+            store_file *last = store_file_get(s, ids[n - 1]);
+            *next_txn = expected ? expected : 1;
+            if (last->compacted) {
+                *active_id = ids[n - 1] + 1;
+                *write_off = LOG_FILE_HEADER_SIZE;
+            } else {
+                *active_id = ids[n - 1];
+                *write_off = stop;
+                rc = zero_tail(s, ids[n - 1], stop, err, errcap);
+            }
+        }
+        if (!s->opt.quiet && n)
+            fprintf(stderr, "hanudb: recovered %zu log files (%zu from hint files), next txn %llu\n",
+                    n, from_hints, (unsigned long long)*next_txn);
+    }
+    free(ids);
+    return rc;
+}
+
+static void on_durable_forward(void *ctx, uint64_t txn, int failed)
+{
+    store *s = ctx;
+    if (s->opt.on_durable) s->opt.on_durable(s->opt.ctx, txn, failed);
+}
+
+int store_open(const store_options *o, store **out, char *err, size_t errcap)
+{
+    uint64_t t0 = hanu_now_ns();
+    store *s = calloc(1, sizeof *s);
+    if (!s) return HANU_ERR_NOMEM;
+    s->opt = *o;
+    if (!s->opt.file_size) s->opt.file_size = 64ull << 20;
+    if (!s->opt.max_key || s->opt.max_key > 65535) s->opt.max_key = s->opt.max_key ? 65535 : 1024;
+    if (!s->opt.max_value) s->opt.max_value = 1u << 20;
+    snprintf(s->data_dir, sizeof s->data_dir, "%s", o->data_dir);
+    snprintf(s->log_dir, sizeof s->log_dir, "%s/log", s->data_dir);
+    s->lock_fd = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->compact_mu, NULL);
+    pthread_cond_init(&s->compact_cv, NULL);
+
+    char meta[1100], lockp[1100];
+    snprintf(meta, sizeof meta, "%s/meta", s->data_dir);
+    snprintf(lockp, sizeof lockp, "%s/LOCK", s->data_dir);
+    if (hanu_mkdir_p(s->log_dir) || hanu_mkdir_p(meta)) {
+        snprintf(err, errcap, "cannot create %s: %s", s->log_dir, strerror(errno));
+        store_close(s);
+        return HANU_ERR_IO;
+    }
+    s->lock_fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->lock_fd < 0 || flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        snprintf(err, errcap, "data directory %s is in use by another hanudb process", s->data_dir);
+        store_close(s);
+        return HANU_ERR_BUSY;
+    }
+    remove_tmp_files(s->log_dir);
+    int rc = db_add(s, STORE_DEFAULT_DB_ID, "default", 7, 0);
+    uint32_t active_id = 1;
+    uint64_t write_off = 0, next_txn = 1;
+    if (rc == HANU_OK) rc = recover(s, &active_id, &write_off, &next_txn, err, errcap);
+    if (rc) { store_close(s); return rc; }
+
+    log_options lo = {
+        .dir = s->log_dir, .file_size = s->opt.file_size, .prealloc = s->opt.prealloc,
+        .commit_window_us = s->opt.commit_window_us, .on_durable = on_durable_forward, .ctx = s,
+    };
+    rc = log_writer_open(&lo, active_id, write_off, next_txn, &s->log);
+    if (rc) {
+        snprintf(err, errcap, "cannot open the active log file %06u: %s", active_id, hanu_status_str(rc));
+        store_close(s);
+        return rc;
+    }
+    s->last_txn = next_txn - 1;
+    store_file *af = store_file_get(s, active_id);
+    if (!af) {
+        uint64_t size;
+        log_file_header h;
+        rc = open_file(s, active_id, &af, &h, &size, err, errcap);
+        if (rc) { store_close(s); return rc; }
+        af->used = LOG_FILE_HEADER_SIZE;
+    }
+    if (s->oldest_file == 0) s->oldest_file = active_id;
+    s->startup_ms = (hanu_now_ns() - t0) / 1000000;
+    if (!s->opt.quiet) {
+        for (size_t i = 0; i < s->ndbs; i++)
+            fprintf(stderr, "hanudb: database %s: %zu keys, %llu bytes\n", s->dbs[i]->name,
+                    s->dbs[i]->kd.count, (unsigned long long)s->dbs[i]->bytes);
+        fprintf(stderr, "hanudb: store opened in %llu ms (data %s, log file %06u)\n",
+                (unsigned long long)s->startup_ms, s->data_dir, active_id);
+    }
+    if (s->opt.background_compaction) {
+        if (pthread_create(&s->compact_thread, NULL, store_compact_main, s) == 0) s->compact_started = 1;
+    }
+    *out = s;
+    return HANU_OK;
+}
+
+void store_close(store *s)
+{
+    if (!s) return;
+    if (s->compact_started) {
+        pthread_mutex_lock(&s->compact_mu);
+        s->compact_stop = 1;
+        pthread_cond_broadcast(&s->compact_cv);
+        pthread_mutex_unlock(&s->compact_mu);
+        pthread_join(s->compact_thread, NULL);
+    }
+    if (s->log) {
+        log_writer_sync(s->log);
+        log_writer_close(s->log);
+    }
+    for (size_t i = 0; i < s->ndbs; i++) {
+        keydir_free(&s->dbs[i]->kd);
+        free(s->dbs[i]);
+    }
+    free(s->dbs);
+    for (uint32_t i = 0; i < s->files_cap; i++) file_free(s->files[i]);
+    free(s->files);
+    hanu_buf_free(&s->frame);
+    if (s->lock_fd >= 0) close(s->lock_fd);
+    pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->compact_mu);
+    pthread_cond_destroy(&s->compact_cv);
+    free(s);
+}
+
+/* ---- reads ---- */
+
+int store_db_lookup(store *s, const char *name, size_t len, uint32_t *id)
+{
+    pthread_mutex_lock(&s->mu);
+    store_db *d = db_by_name(s, name, len);
+    if (d) *id = d->id;
+    pthread_mutex_unlock(&s->mu);
+    return d ? HANU_OK : HANU_ERR_NOT_FOUND;
+}
+
+int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value, uint64_t *token)
+{
+    hanu_buf_reset(value);
+    if (key_len == 0 || key_len > s->opt.max_key) return HANU_ERR_NOT_FOUND;
+    uint64_t h = keydir_hash(key, key_len);
+    pthread_mutex_lock(&s->mu);
+    store_db *d = store_db_by_id(s, db);
+    kd_entry *e = d ? keydir_get(&d->kd, key, (uint16_t)key_len, h) : NULL;
+    int rc = HANU_ERR_NOT_FOUND;
+    if (e) {
+        store_file *f = store_file_get(s, e->file_id);
+        if (!f || !f->map || (uint64_t)e->value_off + e->value_len > f->map_len) rc = HANU_ERR_IO;
+        else {
+            rc = hanu_buf_append(value, f->map + e->value_off, e->value_len);
+            *token = e->txn;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* ---- writes (writer thread only) ---- */
+
+/* Appends the frame in s->frame and applies its entries. mu is NOT held on entry. */
+static int append_and_apply(store *s, uint64_t *txn)
+{
+    log_location loc;
+    uint32_t rotated = 0;
+    int rc = log_writer_append(s->log, &s->frame, txn, &loc, &rotated);
+    if (rc) return rc;
+    pthread_mutex_lock(&s->mu);
+    store_file *f = store_file_get(s, loc.file_id);
+    if (!f || f->fd < 0) {
+        char path[1200];
+        log_file_path(path, sizeof path, s->log_dir, loc.file_id, "log");
+        f = file_add(s, loc.file_id);
+        if (f) f->fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (!f || f->fd < 0 || store_file_map(f, s->opt.file_size) != HANU_OK) {
+            pthread_mutex_unlock(&s->mu);
+            fprintf(stderr, "hanudb: cannot map new log file %06u: %s\n", loc.file_id, strerror(errno));
+            return HANU_ERR_IO;
+        }
+    }
+    if ((uint64_t)loc.offset + s->frame.len > f->map_len &&
+        store_file_map(f, (size_t)loc.offset + s->frame.len) != HANU_OK) {
+        pthread_mutex_unlock(&s->mu);
+        return HANU_ERR_IO;
+    }
+    f->used = loc.offset + s->frame.len;
+    if (!f->first_txn) f->first_txn = *txn;
+    f->last_txn = *txn;
+    log_frame fr = { .txn = *txn, .size = (uint32_t)s->frame.len, .start = s->frame.data,
+                     .entry_count = hanu_get_u32(s->frame.data + 16) };
+    uint32_t pos = 0;
+    log_entry e;
+    while (rc == HANU_OK && log_frame_next_entry(&fr, &pos, &e))
+        rc = store_apply_entry(s, &e, *txn, loc.file_id, loc.offset + e.value_offset);
+    s->last_txn = *txn;
+    pthread_mutex_unlock(&s->mu);
+    if (rotated) {
+        pthread_mutex_lock(&s->compact_mu);
+        pthread_cond_broadcast(&s->compact_cv);
+        pthread_mutex_unlock(&s->compact_mu);
+    }
+    return rc;
+}
+
+int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
+                uint64_t cond_token, uint64_t *txn, uint64_t *current)
+{
+    if (n == 0 || (cond != STORE_COND_NONE && n != 1)) return HANU_ERR_INVALID;
+    if (n > LOG_MAX_ENTRIES_PER_FRAME) return HANU_ERR_TOO_LARGE;
+    if (log_writer_failed(s->log)) return HANU_ERR_STOPPED;
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i].key_len == 0) return HANU_ERR_INVALID;
+        if (ops[i].key_len > s->opt.max_key) return HANU_ERR_TOO_LARGE;
+        if (ops[i].kind == STORE_SET && ops[i].value_len > s->opt.max_value) return HANU_ERR_TOO_LARGE;
+        if (ops[i].kind != STORE_SET && ops[i].kind != STORE_DELETE) return HANU_ERR_INVALID;
+    }
+    pthread_mutex_lock(&s->mu);
+    store_db *d = store_db_by_id(s, db);
+    if (!d) { pthread_mutex_unlock(&s->mu); return HANU_ERR_NOT_FOUND; }
+    if (cond != STORE_COND_NONE || (n == 1 && ops[0].kind == STORE_DELETE)) {
+        kd_entry *e = keydir_get(&d->kd, ops[0].key, (uint16_t)ops[0].key_len,
+                                 keydir_hash(ops[0].key, ops[0].key_len));
+        int rc = HANU_OK;
+        if (cond == STORE_COND_NOT_EXISTS && e) rc = HANU_ERR_EXISTS;
+        else if (cond != STORE_COND_NOT_EXISTS && !e) rc = HANU_ERR_NOT_FOUND;
+        else if (cond == STORE_COND_TOKEN && e->txn != cond_token) {
+            if (current) *current = e->txn;
+            rc = HANU_ERR_MISMATCH;
+        }
+        if (rc) { pthread_mutex_unlock(&s->mu); return rc; }
+    }
+    pthread_mutex_unlock(&s->mu);
+
+    int rc = log_frame_begin(&s->frame);
+    for (size_t i = 0; rc == HANU_OK && i < n; i++) {
+        int put = ops[i].kind == STORE_SET;
+        rc = log_frame_add(&s->frame, put ? LOG_OP_PUT : LOG_OP_DELETE, db, ops[i].key,
+                           (uint16_t)ops[i].key_len, put ? ops[i].value : NULL,
+                           put ? (uint32_t)ops[i].value_len : 0);
+    }
+    if (rc) return rc;
+    return append_and_apply(s, txn);
+}
+
+int store_db_create(store *s, const char *name, size_t len, uint64_t *txn)
+{
+    if (!store_db_name_valid(name, len)) return HANU_ERR_INVALID;
+    if (log_writer_failed(s->log)) return HANU_ERR_STOPPED;
+    pthread_mutex_lock(&s->mu);
+    int exists = db_by_name(s, name, len) != NULL;
+    int full = s->ndbs >= STORE_MAX_DATABASES;
+    uint32_t id = s->next_db_id;
+    pthread_mutex_unlock(&s->mu);
+    if (exists) return HANU_ERR_EXISTS;
+    if (full) return HANU_ERR_TOO_LARGE;
+    int rc = log_frame_begin(&s->frame);
+    if (rc == HANU_OK) rc = log_frame_add(&s->frame, LOG_OP_CREATE_DB, id, name, (uint16_t)len, NULL, 0);
+    if (rc == HANU_OK) rc = append_and_apply(s, txn);
+    return rc;
+}
+
+int store_db_drop(store *s, const char *name, size_t len, uint64_t *txn)
+{
+    if (!store_db_name_valid(name, len)) return HANU_ERR_INVALID;
+    if (len == 7 && memcmp(name, "default", 7) == 0) return HANU_ERR_INVALID;
+    if (log_writer_failed(s->log)) return HANU_ERR_STOPPED;
+    pthread_mutex_lock(&s->mu);
+    store_db *d = db_by_name(s, name, len);
+    uint32_t id = d ? d->id : 0;
+    pthread_mutex_unlock(&s->mu);
+    if (!d) return HANU_ERR_NOT_FOUND;
+    int rc = log_frame_begin(&s->frame);
+    if (rc == HANU_OK) rc = log_frame_add(&s->frame, LOG_OP_DROP_DB, id, name, (uint16_t)len, NULL, 0);
+    if (rc == HANU_OK) rc = append_and_apply(s, txn);
+    return rc;
+}
+
+/* ---- info ---- */
+
+static void fill_info(store_db *d, store_db_info *info)
+{
+    snprintf(info->name, sizeof info->name, "%s", d->name);
+    info->id = d->id;
+    info->keys = d->kd.count;
+    info->bytes = d->bytes;
+    info->memory = keydir_memory(&d->kd);
+}
+
+int store_db_info_get(store *s, uint32_t id, store_db_info *info)
+{
+    pthread_mutex_lock(&s->mu);
+    store_db *d = store_db_by_id(s, id);
+    if (d) fill_info(d, info);
+    pthread_mutex_unlock(&s->mu);
+    return d ? HANU_OK : HANU_ERR_NOT_FOUND;
+}
+
+size_t store_db_list(store *s, store_db_info *infos, size_t cap)
+{
+    pthread_mutex_lock(&s->mu);
+    size_t n = s->ndbs;
+    for (size_t i = 0; i < n && i < cap; i++) fill_info(s->dbs[i], &infos[i]);
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+uint64_t store_durable_txn(store *s) { return log_writer_durable_txn(s->log); }
+uint64_t store_last_txn(store *s) { return s->last_txn; }
+int store_failed(store *s) { return log_writer_failed(s->log); }
+int store_sync(store *s) { return log_writer_sync(s->log); }
+
+int store_rotate(store *s)
+{
+    uint32_t sealed = 0;
+    int rc = log_writer_rotate(s->log, &sealed);
+    if (rc == HANU_OK) {
+        /* The new file gets its table entry on its first write. */
+        pthread_mutex_lock(&s->compact_mu);
+        pthread_cond_broadcast(&s->compact_cv);
+        pthread_mutex_unlock(&s->compact_mu);
+    }
+    return rc;
+}
+
+void store_get_stats(store *s, store_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    pthread_mutex_lock(&s->mu);
+    st->databases = s->ndbs;
+    for (size_t i = 0; i < s->ndbs; i++) {
+        st->keys += s->dbs[i]->kd.count;
+        st->memory_bytes += keydir_memory(&s->dbs[i]->kd);
+    }
+    for (uint32_t i = 0; i < s->files_cap; i++) {
+        store_file *f = s->files[i];
+        if (!f) continue;
+        st->files++;
+        st->disk_bytes += f->used;
+        st->dead_bytes += f->dead_bytes;
+    }
+    st->last_txn = s->last_txn;
+    pthread_mutex_unlock(&s->mu);
+    log_writer_stats ls;
+    log_writer_get_stats(s->log, &ls);
+    st->log_bytes_written = ls.bytes_written;
+    st->prealloc_bytes = ls.prealloc_bytes;
+    st->syncs = ls.syncs;
+    st->frames = ls.frames;
+    st->rotations = ls.rotations;
+    st->compactions = atomic_load(&s->compactions);
+    st->compaction_bytes_written = atomic_load(&s->compaction_bytes);
+    st->durable_txn = log_writer_durable_txn(s->log);
+    st->startup_ms = s->startup_ms;
+}

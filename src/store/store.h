@@ -1,0 +1,112 @@
+/*
+ * store: named databases of binary keys and values kept in the log (log.h)
+ * with an in-memory key directory per database (Bitcask lineage): a value is
+ * written to disk once, in its log record, and read back through mmap.
+ *
+ * Threads: one writer thread calls the write functions (store_write,
+ * store_db_create/drop); any thread may call store_get and the info functions.
+ * A mutex guards the key directories and the file table; the background
+ * compaction thread takes it in short slices.
+ *
+ * Durability: a write returns its txn once it is in the page cache and the key
+ * directory; it is durable when the log's commit thread reports a durable txn
+ * >= it through options.on_durable. Readers may see a write before it is
+ * durable.
+ */
+#ifndef HANU_STORE_H
+#define HANU_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "base/base.h"
+
+#define STORE_DB_NAME_MAX 64
+#define STORE_DEFAULT_DB_ID 0
+#define STORE_MAX_DATABASES 4096
+
+typedef struct store store;
+
+typedef struct store_options {
+    const char *data_dir;           /* DATA; log/ and meta/ are created inside */
+    uint64_t file_size;             /* log file rotation size, default 64 MiB */
+    int prealloc;                   /* enum log_prealloc, default zerofill */
+    uint32_t commit_window_us;      /* group-commit window, default 0 */
+    uint32_t max_key;               /* default 1024, at most 65535 */
+    uint32_t max_value;             /* default 1 MiB */
+    double compact_ratio;           /* compact a sealed file past this dead fraction (0.5) */
+    uint64_t compact_min_dead;      /* ... and at least this many dead bytes (1 MiB) */
+    int background_compaction;      /* 1: a low-priority thread compacts on its own */
+    int quiet;                      /* no start-up log lines */
+    void (*on_durable)(void *ctx, uint64_t durable_txn, int failed);
+    void *ctx;
+} store_options;
+
+void store_options_default(store_options *o);
+
+/* Recovers DATA and starts the commit thread. On error, err holds a message for
+   the user (e.g. "log/000003.log: frame checksum mismatch at offset 4096"). */
+int store_open(const store_options *o, store **out, char *err, size_t errcap);
+/* Final sync, stops threads, frees everything. */
+void store_close(store *s);
+
+/* ---- databases ---- */
+int store_db_lookup(store *s, const char *name, size_t len, uint32_t *id);  /* NOT_FOUND */
+int store_db_create(store *s, const char *name, size_t len, uint64_t *txn); /* EXISTS, INVALID */
+int store_db_drop(store *s, const char *name, size_t len, uint64_t *txn);   /* NOT_FOUND, INVALID */
+int store_db_name_valid(const char *name, size_t len);
+
+typedef struct store_db_info {
+    char name[STORE_DB_NAME_MAX + 1];
+    uint32_t id;
+    uint64_t keys;
+    uint64_t bytes;        /* key + value bytes of live records */
+    uint64_t memory;       /* key directory bytes */
+} store_db_info;
+int store_db_info_get(store *s, uint32_t id, store_db_info *info);
+/* Fills up to cap infos; returns how many databases there are. */
+size_t store_db_list(store *s, store_db_info *infos, size_t cap);
+
+/* ---- keys ---- */
+/* Copies the value into *value (reset first). NOT_FOUND when absent. */
+int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value, uint64_t *token);
+
+enum store_op_kind { STORE_SET = 0, STORE_DELETE = 1 };
+typedef struct store_op {
+    uint8_t kind;
+    const void *key;
+    size_t key_len;
+    const void *value;
+    size_t value_len;
+} store_op;
+
+enum store_cond {
+    STORE_COND_NONE = 0,
+    STORE_COND_EXISTS,       /* the single op's key must exist (NOT_FOUND) */
+    STORE_COND_NOT_EXISTS,   /* must not exist (EXISTS) */
+    STORE_COND_TOKEN,        /* must exist with this token (NOT_FOUND, MISMATCH) */
+};
+
+/* Applies ops atomically as one log record; conditions apply to ops[0] (n must be 1).
+   A single delete of an absent key is NOT_FOUND. *current gets the key's token on
+   MISMATCH. Errors: INVALID, TOO_LARGE, NOSPACE, IO, STOPPED, NOMEM. */
+int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
+                uint64_t cond_token, uint64_t *txn, uint64_t *current);
+
+/* ---- durability and maintenance ---- */
+uint64_t store_durable_txn(store *s);
+uint64_t store_last_txn(store *s);
+int store_failed(store *s);
+int store_sync(store *s);                 /* wait until all writes are durable */
+/* Compacts every sealed file worth it (ratio), or all sealed files when force. */
+int store_compact(store *s, int force, char *err, size_t errcap);
+int store_rotate(store *s);               /* seal the active file now */
+
+typedef struct store_stats {
+    uint64_t keys, databases, files, disk_bytes, dead_bytes, memory_bytes;
+    uint64_t log_bytes_written, prealloc_bytes, syncs, frames, rotations;
+    uint64_t compactions, compaction_bytes_written, durable_txn, last_txn;
+    uint64_t startup_ms;
+} store_stats;
+void store_get_stats(store *s, store_stats *st);
+
+#endif

@@ -1,0 +1,370 @@
+/*
+ * store_compact.c: compaction of sealed data files and their hint files.
+ *
+ * Compacting file N writes N's live records, with their original txns and frame
+ * boundaries, into N.log.tmp, and the key directory of the result into
+ * N.hint.tmp; both are synced, renamed over N.log / N.hint and the key
+ * directory is pointed at the new offsets, all under the store mutex. The
+ * active file is never compacted, and neither is a file holding a txn that is
+ * not durable yet.
+ *
+ * Hint file (docs/FORMATS.md): 40-byte header "HANUHNT\0" | u8 version=1 |
+ * u8 0 | u16 0 | u32 file_id | u32 generation | u32 count | u64 used |
+ * u64 0, then count entries u8 op | u32 db | u16 key_len | u32 value_len |
+ * u64 txn | u32 value_off | key, then u32 checksum of all that precedes.
+ * A hint whose generation differs from its log file's is ignored (the log
+ * file is scanned instead).
+ */
+#include "store/store_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define HINT_MAGIC "HANUHNT"
+#define HINT_HEADER_SIZE 40
+#define HINT_ENTRY_SIZE 23
+
+typedef struct relocation {
+    uint32_t db;
+    uint32_t old_off, new_off;
+    uint32_t value_len;
+    uint16_t key_len;
+    const uint8_t *key;     /* points into the old file's map, valid until install ends */
+} relocation;
+
+static int write_all_sync(const char *path, const hanu_buf *b)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return (errno == ENOSPC) ? HANU_ERR_NOSPACE : HANU_ERR_IO;
+    int rc = hanu_write_full(fd, b->data, b->len);
+    if (rc == HANU_OK && fdatasync(fd) != 0) rc = HANU_ERR_IO;
+    close(fd);
+    return rc;
+}
+
+static int hint_add(hanu_buf *h, const log_entry *e, uint64_t txn, uint32_t value_off)
+{
+    int rc = hanu_buf_reserve(h, HINT_ENTRY_SIZE + e->key_len);
+    if (rc) return rc;
+    uint8_t *p = h->data + h->len;
+    p[0] = e->op;
+    hanu_put_u32(p + 1, e->db);
+    hanu_put_u16(p + 5, e->key_len);
+    hanu_put_u32(p + 7, e->value_len);
+    hanu_put_u64(p + 11, txn);
+    hanu_put_u32(p + 19, value_off);
+    memcpy(p + HINT_ENTRY_SIZE, e->key, e->key_len);
+    h->len += HINT_ENTRY_SIZE + e->key_len;
+    return HANU_OK;
+}
+
+int store_hint_load(store *s, store_file *f, char *err, size_t errcap)
+{
+    (void)err; (void)errcap;
+    char path[1200];
+    log_file_path(path, sizeof path, s->log_dir, f->id, "hint");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return HANU_ERR_NOT_FOUND;
+    struct stat st;
+    int rc = HANU_ERR_CORRUPT;
+    uint8_t *buf = NULL;
+    if (fstat(fd, &st) == 0 && st.st_size >= HINT_HEADER_SIZE + 4 && st.st_size < (1ll << 32)) {
+        buf = malloc((size_t)st.st_size);
+        if (buf && hanu_pread_full(fd, buf, (size_t)st.st_size, 0) == HANU_OK) rc = HANU_OK;
+    }
+    close(fd);
+    size_t n = (size_t)st.st_size;
+    if (rc == HANU_OK && (memcmp(buf, HINT_MAGIC, 8) != 0 || buf[8] != 1 ||
+                          hanu_get_u32(buf + n - 4) != hanu_checksum32(buf, n - 4) ||
+                          hanu_get_u32(buf + 12) != f->id || hanu_get_u32(buf + 16) != f->generation))
+        rc = HANU_ERR_CORRUPT;
+    if (rc) {
+        free(buf);
+        if (!s->opt.quiet)
+            fprintf(stderr, "hanudb: log/%06u.hint is stale or damaged; scanning the log file\n", f->id);
+        return rc;
+    }
+    /* Validate the whole entry list before applying anything, so a bad hint falls
+       back to a scan with no half-applied state. */
+    uint32_t count = hanu_get_u32(buf + 20);
+    size_t pos = HINT_HEADER_SIZE;
+    for (uint32_t i = 0; i < count; i++) {
+        if (n - 4 - pos < HINT_ENTRY_SIZE) { rc = HANU_ERR_CORRUPT; break; }
+        uint16_t kl = hanu_get_u16(buf + pos + 5);
+        uint32_t vl = hanu_get_u32(buf + pos + 7), off = hanu_get_u32(buf + pos + 19);
+        if (n - 4 - pos - HINT_ENTRY_SIZE < kl || (uint64_t)off + vl > f->map_len) { rc = HANU_ERR_CORRUPT; break; }
+        pos += HINT_ENTRY_SIZE + kl;
+    }
+    if (rc == HANU_OK && pos != n - 4) rc = HANU_ERR_CORRUPT;
+    if (rc) { free(buf); return rc; }
+    f->used = hanu_get_u64(buf + 24);
+    pos = HINT_HEADER_SIZE;
+    for (uint32_t i = 0; i < count && rc == HANU_OK; i++) {
+        log_entry e = {
+            .op = buf[pos], .db = hanu_get_u32(buf + pos + 1), .key_len = hanu_get_u16(buf + pos + 5),
+            .value_len = hanu_get_u32(buf + pos + 7), .key = buf + pos + HINT_ENTRY_SIZE,
+        };
+        uint64_t txn = hanu_get_u64(buf + pos + 11);
+        if (!f->first_txn) f->first_txn = txn;
+        f->last_txn = txn;
+        rc = store_apply_entry(s, &e, txn, f->id, hanu_get_u32(buf + pos + 19));
+        pos += HINT_ENTRY_SIZE + e.key_len;
+    }
+    free(buf);
+    return rc;
+}
+
+/* Is this entry of file fid (at absolute value offset voff, in a frame of txn) live? mu held. */
+static int entry_live(store *s, uint32_t fid, const log_entry *e, uint64_t txn, uint32_t voff)
+{
+    store_db *d = store_db_by_id(s, e->db);
+    switch (e->op) {
+    case LOG_OP_PUT:
+    case LOG_OP_IDEMPOTENCY: {
+        if (!d) return 0;
+        kd_entry *k = keydir_get(&d->kd, e->key, e->key_len, keydir_hash(e->key, e->key_len));
+        return k && k->file_id == fid && k->value_off == voff;
+    }
+    case LOG_OP_DELETE:
+        /* Needed only while an older file may still hold a put of the key. */
+        if (!d || fid == s->oldest_file) return 0;
+        return keydir_get(&d->kd, e->key, e->key_len, keydir_hash(e->key, e->key_len)) == NULL;
+    case LOG_OP_CREATE_DB:
+        return d && d->create_txn == txn;
+    case LOG_OP_DROP_DB:
+        return fid != s->oldest_file;
+    default:
+        return 0;
+    }
+}
+
+int store_compact_file(store *s, uint32_t fid, char *err, size_t errcap)
+{
+    pthread_mutex_lock(&s->mu);
+    store_file *f = store_file_get(s, fid);
+    if (!f || !f->map || fid >= log_writer_active_id(s->log) || !f->first_txn ||
+        f->last_txn > log_writer_durable_txn(s->log)) {
+        pthread_mutex_unlock(&s->mu);
+        return HANU_ERR_BUSY;
+    }
+    log_file_header h = {
+        .flags = LOG_FLAG_COMPACTED, .file_id = fid, .generation = f->generation + 1,
+    };
+    /* A compacted file keeps covering the range of the file it replaces. */
+    uint8_t hb[LOG_FILE_HEADER_SIZE];
+    memcpy(hb, f->map, sizeof hb);
+    log_file_header oldh;
+    if (log_file_header_decode(hb, &oldh) == HANU_OK && (oldh.flags & LOG_FLAG_COMPACTED)) {
+        h.covers_first = oldh.covers_first;
+        h.covers_last = oldh.covers_last;
+    } else {
+        h.covers_first = f->first_txn;
+        h.covers_last = f->last_txn;
+    }
+    const uint8_t *map = f->map;
+    uint64_t used = f->used;
+    pthread_mutex_unlock(&s->mu);
+
+    hanu_buf out = {0}, hint = {0}, frame = {0};
+    relocation *rel = NULL;
+    size_t nrel = 0, relcap = 0;
+    uint32_t hint_count = 0;
+    uint64_t tomb_bytes = 0, record_bytes = 0;
+    int rc = hanu_buf_reserve(&out, LOG_FILE_HEADER_SIZE);
+    if (rc == HANU_OK) {
+        log_file_header_encode(out.data, &h);
+        out.len = LOG_FILE_HEADER_SIZE;
+        rc = hanu_buf_reserve(&hint, HINT_HEADER_SIZE);
+        hint.len = HINT_HEADER_SIZE;
+    }
+    uint64_t off = LOG_FILE_HEADER_SIZE;
+    while (rc == HANU_OK && off < used) {
+        log_frame fr;
+        const char *why = "";
+        int r = log_frame_decode(map + off, used - off, &fr, &why);
+        if (r == LOG_FRAME_END) break;
+        if (r != LOG_FRAME_OK) {
+            snprintf(err, errcap, "log/%06u.log: %s at offset %llu during compaction", fid, why,
+                     (unsigned long long)off);
+            rc = HANU_ERR_CORRUPT;
+            break;
+        }
+        rc = log_frame_begin(&frame);
+        uint32_t pos = 0, kept = 0;
+        log_entry e;
+        pthread_mutex_lock(&s->mu);
+        while (rc == HANU_OK && log_frame_next_entry(&fr, &pos, &e)) {
+            if (!entry_live(s, fid, &e, fr.txn, (uint32_t)off + e.value_offset)) continue;
+            uint32_t new_voff = (uint32_t)(out.len + frame.len + LOG_ENTRY_HEADER_SIZE + e.key_len);
+            rc = log_frame_add(&frame, e.op, e.db, e.key, e.key_len, e.value, e.value_len);
+            if (rc == HANU_OK) rc = hint_add(&hint, &e, fr.txn, new_voff);
+            hint_count++;
+            kept++;
+            record_bytes += store_entry_bytes(e.key_len, e.value_len);
+            if (e.op == LOG_OP_DELETE || e.op == LOG_OP_DROP_DB)
+                tomb_bytes += store_entry_bytes(e.key_len, e.value_len);
+            if (rc == HANU_OK && (e.op == LOG_OP_PUT || e.op == LOG_OP_IDEMPOTENCY)) {
+                if (nrel == relcap) {
+                    relcap = relcap ? relcap * 2 : 1024;
+                    relocation *nr = realloc(rel, relcap * sizeof *nr);
+                    if (!nr) { rc = HANU_ERR_NOMEM; break; }
+                    rel = nr;
+                }
+                rel[nrel++] = (relocation){ e.db, (uint32_t)off + e.value_offset, new_voff, e.value_len,
+                                             e.key_len, e.key };
+            }
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (rc == HANU_OK && kept) {
+            log_frame_finish(&frame, fr.txn);
+            rc = hanu_buf_append(&out, frame.data, frame.len);
+        }
+        off += fr.size;
+    }
+    char tmp_log[1300], tmp_hint[1300], log_path[1200], hint_path[1200];
+    log_file_path(log_path, sizeof log_path, s->log_dir, fid, "log");
+    log_file_path(hint_path, sizeof hint_path, s->log_dir, fid, "hint");
+    snprintf(tmp_log, sizeof tmp_log, "%s.tmp", log_path);
+    snprintf(tmp_hint, sizeof tmp_hint, "%s.tmp", hint_path);
+    if (rc == HANU_OK) {
+        memcpy(hint.data, HINT_MAGIC, 8);
+        memset(hint.data + 8, 0, HINT_HEADER_SIZE - 8);
+        hint.data[8] = 1;
+        hanu_put_u32(hint.data + 12, fid);
+        hanu_put_u32(hint.data + 16, h.generation);
+        hanu_put_u32(hint.data + 20, hint_count);
+        hanu_put_u64(hint.data + 24, out.len);
+        uint8_t sum[4];
+        hanu_put_u32(sum, hanu_checksum32(hint.data, hint.len));
+        rc = hanu_buf_append(&hint, sum, 4);
+    }
+    if (rc == HANU_OK) rc = write_all_sync(tmp_log, &out);
+    if (rc == HANU_OK) rc = write_all_sync(tmp_hint, &hint);
+    store_file nf = { .id = fid, .fd = -1 };
+    if (rc == HANU_OK) {
+        nf.fd = open(tmp_log, O_RDONLY | O_CLOEXEC);
+        if (nf.fd < 0 || store_file_map(&nf, out.len) != HANU_OK) rc = HANU_ERR_IO;
+    }
+    if (rc == HANU_OK) {
+        /* Install: rename, repoint the key directory, swap the file. */
+        pthread_mutex_lock(&s->mu);
+        if (rename(tmp_log, log_path) != 0 || rename(tmp_hint, hint_path) != 0) {
+            rc = HANU_ERR_IO;
+            snprintf(err, errcap, "log/%06u.log: rename failed: %s", fid, strerror(errno));
+        }
+        uint64_t dead = tomb_bytes;
+        for (size_t i = 0; rc == HANU_OK && i < nrel; i++) {
+            store_db *d = store_db_by_id(s, rel[i].db);
+            kd_entry *k = d ? keydir_get(&d->kd, rel[i].key, rel[i].key_len,
+                                         keydir_hash(rel[i].key, rel[i].key_len)) : NULL;
+            if (k && k->file_id == fid && k->value_off == rel[i].old_off) k->value_off = rel[i].new_off;
+            else dead += store_entry_bytes(rel[i].key_len, rel[i].value_len);
+        }
+        if (rc == HANU_OK) {
+            store_file *cur = store_file_get(s, fid);
+            uint8_t *old_map = cur->map;
+            size_t old_len = cur->map_len;
+            int old_fd = cur->fd;
+            cur->fd = nf.fd;
+            cur->map = nf.map;
+            cur->map_len = nf.map_len;
+            cur->used = out.len;
+            cur->record_bytes = record_bytes;
+            cur->dead_bytes = dead;
+            cur->compacted = 1;
+            cur->generation = h.generation;
+            nf.fd = -1;
+            nf.map = NULL;
+            pthread_mutex_unlock(&s->mu);
+            munmap(old_map, old_len);
+            close(old_fd);
+            hanu_fsync_dir(s->log_dir);
+            atomic_fetch_add(&s->compactions, 1);
+            atomic_fetch_add(&s->compaction_bytes, out.len + hint.len);
+        } else {
+            pthread_mutex_unlock(&s->mu);
+        }
+    }
+    if (rc != HANU_OK) {
+        unlink(tmp_log);
+        unlink(tmp_hint);
+        if (!err[0]) snprintf(err, errcap, "compacting log/%06u.log: %s", fid, hanu_status_str(rc));
+    }
+    store_file_unmap(&nf);
+    if (nf.fd >= 0) close(nf.fd);
+    free(rel);
+    hanu_buf_free(&out);
+    hanu_buf_free(&hint);
+    hanu_buf_free(&frame);
+    return rc;
+}
+
+/* Picks a sealed file worth compacting; 0 when none. force: any sealed file that is
+   not compacted yet or holds dead bytes. */
+static uint32_t pick_file(store *s, int force, uint32_t after)
+{
+    uint32_t best = 0;
+    double best_ratio = 0;
+    pthread_mutex_lock(&s->mu);
+    uint32_t active = log_writer_active_id(s->log);
+    uint64_t durable = log_writer_durable_txn(s->log);
+    for (uint32_t i = after + 1; i < s->files_cap && i < active; i++) {
+        store_file *f = s->files[i];
+        if (!f || !f->first_txn || f->last_txn > durable) continue;
+        double ratio = f->record_bytes ? (double)f->dead_bytes / (double)f->record_bytes : 0;
+        if (force) {
+            if (!f->compacted || f->dead_bytes) { best = i; break; }
+            continue;
+        }
+        if (ratio >= s->opt.compact_ratio && f->dead_bytes >= s->opt.compact_min_dead && ratio > best_ratio) {
+            best = i;
+            best_ratio = ratio;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return best;
+}
+
+int store_compact(store *s, int force, char *err, size_t errcap)
+{
+    int rc = HANU_OK;
+    uint32_t after = 0, fid;
+    err[0] = '\0';
+    pthread_mutex_lock(&s->compact_mu);
+    while ((fid = pick_file(s, force, force ? after : 0)) != 0) {
+        rc = store_compact_file(s, fid, err, errcap);
+        if (rc) break;
+        after = fid;
+    }
+    pthread_mutex_unlock(&s->compact_mu);
+    return rc;
+}
+
+void *store_compact_main(void *arg)
+{
+    store *s = arg;
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+    pthread_mutex_lock(&s->compact_mu);
+    while (!s->compact_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&s->compact_cv, &s->compact_mu, &ts);
+        if (s->compact_stop) break;
+        uint32_t fid = pick_file(s, 0, 0);
+        if (!fid) continue;
+        char err[512] = "";
+        int rc = store_compact_file(s, fid, err, sizeof err);
+        if (rc && rc != HANU_ERR_BUSY)
+            fprintf(stderr, "hanudb: background compaction: %s\n", err);
+    }
+    pthread_mutex_unlock(&s->compact_mu);
+    return NULL;
+}

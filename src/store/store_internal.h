@@ -1,0 +1,80 @@
+/*
+ * store_internal.h: what store.c and store_compact.c share, nobody else.
+ */
+#ifndef HANU_STORE_INTERNAL_H
+#define HANU_STORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include "store/store.h"
+#include "store/keydir.h"
+#include "log/log.h"
+
+typedef struct store_file {
+    uint32_t id;
+    int fd;                    /* read-only descriptor */
+    uint8_t *map;              /* PROT_READ, MAP_SHARED */
+    size_t map_len;
+    uint64_t used;             /* bytes holding frames (header included) */
+    uint64_t record_bytes;     /* entry bytes in this file */
+    uint64_t dead_bytes;       /* entry bytes no longer live */
+    uint64_t first_txn, last_txn;
+    int compacted;
+    uint32_t generation;
+} store_file;
+
+typedef struct store_db {
+    uint32_t id;
+    char name[STORE_DB_NAME_MAX + 1];
+    uint64_t create_txn;
+    uint64_t bytes;
+    keydir kd;
+} store_db;
+
+struct store {
+    store_options opt;
+    char data_dir[1024];
+    char log_dir[1100];
+    int lock_fd;
+
+    pthread_mutex_t mu;        /* key directories, databases, file table */
+    store_db **dbs;            /* indexed by position, not id */
+    size_t ndbs;
+    uint32_t next_db_id;
+    store_file **files;        /* indexed by file id */
+    uint32_t files_cap;
+    uint32_t oldest_file;
+
+    log_writer *log;
+    hanu_buf frame;            /* writer thread's reusable frame buffer */
+    uint64_t last_txn;
+
+    pthread_t compact_thread;
+    int compact_started;
+    pthread_mutex_t compact_mu;   /* one compaction at a time */
+    pthread_cond_t compact_cv;
+    int compact_stop;
+    _Atomic uint64_t compactions, compaction_bytes;
+    uint64_t startup_ms;
+};
+
+store_db *store_db_by_id(store *s, uint32_t id);    /* mu held */
+store_file *store_file_get(store *s, uint32_t id);  /* mu held */
+int store_file_map(store_file *f, size_t len);
+void store_file_unmap(store_file *f);
+/* Marks entry bytes of an old location dead (mu held). */
+void store_mark_dead(store *s, uint32_t file_id, uint64_t bytes);
+static inline uint64_t store_entry_bytes(size_t klen, size_t vlen)
+{
+    return LOG_ENTRY_HEADER_SIZE + klen + vlen;
+}
+
+/* store_compact.c */
+int store_compact_file(store *s, uint32_t file_id, char *err, size_t errcap);
+int store_hint_load(store *s, store_file *f, char *err, size_t errcap);
+void *store_compact_main(void *arg);
+/* Applies one recovered entry to the in-memory state (mu held or single-threaded). */
+int store_apply_entry(store *s, const log_entry *e, uint64_t txn, uint32_t file_id,
+                      uint32_t value_off);
+
+#endif
