@@ -590,7 +590,6 @@ int store_db_lookup(store *s, const char *name, size_t len, uint32_t *id)
 
 int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value, uint64_t *token)
 {
-    hanu_buf_reset(value);
     if (key_len == 0 || key_len > s->opt.max_key) return HANU_ERR_NOT_FOUND;
     uint64_t h = keydir_hash(key, key_len);
     pthread_mutex_lock(&s->mu);

@@ -39,6 +39,8 @@ typedef struct store_options {
     int quiet;                      /* no start-up log lines */
     void (*on_durable)(void *ctx, uint64_t durable_txn, int failed);
     void *ctx;
+    /* Progress of compaction, called after each file (any thread). */
+    void (*on_compacted)(void *ctx, uint32_t file_id, uint64_t bytes_before, uint64_t bytes_after);
 } store_options;
 
 void store_options_default(store_options *o);
@@ -67,7 +69,7 @@ int store_db_info_get(store *s, uint32_t id, store_db_info *info);
 size_t store_db_list(store *s, store_db_info *infos, size_t cap);
 
 /* ---- keys ---- */
-/* Copies the value into *value (reset first). NOT_FOUND when absent. */
+/* Appends the value to *value. NOT_FOUND when absent (value unchanged). */
 int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value, uint64_t *token);
 
 enum store_op_kind { STORE_SET = 0, STORE_DELETE = 1 };

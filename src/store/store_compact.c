@@ -282,7 +282,9 @@ int store_compact_file(store *s, uint32_t fid, char *err, size_t errcap)
             cur->generation = h.generation;
             nf.fd = -1;
             nf.map = NULL;
+            uint64_t before = used;
             pthread_mutex_unlock(&s->mu);
+            if (s->opt.on_compacted) s->opt.on_compacted(s->opt.ctx, fid, before, out.len);
             munmap(old_map, old_len);
             close(old_fd);
             hanu_fsync_dir(s->log_dir);

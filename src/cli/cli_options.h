@@ -1,0 +1,23 @@
+/*
+ * cli_options.h: a small table-driven parser for --long options that can also
+ * come from HANUDB_* environment variables (flags win over the environment).
+ */
+#ifndef HANU_CLI_OPTIONS_H
+#define HANU_CLI_OPTIONS_H
+
+#include <stdint.h>
+
+enum cli_opt_type { CLI_STR, CLI_U64, CLI_SIZE, CLI_DOUBLE, CLI_FLAG };
+
+typedef struct cli_opt {
+    const char *name;       /* "data" for --data and HANUDB_DATA */
+    int type;
+    void *target;           /* const char **, uint64_t *, double *, int * */
+    const char *help;
+} cli_opt;
+
+/* Applies environment then argv (argv[0] is the subcommand). Returns 0, 1 for
+   --help (usage printed), or 2 after printing the error. */
+int cli_parse(const char *cmd, const char *summary, cli_opt *opts, int argc, char **argv);
+
+#endif

@@ -1,0 +1,142 @@
+/*
+ * cli_serve.c: hanudb serve and hanudb compact: option handling around
+ * server_run and store_compact.
+ */
+#include <stdio.h>
+#include <string.h>
+#include "cli/cli.h"
+#include "cli/cli_options.h"
+#include "log/log.h"
+#include "server/server.h"
+
+typedef struct store_flags {
+    const char *data, *prealloc;
+    uint64_t file_size, commit_window_us, max_key, max_value;
+    double compact_ratio;
+    int no_compaction;
+} store_flags;
+
+static int apply_store_flags(const store_flags *f, store_options *so)
+{
+    so->data_dir = f->data;
+    so->file_size = f->file_size;
+    so->commit_window_us = (uint32_t)f->commit_window_us;
+    so->compact_ratio = f->compact_ratio;
+    so->background_compaction = !f->no_compaction;
+    if (f->file_size < (64u << 10) || f->file_size > (1ull << 31)) {
+        fprintf(stderr, "hanudb: --file-size must be between 64K and 2G\n");
+        return 2;
+    }
+    if (f->max_key < 1 || f->max_key > 65535) {
+        fprintf(stderr, "hanudb: --max-key must be between 1 and 65535\n");
+        return 2;
+    }
+    if (f->max_value > (256u << 20) || f->max_value + f->max_key + 64 > f->file_size) {
+        fprintf(stderr, "hanudb: --max-value must be at most 256M and fit in a log file\n");
+        return 2;
+    }
+    so->max_key = (uint32_t)f->max_key;
+    so->max_value = (uint32_t)f->max_value;
+    if (log_prealloc_parse(f->prealloc, &so->prealloc) != HANU_OK) {
+        fprintf(stderr, "hanudb: --prealloc must be append, fallocate or zerofill\n");
+        return 2;
+    }
+    return 0;
+}
+
+static void default_store_flags(store_flags *f)
+{
+    memset(f, 0, sizeof *f);
+    f->data = "./data";
+    f->prealloc = "zerofill";
+    f->file_size = 64ull << 20;
+    f->max_key = 1024;
+    f->max_value = 1u << 20;
+    f->compact_ratio = 0.5;
+}
+
+int cli_serve_main(int argc, char **argv)
+{
+    server_options o;
+    server_options_default(&o);
+    store_flags f;
+    default_store_flags(&f);
+    const char *kv_addr = o.kv_addr;
+    uint64_t max_frame = o.max_frame, idle_ms = o.idle_timeout_ms, max_conns = o.max_connections;
+    cli_opt opts[] = {
+        { "data", CLI_STR, &f.data, "data directory (default ./data)" },
+        { "kv-addr", CLI_STR, &kv_addr, "key-value protocol address HOST:PORT (default 127.0.0.1:8787)" },
+        { "file-size", CLI_SIZE, &f.file_size, "log file rotation size (default 64M)" },
+        { "prealloc", CLI_STR, &f.prealloc, "how log files get blocks: append|fallocate|zerofill (default zerofill)" },
+        { "commit-window-us", CLI_U64, &f.commit_window_us, "group-commit wait before each fdatasync (default 0)" },
+        { "max-key", CLI_SIZE, &f.max_key, "largest key in bytes (default 1024)" },
+        { "max-value", CLI_SIZE, &f.max_value, "largest value in bytes (default 1M)" },
+        { "max-frame", CLI_SIZE, &max_frame, "largest request payload (default 16M+64)" },
+        { "idle-timeout-ms", CLI_U64, &idle_ms, "close connections idle this long (default 300000)" },
+        { "max-connections", CLI_U64, &max_conns, "most concurrent connections (default 10000)" },
+        { "compact-ratio", CLI_DOUBLE, &f.compact_ratio, "compact a sealed file past this dead fraction (default 0.5)" },
+        { "no-compaction", CLI_FLAG, &f.no_compaction, "no background compaction" },
+        { NULL, 0, NULL, NULL },
+    };
+    int rc = cli_parse("serve", "Runs the HanuDB server on DATA until SIGINT or SIGTERM.", opts, argc, argv);
+    if (rc) return rc == 1 ? 0 : 2;
+    if ((rc = apply_store_flags(&f, &o.store))) return rc;
+    if (max_frame < 1024 || max_frame > (1ull << 30)) {
+        fprintf(stderr, "hanudb: --max-frame must be between 1K and 1G\n");
+        return 2;
+    }
+    o.kv_addr = kv_addr;
+    o.max_frame = (uint32_t)max_frame;
+    o.idle_timeout_ms = (uint32_t)idle_ms;
+    o.max_connections = (uint32_t)max_conns;
+    return server_run(&o);
+}
+
+static void on_compacted(void *ctx, uint32_t file_id, uint64_t before, uint64_t after)
+{
+    (void)ctx;
+    fprintf(stderr, "hanudb compact: log/%06u.log %.1f MB -> %.1f MB\n", file_id,
+            (double)before / 1e6, (double)after / 1e6);
+}
+
+int cli_compact_main(int argc, char **argv)
+{
+    store_flags f;
+    default_store_flags(&f);
+    cli_opt opts[] = {
+        { "data", CLI_STR, &f.data, "data directory (default ./data)" },
+        { "file-size", CLI_SIZE, &f.file_size, "log file rotation size (default 64M)" },
+        { "prealloc", CLI_STR, &f.prealloc, "append|fallocate|zerofill (default zerofill)" },
+        { NULL, 0, NULL, NULL },
+    };
+    int rc = cli_parse("compact", "Compacts every sealed data file of a stopped server and writes hint files.",
+                       opts, argc, argv);
+    if (rc) return rc == 1 ? 0 : 2;
+    store_options so;
+    store_options_default(&so);
+    if ((rc = apply_store_flags(&f, &so))) return rc;
+    so.background_compaction = 0;
+    so.on_compacted = on_compacted;
+    store *s = NULL;
+    char err[1024] = "";
+    if (store_open(&so, &s, err, sizeof err) != HANU_OK) {
+        fprintf(stderr, "hanudb compact: %s\n", err);
+        return 2;
+    }
+    store_stats before, after;
+    store_get_stats(s, &before);
+    /* Seal the active file so that everything written so far can be compacted. */
+    rc = store_rotate(s);
+    if (rc == HANU_OK) rc = store_sync(s);
+    if (rc == HANU_OK) rc = store_compact(s, 1, err, sizeof err);
+    store_get_stats(s, &after);
+    store_close(s);
+    if (rc) {
+        fprintf(stderr, "hanudb compact: %s\n", err[0] ? err : hanu_status_str(rc));
+        return 2;
+    }
+    printf("compacted %llu files: %.1f MB -> %.1f MB on disk, %llu keys\n",
+           (unsigned long long)after.compactions, (double)before.disk_bytes / 1e6,
+           (double)after.disk_bytes / 1e6, (unsigned long long)after.keys);
+    return 0;
+}

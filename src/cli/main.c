@@ -1,0 +1,38 @@
+/*
+ * main.c: the hanudb command: dispatches to its subcommands (cli.h).
+ */
+#include <stdio.h>
+#include <string.h>
+#include "cli/cli.h"
+
+#define HANUDB_VERSION "0.1.0"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+        "hanudb %s: a document, key-value and facts database\n\n"
+        "usage: hanudb COMMAND [options]\n\n"
+        "commands:\n"
+        "  serve     run the server (key-value protocol; see hanudb serve --help)\n"
+        "  compact   compact the data files of a stopped server (hanudb compact --data DIR)\n"
+        "  kv        key-value command-line client (hanudb kv --help)\n"
+        "  version   print the version\n"
+        "  help      this text\n\n"
+        "Every option can also be set by an environment variable HANUDB_<OPTION>,\n"
+        "e.g. --kv-addr by HANUDB_KV_ADDR. Documentation: docs/ and README.md.\n",
+        HANUDB_VERSION);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) { usage(stderr); return 2; }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "serve")) return cli_serve_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "compact")) return cli_compact_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "kv")) return cli_kv_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("hanudb %s\n", HANUDB_VERSION); return 0; }
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { usage(stdout); return 0; }
+    fprintf(stderr, "hanudb: unknown command \"%s\"\n\n", cmd);
+    usage(stderr);
+    return 2;
+}

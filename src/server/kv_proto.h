@@ -1,0 +1,70 @@
+/*
+ * kv_proto: the binary key-value protocol's request decoder and response
+ * encoder (docs/PROTOCOL.md). Pure functions over byte buffers: no sockets,
+ * no store, so they are unit-tested and fuzzed on their own.
+ */
+#ifndef HANU_KV_PROTO_H
+#define HANU_KV_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "base/base.h"
+
+#define KV_REQ_HEADER_SIZE 6
+#define KV_RESP_HEADER_SIZE 5
+#define KV_MAX_BATCH_ITEMS 10000
+
+enum kv_op {
+    KV_OP_STATS = 0x00, KV_OP_PING = 0x01, KV_OP_CLOSE = 0x02, KV_OP_CREATE = 0x03,
+    KV_OP_INFO = 0x04, KV_OP_DROP = 0x05, KV_OP_GET = 0x06, KV_OP_SET = 0x07,
+    KV_OP_SET_IF_EXISTS = 0x08, KV_OP_SET_IF_NOT_EXISTS = 0x09, KV_OP_COMPARE_SET = 0x10,
+    KV_OP_DELETE = 0x11, KV_OP_COMPARE_DELETE = 0x12, KV_OP_WRITE_BATCH = 0x13,
+};
+
+enum kv_status {
+    KV_OK = 0x00, KV_PONG = 0x01, KV_DB_NOT_FOUND = 0x02, KV_DB_ALREADY_EXISTS = 0x03,
+    KV_KEY_VALUE_TOKEN = 0x04, KV_KEY_NOT_FOUND = 0x05, KV_KEY_ALREADY_EXISTS = 0x06,
+    KV_KEY_TOKEN_MISMATCH = 0x07, KV_INVALID_REQUEST = 0x08, KV_PAYLOAD_TOO_LARGE = 0x09,
+    KV_INTERNAL_ERROR = 0x10,
+};
+
+enum kv_durability { KV_DURABLE_LOCAL = 0, KV_DURABLE_NONE = 1, KV_DURABLE_BUCKET = 2 };
+
+typedef struct kv_limits {
+    uint32_t max_key;       /* default 1024 */
+    uint32_t max_value;     /* default 1 MiB */
+    uint32_t max_frame;     /* payload bytes, default 16 MiB + 64 */
+} kv_limits;
+
+typedef struct kv_request {
+    uint8_t op;
+    uint8_t durability;
+    const uint8_t *db;
+    uint8_t db_len;
+    const uint8_t *key;
+    uint32_t key_len;
+    const uint8_t *value;
+    uint32_t value_len;
+    uint64_t token;
+    uint32_t batch_count;
+    const uint8_t *batch;   /* items, validated */
+    size_t batch_len;
+} kv_request;
+
+/* Reads a request header: 0 with op/flags/len filled, or 1 when fewer than 6 bytes. */
+int kv_read_header(const uint8_t *p, size_t avail, uint8_t *op, uint8_t *flags, uint32_t *len);
+
+/* Decodes a payload. Returns HANU_OK, HANU_ERR_INVALID or HANU_ERR_TOO_LARGE with
+   a static message in *why. The request points into payload. */
+int kv_parse_request(uint8_t op, uint8_t flags, const uint8_t *payload, uint32_t len,
+                     const kv_limits *lim, kv_request *req, const char **why);
+
+/* Iterates a validated batch: *pos starts at 0; returns 1 per item, 0 at the end. */
+int kv_batch_next(const kv_request *req, size_t *pos, uint8_t *kind, const uint8_t **key,
+                  uint32_t *key_len, const uint8_t **value, uint32_t *value_len);
+
+/* Appends one response frame to out. */
+int kv_respond(hanu_buf *out, uint8_t status, const void *payload, size_t len);
+int kv_respond_token(hanu_buf *out, uint8_t status, uint64_t token);
+
+#endif

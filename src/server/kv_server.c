@@ -1,0 +1,473 @@
+/*
+ * kv_server.c: key-value protocol connections on the event loop.
+ *
+ * Every connection reads frames, runs them against the store and appends the
+ * responses, in request order, to its output buffer. A response to a write at
+ * durability `local` is a gate: it and everything after it on that connection
+ * wait until the log reports its txn durable (kv_on_durable), so answers stay
+ * in order and no write is acknowledged before its fdatasync. Nothing here
+ * blocks the loop.
+ */
+#include "server/server_internal.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define KV_OUT_HIGH_WATER (8u << 20)   /* stop reading a client that does not read */
+
+typedef struct kv_gate {
+    size_t start;          /* offset of the gated response in out */
+    uint64_t txn;
+} kv_gate;
+
+struct kv_conn {
+    server *srv;
+    h2o_socket_t *sock;
+    h2o_linklist_t link;        /* srv->conns */
+    h2o_linklist_t wait_link;   /* srv->waiting while it holds gates */
+    hanu_buf out;               /* responses not yet handed to the socket */
+    hanu_buf sending;           /* bytes the socket is writing now */
+    kv_gate *gates;
+    size_t ghead, ngates, gcap;
+    uint64_t discard;           /* payload bytes of a refused frame still to skip */
+    uint64_t last_active_ns;
+    int close_after_flush;
+    int read_paused;
+};
+
+static void conn_flush(kv_conn *c);
+static void on_read(h2o_socket_t *sock, const char *err);
+
+static void conn_close(kv_conn *c)
+{
+    server *srv = c->srv;
+    if (h2o_linklist_is_linked(&c->wait_link)) h2o_linklist_unlink(&c->wait_link);
+    h2o_linklist_unlink(&c->link);
+    srv->nconns--;
+    c->sock->data = NULL;
+    h2o_socket_close(c->sock);
+    hanu_buf_free(&c->out);
+    hanu_buf_free(&c->sending);
+    free(c->gates);
+    free(c);
+}
+
+static int conn_has_gates(const kv_conn *c) { return c->ghead < c->ngates; }
+
+static void on_write_done(h2o_socket_t *sock, const char *err)
+{
+    kv_conn *c = sock->data;
+    if (!c) return;
+    if (err) { conn_close(c); return; }
+    c->sending.len = 0;
+    conn_flush(c);
+}
+
+/* Hands every releasable response to the socket (one write in flight at a time). */
+static void conn_flush(kv_conn *c)
+{
+    server *srv = c->srv;
+    if (h2o_socket_is_writing(c->sock)) return;
+    uint64_t durable = atomic_load(&srv->durable_txn);
+    while (c->ghead < c->ngates && c->gates[c->ghead].txn <= durable) c->ghead++;
+    size_t releasable = conn_has_gates(c) ? c->gates[c->ghead].start : c->out.len;
+    if (releasable == 0) {
+        if (!conn_has_gates(c)) {
+            c->ghead = c->ngates = 0;
+            if (h2o_linklist_is_linked(&c->wait_link)) h2o_linklist_unlink(&c->wait_link);
+            if (c->close_after_flush) { conn_close(c); return; }
+        }
+        goto resume;
+    }
+    if (releasable == c->out.len) {
+        hanu_buf t = c->sending;
+        c->sending = c->out;
+        c->out = t;
+        c->out.len = 0;
+    } else {
+        c->sending.len = 0;
+        if (hanu_buf_append(&c->sending, c->out.data, releasable) != HANU_OK) { conn_close(c); return; }
+        hanu_buf_consume(&c->out, releasable);
+    }
+    for (size_t i = c->ghead; i < c->ngates; i++) c->gates[i].start -= releasable;
+    if (!conn_has_gates(c)) {
+        c->ghead = c->ngates = 0;
+        if (h2o_linklist_is_linked(&c->wait_link)) h2o_linklist_unlink(&c->wait_link);
+    }
+    h2o_iovec_t iov = h2o_iovec_init(c->sending.data, c->sending.len);
+    h2o_socket_write(c->sock, &iov, 1, on_write_done);
+resume:
+    if (c->read_paused && !c->close_after_flush && c->out.len < KV_OUT_HIGH_WATER / 2 && !srv->stopping) {
+        c->read_paused = 0;
+        h2o_socket_read_start(c->sock, on_read);
+    }
+}
+
+static int add_gate(kv_conn *c, size_t start, uint64_t txn)
+{
+    if (c->ngates == c->gcap) {
+        if (c->ghead > 0) {
+            memmove(c->gates, c->gates + c->ghead, (c->ngates - c->ghead) * sizeof *c->gates);
+            c->ngates -= c->ghead;
+            c->ghead = 0;
+        } else {
+            size_t ncap = c->gcap ? c->gcap * 2 : 8;
+            kv_gate *ng = realloc(c->gates, ncap * sizeof *ng);
+            if (!ng) return HANU_ERR_NOMEM;
+            c->gates = ng;
+            c->gcap = ncap;
+        }
+    }
+    c->gates[c->ngates++] = (kv_gate){ start, txn };
+    if (!h2o_linklist_is_linked(&c->wait_link)) h2o_linklist_insert(&c->srv->waiting, &c->wait_link);
+    return HANU_OK;
+}
+
+static void respond_msg(kv_conn *c, uint8_t status, const char *msg)
+{
+    kv_respond(&c->out, status, msg, strlen(msg));
+    c->srv->errors++;
+}
+
+/* Maps a store error to the protocol's answer. */
+static void respond_store_error(kv_conn *c, int rc, int key_op)
+{
+    switch (rc) {
+    case HANU_ERR_NOT_FOUND:
+        kv_respond(&c->out, key_op ? KV_KEY_NOT_FOUND : KV_DB_NOT_FOUND, NULL, 0);
+        return;
+    case HANU_ERR_EXISTS:
+        kv_respond(&c->out, key_op ? KV_KEY_ALREADY_EXISTS : KV_DB_ALREADY_EXISTS, NULL, 0);
+        return;
+    case HANU_ERR_TOO_LARGE: respond_msg(c, KV_PAYLOAD_TOO_LARGE, "request exceeds a size limit"); return;
+    case HANU_ERR_INVALID: respond_msg(c, KV_INVALID_REQUEST, "invalid request"); return;
+    default: respond_msg(c, KV_INTERNAL_ERROR, hanu_status_str(rc)); return;
+    }
+}
+
+/* Answers a successful write: Ok + token, gated on durability when asked. */
+static void respond_written(kv_conn *c, uint64_t txn, uint8_t durability)
+{
+    size_t start = c->out.len;
+    kv_respond_token(&c->out, KV_OK, txn);
+    if (durability == KV_DURABLE_LOCAL && txn > atomic_load(&c->srv->durable_txn))
+        add_gate(c, start, txn);
+}
+
+static void respond_stats(kv_conn *c)
+{
+    server *srv = c->srv;
+    store_stats st;
+    store_get_stats(srv->store, &st);
+    char json[1024];
+    int n = snprintf(json, sizeof json,
+        "{\"keys\":%llu,\"databases\":%llu,\"files\":%llu,\"disk_bytes\":%llu,\"dead_bytes\":%llu,"
+        "\"memory_bytes\":%llu,\"log_bytes_written\":%llu,\"prealloc_bytes\":%llu,\"syncs\":%llu,"
+        "\"frames\":%llu,\"rotations\":%llu,\"compactions\":%llu,\"last_txn\":%llu,"
+        "\"durable_txn\":%llu,\"startup_ms\":%llu,\"connections\":%zu,\"connections_total\":%llu,"
+        "\"requests\":%llu,\"errors\":%llu,\"store_failed\":%s}",
+        (unsigned long long)st.keys, (unsigned long long)st.databases, (unsigned long long)st.files,
+        (unsigned long long)st.disk_bytes, (unsigned long long)st.dead_bytes,
+        (unsigned long long)st.memory_bytes, (unsigned long long)st.log_bytes_written,
+        (unsigned long long)st.prealloc_bytes, (unsigned long long)st.syncs,
+        (unsigned long long)st.frames, (unsigned long long)st.rotations,
+        (unsigned long long)st.compactions, (unsigned long long)st.last_txn,
+        (unsigned long long)st.durable_txn, (unsigned long long)st.startup_ms, srv->nconns,
+        (unsigned long long)srv->connections_total, (unsigned long long)srv->requests,
+        (unsigned long long)srv->errors, store_failed(srv->store) ? "true" : "false");
+    kv_respond(&c->out, KV_OK, json, (size_t)n);
+}
+
+static void respond_info(kv_conn *c, uint32_t id)
+{
+    store_db_info info;
+    if (store_db_info_get(c->srv->store, id, &info) != HANU_OK) {
+        kv_respond(&c->out, KV_DB_NOT_FOUND, NULL, 0);
+        return;
+    }
+    char json[256];
+    int n = snprintf(json, sizeof json, "{\"name\":\"%s\",\"id\":%u,\"keys\":%llu,\"bytes\":%llu,\"memory\":%llu}",
+                     info.name, info.id, (unsigned long long)info.keys, (unsigned long long)info.bytes,
+                     (unsigned long long)info.memory);
+    kv_respond(&c->out, KV_OK, json, (size_t)n);
+}
+
+static int ensure_ops(server *srv, size_t n)
+{
+    if (n <= srv->ops_cap) return HANU_OK;
+    void *p = realloc(srv->ops_scratch, n * sizeof(store_op));
+    if (!p) return HANU_ERR_NOMEM;
+    srv->ops_scratch = p;
+    srv->ops_cap = n;
+    return HANU_OK;
+}
+
+static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t *payload, uint32_t len)
+{
+    server *srv = c->srv;
+    store *st = srv->store;
+    kv_request r;
+    const char *why = "invalid request";
+    srv->requests++;
+    int rc = kv_parse_request(op, flags, payload, len, &srv->limits, &r, &why);
+    if (rc) {
+        respond_msg(c, rc == HANU_ERR_TOO_LARGE ? KV_PAYLOAD_TOO_LARGE : KV_INVALID_REQUEST, why);
+        return;
+    }
+    int is_write = op == KV_OP_CREATE || op == KV_OP_DROP || op >= KV_OP_SET;
+    if (is_write && r.durability == KV_DURABLE_BUCKET) {
+        respond_msg(c, KV_INVALID_REQUEST, "bucket durability is not available (no bucket configured)");
+        return;
+    }
+    if (is_write && srv->stopping) {
+        respond_msg(c, KV_INTERNAL_ERROR, "server is shutting down");
+        return;
+    }
+    uint32_t db = 0;
+    if (op != KV_OP_STATS && op != KV_OP_PING && op != KV_OP_CLOSE && op != KV_OP_CREATE) {
+        if (store_db_lookup(st, (const char *)r.db, r.db_len, &db) != HANU_OK) {
+            if (op == KV_OP_DROP && !store_db_name_valid((const char *)r.db, r.db_len))
+                respond_msg(c, KV_INVALID_REQUEST, "database names use only A-Z a-z 0-9 _ . -");
+            else
+                kv_respond(&c->out, KV_DB_NOT_FOUND, NULL, 0);
+            return;
+        }
+    }
+    uint64_t txn = 0, current = 0;
+    switch (op) {
+    case KV_OP_STATS: respond_stats(c); return;
+    case KV_OP_PING: kv_respond(&c->out, KV_PONG, NULL, 0); return;
+    case KV_OP_CLOSE:
+        kv_respond(&c->out, KV_OK, NULL, 0);
+        c->close_after_flush = 1;
+        return;
+    case KV_OP_INFO: respond_info(c, db); return;
+    case KV_OP_CREATE:
+        rc = store_db_create(st, (const char *)r.db, r.db_len, &txn);
+        if (rc == HANU_ERR_INVALID) { respond_msg(c, KV_INVALID_REQUEST, "database names use only A-Z a-z 0-9 _ . -"); return; }
+        if (rc) { respond_store_error(c, rc, 0); return; }
+        respond_written(c, txn, r.durability);
+        return;
+    case KV_OP_DROP:
+        rc = store_db_drop(st, (const char *)r.db, r.db_len, &txn);
+        if (rc == HANU_ERR_INVALID) { respond_msg(c, KV_INVALID_REQUEST, "the default database cannot be dropped"); return; }
+        if (rc) { respond_store_error(c, rc, 0); return; }
+        respond_written(c, txn, r.durability);
+        return;
+    case KV_OP_GET: {
+        size_t start = c->out.len;
+        if (hanu_buf_reserve(&c->out, KV_RESP_HEADER_SIZE + 8) != HANU_OK) { respond_store_error(c, HANU_ERR_NOMEM, 1); return; }
+        c->out.len += KV_RESP_HEADER_SIZE + 8;
+        rc = store_get(st, db, r.key, r.key_len, &c->out, &txn);
+        if (rc) {
+            c->out.len = start;
+            respond_store_error(c, rc, 1);
+            return;
+        }
+        uint8_t *h = c->out.data + start;
+        h[0] = KV_KEY_VALUE_TOKEN;
+        hanu_put_u32(h + 1, (uint32_t)(c->out.len - start - KV_RESP_HEADER_SIZE));
+        hanu_put_u64(h + 5, txn);
+        return;
+    }
+    case KV_OP_SET: case KV_OP_SET_IF_EXISTS: case KV_OP_SET_IF_NOT_EXISTS: case KV_OP_COMPARE_SET:
+    case KV_OP_DELETE: case KV_OP_COMPARE_DELETE: {
+        store_op sop = { (op == KV_OP_DELETE || op == KV_OP_COMPARE_DELETE) ? STORE_DELETE : STORE_SET,
+                         r.key, r.key_len, r.value, r.value_len };
+        int cond = op == KV_OP_SET_IF_EXISTS ? STORE_COND_EXISTS
+                 : op == KV_OP_SET_IF_NOT_EXISTS ? STORE_COND_NOT_EXISTS
+                 : (op == KV_OP_COMPARE_SET || op == KV_OP_COMPARE_DELETE) ? STORE_COND_TOKEN
+                 : STORE_COND_NONE;
+        rc = store_write(st, db, &sop, 1, cond, r.token, &txn, &current);
+        if (rc == HANU_ERR_MISMATCH) { kv_respond_token(&c->out, KV_KEY_TOKEN_MISMATCH, current); return; }
+        if (rc) { respond_store_error(c, rc, 1); return; }
+        respond_written(c, txn, r.durability);
+        return;
+    }
+    case KV_OP_WRITE_BATCH: {
+        if (ensure_ops(srv, r.batch_count)) { respond_store_error(c, HANU_ERR_NOMEM, 1); return; }
+        store_op *ops = srv->ops_scratch;
+        size_t pos = 0, n = 0;
+        uint8_t kind;
+        const uint8_t *k, *v;
+        uint32_t kl, vl;
+        while (kv_batch_next(&r, &pos, &kind, &k, &kl, &v, &vl))
+            ops[n++] = (store_op){ kind == 0 ? STORE_SET : STORE_DELETE, k, kl, v, vl };
+        rc = store_write(st, db, ops, n, STORE_COND_NONE, 0, &txn, NULL);
+        if (rc) { respond_store_error(c, rc, 1); return; }
+        respond_written(c, txn, r.durability);
+        return;
+    }
+    default:
+        respond_msg(c, KV_INVALID_REQUEST, "unknown op code");
+    }
+}
+
+static void on_read(h2o_socket_t *sock, const char *err)
+{
+    kv_conn *c = sock->data;
+    if (!c) return;
+    if (err) { conn_close(c); return; }
+    server *srv = c->srv;
+    c->last_active_ns = hanu_now_ns();
+    for (;;) {
+        h2o_buffer_t *in = sock->input;
+        if (c->close_after_flush) { h2o_buffer_consume(&sock->input, in->size); break; }
+        if (c->discard) {
+            size_t n = (size_t)HANU_MIN((uint64_t)in->size, c->discard);
+            if (!n) break;
+            h2o_buffer_consume(&sock->input, n);
+            c->discard -= n;
+            continue;
+        }
+        uint8_t op, flags;
+        uint32_t len;
+        if (kv_read_header((const uint8_t *)in->bytes, in->size, &op, &flags, &len)) break;
+        if (len > srv->limits.max_frame) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "request payload of %u bytes exceeds the frame limit of %u bytes",
+                     len, srv->limits.max_frame);
+            srv->requests++;
+            respond_msg(c, KV_PAYLOAD_TOO_LARGE, msg);
+            h2o_buffer_consume(&sock->input, KV_REQ_HEADER_SIZE);
+            c->discard = len;
+            continue;
+        }
+        if (in->size < KV_REQ_HEADER_SIZE + (size_t)len) break;
+        handle_request(c, op, flags, (const uint8_t *)in->bytes + KV_REQ_HEADER_SIZE, len);
+        h2o_buffer_consume(&sock->input, KV_REQ_HEADER_SIZE + (size_t)len);
+        if (c->out.len > KV_OUT_HIGH_WATER) break;
+    }
+    if ((c->out.len > KV_OUT_HIGH_WATER || c->close_after_flush) && !c->read_paused) {
+        c->read_paused = 1;
+        h2o_socket_read_stop(sock);
+    }
+    conn_flush(c);
+}
+
+static void on_accept(h2o_socket_t *listener, const char *err)
+{
+    server *srv = listener->data;
+    if (err) return;
+    for (int i = 0; i < 64; i++) {
+        h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
+        if (!sock) break;
+        if (srv->nconns >= srv->opt.max_connections || srv->stopping) {
+            h2o_socket_close(sock);
+            continue;
+        }
+        int one = 1;
+        setsockopt(h2o_socket_get_fd(sock), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        kv_conn *c = calloc(1, sizeof *c);
+        if (!c) { h2o_socket_close(sock); continue; }
+        c->srv = srv;
+        c->sock = sock;
+        c->last_active_ns = hanu_now_ns();
+        sock->data = c;
+        h2o_linklist_insert(&srv->conns, &c->link);
+        srv->nconns++;
+        srv->connections_total++;
+        if (srv->nconns == 1) kv_sweep_idle(srv);
+        h2o_socket_read_start(sock, on_read);
+    }
+}
+
+int kv_listen(server *srv, const char *addr, char *err, size_t errcap)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    if (server_parse_addr(addr, &ss, &sl) != 0) {
+        snprintf(err, errcap, "cannot parse address \"%s\" (want HOST:PORT)", addr);
+        return HANU_ERR_INVALID;
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 1024) != 0) {
+        snprintf(err, errcap, "cannot listen on %s: %s", addr, strerror(errno));
+        if (fd >= 0) close(fd);
+        return HANU_ERR_IO;
+    }
+    srv->kv_listener = h2o_evloop_socket_create(srv->loop, fd, H2O_SOCKET_FLAG_DONT_READ);
+    srv->kv_listener->data = srv;
+    h2o_socket_read_start(srv->kv_listener, on_accept);
+    return HANU_OK;
+}
+
+void kv_on_durable(server *srv, uint64_t durable_txn, int failed)
+{
+    (void)durable_txn;
+    h2o_linklist_t *node = srv->waiting.next;
+    while (node != &srv->waiting) {
+        kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, wait_link, node);
+        node = node->next;
+        if (failed) {
+            /* fsyncgate: what waited for this sync is never acknowledged. Send what was
+               answerable and close, so the client sees an unknown outcome, not a success. */
+            uint64_t durable = atomic_load(&srv->durable_txn);
+            while (c->ghead < c->ngates && c->gates[c->ghead].txn <= durable) c->ghead++;
+            if (conn_has_gates(c)) c->out.len = c->gates[c->ghead].start;
+            c->ghead = c->ngates = 0;
+            c->close_after_flush = 1;
+        }
+        conn_flush(c);
+    }
+}
+
+void kv_shutdown_begin(server *srv)
+{
+    if (srv->kv_listener) {
+        h2o_socket_read_stop(srv->kv_listener);
+        h2o_socket_close(srv->kv_listener);
+        srv->kv_listener = NULL;
+    }
+    for (h2o_linklist_t *n = srv->conns.next; n != &srv->conns; n = n->next) {
+        kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, link, n);
+        if (!c->read_paused) {
+            h2o_socket_read_stop(c->sock);
+            c->read_paused = 1;
+        }
+    }
+}
+
+size_t kv_busy_connections(server *srv)
+{
+    size_t busy = 0;
+    for (h2o_linklist_t *n = srv->conns.next; n != &srv->conns; n = n->next) {
+        kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, link, n);
+        if (c->out.len || conn_has_gates(c) || h2o_socket_is_writing(c->sock)) busy++;
+    }
+    return busy;
+}
+
+void kv_close_all(server *srv)
+{
+    while (!h2o_linklist_is_empty(&srv->conns))
+        conn_close(H2O_STRUCT_FROM_MEMBER(kv_conn, link, srv->conns.next));
+}
+
+static void on_sweep(h2o_timeout_entry_t *entry)
+{
+    server *srv = H2O_STRUCT_FROM_MEMBER(server, sweep_entry, entry);
+    uint64_t now = hanu_now_ns(), limit = (uint64_t)srv->opt.idle_timeout_ms * 1000000ull;
+    h2o_linklist_t *n = srv->conns.next;
+    while (n != &srv->conns) {
+        kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, link, n);
+        n = n->next;
+        if (now - c->last_active_ns > limit && !conn_has_gates(c) && !h2o_socket_is_writing(c->sock))
+            conn_close(c);
+    }
+    if (srv->nconns) kv_sweep_idle(srv);
+}
+
+/* Arms the once-a-second idle sweep; it runs only while connections exist. */
+void kv_sweep_idle(server *srv)
+{
+    if (h2o_timeout_is_linked(&srv->sweep_entry)) return;
+    srv->sweep_entry.cb = on_sweep;
+    h2o_timeout_link(srv->loop, &srv->sweep_timeout, &srv->sweep_entry);
+}

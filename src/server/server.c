@@ -1,0 +1,136 @@
+/*
+ * server.c: the hanudb serve process: event loop, store, durable
+ * notifications from the commit thread, signals and graceful shutdown.
+ */
+#include "server/server_internal.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+void server_options_default(server_options *o)
+{
+    memset(o, 0, sizeof *o);
+    store_options_default(&o->store);
+    o->kv_addr = "127.0.0.1:8787";
+    o->max_frame = (16u << 20) + 64;
+    o->idle_timeout_ms = 300000;
+    o->max_connections = 10000;
+}
+
+int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
+{
+    char host[256];
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon == addr + strlen(addr) - 1) return -1;
+    size_t hl = (size_t)(colon - addr);
+    if (hl >= sizeof host) return -1;
+    memcpy(host, addr, hl);
+    host[hl] = '\0';
+    char *h = host;
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') { host[hl - 1] = '\0'; h = host + 1; }
+    if (!*h) h = "0.0.0.0";
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_NUMERICSERV | AI_PASSIVE }, *res = NULL;
+    if (getaddrinfo(h, colon + 1, &hints, &res) != 0 || !res) return -1;
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* Commit thread: publish the durable txn and wake the loop (at most one message queued). */
+static void on_durable_from_log(void *ctx, uint64_t txn, int failed)
+{
+    server *srv = ctx;
+    atomic_store(&srv->durable_txn, txn);
+    if (failed) atomic_store(&srv->store_failed, 1);
+    if (!atomic_exchange(&srv->durable_msg_pending, 1))
+        h2o_multithread_send_message(&srv->durable_receiver, &srv->durable_msg);
+}
+
+/* Loop thread. */
+static void on_durable_messages(h2o_multithread_receiver_t *receiver, h2o_linklist_t *messages)
+{
+    server *srv = H2O_STRUCT_FROM_MEMBER(server, durable_receiver, receiver);
+    while (!h2o_linklist_is_empty(messages)) h2o_linklist_unlink(messages->next);
+    atomic_store(&srv->durable_msg_pending, 0);
+    kv_on_durable(srv, atomic_load(&srv->durable_txn), atomic_load(&srv->store_failed));
+}
+
+static void on_signal(h2o_socket_t *sock, const char *err)
+{
+    server *srv = sock->data;
+    (void)err;
+    h2o_buffer_consume(&sock->input, sock->input->size);
+    if (!srv->stopping) fprintf(stderr, "hanudb: shutting down: finishing in-flight requests\n");
+    srv->stopping = 1;
+}
+
+int server_run(const server_options *o)
+{
+    server *srv = calloc(1, sizeof *srv);
+    if (!srv) return 2;
+    srv->opt = *o;
+    srv->limits = (kv_limits){ o->store.max_key ? o->store.max_key : 1024,
+                               o->store.max_value ? o->store.max_value : (1u << 20), o->max_frame };
+    h2o_linklist_init_anchor(&srv->conns);
+    h2o_linklist_init_anchor(&srv->waiting);
+
+    /* Signals go to a signalfd on the loop; block them before any thread starts so
+       every thread inherits the mask. */
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    srv->loop = h2o_evloop_create();
+    srv->queue = h2o_multithread_create_queue(srv->loop);
+    h2o_multithread_register_receiver(srv->queue, &srv->durable_receiver, on_durable_messages);
+    h2o_timeout_init(srv->loop, &srv->sweep_timeout, 1000);
+
+    store_options so = o->store;
+    so.on_durable = on_durable_from_log;
+    so.ctx = srv;
+    char err[1024] = "";
+    int rc = store_open(&so, &srv->store, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "hanudb: cannot open the store: %s\n", err[0] ? err : hanu_status_str(rc));
+        return 2;
+    }
+    atomic_store(&srv->durable_txn, store_durable_txn(srv->store));
+    if (kv_listen(srv, o->kv_addr, err, sizeof err) != HANU_OK) {
+        fprintf(stderr, "hanudb: %s\n", err);
+        store_close(srv->store);
+        return 2;
+    }
+    int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    h2o_socket_t *sig = h2o_evloop_socket_create(srv->loop, sfd, 0);
+    sig->data = srv;
+    h2o_socket_read_start(sig, on_signal);
+    fprintf(stderr, "hanudb: key-value protocol listening on %s\n", o->kv_addr);
+
+    while (!srv->stopping) h2o_evloop_run(srv->loop, INT32_MAX);
+
+    /* Graceful shutdown: no new connections or requests, answer what was asked. */
+    kv_shutdown_begin(srv);
+    store_sync(srv->store);
+    uint64_t deadline = hanu_now_ns() + 5000000000ull;
+    while (kv_busy_connections(srv) && hanu_now_ns() < deadline) h2o_evloop_run(srv->loop, 50);
+    kv_close_all(srv);
+    h2o_socket_read_stop(sig);
+    h2o_socket_close(sig);
+    h2o_evloop_run(srv->loop, 0);
+    store_close(srv->store);
+    fprintf(stderr, "hanudb: stopped cleanly\n");
+    h2o_multithread_unregister_receiver(srv->queue, &srv->durable_receiver);
+    hanu_buf_free(&srv->scratch);
+    free(srv->ops_scratch);
+    return 0;
+}

@@ -1,0 +1,26 @@
+/*
+ * server: the hanudb serve process: one h2o event loop thread that serves
+ * every client socket (the binary key-value protocol now, HTTP later), the
+ * store underneath, and the glue that turns the log's durable notifications
+ * into responses.
+ */
+#ifndef HANU_SERVER_H
+#define HANU_SERVER_H
+
+#include <stdint.h>
+#include "store/store.h"
+
+typedef struct server_options {
+    store_options store;
+    const char *kv_addr;            /* HOST:PORT, default 127.0.0.1:8787 */
+    uint32_t max_frame;             /* request payload limit, default 16 MiB + 64 */
+    uint32_t idle_timeout_ms;       /* close idle connections, default 300 000 */
+    uint32_t max_connections;       /* default 10 000 */
+} server_options;
+
+void server_options_default(server_options *o);
+/* Runs until SIGINT/SIGTERM, then shuts down gracefully. Returns the exit status;
+   prints what went wrong on stderr. */
+int server_run(const server_options *o);
+
+#endif

@@ -1,0 +1,55 @@
+/*
+ * server_internal.h: state shared by server.c and kv_server.c.
+ */
+#ifndef HANU_SERVER_INTERNAL_H
+#define HANU_SERVER_INTERNAL_H
+
+#include <stdatomic.h>
+#include <h2o.h>
+#include <h2o/multithread.h>
+#include "server/server.h"
+#include "server/kv_proto.h"
+
+typedef struct kv_conn kv_conn;
+
+typedef struct server {
+    server_options opt;
+    kv_limits limits;
+    h2o_evloop_t *loop;
+    store *store;
+    h2o_socket_t *kv_listener;
+
+    /* Durable notifications from the commit thread. */
+    h2o_multithread_queue_t *queue;
+    h2o_multithread_receiver_t durable_receiver;
+    h2o_multithread_message_t durable_msg;
+    _Atomic int durable_msg_pending;
+    _Atomic uint64_t durable_txn;
+    _Atomic int store_failed;
+    uint64_t seen_durable;
+
+    h2o_linklist_t conns;           /* every kv connection */
+    h2o_linklist_t waiting;         /* connections holding responses gated on a txn */
+    size_t nconns;
+    h2o_timeout_t idle_timeout;
+    h2o_timeout_t sweep_timeout;
+    h2o_timeout_entry_t sweep_entry;
+
+    int stopping;
+    hanu_buf scratch;
+    void *ops_scratch;              /* store_op array for batches */
+    size_t ops_cap;
+
+    uint64_t requests, errors, connections_total;
+} server;
+
+int kv_listen(server *srv, const char *addr, char *err, size_t errcap);
+void kv_on_durable(server *srv, uint64_t durable_txn, int failed);
+void kv_shutdown_begin(server *srv);
+size_t kv_busy_connections(server *srv);
+void kv_close_all(server *srv);
+void kv_sweep_idle(server *srv);
+
+int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len);
+
+#endif
