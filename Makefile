@@ -29,7 +29,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 HEADERS   := $(wildcard include/*.h src/*/*.h tests/*.h)
 
-.PHONY: all test asan fuzz clean
+.PHONY: all test asan fuzz fuzz-smoke check clean
 all: $(BUILD)/hanudb $(TEST_BIN) $(BENCH_BIN)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
@@ -68,6 +68,21 @@ fuzz:
 	  echo "clang $$f"; \
 	  clang $(CFLAGS) -O1 -fsanitize=fuzzer,address,undefined $$f build-fuzz/libhanudb.a \
 	    -o build-fuzz/fuzz/$$n $(LDLIBS) || exit 1; done
+
+# Runs every fuzz target briefly (FUZZ_SECONDS each) from its seed corpus, if any.
+FUZZ_SECONDS ?= 20
+fuzz-smoke: fuzz
+	@for f in build-fuzz/fuzz/*; do n=$$(basename $$f); mkdir -p build-fuzz/corpus/$$n; \
+	  seeds=""; [ -d fuzz/corpus/$$n ] && seeds=fuzz/corpus/$$n; \
+	  echo "fuzz $$n for $(FUZZ_SECONDS)s"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=0 \
+	    build-fuzz/corpus/$$n $$seeds >build-fuzz/$$n.log 2>&1 || { tail -40 build-fuzz/$$n.log; exit 1; }; done
+
+# What CI runs: the whole suite, the sanitizer build of the unit tests, short fuzzing.
+check:
+	$(MAKE) test
+	$(MAKE) asan
+	$(MAKE) fuzz-smoke
 
 clean:
 	rm -rf build build-asan build-fuzz

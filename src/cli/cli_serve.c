@@ -31,8 +31,8 @@ static int apply_store_flags(const store_flags *f, store_options *so)
         fprintf(stderr, "hanudb: --max-key must be between 1 and 65535\n");
         return 2;
     }
-    if (f->max_value > (256u << 20) || f->max_value + f->max_key + 64 > f->file_size) {
-        fprintf(stderr, "hanudb: --max-value must be at most 256M and fit in a log file\n");
+    if (f->max_value > (256u << 20)) {
+        fprintf(stderr, "hanudb: --max-value must be at most 256M\n");
         return 2;
     }
     so->max_key = (uint32_t)f->max_key;

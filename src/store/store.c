@@ -485,6 +485,8 @@ int store_open(const store_options *o, store **out, char *err, size_t errcap)
     if (!s->opt.file_size) s->opt.file_size = 64ull << 20;
     if (!s->opt.max_key || s->opt.max_key > 65535) s->opt.max_key = s->opt.max_key ? 65535 : 1024;
     if (!s->opt.max_value) s->opt.max_value = 1u << 20;
+    if (!s->opt.compact_ratio) s->opt.compact_ratio = 0.5;
+    if (s->opt.compact_min_dead > s->opt.file_size / 4) s->opt.compact_min_dead = s->opt.file_size / 4;
     snprintf(s->data_dir, sizeof s->data_dir, "%s", o->data_dir);
     snprintf(s->log_dir, sizeof s->log_dir, "%s/log", s->data_dir);
     s->lock_fd = -1;

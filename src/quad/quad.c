@@ -1,0 +1,213 @@
+/*
+ * quad.c: the facts kernel's handle: options, open (create or recover),
+ * close (checkpoint, sync, free), the chunk table, snapshots and stats.
+ * Relies on quad_file.c for the format, quad_read.c for the cache and
+ * quad_io.c for the cold-read backends.
+ */
+#include "quad/quad_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+void quad_options_default(quad_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->chunk_rows = 4096;
+    o->microblock_rows = 256;
+    o->group_window_us = 100;
+    o->io_threads = 4;
+    o->io_backend = QUAD_IO_THREADS;
+    o->cache_bytes = (size_t)256 << 20;
+    o->checkpoint_bytes = (uint64_t)64 << 20;
+    o->flags = 0;
+}
+
+int quad_chunk_slot_reserve(quad *q, uint64_t c)
+{
+    uint64_t p = c >> QUAD_PAGE_BITS;
+    if (p >= QUAD_MAX_PAGES) return HANU_ERR_TOO_LARGE;
+    if (!q->pages[p]) {
+        q->pages[p] = calloc(QUAD_PAGE_SIZE, sizeof(quad_chunk));
+        if (!q->pages[p]) return HANU_ERR_NOMEM;
+    }
+    return 0;
+}
+
+void quad_chunk_free(quad_chunk *ch)
+{
+    free(ch->mb);
+    if (ch->ret) {
+        free(ch->ret->slots);
+        free(ch->ret->epochs);
+        free(ch->ret->dense);
+        free(ch->ret);
+    }
+    memset(ch, 0, sizeof *ch);
+}
+
+void quad_chunk_count_lanes(quad *q, const quad_chunk *ch)
+{
+    q->payload_bytes += ch->lane_off[4];
+    for (uint32_t i = 0; i < 4 * ch->nmb; i++) {
+        uint8_t c = ch->mb[i].code;
+        if (c == CODEC_CONST) q->lanes_const++;
+        else if (c == CODEC_RAW) q->lanes_raw++;
+        else q->lanes_for++;
+    }
+}
+
+static void quad_free(quad *q)
+{
+    if (!q) return;
+    if (q->pages) {
+        uint64_t n = atomic_load(&q->nchunks);
+        for (uint64_t c = 0; c < n; c++) quad_chunk_free(quad_chunk_at(q, c));
+        for (uint32_t p = 0; p < QUAD_MAX_PAGES && q->pages[p]; p++) free(q->pages[p]);
+        free(q->pages);
+    }
+    quad_io_close(q);
+    qc_free(&q->cache);
+    if (q->fd >= 0) close(q->fd);
+    free(q->fbuf);
+    free(q->path);
+    pthread_rwlock_destroy(&q->rlock);
+    pthread_mutex_destroy(&q->wlock);
+    pthread_mutex_destroy(&q->sync_mu);
+    pthread_cond_destroy(&q->sync_cv);
+    free(q);
+}
+
+static int pow2_in(uint32_t v, uint32_t lo, uint32_t hi)
+{
+    return v >= lo && v <= hi && (v & (v - 1)) == 0;
+}
+
+int quad_open(const char *path, const quad_options *opt, quad **out)
+{
+    if (!path || !out) return HANU_ERR_INVALID;
+    *out = NULL;
+    quad_options o;
+    if (opt) o = *opt; else quad_options_default(&o);
+    if (!pow2_in(o.chunk_rows, 64, 1u << 20) || !pow2_in(o.microblock_rows, 64, o.chunk_rows))
+        return HANU_ERR_INVALID;
+    if (o.io_backend < QUAD_IO_INLINE || o.io_backend > QUAD_IO_URING) return HANU_ERR_INVALID;
+    if (o.io_threads == 0) o.io_threads = 1;
+    if (o.io_threads > 64) o.io_threads = 64;
+
+    quad *q = calloc(1, sizeof *q);
+    if (!q) return HANU_ERR_NOMEM;
+    q->fd = -1;
+    q->opt = o;
+    q->chunk_rows = o.chunk_rows;
+    q->mb_rows = o.microblock_rows;
+    q->mb_shift = (uint32_t)__builtin_ctz(o.microblock_rows);
+    pthread_rwlock_init(&q->rlock, NULL);
+    pthread_mutex_init(&q->wlock, NULL);
+    pthread_mutex_init(&q->sync_mu, NULL);
+    pthread_cond_init(&q->sync_cv, NULL);
+    q->path = strdup(path);
+    q->pages = calloc(QUAD_MAX_PAGES, sizeof *q->pages);
+    int rc = (!q->path || !q->pages) ? HANU_ERR_NOMEM : qc_init(&q->cache, o.cache_bytes);
+    if (rc) goto fail;
+
+    int rdonly = (o.flags & QUAD_RDONLY) != 0;
+    q->fd = open(path, (rdonly ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC, 0644);
+    if (q->fd < 0) { rc = errno == ENOENT ? HANU_ERR_NOT_FOUND : HANU_ERR_IO; goto fail; }
+    int fresh = 0;
+    rc = qf_read_header(q, &fresh);
+    if (rc) goto fail;
+    if (fresh) {
+        if (rdonly) { rc = HANU_ERR_CORRUPT; goto fail; }
+        rc = qf_write_header(q);
+        if (rc) goto fail;
+        char *dup = strdup(path);
+        if (dup) { (void)hanu_fsync_dir(dirname(dup)); free(dup); }
+        q->tail = q->ckpt_tail = QF_HEADER_SIZE;
+    } else {
+        rc = qf_recover(q);
+        if (rc) goto fail;
+    }
+    rc = quad_io_open(q);
+    if (rc) goto fail;
+    *out = q;
+    return 0;
+fail:
+    quad_free(q);
+    return rc;
+}
+
+int quad_close(quad *q)
+{
+    if (!q) return 0;
+    int rc = 0;
+    if (!(q->opt.flags & QUAD_RDONLY) && !atomic_load(&q->stopped)) {
+        pthread_mutex_lock(&q->wlock);
+        if (q->tail != q->ckpt_tail) rc = qf_checkpoint_locked(q);
+        pthread_mutex_unlock(&q->wlock);
+    }
+    quad_free(q);
+    return rc;
+}
+
+int quad_snapshot(quad *q, uint64_t *epoch_out)
+{
+    if (!q || !epoch_out) return HANU_ERR_INVALID;
+    *epoch_out = atomic_load_explicit(&q->epoch, memory_order_acquire);
+    return 0;
+}
+
+uint64_t quad_epoch(quad *q) { return atomic_load(&q->epoch); }
+uint64_t quad_durable_epoch(quad *q) { return atomic_load(&q->durable); }
+uint32_t quad_chunk_rows(quad *q) { return q->chunk_rows; }
+
+int quad_checkpoint(quad *q)
+{
+    if (!q) return HANU_ERR_INVALID;
+    if (q->opt.flags & QUAD_RDONLY) return HANU_ERR_INVALID;
+    if (atomic_load(&q->stopped)) return HANU_ERR_STOPPED;
+    pthread_mutex_lock(&q->wlock);
+    int rc = qf_checkpoint_locked(q);
+    pthread_mutex_unlock(&q->wlock);
+    return rc;
+}
+
+int quad_stats_get(quad *q, quad_stats *st)
+{
+    if (!q || !st) return HANU_ERR_INVALID;
+    memset(st, 0, sizeof *st);
+    pthread_mutex_lock(&q->wlock);
+    st->facts = q->facts;
+    st->chunks = atomic_load(&q->nchunks);
+    st->file_bytes = q->tail;
+    st->payload_bytes = q->payload_bytes;
+    st->lanes_const = q->lanes_const;
+    st->lanes_for = q->lanes_for;
+    st->lanes_raw = q->lanes_raw;
+    st->recovered_frames = q->recovered_frames;
+    pthread_mutex_unlock(&q->wlock);
+    st->retired = atomic_load(&q->retired);
+    st->epoch = atomic_load(&q->epoch);
+    st->durable_epoch = atomic_load(&q->durable);
+    pthread_mutex_lock(&q->sync_mu);
+    st->syncs = q->syncs;
+    pthread_mutex_unlock(&q->sync_mu);
+    for (int i = 0; i < QC_SHARDS; i++) {
+        qc_shard *s = &q->cache.shard[i];
+        pthread_mutex_lock(&s->mu);
+        st->cache_bytes += s->bytes;
+        st->cache_hits += s->hits;
+        st->cache_misses += s->misses;
+        pthread_mutex_unlock(&s->mu);
+    }
+    st->chunk_rows = q->chunk_rows;
+    st->microblock_rows = q->mb_rows;
+    return 0;
+}
+
+void quad_cache_drop(quad *q)
+{
+    if (q) qc_drop(&q->cache);
+}

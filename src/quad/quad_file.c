@@ -1,0 +1,635 @@
+/*
+ * quad_file.c: the facts kernel's file format (docs/QUAD.md): the file
+ * header, commit frames (append, retire, checkpoint), the checkpoint pointer
+ * slots, and recovery at open. The writer side (encoding) and the reader side
+ * (parsing) of each record sit next to each other. Relies on base (checksums,
+ * positional I/O) and codec (lane encodings).
+ *
+ * Recovery rule: frames are walked from the newest valid checkpoint (or the
+ * first frame). A zeroed header or a frame running past the end of the file is
+ * the torn tail and ends the log; a frame whose checksum, format or epoch is
+ * wrong while more of the file follows it is HANU_ERR_CORRUPT (QUAD_SALVAGE
+ * turns that into the end of the log). Frames are never read past their
+ * declared length, and every length is checked against the bytes present.
+ */
+#include "quad/quad_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- file header ---- */
+
+int qf_write_header(quad *q)
+{
+    uint8_t h[QF_HEADER_SIZE];
+    memset(h, 0, sizeof h);
+    memcpy(h + 4, "HANUQUAD", 8);
+    h[12] = QF_VERSION;
+    hanu_put_u32(h + 16, q->chunk_rows);
+    hanu_put_u32(h + 20, q->mb_rows);
+    hanu_put_u64(h + 24, hanu_wall_ms());
+    hanu_put_u32(h, hanu_checksum32(h + 4, 60));
+    int rc = hanu_pwrite_full(q->fd, h, sizeof h, 0);
+    if (rc == 0 && fdatasync(q->fd) != 0) rc = HANU_ERR_IO;
+    return rc;
+}
+
+static int pow2_in(uint32_t v, uint32_t lo, uint32_t hi)
+{
+    return v >= lo && v <= hi && (v & (v - 1)) == 0;
+}
+
+/* Reads and checks the header; *fresh = 1 when the file is empty or its header
+ * region is all zeros (a creation that did not finish). */
+int qf_read_header(quad *q, int *fresh)
+{
+    struct stat st;
+    if (fstat(q->fd, &st) != 0) return HANU_ERR_IO;
+    *fresh = 0;
+    if (st.st_size == 0) { *fresh = 1; return 0; }
+    uint8_t h[64];
+    if ((uint64_t)st.st_size < QF_HEADER_SIZE) {
+        size_t n = (size_t)st.st_size < sizeof h ? (size_t)st.st_size : sizeof h;
+        if (hanu_pread_full(q->fd, h, n, 0) != 0) return HANU_ERR_IO;
+        if (hanu_is_zero(h, n)) { *fresh = 1; return 0; }
+        return HANU_ERR_CORRUPT;
+    }
+    if (hanu_pread_full(q->fd, h, sizeof h, 0) != 0) return HANU_ERR_IO;
+    if (hanu_is_zero(h, sizeof h) && st.st_size == QF_HEADER_SIZE) { *fresh = 1; return 0; }
+    if (memcmp(h + 4, "HANUQUAD", 8) != 0 || hanu_get_u32(h) != hanu_checksum32(h + 4, 60))
+        return HANU_ERR_CORRUPT;
+    if (h[12] != QF_VERSION) return HANU_ERR_UNSUPPORTED;
+    uint32_t cr = hanu_get_u32(h + 16), mr = hanu_get_u32(h + 20);
+    if (!pow2_in(cr, 64, 1u << 20) || !pow2_in(mr, 64, cr)) return HANU_ERR_CORRUPT;
+    q->chunk_rows = cr;
+    q->mb_rows = mr;
+    q->mb_shift = (uint32_t)__builtin_ctz(mr);
+    return 0;
+}
+
+/* ---- frames ---- */
+
+/* Frame header: u32 checksum of bytes [4, 32 + body_len), u32 magic, u32
+ * body_len, u8 type, u8 version, u16 zero, u64 epoch, u64 aux. */
+void qf_frame_finish(uint8_t *f, unsigned type, uint64_t epoch, uint64_t aux, size_t body_len)
+{
+    hanu_put_u32(f + 4, QF_FRAME_MAGIC);
+    hanu_put_u32(f + 8, (uint32_t)body_len);
+    f[12] = (uint8_t)type;
+    f[13] = QF_VERSION;
+    f[14] = f[15] = 0;
+    hanu_put_u64(f + 16, epoch);
+    hanu_put_u64(f + 24, aux);
+    hanu_put_u32(f, hanu_checksum32(f + 4, QF_FRAME_HDR - 4 + body_len));
+}
+
+/* ---- chunk records ----
+ * u64 chunk_no, u32 rows, u32 payload_len, then 4 * nmb descriptors
+ * (lane-major; u8 code, u64 base unless code is CODEC_RAW), then the payload:
+ * lane 0 microblocks in order, then lane 1, ... */
+
+size_t qf_chunk_bound(quad *q, uint32_t rows)
+{
+    size_t nmb = (rows + q->mb_rows - 1) >> q->mb_shift;
+    return QF_CHUNK_HDR + 4 * nmb * 9 + (size_t)rows * 32;
+}
+
+static uint32_t mb_rows_of(const quad *q, uint32_t rows, uint32_t m)
+{
+    uint32_t start = m << q->mb_shift;
+    return rows - start < q->mb_rows ? rows - start : q->mb_rows;
+}
+
+static void chunk_lane_offsets(quad *q, quad_chunk *ch)
+{
+    uint32_t off = 0;
+    for (unsigned l = 0; l < 4; l++) {
+        ch->lane_off[l] = off;
+        for (uint32_t m = 0; m < ch->nmb; m++) {
+            quad_mb *mb = &ch->mb[l * ch->nmb + m];
+            mb->off = off;
+            off += (uint32_t)codec_payload_size(mb->code, mb_rows_of(q, ch->rows, m));
+        }
+    }
+    ch->lane_off[4] = off;
+}
+
+/* Encodes rows facts as one chunk record into out (qf_chunk_bound bytes plus
+ * CODEC_SLACK available) and fills ch (mb allocated here; off is relative to
+ * the record start and fixed up by the caller). Returns the record length, 0
+ * when out of memory. */
+size_t qf_chunk_encode(quad *q, const quad_fact *facts, uint32_t rows, uint64_t chunk_no,
+                       uint8_t *out, quad_chunk *ch)
+{
+    uint32_t nmb = (rows + q->mb_rows - 1) >> q->mb_shift;
+    ch->mb = malloc(sizeof(quad_mb) * 4 * nmb);
+    if (!ch->mb) return 0;
+    ch->rows = rows;
+    ch->nmb = nmb;
+    ch->ret = NULL;
+    for (uint32_t m = 0; m < nmb; m++) {
+        const quad_fact *f = facts + ((size_t)m << q->mb_shift);
+        uint32_t r = mb_rows_of(q, rows, m);
+        for (unsigned l = 0; l < 4; l++) {
+            codec_desc d = codec_plan(&f[0].lane[l], r, 4);
+            ch->mb[l * nmb + m].code = d.code;
+            ch->mb[l * nmb + m].base = d.base;
+        }
+    }
+    chunk_lane_offsets(q, ch);
+    uint8_t *p = out;
+    hanu_put_u64(p, chunk_no);
+    hanu_put_u32(p + 8, rows);
+    hanu_put_u32(p + 12, ch->lane_off[4]);
+    p += QF_CHUNK_HDR;
+    for (uint32_t i = 0; i < 4 * nmb; i++) {
+        *p++ = ch->mb[i].code;
+        if (ch->mb[i].code != CODEC_RAW) {
+            hanu_put_u64(p, ch->mb[i].base);
+            p += 8;
+        }
+    }
+    ch->off = (uint64_t)(p - out);
+    for (unsigned l = 0; l < 4; l++) {
+        for (uint32_t m = 0; m < nmb; m++) {
+            const quad_mb *mb = &ch->mb[l * nmb + m];
+            codec_desc d = { mb->code, mb->base };
+            const quad_fact *f = facts + ((size_t)m << q->mb_shift);
+            p += codec_pack(d, &f[0].lane[l], mb_rows_of(q, rows, m), 4, p);
+        }
+    }
+    return (size_t)(p - out);
+}
+
+/* Parses a chunk record header and descriptors (no payload) from [p, end):
+ * fills ch, sets *payload to the payload start. Returns 0 or HANU_ERR_CORRUPT. */
+static int chunk_parse(quad *q, const uint8_t *p, const uint8_t *end, uint64_t want_chunk,
+                       int with_payload, quad_chunk *ch, const uint8_t **next)
+{
+    memset(ch, 0, sizeof *ch);
+    if (end - p < QF_CHUNK_HDR) return HANU_ERR_CORRUPT;
+    uint64_t cno = hanu_get_u64(p);
+    uint32_t rows = hanu_get_u32(p + 8), plen = hanu_get_u32(p + 12);
+    if (cno != want_chunk || rows == 0 || rows > q->chunk_rows) return HANU_ERR_CORRUPT;
+    p += QF_CHUNK_HDR;
+    uint32_t nmb = (rows + q->mb_rows - 1) >> q->mb_shift;
+    ch->mb = malloc(sizeof(quad_mb) * 4 * nmb);
+    if (!ch->mb) return HANU_ERR_NOMEM;
+    ch->rows = rows;
+    ch->nmb = nmb;
+    for (uint32_t i = 0; i < 4 * nmb; i++) {
+        if (p >= end || !codec_code_valid(*p)) goto bad;
+        ch->mb[i].code = *p++;
+        ch->mb[i].base = 0;
+        if (ch->mb[i].code != CODEC_RAW) {
+            if (end - p < 8) goto bad;
+            ch->mb[i].base = hanu_get_u64(p);
+            p += 8;
+        }
+    }
+    chunk_lane_offsets(q, ch);
+    if (ch->lane_off[4] != plen) goto bad;
+    if (with_payload) {
+        if ((uint64_t)(end - p) < plen) goto bad;
+        *next = p + plen;
+    } else {
+        *next = p;
+    }
+    ch->off = 0;
+    return 0;
+bad:
+    free(ch->mb);
+    ch->mb = NULL;
+    return HANU_ERR_CORRUPT;
+}
+
+/* ---- retire records: u32 n at the frame body start, then blocks of up to
+ * QF_RETIRE_BLOCK ids: u8 code, u64 base unless raw, payload. ---- */
+
+size_t qf_ids_encode(const uint64_t *ids, size_t n, uint8_t *out)
+{
+    uint8_t *p = out;
+    hanu_put_u32(p, (uint32_t)n);
+    p += 4;
+    for (size_t i = 0; i < n; i += QF_RETIRE_BLOCK) {
+        size_t k = n - i < QF_RETIRE_BLOCK ? n - i : QF_RETIRE_BLOCK;
+        codec_desc d = codec_plan(ids + i, k, 1);
+        *p++ = d.code;
+        if (d.code != CODEC_RAW) {
+            hanu_put_u64(p, d.base);
+            p += 8;
+        }
+        p += codec_pack(d, ids + i, k, 1, p);
+    }
+    return (size_t)(p - out);
+}
+
+/* Applies one retirement to the in-memory state (caller holds rlock for
+ * writing, or is alone at open). Returns 1 when newly retired, 0 when it was
+ * retired already (it keeps its earlier epoch), HANU_ERR_NOT_FOUND for an id
+ * that does not exist. The caller adds the newly retired to q->retired. */
+int qf_retire_apply(quad *q, quad_id id, uint64_t epoch)
+{
+    uint64_t c = QUAD_ID_CHUNK(id);
+    uint32_t slot = QUAD_ID_SLOT(id);
+    if (c >= atomic_load_explicit(&q->nchunks, memory_order_relaxed)) return HANU_ERR_NOT_FOUND;
+    quad_chunk *ch = quad_chunk_at(q, c);
+    if (slot >= ch->rows) return HANU_ERR_NOT_FOUND;
+    quad_retset *r = ch->ret;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r) return HANU_ERR_NOMEM;
+        ch->ret = r;
+    }
+    if (r->dense) {
+        if (r->dense[slot] == 0) {
+            r->dense[slot] = epoch;
+            r->count++;
+            return 1;
+        }
+        return 0;
+    }
+    /* sparse: binary search, insert keeping order; appending is the common case */
+    uint32_t lo = 0, hi = r->count;
+    if (hi > 0 && r->slots[hi - 1] < slot) {
+        lo = hi;
+    } else {
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (r->slots[mid] < slot) lo = mid + 1; else hi = mid;
+        }
+        if (lo < r->count && r->slots[lo] == slot) return 0;
+    }
+    if (r->count + 1 > ch->rows / QUAD_DENSE_DIV) {
+        uint64_t *d = calloc(ch->rows, sizeof *d);
+        if (!d) return HANU_ERR_NOMEM;
+        for (uint32_t i = 0; i < r->count; i++) d[r->slots[i]] = r->epochs[i];
+        d[slot] = epoch;
+        free(r->slots);
+        free(r->epochs);
+        r->slots = NULL;
+        r->epochs = NULL;
+        r->cap = 0;
+        r->dense = d;
+        r->count++;
+        return 1;
+    }
+    if (r->count == r->cap) {
+        uint32_t nc = r->cap ? r->cap * 2 : 4;
+        uint32_t *ns = realloc(r->slots, nc * sizeof *ns);
+        if (!ns) return HANU_ERR_NOMEM;
+        r->slots = ns;
+        uint64_t *ne = realloc(r->epochs, nc * sizeof *ne);
+        if (!ne) return HANU_ERR_NOMEM;
+        r->epochs = ne;
+        r->cap = nc;
+    }
+    memmove(r->slots + lo + 1, r->slots + lo, (r->count - lo) * sizeof *r->slots);
+    memmove(r->epochs + lo + 1, r->epochs + lo, (r->count - lo) * sizeof *r->epochs);
+    r->slots[lo] = slot;
+    r->epochs[lo] = epoch;
+    r->count++;
+    return 1;
+}
+
+static int retire_parse(quad *q, const uint8_t *p, const uint8_t *end, uint64_t epoch)
+{
+    if (end - p < 4) return HANU_ERR_CORRUPT;
+    uint32_t n = hanu_get_u32(p);
+    p += 4;
+    uint64_t ids[QF_RETIRE_BLOCK];
+    for (uint32_t i = 0; i < n; i += QF_RETIRE_BLOCK) {
+        uint32_t k = n - i < QF_RETIRE_BLOCK ? n - i : QF_RETIRE_BLOCK;
+        if (p >= end || !codec_code_valid(*p)) return HANU_ERR_CORRUPT;
+        codec_desc d = { *p++, 0 };
+        if (d.code != CODEC_RAW) {
+            if (end - p < 8) return HANU_ERR_CORRUPT;
+            d.base = hanu_get_u64(p);
+            p += 8;
+        }
+        size_t sz = codec_payload_size(d.code, k);
+        if ((size_t)(end - p) < sz) return HANU_ERR_CORRUPT;
+        /* the frame buffer has CODEC_SLACK bytes after the body */
+        codec_unpack(d, p, 0, k, ids, 1);
+        p += sz;
+        for (uint32_t j = 0; j < k; j++) {
+            int rc = qf_retire_apply(q, ids[j], epoch);
+            if (rc == HANU_ERR_NOT_FOUND) return HANU_ERR_CORRUPT;
+            if (rc < 0) return rc;
+            atomic_fetch_add_explicit(&q->retired, (uint64_t)rc, memory_order_relaxed);
+        }
+    }
+    return p == end ? 0 : HANU_ERR_CORRUPT;
+}
+
+/* Publishes a parsed chunk at index c (recovery and checkpoint load only). */
+static int chunk_publish(quad *q, uint64_t c, quad_chunk *ch)
+{
+    int rc = quad_chunk_slot_reserve(q, c);
+    if (rc) return rc;
+    *quad_chunk_at(q, c) = *ch;
+    quad_chunk_count_lanes(q, ch);
+    q->facts += ch->rows;
+    atomic_store_explicit(&q->nchunks, c + 1, memory_order_release);
+    return 0;
+}
+
+static int append_parse(quad *q, const uint8_t *body, const uint8_t *end,
+                        uint64_t body_file_off, uint64_t epoch)
+{
+    if (end - body < 4) return HANU_ERR_CORRUPT;
+    uint32_t n = hanu_get_u32(body);
+    const uint8_t *p = body + 4;
+    if (n == 0) return HANU_ERR_CORRUPT;
+    for (uint32_t i = 0; i < n; i++) {
+        quad_chunk ch;
+        const uint8_t *next;
+        uint64_t c = atomic_load_explicit(&q->nchunks, memory_order_relaxed);
+        int rc = chunk_parse(q, p, end, c, 1, &ch, &next);
+        if (rc) return rc;
+        ch.off = body_file_off + (uint64_t)(next - ch.lane_off[4] - body);
+        ch.epoch = epoch;
+        rc = chunk_publish(q, c, &ch);
+        if (rc) { free(ch.mb); return rc; }
+        p = next;
+    }
+    return p == end ? 0 : HANU_ERR_CORRUPT;
+}
+
+/* ---- checkpoint frames ----
+ * body: u64 nchunks, u64 log_end(unused, 0), then per chunk: u64 payload file
+ * offset, u64 epoch, and the chunk record header + descriptors (no payload);
+ * then u64 retired count and (u64 id, u64 epoch) pairs. aux = nchunks. */
+
+int qf_fbuf_reserve(quad *q, size_t need)
+{
+    need += CODEC_SLACK;
+    if (q->fcap >= need) return 0;
+    size_t nc = q->fcap ? q->fcap : 1u << 20;
+    while (nc < need) nc *= 2;
+    uint8_t *nb = realloc(q->fbuf, nc);
+    if (!nb) return HANU_ERR_NOMEM;
+    q->fbuf = nb;
+    q->fcap = nc;
+    return 0;
+}
+
+static size_t put_ckpt_chunk(uint8_t *p, uint64_t c, const quad_chunk *ch)
+{
+    uint8_t *s = p;
+    hanu_put_u64(p, ch->off);
+    hanu_put_u64(p + 8, ch->epoch);
+    hanu_put_u64(p + 16, c);
+    hanu_put_u32(p + 24, ch->rows);
+    hanu_put_u32(p + 28, ch->lane_off[4]);
+    p += 32;
+    for (uint32_t i = 0; i < 4 * ch->nmb; i++) {
+        *p++ = ch->mb[i].code;
+        if (ch->mb[i].code != CODEC_RAW) {
+            hanu_put_u64(p, ch->mb[i].base);
+            p += 8;
+        }
+    }
+    return (size_t)(p - s);
+}
+
+/* Caller holds wlock. Writes the checkpoint frame, syncs, then points a slot
+ * at it and syncs again. */
+int qf_checkpoint_locked(quad *q)
+{
+    uint64_t n = atomic_load(&q->nchunks);
+    uint64_t epoch = atomic_load(&q->epoch);
+    size_t need = QF_FRAME_HDR + 16 + 8 + 16 * (size_t)atomic_load(&q->retired);
+    for (uint64_t c = 0; c < n; c++) need += 32 + 9 * 4 * (size_t)quad_chunk_at(q, c)->nmb;
+    int rc = qf_fbuf_reserve(q, need);
+    if (rc) return rc;
+    uint8_t *f = q->fbuf, *p = f + QF_FRAME_HDR;
+    hanu_put_u64(p, n);
+    hanu_put_u64(p + 8, 0);
+    p += 16;
+    for (uint64_t c = 0; c < n; c++) p += put_ckpt_chunk(p, c, quad_chunk_at(q, c));
+    uint8_t *cntp = p;
+    p += 8;
+    uint64_t cnt = 0;
+    pthread_rwlock_rdlock(&q->rlock);
+    for (uint64_t c = 0; c < n; c++) {
+        const quad_chunk *ch = quad_chunk_at(q, c);
+        const quad_retset *r = ch->ret;
+        if (!r) continue;
+        if (r->dense) {
+            for (uint32_t s = 0; s < ch->rows; s++) {
+                if (!r->dense[s]) continue;
+                hanu_put_u64(p, QUAD_ID(c, s));
+                hanu_put_u64(p + 8, r->dense[s]);
+                p += 16;
+                cnt++;
+            }
+        } else {
+            for (uint32_t i = 0; i < r->count; i++) {
+                hanu_put_u64(p, QUAD_ID(c, r->slots[i]));
+                hanu_put_u64(p + 8, r->epochs[i]);
+                p += 16;
+                cnt++;
+            }
+        }
+    }
+    pthread_rwlock_unlock(&q->rlock);
+    hanu_put_u64(cntp, cnt);
+    size_t body = (size_t)(p - f) - QF_FRAME_HDR;
+    if (body > QF_MAX_BODY) return HANU_ERR_TOO_LARGE;
+    qf_frame_finish(f, QF_T_CHECKPOINT, epoch, n, body);
+    uint64_t off = q->tail, len = QF_FRAME_HDR + body;
+    rc = hanu_pwrite_full(q->fd, f, len, (off_t)off);
+    if (rc) {
+        memset(f, 0, len);
+        (void)hanu_pwrite_full(q->fd, f, len, (off_t)off);
+        return rc;
+    }
+    q->tail += len;
+    if (fdatasync(q->fd) != 0) { atomic_store(&q->stopped, 1); return HANU_ERR_IO; }
+    uint8_t s[QF_SLOT_SIZE];
+    memset(s, 0, sizeof s);
+    uint64_t seq = q->ckpt_seq + 1;
+    hanu_put_u32(s + 4, QF_SLOT_MAGIC);
+    hanu_put_u64(s + 8, seq);
+    hanu_put_u64(s + 16, off);
+    hanu_put_u64(s + 24, len);
+    hanu_put_u64(s + 32, epoch);
+    hanu_put_u32(s, hanu_checksum32(s + 4, QF_SLOT_SIZE - 4));
+    rc = hanu_pwrite_full(q->fd, s, sizeof s, QF_SLOT_OFF + (off_t)(seq & 1) * QF_SLOT_SIZE);
+    if (rc) return rc;
+    if (fdatasync(q->fd) != 0) { atomic_store(&q->stopped, 1); return HANU_ERR_IO; }
+    q->ckpt_seq = seq;
+    q->ckpt_tail = q->tail;
+    q->ckpt_epoch = epoch;
+    pthread_mutex_lock(&q->sync_mu);
+    if (atomic_load(&q->durable) < epoch) atomic_store(&q->durable, epoch);
+    pthread_mutex_unlock(&q->sync_mu);
+    return 0;
+}
+
+static int ckpt_parse(quad *q, const uint8_t *p, const uint8_t *end, uint64_t epoch)
+{
+    if (end - p < 16) return HANU_ERR_CORRUPT;
+    uint64_t n = hanu_get_u64(p);
+    p += 16;
+    for (uint64_t c = 0; c < n; c++) {
+        if (end - p < 32) return HANU_ERR_CORRUPT;
+        uint64_t off = hanu_get_u64(p), cep = hanu_get_u64(p + 8);
+        quad_chunk ch;
+        const uint8_t *next;
+        /* the stored record header starts at p + 16 (chunk_no, rows, payload_len) */
+        int rc = chunk_parse(q, p + 16, end, c, 0, &ch, &next);
+        if (rc) return rc;
+        if (cep == 0 || cep > epoch || off < QF_HEADER_SIZE || off + ch.lane_off[4] > q->tail) {
+            free(ch.mb);
+            return HANU_ERR_CORRUPT;
+        }
+        ch.off = off;
+        ch.epoch = cep;
+        rc = chunk_publish(q, c, &ch);
+        if (rc) { free(ch.mb); return rc; }
+        p = next;
+    }
+    if (end - p < 8) return HANU_ERR_CORRUPT;
+    uint64_t cnt = hanu_get_u64(p);
+    p += 8;
+    if (cnt > (uint64_t)(end - p) / 16) return HANU_ERR_CORRUPT;
+    for (uint64_t i = 0; i < cnt; i++, p += 16) {
+        uint64_t e = hanu_get_u64(p + 8);
+        if (e == 0 || e > epoch) return HANU_ERR_CORRUPT;
+        int rc = qf_retire_apply(q, hanu_get_u64(p), e);
+        if (rc == HANU_ERR_NOT_FOUND) return HANU_ERR_CORRUPT;
+        if (rc < 0) return rc;
+        atomic_fetch_add_explicit(&q->retired, (uint64_t)rc, memory_order_relaxed);
+    }
+    return p == end ? 0 : HANU_ERR_CORRUPT;
+}
+
+/* ---- recovery ---- */
+
+static void state_reset(quad *q)
+{
+    uint64_t n = atomic_load(&q->nchunks);
+    for (uint64_t c = 0; c < n; c++) quad_chunk_free(quad_chunk_at(q, c));
+    atomic_store(&q->nchunks, 0);
+    atomic_store(&q->epoch, 0);
+    atomic_store(&q->retired, 0);
+    q->facts = q->payload_bytes = q->lanes_const = q->lanes_for = q->lanes_raw = 0;
+}
+
+/* Reads the frame at off into q->fbuf; returns 0 (frame valid, *len set),
+ * 1 (end of log: torn tail or zeros), or HANU_ERR_CORRUPT / HANU_ERR_IO. */
+static int frame_read(quad *q, uint64_t off, uint64_t size, size_t *len)
+{
+    if (off + QF_FRAME_HDR > size) return 1;
+    int rc = qf_fbuf_reserve(q, QF_FRAME_HDR);
+    if (rc) return rc;
+    uint8_t *h = q->fbuf;
+    if (hanu_pread_full(q->fd, h, QF_FRAME_HDR, (off_t)off) != 0) return HANU_ERR_IO;
+    if (hanu_is_zero(h, QF_FRAME_HDR)) return 1;
+    if (hanu_get_u32(h + 4) != QF_FRAME_MAGIC || h[13] != QF_VERSION) return HANU_ERR_CORRUPT;
+    uint64_t body = hanu_get_u32(h + 8);
+    if (body > QF_MAX_BODY) return HANU_ERR_CORRUPT;
+    if (off + QF_FRAME_HDR + body > size) return 1;       /* torn: runs past the end */
+    rc = qf_fbuf_reserve(q, QF_FRAME_HDR + body);
+    if (rc) return rc;
+    h = q->fbuf;
+    if (hanu_pread_full(q->fd, h + QF_FRAME_HDR, body, (off_t)(off + QF_FRAME_HDR)) != 0)
+        return HANU_ERR_IO;
+    memset(h + QF_FRAME_HDR + body, 0, CODEC_SLACK);
+    if (hanu_get_u32(h) != hanu_checksum32(h + 4, QF_FRAME_HDR - 4 + body)) {
+        /* a frame that ends exactly at the end of the file is the torn tail */
+        return off + QF_FRAME_HDR + body == size ? 1 : HANU_ERR_CORRUPT;
+    }
+    *len = QF_FRAME_HDR + body;
+    return 0;
+}
+
+static int try_checkpoint(quad *q, uint64_t size, uint64_t *pos)
+{
+    uint8_t s[2][QF_SLOT_SIZE];
+    if (hanu_pread_full(q->fd, s, sizeof s, QF_SLOT_OFF) != 0) return 0;
+    int best = -1;
+    for (int i = 0; i < 2; i++) {
+        if (hanu_get_u32(s[i] + 4) != QF_SLOT_MAGIC) continue;
+        if (hanu_get_u32(s[i]) != hanu_checksum32(s[i] + 4, QF_SLOT_SIZE - 4)) continue;
+        if (best < 0 || hanu_get_u64(s[i] + 8) > hanu_get_u64(s[best] + 8)) best = i;
+    }
+    if (best < 0) return 0;
+    uint64_t off = hanu_get_u64(s[best] + 16), len = hanu_get_u64(s[best] + 24);
+    size_t flen;
+    if (off < QF_HEADER_SIZE || off > size || frame_read(q, off, size, &flen) != 0 || flen != len)
+        return 0;
+    const uint8_t *f = q->fbuf;
+    uint64_t epoch = hanu_get_u64(f + 16);
+    if (f[12] != QF_T_CHECKPOINT) return 0;
+    q->tail = off;   /* chunk payloads must lie before the checkpoint */
+    if (ckpt_parse(q, f + QF_FRAME_HDR, f + flen, epoch) != 0) {
+        state_reset(q);
+        return 0;
+    }
+    atomic_store(&q->epoch, epoch);
+    q->ckpt_seq = hanu_get_u64(s[best] + 8);
+    q->ckpt_epoch = epoch;
+    *pos = off + flen;
+    return 0;
+}
+
+int qf_recover(quad *q)
+{
+    struct stat st;
+    if (fstat(q->fd, &st) != 0) return HANU_ERR_IO;
+    uint64_t size = (uint64_t)st.st_size, pos = QF_HEADER_SIZE;
+    int salvage = (q->opt.flags & QUAD_SALVAGE) != 0;
+    state_reset(q);
+    q->ckpt_seq = 0;
+    int rc = try_checkpoint(q, size, &pos);
+    if (rc) return rc;
+    q->ckpt_tail = pos;
+    q->recovered_frames = 0;
+    for (;;) {
+        size_t len = 0;
+        rc = frame_read(q, pos, size, &len);
+        if (rc == 1) break;
+        if (rc == HANU_ERR_CORRUPT && salvage) break;
+        if (rc) return rc;
+        const uint8_t *f = q->fbuf;
+        unsigned type = f[12];
+        uint64_t epoch = hanu_get_u64(f + 16), cur = atomic_load(&q->epoch);
+        const uint8_t *body = f + QF_FRAME_HDR, *end = f + len;
+        if (type == QF_T_CHECKPOINT) {
+            rc = epoch == cur ? 0 : HANU_ERR_CORRUPT;
+        } else if (epoch != cur + 1) {
+            rc = HANU_ERR_CORRUPT;
+        } else if (type == QF_T_APPEND) {
+            rc = append_parse(q, body, end, pos + QF_FRAME_HDR, epoch);
+        } else if (type == QF_T_RETIRE) {
+            rc = retire_parse(q, body, end, epoch);
+        } else {
+            rc = HANU_ERR_CORRUPT;
+        }
+        if (rc == HANU_ERR_CORRUPT && salvage) break;
+        if (rc) return rc;
+        if (type != QF_T_CHECKPOINT) atomic_store(&q->epoch, epoch);
+        q->recovered_frames++;
+        pos += len;
+    }
+    q->tail = pos;
+    uint64_t e = atomic_load(&q->epoch);
+    atomic_store(&q->written_epoch, e);
+    atomic_store(&q->durable, e);     /* what we read back is what the file holds */
+    if (pos < size && !(q->opt.flags & QUAD_RDONLY)) {
+        /* zero the torn tail so that no stale bytes follow a later frame */
+        static const uint8_t zeros[65536];
+        for (uint64_t o = pos; o < size; o += sizeof zeros) {
+            size_t k = size - o < sizeof zeros ? (size_t)(size - o) : sizeof zeros;
+            rc = hanu_pwrite_full(q->fd, zeros, k, (off_t)o);
+            if (rc) return rc;
+        }
+        if (fdatasync(q->fd) != 0) return HANU_ERR_IO;
+    }
+    return 0;
+}

@@ -1,0 +1,180 @@
+/*
+ * quad_internal.h: the in-memory shapes shared by the facts kernel's files
+ * (quad.c open/close/stats, quad_file.c format and recovery, quad_write.c
+ * append/retire/group commit, quad_read.c gather/scan/cache, quad_io.c cold
+ * reads). Not part of the public contract (include/quad.h is).
+ *
+ * Invariants:
+ *   - chunks [0, nchunks) are published and immutable except their retirement
+ *     state, which only changes under rlock (write) and wlock;
+ *   - a chunk's `epoch` <= q->epoch once published; readers load epoch, then
+ *     nchunks (both acquire), the writer stores them in the reverse order;
+ *   - written_epoch >= durable: everything up to written_epoch is in the file.
+ */
+#ifndef HANU_QUAD_INTERNAL_H
+#define HANU_QUAD_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "codec/codec.h"
+#include "quad.h"
+
+/* ---- file format constants (docs/QUAD.md) ---- */
+#define QF_VERSION 1
+#define QF_HEADER_SIZE 4096          /* file header region; frames start here */
+#define QF_SLOT_OFF 64               /* two checkpoint pointer slots of 64 bytes */
+#define QF_SLOT_SIZE 64
+#define QF_FRAME_HDR 32
+#define QF_FRAME_MAGIC 0x4D524651u   /* "QFRM" */
+#define QF_SLOT_MAGIC 0x504B4351u    /* "QCKP" */
+#define QF_T_APPEND 1
+#define QF_T_RETIRE 2
+#define QF_T_CHECKPOINT 3
+#define QF_CHUNK_HDR 16              /* u64 chunk_no, u32 rows, u32 payload_len */
+#define QF_MAX_BODY (UINT32_C(1) << 31)
+#define QF_RETIRE_BLOCK 256          /* ids per codec block in a retire frame */
+
+#define QUAD_MAX_BATCH (1u << 24)
+#define QUAD_PAGE_BITS 12            /* chunk table: pages of 4096 chunks */
+#define QUAD_PAGE_SIZE (1u << QUAD_PAGE_BITS)
+#define QUAD_MAX_PAGES (1u << 20)
+
+typedef struct quad_mb {
+    uint32_t off;      /* payload offset from the chunk's payload start */
+    uint8_t code;
+    uint64_t base;
+} quad_mb;
+
+/* Retired slots of one chunk: sparse (sorted slots with epochs) until the
+ * count passes rows / QUAD_DENSE_DIV, then a dense epoch per row (0 = live). */
+#define QUAD_DENSE_DIV 16
+typedef struct quad_retset {
+    uint32_t count, cap;
+    uint32_t *slots;
+    uint64_t *epochs;
+    uint64_t *dense;
+} quad_retset;
+
+typedef struct quad_chunk {
+    uint64_t off;          /* file offset of the payload area */
+    uint64_t epoch;        /* commit that appended it */
+    uint32_t rows;
+    uint32_t nmb;          /* microblocks per lane */
+    uint32_t lane_off[5];  /* lane payload starts within the payload area; [4] = total */
+    quad_mb *mb;           /* 4 * nmb descriptors, lane-major */
+    quad_retset *ret;      /* NULL when nothing retired */
+} quad_chunk;
+
+/* ---- payload cache: compressed lane payloads keyed by (chunk, lane) ---- */
+typedef struct qc_entry {
+    uint64_t key;
+    struct qc_entry *hnext;           /* hash chain */
+    struct qc_entry *prev, *next;     /* LRU list */
+    uint32_t len, refs;
+    int dead;                          /* evicted while referenced */
+    uint8_t data[];                    /* len + CODEC_SLACK bytes */
+} qc_entry;
+
+#define QC_SHARDS 16
+typedef struct qc_shard {
+    pthread_mutex_t mu;
+    qc_entry **table;
+    uint32_t mask;
+    uint32_t count;
+    size_t bytes;
+    qc_entry head;                     /* LRU sentinel */
+    uint64_t hits, misses;
+} qc_shard;
+
+typedef struct qc_cache {
+    qc_shard shard[QC_SHARDS];
+    size_t shard_limit;
+} qc_cache;
+
+/* ---- cold reads ---- */
+typedef struct quad_ioreq {
+    void *buf;
+    size_t len;
+    uint64_t off;
+    int rc;
+} quad_ioreq;
+
+typedef struct quad_io quad_io;
+
+struct quad {
+    int fd;
+    char *path;
+    quad_options opt;
+    uint32_t chunk_rows, mb_rows, mb_shift;
+
+    /* directory */
+    quad_chunk **pages;                /* QUAD_MAX_PAGES page pointers */
+    _Atomic uint64_t nchunks;
+    _Atomic uint64_t epoch;
+    _Atomic uint64_t retired;
+    uint64_t facts;
+    uint64_t payload_bytes, lanes_const, lanes_for, lanes_raw;
+    pthread_rwlock_t rlock;            /* retirement state */
+
+    /* writer */
+    pthread_mutex_t wlock;
+    uint8_t *fbuf;                     /* frame buffer, reused */
+    size_t fcap;
+    uint64_t tail;                     /* end of the valid log */
+    uint64_t ckpt_tail;                /* log end at the last checkpoint */
+    uint64_t ckpt_seq;
+    uint64_t ckpt_epoch;
+    uint64_t recovered_frames;
+    _Atomic int stopped;
+
+    /* group commit */
+    pthread_mutex_t sync_mu;
+    pthread_cond_t sync_cv;
+    _Atomic uint64_t written_epoch;
+    _Atomic uint64_t durable;
+    int leader;
+    int sync_failed;
+    uint64_t syncs;
+
+    qc_cache cache;
+    quad_io *io;
+};
+
+/* quad.c */
+static inline quad_chunk *quad_chunk_at(const quad *q, uint64_t c)
+{
+    return &q->pages[c >> QUAD_PAGE_BITS][c & (QUAD_PAGE_SIZE - 1)];
+}
+int quad_chunk_slot_reserve(quad *q, uint64_t c);   /* page for chunk c exists */
+void quad_chunk_free(quad_chunk *ch);
+void quad_chunk_count_lanes(quad *q, const quad_chunk *ch);
+
+/* quad_file.c */
+int qf_write_header(quad *q);
+int qf_read_header(quad *q, int *fresh);
+int qf_recover(quad *q);
+int qf_checkpoint_locked(quad *q);
+int qf_fbuf_reserve(quad *q, size_t need);   /* q->fbuf holds need + CODEC_SLACK bytes */
+void qf_frame_finish(uint8_t *frame, unsigned type, uint64_t epoch, uint64_t aux, size_t body_len);
+size_t qf_chunk_encode(quad *q, const quad_fact *facts, uint32_t rows, uint64_t chunk_no,
+                       uint8_t *out, quad_chunk *ch);
+size_t qf_chunk_bound(quad *q, uint32_t rows);
+int qf_retire_apply(quad *q, quad_id id, uint64_t epoch);
+size_t qf_ids_encode(const uint64_t *ids, size_t n, uint8_t *out);
+
+/* quad_read.c */
+int qc_init(qc_cache *c, size_t limit);
+void qc_free(qc_cache *c);
+void qc_drop(qc_cache *c);
+uint64_t quad_retire_epoch(const quad_retset *r, uint32_t slot);
+
+/* quad_write.c */
+int quad_wait_durable(quad *q, uint64_t e, uint32_t window_us);
+
+/* quad_io.c */
+int quad_io_open(quad *q);
+void quad_io_close(quad *q);
+int quad_io_read(quad *q, quad_ioreq *reqs, size_t n);
+
+#endif

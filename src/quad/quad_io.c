@@ -1,0 +1,189 @@
+/*
+ * quad_io.c: cold reads of the facts kernel. quad_io_read runs a batch of
+ * positional reads (one per chunk that missed the cache) with the backend
+ * chosen at open: inline pread, a small pool of blocking I/O threads (the
+ * caller helps drain the queue while it waits), or io_uring (liburing), one
+ * ring per handle. A short read is HANU_ERR_CORRUPT: the directory said the
+ * bytes exist. Relies on base (pread) and liburing.
+ */
+#include "quad/quad_internal.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef struct io_item {
+    quad_ioreq *req;
+    size_t *remaining;
+} io_item;
+
+struct quad_io {
+    int backend;
+    int fd;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, done_cv;
+    io_item *queue;
+    size_t qhead, qlen, qcap;
+    int stop;
+    pthread_t *th;
+    uint32_t nth;
+    int ring_ok;
+    pthread_mutex_t ring_mu;
+    struct io_uring ring;
+};
+
+#define RING_DEPTH 128
+
+static void do_read(int fd, quad_ioreq *r)
+{
+    r->rc = hanu_pread_full(fd, r->buf, r->len, (off_t)r->off);
+}
+
+/* Pops one item (lock held); 0 when the queue is empty. */
+static int pop_locked(quad_io *io, io_item *it)
+{
+    if (io->qhead == io->qlen) return 0;
+    *it = io->queue[io->qhead++];
+    if (io->qhead == io->qlen) io->qhead = io->qlen = 0;
+    return 1;
+}
+
+static void run_item_unlocked(quad_io *io, io_item *it)
+{
+    pthread_mutex_unlock(&io->mu);
+    do_read(io->fd, it->req);
+    pthread_mutex_lock(&io->mu);
+    if (--*it->remaining == 0) pthread_cond_broadcast(&io->done_cv);
+}
+
+static void *io_worker(void *arg)
+{
+    quad_io *io = arg;
+    pthread_mutex_lock(&io->mu);
+    while (!io->stop) {
+        io_item it;
+        if (pop_locked(io, &it)) run_item_unlocked(io, &it);
+        else pthread_cond_wait(&io->work_cv, &io->mu);
+    }
+    pthread_mutex_unlock(&io->mu);
+    return NULL;
+}
+
+int quad_io_open(quad *q)
+{
+    quad_io *io = calloc(1, sizeof *io);
+    if (!io) return HANU_ERR_NOMEM;
+    io->backend = q->opt.io_backend;
+    io->fd = q->fd;
+    pthread_mutex_init(&io->mu, NULL);
+    pthread_mutex_init(&io->ring_mu, NULL);
+    pthread_cond_init(&io->work_cv, NULL);
+    pthread_cond_init(&io->done_cv, NULL);
+    q->io = io;
+    if (io->backend == QUAD_IO_THREADS) {
+        io->th = calloc(q->opt.io_threads, sizeof *io->th);
+        if (!io->th) return HANU_ERR_NOMEM;
+        for (uint32_t i = 0; i < q->opt.io_threads; i++) {
+            if (pthread_create(&io->th[i], NULL, io_worker, io) != 0) return HANU_ERR_NOMEM;
+            io->nth++;
+        }
+    } else if (io->backend == QUAD_IO_URING) {
+        if (io_uring_queue_init(RING_DEPTH, &io->ring, 0) != 0) return HANU_ERR_UNSUPPORTED;
+        io->ring_ok = 1;
+    }
+    return 0;
+}
+
+void quad_io_close(quad *q)
+{
+    quad_io *io = q->io;
+    if (!io) return;
+    pthread_mutex_lock(&io->mu);
+    io->stop = 1;
+    pthread_cond_broadcast(&io->work_cv);
+    pthread_mutex_unlock(&io->mu);
+    for (uint32_t i = 0; i < io->nth; i++) pthread_join(io->th[i], NULL);
+    if (io->ring_ok) io_uring_queue_exit(&io->ring);
+    free(io->th);
+    free(io->queue);
+    pthread_mutex_destroy(&io->mu);
+    pthread_mutex_destroy(&io->ring_mu);
+    pthread_cond_destroy(&io->work_cv);
+    pthread_cond_destroy(&io->done_cv);
+    free(io);
+    q->io = NULL;
+}
+
+static int read_threads(quad_io *io, quad_ioreq *reqs, size_t n)
+{
+    size_t remaining = n;
+    pthread_mutex_lock(&io->mu);
+    if (io->qlen + n > io->qcap) {
+        size_t nc = io->qcap ? io->qcap : 64;
+        while (nc < io->qlen + n) nc *= 2;
+        io_item *nq = realloc(io->queue, nc * sizeof *nq);
+        if (!nq) { pthread_mutex_unlock(&io->mu); return HANU_ERR_NOMEM; }
+        io->queue = nq;
+        io->qcap = nc;
+    }
+    for (size_t i = 0; i < n; i++) io->queue[io->qlen++] = (io_item){ &reqs[i], &remaining };
+    pthread_cond_broadcast(&io->work_cv);
+    while (remaining > 0) {
+        io_item it;
+        if (pop_locked(io, &it)) run_item_unlocked(io, &it);
+        else pthread_cond_wait(&io->done_cv, &io->mu);
+    }
+    pthread_mutex_unlock(&io->mu);
+    return 0;
+}
+
+static int read_uring(quad_io *io, quad_ioreq *reqs, size_t n)
+{
+    pthread_mutex_lock(&io->ring_mu);
+    size_t done = 0;
+    while (done < n) {
+        size_t k = n - done < RING_DEPTH ? n - done : RING_DEPTH;
+        for (size_t i = 0; i < k; i++) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
+            quad_ioreq *r = &reqs[done + i];
+            io_uring_prep_read(sqe, io->fd, r->buf, (unsigned)r->len, r->off);
+            io_uring_sqe_set_data64(sqe, done + i);
+        }
+        int s = io_uring_submit_and_wait(&io->ring, (unsigned)k);
+        if (s < 0) {
+            pthread_mutex_unlock(&io->ring_mu);
+            for (size_t i = done; i < n; i++) do_read(io->fd, &reqs[i]);
+            return 0;
+        }
+        for (size_t got = 0; got < k; got++) {
+            struct io_uring_cqe *cqe;
+            if (io_uring_wait_cqe(&io->ring, &cqe) != 0) break;
+            quad_ioreq *r = &reqs[io_uring_cqe_get_data64(cqe)];
+            /* short or failed reads are finished with pread, which reports the error */
+            if (cqe->res < 0 || (size_t)cqe->res != r->len) do_read(io->fd, r);
+            else r->rc = 0;
+            io_uring_cqe_seen(&io->ring, cqe);
+        }
+        done += k;
+    }
+    pthread_mutex_unlock(&io->ring_mu);
+    return 0;
+}
+
+int quad_io_read(quad *q, quad_ioreq *reqs, size_t n)
+{
+    quad_io *io = q->io;
+    int rc = 0;
+    if (n == 1 || io->backend == QUAD_IO_INLINE) {
+        for (size_t i = 0; i < n; i++) do_read(io->fd, &reqs[i]);
+    } else if (io->backend == QUAD_IO_THREADS) {
+        rc = read_threads(io, reqs, n);
+    } else {
+        rc = read_uring(io, reqs, n);
+    }
+    if (rc) return rc;
+    for (size_t i = 0; i < n; i++)
+        if (reqs[i].rc) return reqs[i].rc;
+    return 0;
+}

@@ -1,0 +1,238 @@
+/*
+ * quad_write.c: commits of the facts kernel: append (borrowed and owned),
+ * retire, and group commit with a durable watermark.
+ *
+ * A commit is built in the handle's one frame buffer under wlock, written
+ * with one positional write at the end of the log, and published (chunks,
+ * then epoch) before wlock is released. Durable commits then wait outside the
+ * lock: the first waiter becomes the leader, waits the group window, reads
+ * written_epoch, runs one fdatasync and advances the durable watermark to what
+ * it read, waking everyone it covered. A failed fdatasync stops the store
+ * (DESIGN.md, "When the disk says no"). Relies on quad_file.c for encoding.
+ */
+#include "quad/quad_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+int quad_wait_durable(quad *q, uint64_t e, uint32_t window_us)
+{
+    int rc = 0;
+    pthread_mutex_lock(&q->sync_mu);
+    for (;;) {
+        if (atomic_load(&q->durable) >= e) break;
+        if (q->sync_failed) { rc = HANU_ERR_IO; break; }
+        if (!q->leader) {
+            q->leader = 1;
+            pthread_mutex_unlock(&q->sync_mu);
+            if (window_us) {
+                struct timespec ts = { 0, (long)window_us * 1000 };
+                while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+            }
+            uint64_t target = atomic_load(&q->written_epoch);
+            int ok = fdatasync(q->fd) == 0;
+            pthread_mutex_lock(&q->sync_mu);
+            q->leader = 0;
+            q->syncs++;
+            if (ok) {
+                if (target > atomic_load(&q->durable)) atomic_store(&q->durable, target);
+            } else {
+                q->sync_failed = 1;
+                atomic_store(&q->stopped, 1);
+            }
+            pthread_cond_broadcast(&q->sync_cv);
+            continue;
+        }
+        pthread_cond_wait(&q->sync_cv, &q->sync_mu);
+    }
+    pthread_mutex_unlock(&q->sync_mu);
+    return rc;
+}
+
+static int finish_commit(quad *q, uint64_t epoch, int durability)
+{
+    if (durability == QUAD_BUFFERED) return 0;
+    return quad_wait_durable(q, epoch, durability == QUAD_GROUP ? q->opt.group_window_us : 0);
+}
+
+/* Writes the frame in q->fbuf ([0, len)) at the tail; on failure zeroes what
+ * may have been written so that no partial frame is left behind. */
+static int frame_write(quad *q, size_t len)
+{
+    int rc = hanu_pwrite_full(q->fd, q->fbuf, len, (off_t)q->tail);
+    if (rc) {
+        memset(q->fbuf, 0, len);
+        (void)hanu_pwrite_full(q->fd, q->fbuf, len, (off_t)q->tail);
+    }
+    return rc;
+}
+
+static void maybe_checkpoint(quad *q)
+{
+    if (q->opt.checkpoint_bytes && q->tail - q->ckpt_tail >= q->opt.checkpoint_bytes)
+        (void)qf_checkpoint_locked(q);   /* a failure stops the store; this commit stands */
+}
+
+static int valid_durability(int d)
+{
+    return d == QUAD_BUFFERED || d == QUAD_DURABLE || d == QUAD_GROUP;
+}
+
+static int append_locked(quad *q, const quad_fact *facts, size_t n, quad_id *first_id,
+                         uint64_t *epoch_out)
+{
+    const uint32_t R = q->chunk_rows;
+    uint64_t c0 = atomic_load_explicit(&q->nchunks, memory_order_relaxed);
+    size_t nch = (n + R - 1) / R;
+    size_t bound = QF_FRAME_HDR + 4;
+    for (size_t i = 0; i < nch; i++) {
+        uint32_t rows = (uint32_t)(n - i * R < R ? n - i * R : R);
+        bound += qf_chunk_bound(q, rows);
+    }
+    if (bound > QF_MAX_BODY) return HANU_ERR_TOO_LARGE;
+    int rc = qf_fbuf_reserve(q, bound);
+    if (rc) return rc;
+    for (size_t i = 0; i < nch; i++) {
+        rc = quad_chunk_slot_reserve(q, c0 + i);
+        if (rc) return rc;
+    }
+    uint64_t epoch = atomic_load_explicit(&q->epoch, memory_order_relaxed) + 1;
+    uint8_t *f = q->fbuf, *p = f + QF_FRAME_HDR;
+    hanu_put_u32(p, (uint32_t)nch);
+    p += 4;
+    size_t done;
+    for (done = 0; done < nch; done++) {
+        uint32_t rows = (uint32_t)(n - done * R < R ? n - done * R : R);
+        quad_chunk *ch = quad_chunk_at(q, c0 + done);
+        size_t len = qf_chunk_encode(q, facts + done * R, rows, c0 + done, p, ch);
+        if (len == 0) { rc = HANU_ERR_NOMEM; break; }
+        ch->off += q->tail + (uint64_t)(p - f);
+        ch->epoch = epoch;
+        p += len;
+    }
+    size_t flen = (size_t)(p - f);
+    if (rc == 0) {
+        qf_frame_finish(f, QF_T_APPEND, epoch, c0, flen - QF_FRAME_HDR);
+        rc = frame_write(q, flen);
+    }
+    if (rc) {
+        for (size_t i = 0; i < done; i++) quad_chunk_free(quad_chunk_at(q, c0 + i));
+        return rc;
+    }
+    for (size_t i = 0; i < nch; i++) quad_chunk_count_lanes(q, quad_chunk_at(q, c0 + i));
+    q->facts += n;
+    q->tail += flen;
+    atomic_store_explicit(&q->nchunks, c0 + nch, memory_order_release);
+    atomic_store_explicit(&q->epoch, epoch, memory_order_release);
+    atomic_store_explicit(&q->written_epoch, epoch, memory_order_release);
+    if (first_id) *first_id = QUAD_ID(c0, 0);
+    if (epoch_out) *epoch_out = epoch;
+    maybe_checkpoint(q);
+    return 0;
+}
+
+int quad_append(quad *q, const quad_fact *facts, size_t n, int durability,
+                quad_id *first_id, uint64_t *epoch_out)
+{
+    if (!q || !facts || n == 0 || !valid_durability(durability)) return HANU_ERR_INVALID;
+    if (q->opt.flags & QUAD_RDONLY) return HANU_ERR_INVALID;
+    if (n > QUAD_MAX_BATCH) return HANU_ERR_TOO_LARGE;
+    pthread_mutex_lock(&q->wlock);
+    uint64_t epoch = 0;
+    int rc = atomic_load(&q->stopped) ? HANU_ERR_STOPPED
+                                      : append_locked(q, facts, n, first_id, &epoch);
+    pthread_mutex_unlock(&q->wlock);
+    if (rc) return rc;
+    if (epoch_out) *epoch_out = epoch;
+    return finish_commit(q, epoch, durability);
+}
+
+int quad_append_owned(quad *q, quad_fact *facts, size_t n, int durability,
+                      void (*release)(void *ctx, quad_fact *facts), void *ctx,
+                      quad_id *first_id, uint64_t *epoch_out)
+{
+    int rc = HANU_ERR_INVALID;
+    uint64_t epoch = 0;
+    if (q && facts && n > 0 && valid_durability(durability) && !(q->opt.flags & QUAD_RDONLY)) {
+        if (n > QUAD_MAX_BATCH) {
+            rc = HANU_ERR_TOO_LARGE;
+        } else {
+            pthread_mutex_lock(&q->wlock);
+            rc = atomic_load(&q->stopped) ? HANU_ERR_STOPPED
+                                          : append_locked(q, facts, n, first_id, &epoch);
+            pthread_mutex_unlock(&q->wlock);
+        }
+    }
+    /* the buffer is handed back as soon as it is encoded, before the durable wait */
+    if (facts) {
+        if (release) release(ctx, facts); else free(facts);
+    }
+    if (rc) return rc;
+    if (epoch_out) *epoch_out = epoch;
+    return finish_commit(q, epoch, durability);
+}
+
+static int retire_locked(quad *q, const quad_id *ids, size_t n, uint64_t *epoch_out)
+{
+    uint64_t nch = atomic_load_explicit(&q->nchunks, memory_order_relaxed);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t c = QUAD_ID_CHUNK(ids[i]);
+        if (c >= nch || QUAD_ID_SLOT(ids[i]) >= quad_chunk_at(q, c)->rows)
+            return HANU_ERR_NOT_FOUND;
+    }
+    size_t bound = QF_FRAME_HDR + 4 + n * 8 + (n / QF_RETIRE_BLOCK + 1) * 9;
+    if (bound > QF_MAX_BODY) return HANU_ERR_TOO_LARGE;
+    int rc = qf_fbuf_reserve(q, bound);
+    if (rc) return rc;
+    uint64_t epoch = atomic_load_explicit(&q->epoch, memory_order_relaxed) + 1;
+    size_t body = qf_ids_encode(ids, n, q->fbuf + QF_FRAME_HDR);
+    qf_frame_finish(q->fbuf, QF_T_RETIRE, epoch, n, body);
+    rc = frame_write(q, QF_FRAME_HDR + body);
+    if (rc) return rc;
+    q->tail += QF_FRAME_HDR + body;
+    uint64_t added = 0;
+    pthread_rwlock_wrlock(&q->rlock);
+    for (size_t i = 0; i < n; i++) {
+        int r = qf_retire_apply(q, ids[i], epoch);
+        if (r < 0) {
+            /* out of memory after the frame is written: the file is ahead of
+             * memory; stop writes so that a reopen brings them back in line */
+            atomic_store(&q->stopped, 1);
+            rc = r;
+            break;
+        }
+        added += (uint64_t)r;
+    }
+    pthread_rwlock_unlock(&q->rlock);
+    atomic_fetch_add_explicit(&q->retired, added, memory_order_relaxed);
+    atomic_store_explicit(&q->epoch, epoch, memory_order_release);
+    atomic_store_explicit(&q->written_epoch, epoch, memory_order_release);
+    if (epoch_out) *epoch_out = epoch;
+    if (rc == 0) maybe_checkpoint(q);
+    return rc;
+}
+
+int quad_retire(quad *q, const quad_id *ids, size_t n, int durability, uint64_t *epoch_out)
+{
+    if (!q || !ids || n == 0 || !valid_durability(durability)) return HANU_ERR_INVALID;
+    if (q->opt.flags & QUAD_RDONLY) return HANU_ERR_INVALID;
+    if (n > QUAD_MAX_BATCH) return HANU_ERR_TOO_LARGE;
+    pthread_mutex_lock(&q->wlock);
+    uint64_t epoch = 0;
+    int rc = atomic_load(&q->stopped) ? HANU_ERR_STOPPED : retire_locked(q, ids, n, &epoch);
+    pthread_mutex_unlock(&q->wlock);
+    if (rc) return rc;
+    if (epoch_out) *epoch_out = epoch;
+    return finish_commit(q, epoch, durability);
+}
+
+int quad_sync(quad *q)
+{
+    if (!q) return HANU_ERR_INVALID;
+    if (q->opt.flags & QUAD_RDONLY) return 0;
+    uint64_t e = atomic_load(&q->written_epoch);
+    if (atomic_load(&q->durable) >= e) return 0;
+    return quad_wait_durable(q, e, 0);
+}

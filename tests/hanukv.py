@@ -1,0 +1,160 @@
+"""hanukv.py: a tiny Python client for HanuDB's key-value protocol (docs/PROTOCOL.md)
+and helpers to run a real server process, used by the end-to-end tests."""
+import os
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+
+OPS = dict(STATS=0x00, PING=0x01, CLOSE=0x02, CREATE=0x03, INFO=0x04, DROP=0x05, GET=0x06,
+           SET=0x07, SET_IF_EXISTS=0x08, SET_IF_NOT_EXISTS=0x09, COMPARE_SET=0x10, DELETE=0x11,
+           COMPARE_DELETE=0x12, WRITE_BATCH=0x13)
+OK, PONG, DB_NOT_FOUND, DB_ALREADY_EXISTS, KEY_VALUE_TOKEN, KEY_NOT_FOUND = 0, 1, 2, 3, 4, 5
+KEY_ALREADY_EXISTS, KEY_TOKEN_MISMATCH, INVALID_REQUEST, PAYLOAD_TOO_LARGE = 6, 7, 8, 9
+INTERNAL_ERROR = 0x10
+LOCAL, NONE, BUCKET = 0, 1, 2
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("HANUDB_BIN", os.path.join(ROOT, "build", "hanudb"))
+
+
+def db_field(name):
+    b = name.encode() if isinstance(name, str) else name
+    return bytes([len(b)]) + b
+
+
+def bytes_field(v):
+    b = v.encode() if isinstance(v, str) else v
+    return struct.pack("<I", len(b)) + b
+
+
+def frame(op, payload=b"", flags=LOCAL):
+    return struct.pack("<BBI", op, flags, len(payload)) + payload
+
+
+def batch_payload(db, items):
+    """items: list of ("set", key, value) or ("del", key)."""
+    out = db_field(db) + struct.pack("<I", len(items))
+    for it in items:
+        if it[0] == "set":
+            out += b"\x00" + bytes_field(it[1]) + bytes_field(it[2])
+        else:
+            out += b"\x01" + bytes_field(it[1])
+    return out
+
+
+class Conn:
+    def __init__(self, port, timeout=10.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def _need(self, n):
+        while len(self.buf) < n:
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            self.buf += chunk
+
+    def read_response(self):
+        self._need(5)
+        status, length = struct.unpack("<BI", self.buf[:5])
+        self._need(5 + length)
+        payload = self.buf[5:5 + length]
+        self.buf = self.buf[5 + length:]
+        return status, payload
+
+    def call(self, op, payload=b"", flags=LOCAL):
+        self.send(frame(op, payload, flags))
+        return self.read_response()
+
+    # conveniences
+    def set(self, key, value, db="default", flags=LOCAL):
+        return self.call(OPS["SET"], db_field(db) + bytes_field(key) + bytes_field(value), flags)
+
+    def get(self, key, db="default"):
+        st, p = self.call(OPS["GET"], db_field(db) + bytes_field(key))
+        if st == KEY_VALUE_TOKEN:
+            return st, struct.unpack("<Q", p[:8])[0], p[8:]
+        return st, None, p
+
+    def delete(self, key, db="default", flags=LOCAL):
+        return self.call(OPS["DELETE"], db_field(db) + bytes_field(key), flags)
+
+    def batch(self, items, db="default", flags=LOCAL):
+        return self.call(OPS["WRITE_BATCH"], batch_payload(db, items), flags)
+
+
+def token_of(payload):
+    return struct.unpack("<Q", payload[:8])[0]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Server:
+    """A real hanudb serve process on a fresh port."""
+
+    def __init__(self, data_dir, extra=(), port=None):
+        self.data_dir = data_dir
+        self.extra = list(extra)
+        self.port = port or free_port()
+        self.proc = None
+        self.log_path = os.path.join(tempfile.gettempdir(), "hanudb-e2e-%d-%d.log" % (os.getpid(), self.port))
+
+    def start(self, expect_ok=True, timeout=15.0):
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([BIN, "serve", "--data", self.data_dir, "--kv-addr",
+                                      "127.0.0.1:%d" % self.port] + self.extra,
+                                     stdout=self.log, stderr=self.log)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                if expect_ok:
+                    raise RuntimeError("server exited with %d: %s" % (self.proc.returncode, self.tail()))
+                return False
+            try:
+                c = Conn(self.port, timeout=1)
+                c.close()
+                return True
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("server did not start listening: " + self.tail())
+
+    def tail(self, n=2000):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read()[-n:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=30)
+        if self.proc:
+            self.log.close()
+        code = self.proc.returncode if self.proc else None
+        self.proc = None
+        return code
+
+    def stop(self):
+        return self.kill(signal.SIGTERM)
+
+
+def check(cond, msg):
+    if not cond:
+        raise AssertionError(msg)
