@@ -30,7 +30,13 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 HEADERS   := $(wildcard include/*.h src/*/*.h tests/*.h)
 
 .PHONY: all test asan fuzz fuzz-smoke check clean
-all: $(BUILD)/hanudb $(TEST_BIN) $(BENCH_BIN)
+FAULT_LIB := $(BUILD)/tests/libfault_fsync.so
+all: $(BUILD)/hanudb $(TEST_BIN) $(BENCH_BIN) $(FAULT_LIB)
+
+# Fault injection for the fsync-failure test (LD_PRELOAD).
+$(BUILD)/tests/libfault_%.so: tests/fault_%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared $< -o $@ -ldl
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)

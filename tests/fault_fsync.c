@@ -1,0 +1,32 @@
+/*
+ * fault_fsync.c: an LD_PRELOAD library for the fsync-failure test. While the
+ * file named by HANUDB_FAULT_FSYNC_TRIGGER exists, fdatasync and fsync fail
+ * with EIO, as they do on a real disk error; otherwise they pass through.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static int triggered(void)
+{
+    const char *t = getenv("HANUDB_FAULT_FSYNC_TRIGGER");
+    return t && access(t, F_OK) == 0;
+}
+
+int fdatasync(int fd)
+{
+    static int (*real)(int);
+    if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+    if (triggered()) { errno = EIO; return -1; }
+    return real(fd);
+}
+
+int fsync(int fd)
+{
+    static int (*real)(int);
+    if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+    if (triggered()) { errno = EIO; return -1; }
+    return real(fd);
+}
