@@ -246,7 +246,8 @@ static void test_bit_flip_in_tail_and_garbage(void)
     int fd = open(path, O_RDWR);
     REQUIRE(fd >= 0);
     uint8_t buf[8192];
-    REQUIRE(pread(fd, buf, sizeof buf, 0) == sizeof buf);
+    memset(buf, 0, sizeof buf);
+    REQUIRE(pread(fd, buf, sizeof buf, 0) > 2000);
     size_t off = LOG_FILE_HEADER_SIZE;
     for (int i = 0; i < 40; i++) off += LOG_FRAME_HEADER_SIZE + hanu_get_u32(buf + off);
     buf[off + 25] ^= 0x10;
@@ -259,13 +260,20 @@ static void test_bit_flip_in_tail_and_garbage(void)
     CHECK_EQ(get_str(s, 0, "key00039", v, sizeof v, NULL), HANU_OK);
     CHECK_EQ(get_str(s, 0, "key00040", v, sizeof v, NULL), HANU_ERR_NOT_FOUND);
     CHECK_EQ(get_str(s, 0, "key00041", v, sizeof v, NULL), HANU_ERR_NOT_FOUND);
+    uint64_t t;
+    CHECK_EQ(put(s, 0, "later", "x", &t), HANU_OK);
+    CHECK_EQ(t, 41);   /* the lost record's txn is used again: no gap */
     store_close(s);
-    /* The tail was cleared: the garbage is gone. */
-    fd = open(path, O_RDONLY);
-    char g[7];
-    REQUIRE(pread(fd, g, 7, 100000) == 7);
-    CHECK(memcmp(g, "\0\0\0\0\0\0\0", 7) == 0);
-    close(fd);
+    /* The damaged file was sealed at its last good frame; the stale frames and the
+       garbage after the seal are never read again, restart after restart. */
+    for (int i = 0; i < 3; i++) {
+        s = open_store(dir, LOG_PREALLOC_ZEROFILL, 1 << 20, err);
+        REQUIRE(s);
+        CHECK_EQ(get_str(s, 0, "key00039", v, sizeof v, NULL), HANU_OK);
+        CHECK_EQ(get_str(s, 0, "key00041", v, sizeof v, NULL), HANU_ERR_NOT_FOUND);
+        CHECK_EQ(get_str(s, 0, "later", v, sizeof v, NULL), HANU_OK);
+        store_close(s);
+    }
 }
 
 static void test_damage_in_sealed_file_refuses_start(void)

@@ -51,6 +51,10 @@ static inline size_t codec_payload_size(unsigned code, size_t n)
 /* Chooses the smallest encoding for v[0], v[stride], ... v[(n-1)*stride]; n > 0. */
 codec_desc codec_plan(const uint64_t *v, size_t n, size_t stride);
 
+/* codec_plan for the four interleaved sequences v[4i + l], l = 0..3, in one
+ * pass (the four lanes of an array of facts); n > 0. */
+void codec_plan4(const uint64_t *v, size_t n, codec_desc out[4]);
+
 /* Encodes the values with d (from codec_plan) into out; returns payload bytes
  * written (codec_payload_size(d.code, n)). */
 size_t codec_pack(codec_desc d, const uint64_t *v, size_t n, size_t stride, uint8_t *out);

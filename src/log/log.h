@@ -13,6 +13,14 @@
  *   frame: u32 body_len | u32 checksum (XXH3 low 32 bits of bytes 8..end) |
  *          u64 txn | u32 entry_count | entries
  *   entry: u8 op | u32 db | u16 key_len | u32 value_len | key | value
+ *   seal:  a frame with body_len 0 and entry_count 0xFFFFFFFF (txn = last txn
+ *          of the file): the file's data ends here, whatever bytes follow.
+ *
+ * Every file but the active one ends with a seal, written and synced before
+ * the next file gets its first frame; at start-up the newest file is sealed at
+ * its last complete frame and writing goes on in a new file. So stale or torn
+ * bytes after a seal are never read again, and anything else that fails to
+ * decode before a seal is damage.
  *
  * A frame is one record and one txn; txns grow by one per record with no
  * gaps, except in compacted files, which keep the original txns of the live
@@ -90,7 +98,12 @@ enum log_decode_result {
     LOG_FRAME_END = 1,       /* a zeroed header: no more frames here */
     LOG_FRAME_TORN = 2,      /* header promises more bytes than there are */
     LOG_FRAME_BAD = 3,       /* checksum or structure wrong */
+    LOG_FRAME_SEAL = 4,      /* a valid seal: the file's data ended before it */
 };
+
+#define LOG_SEAL_COUNT 0xFFFFFFFFu
+/* Writes a seal frame (LOG_FRAME_HEADER_SIZE bytes) carrying last_txn. */
+void log_seal_encode(uint8_t out[LOG_FRAME_HEADER_SIZE], uint64_t last_txn);
 
 /* Decodes the frame at p (avail bytes). On LOG_FRAME_BAD/TORN *why says why. */
 int log_frame_decode(const uint8_t *p, size_t avail, log_frame *f, const char **why);

@@ -83,6 +83,17 @@ int log_frame_decode(const uint8_t *p, size_t avail, log_frame *f, const char **
     uint32_t body_len = hanu_get_u32(p);
     uint32_t count = hanu_get_u32(p + 16);
     if (body_len == 0 && count == 0 && hanu_is_zero(p, LOG_FRAME_HEADER_SIZE)) return LOG_FRAME_END;
+    if (body_len == 0 && count == LOG_SEAL_COUNT) {
+        if (hanu_get_u32(p + 4) != hanu_checksum32(p + 8, LOG_FRAME_HEADER_SIZE - 8)) {
+            *why = "seal checksum mismatch";
+            return LOG_FRAME_BAD;
+        }
+        f->txn = hanu_get_u64(p + 8);
+        f->entry_count = 0;
+        f->size = LOG_FRAME_HEADER_SIZE;
+        f->start = p;
+        return LOG_FRAME_SEAL;
+    }
     if (body_len > LOG_MAX_FRAME_BODY) { *why = "frame length out of range"; return LOG_FRAME_BAD; }
     if ((size_t)body_len > avail - LOG_FRAME_HEADER_SIZE) {
         *why = "frame runs past the end of the file";
@@ -110,6 +121,14 @@ int log_frame_decode(const uint8_t *p, size_t avail, log_frame *f, const char **
     f->size = (uint32_t)size;
     f->start = p;
     return LOG_FRAME_OK;
+}
+
+void log_seal_encode(uint8_t out[LOG_FRAME_HEADER_SIZE], uint64_t last_txn)
+{
+    hanu_put_u32(out, 0);
+    hanu_put_u64(out + 8, last_txn);
+    hanu_put_u32(out + 16, LOG_SEAL_COUNT);
+    hanu_put_u32(out + 4, hanu_checksum32(out + 8, LOG_FRAME_HEADER_SIZE - 8));
 }
 
 int log_frame_next_entry(const log_frame *f, uint32_t *pos, log_entry *e)

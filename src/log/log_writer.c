@@ -89,6 +89,8 @@ int log_file_create(const char *dir, uint32_t file_id, int prealloc, uint64_t fi
     return HANU_OK;
 }
 
+static void undo_partial_write(log_writer *w, uint64_t off, size_t len);
+
 static void *prep_main(void *arg)
 {
     log_writer *w = arg;
@@ -204,8 +206,11 @@ int log_writer_open(const log_options *opt, uint32_t active_id, uint64_t write_o
     log_file_path(path, sizeof path, w->dir, active_id, "log");
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT) {
+        /* Start-up creates the first file without filling it (fast start); the files
+           after it are prepared ahead in the configured way. */
         log_file_header h = { .file_id = active_id };
-        int rc = log_file_create(w->dir, active_id, w->opt.prealloc, w->opt.file_size, &h, &fd);
+        int mode = w->opt.prealloc == LOG_PREALLOC_ZEROFILL ? LOG_PREALLOC_APPEND : w->opt.prealloc;
+        int rc = log_file_create(w->dir, active_id, mode, w->opt.file_size, &h, &fd);
         if (rc) { free(w); return rc; }
         write_offset = LOG_FILE_HEADER_SIZE;
     } else if (fd < 0) {
@@ -262,7 +267,14 @@ void log_writer_close(log_writer *w)
 static int rotate(log_writer *w, uint32_t *sealed_id)
 {
     if (atomic_load(&w->failed)) return HANU_ERR_STOPPED;
-    /* measured: one fdatasync per 64 MiB file; it keeps sealed files complete on disk. */
+    /* The seal and one fdatasync per file keep every sealed file complete on disk. */
+    uint8_t seal[LOG_FRAME_HEADER_SIZE];
+    log_seal_encode(seal, w->next_txn - 1);
+    int src = hanu_pwrite_full(w->fd, seal, sizeof seal, (off_t)w->write_offset);
+    if (src) {
+        undo_partial_write(w, w->write_offset, sizeof seal);
+        return src;
+    }
     if (fdatasync(w->fd) != 0) {
         atomic_store(&w->failed, 1);
         fprintf(stderr, "hanudb: FATAL: fdatasync of log file %06u failed at rotation: %s; "
@@ -331,7 +343,9 @@ int log_writer_append(log_writer *w, hanu_buf *b, uint64_t *txn, log_location *l
     if (rotated_from) *rotated_from = 0;
     if (atomic_load(&w->failed)) return HANU_ERR_STOPPED;
     if (b->len > UINT32_MAX - LOG_FILE_HEADER_SIZE) return HANU_ERR_TOO_LARGE;
-    if (w->write_offset + b->len > w->opt.file_size && w->write_offset > LOG_FILE_HEADER_SIZE) {
+    /* Room is kept for the seal that ends every file. */
+    if (w->write_offset + b->len + LOG_FRAME_HEADER_SIZE > w->opt.file_size &&
+        w->write_offset > LOG_FILE_HEADER_SIZE) {
         int rc = rotate(w, rotated_from);
         if (rc) return rc;
     }

@@ -132,10 +132,11 @@ size_t qf_chunk_encode(quad *q, const quad_fact *facts, uint32_t rows, uint64_t 
     for (uint32_t m = 0; m < nmb; m++) {
         const quad_fact *f = facts + ((size_t)m << q->mb_shift);
         uint32_t r = mb_rows_of(q, rows, m);
+        codec_desc d[4];
+        codec_plan4(f[0].lane, r, d);
         for (unsigned l = 0; l < 4; l++) {
-            codec_desc d = codec_plan(&f[0].lane[l], r, 4);
-            ch->mb[l * nmb + m].code = d.code;
-            ch->mb[l * nmb + m].base = d.base;
+            ch->mb[l * nmb + m].code = d[l].code;
+            ch->mb[l * nmb + m].base = d[l].base;
         }
     }
     chunk_lane_offsets(q, ch);

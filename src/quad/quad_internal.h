@@ -38,7 +38,7 @@
 #define QUAD_MAX_BATCH (1u << 24)
 #define QUAD_PAGE_BITS 12            /* chunk table: pages of 4096 chunks */
 #define QUAD_PAGE_SIZE (1u << QUAD_PAGE_BITS)
-#define QUAD_MAX_PAGES (1u << 20)
+#define QUAD_MAX_PAGES (1u << 16)   /* up to 2^28 chunks */
 
 typedef struct quad_mb {
     uint32_t off;      /* payload offset from the chunk's payload start */
@@ -83,7 +83,7 @@ typedef struct qc_shard {
     uint32_t mask;
     uint32_t count;
     size_t bytes;
-    qc_entry head;                     /* LRU sentinel */
+    qc_entry *lru_head, *lru_tail;     /* most and least recently used */
     uint64_t hits, misses;
 } qc_shard;
 

@@ -48,16 +48,14 @@ kd_entry *keydir_get(const keydir *kd, const void *key, uint16_t len, uint64_t h
     return found ? slot_entry(kd->slots[i]) : NULL;
 }
 
-static int grow(keydir *kd)
+static int resize(keydir *kd, size_t ncap)
 {
-    size_t ncap = kd->cap ? kd->cap * 2 : 64;
     uint64_t *ns = calloc(ncap, sizeof *ns);
     if (!ns) return HANU_ERR_NOMEM;
     for (size_t i = 0; i < kd->cap; i++) {
         uint64_t s = kd->slots[i];
         if (!s) continue;
-        kd_entry *e = slot_entry(s);
-        size_t j = keydir_hash(e->key, e->key_len) & (ncap - 1);
+        size_t j = slot_entry(s)->hash_lo & (ncap - 1);
         while (ns[j]) j = (j + 1) & (ncap - 1);
         ns[j] = s;
     }
@@ -65,6 +63,15 @@ static int grow(keydir *kd)
     kd->slots = ns;
     kd->cap = ncap;
     return HANU_OK;
+}
+
+static int grow(keydir *kd) { return resize(kd, kd->cap ? kd->cap * 2 : 64); }
+
+int keydir_reserve(keydir *kd, size_t n)
+{
+    size_t cap = kd->cap ? kd->cap : 64;
+    while (n * 4 > cap * 3) cap *= 2;
+    return cap == kd->cap ? HANU_OK : resize(kd, cap);
 }
 
 int keydir_put(keydir *kd, const void *key, uint16_t len, uint64_t hash, uint64_t txn,
@@ -87,6 +94,7 @@ int keydir_put(keydir *kd, const void *key, uint16_t len, uint64_t hash, uint64_
         if (!e) return HANU_ERR_NOMEM;
         if ((uintptr_t)e & ~KD_PTR_MASK) { free(e); return HANU_ERR_NOMEM; }
         e->key_len = len;
+        e->hash_lo = (uint32_t)hash;
         memcpy(e->key, key, len);
         kd->slots[i] = (KD_TAG(hash) << 48) | (uint64_t)(uintptr_t)e;
         kd->count++;
@@ -118,7 +126,7 @@ int keydir_delete(keydir *kd, const void *key, uint16_t len, uint64_t hash, kd_e
         uint64_t s = kd->slots[j];
         if (!s) break;
         kd_entry *m = slot_entry(s);
-        size_t home = keydir_hash(m->key, m->key_len) & mask;
+        size_t home = m->hash_lo & mask;
         /* m may move to hole when its home is not cyclically in (hole, j]. */
         int in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
         if (!in_range) {

@@ -19,6 +19,7 @@ typedef struct kd_entry {
     uint32_t file_id;
     uint32_t value_off;     /* absolute offset of the value bytes in the file */
     uint32_t value_len;
+    uint32_t hash_lo;       /* low half of the key's hash: rehash without rehashing keys */
     uint16_t key_len;
     uint8_t key[];
 } kd_entry;
@@ -31,6 +32,8 @@ typedef struct keydir {
 } keydir;
 
 void keydir_init(keydir *kd);
+/* Makes room for n keys in all without growing (start-up sizes tables from hints). */
+int keydir_reserve(keydir *kd, size_t n);
 void keydir_free(keydir *kd);
 uint64_t keydir_hash(const void *key, size_t len);
 kd_entry *keydir_get(const keydir *kd, const void *key, uint16_t len, uint64_t hash);

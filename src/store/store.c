@@ -293,7 +293,7 @@ static int open_file(store *s, uint32_t id, store_file **out, log_file_header *h
     return HANU_OK;
 }
 
-/* True when file id holds at least one decodable frame after a valid header. */
+/* True when file id holds at least one decodable frame (or a seal) after a valid header. */
 static int file_has_frames(store *s, uint32_t id)
 {
     char path[1200];
@@ -304,29 +304,31 @@ static int file_has_frames(store *s, uint32_t id)
     log_file_header h;
     int ok = 0;
     if (hanu_pread_full(fd, hb, sizeof hb, 0) == HANU_OK && log_file_header_decode(hb, &h) == HANU_OK) {
-        if (h.flags & LOG_FLAG_COMPACTED) ok = 1;
-        else {
-            uint32_t body = hanu_get_u32(hb + LOG_FILE_HEADER_SIZE);
-            if (body > 0 && body <= LOG_MAX_FRAME_BODY) {
-                size_t n = LOG_FRAME_HEADER_SIZE + body;
-                uint8_t *buf = malloc(n);
-                if (buf && hanu_pread_full(fd, buf, n, LOG_FILE_HEADER_SIZE) == HANU_OK)
-                    ok = log_frame_decode(buf, n, &(log_frame){0}, NULL) == LOG_FRAME_OK;
-                free(buf);
+        uint32_t body = hanu_get_u32(hb + LOG_FILE_HEADER_SIZE);
+        if (body <= LOG_MAX_FRAME_BODY) {
+            size_t n = LOG_FRAME_HEADER_SIZE + body;
+            uint8_t *buf = malloc(n);
+            if (buf && hanu_pread_full(fd, buf, n, LOG_FILE_HEADER_SIZE) == HANU_OK) {
+                int r = log_frame_decode(buf, n, &(log_frame){0}, NULL);
+                ok = r == LOG_FRAME_OK || r == LOG_FRAME_SEAL;
             }
+            free(buf);
         }
     }
     close(fd);
     return ok;
 }
 
-/* Scans the frames of f. For the newest file a bad frame ends the data (torn tail);
-   elsewhere it is an error. *expected is the next txn the log must continue with. */
+/* Scans the frames of f up to its seal. In the newest file the first frame that does
+   not decode ends the data (a torn tail); in any other file it is damage, and so is a
+   file that ends without a seal. *expected is the txn the log must continue with. */
 static int scan_file(store *s, store_file *f, const log_file_header *h, uint64_t size,
-                     int newest, uint64_t *expected, uint64_t *stop_off, char *err, size_t errcap)
+                     int newest, uint64_t *expected, uint64_t *stop_off, int *sealed,
+                     char *err, size_t errcap)
 {
     uint64_t off = LOG_FILE_HEADER_SIZE;
     uint64_t prev_txn = 0;
+    *sealed = 0;
     if (f->compacted && *expected && h->covers_first != *expected) {
         snprintf(err, errcap, "log/%06u.log: compacted file covers txn %llu.. but the log "
                  "continues at txn %llu", f->id, (unsigned long long)h->covers_first,
@@ -337,7 +339,8 @@ static int scan_file(store *s, store_file *f, const log_file_header *h, uint64_t
         log_frame fr;
         const char *why = "";
         int r = log_frame_decode(f->map + off, size - off, &fr, &why);
-        if (r == LOG_FRAME_END) break;
+        if (r == LOG_FRAME_SEAL) { *sealed = 1; break; }
+        if (r == LOG_FRAME_END) why = "the file ends without a seal";
         if (r == LOG_FRAME_OK) {
             int bad_txn = f->compacted
                 ? (fr.txn <= prev_txn || fr.txn < h->covers_first || fr.txn > h->covers_last)
@@ -364,7 +367,7 @@ static int scan_file(store *s, store_file *f, const log_file_header *h, uint64_t
         }
         if (newest && !f->compacted) break;   /* torn tail: keep everything before it */
         snprintf(err, errcap, "log/%06u.log: %s at offset %llu; the file is sealed, so this "
-                 "is damage, not a torn write (restore it, or move it away to accept the loss)",
+                 "is damage, not a torn write (restore the file, or move it away to accept the loss)",
                  f->id, why, (unsigned long long)off);
         return HANU_ERR_CORRUPT;
     }
@@ -374,40 +377,33 @@ static int scan_file(store *s, store_file *f, const log_file_header *h, uint64_t
     return HANU_OK;
 }
 
-/* Zeroes whatever follows the last good frame of the active file, so that a later
-   shorter frame can never be followed by stale bytes that decode. */
-static int zero_tail(store *s, uint32_t id, uint64_t from, char *err, size_t errcap)
+/* Seals the newest file at its last complete frame: whatever follows (a torn write,
+   stale bytes) is never read again. The space after the seal is given back. */
+static int seal_tail(store *s, uint32_t id, uint64_t at, uint64_t last_txn, char *err, size_t errcap)
 {
     char path[1200];
     log_file_path(path, sizeof path, s->log_dir, id, "log");
     int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) { snprintf(err, errcap, "log/%06u.log: %s", id, strerror(errno)); return HANU_ERR_IO; }
     struct stat st;
-    int rc = fstat(fd, &st) == 0 ? HANU_OK : HANU_ERR_IO;
-    static const uint8_t zeros[1 << 16];
-    uint8_t *buf = malloc(sizeof zeros);
-    uint64_t zeroed = 0;
-    for (uint64_t off = from; rc == HANU_OK && off < (uint64_t)st.st_size; off += sizeof zeros) {
-        size_t n = HANU_MIN(sizeof zeros, (uint64_t)st.st_size - off);
-        rc = hanu_pread_full(fd, buf, n, (off_t)off);
-        if (rc == HANU_OK && !hanu_is_zero(buf, n)) {
-            rc = hanu_pwrite_full(fd, zeros, n, (off_t)off);
-            zeroed += n;
-        }
-    }
-    free(buf);
+    uint8_t seal[LOG_FRAME_HEADER_SIZE];
+    log_seal_encode(seal, last_txn);
+    int rc = fstat(fd, &st) == 0 ? hanu_pwrite_full(fd, seal, sizeof seal, (off_t)at) : HANU_ERR_IO;
     /* Also makes frames recovered from the page cache (never synced) durable now. */
     if (rc == HANU_OK && fdatasync(fd) != 0) rc = HANU_ERR_IO;
+    uint64_t end = at + sizeof seal;
+    if (rc == HANU_OK && (uint64_t)st.st_size > end) {
+        uint64_t page = 4096, from = (end + page - 1) & ~(page - 1);
+        if ((uint64_t)st.st_size > from)   /* best effort: not every file system punches holes */
+            (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)from,
+                            (off_t)((uint64_t)st.st_size - from));
+    }
     close(fd);
-    if (rc) snprintf(err, errcap, "log/%06u.log: cannot clear the torn tail: %s", id, hanu_status_str(rc));
-    else if (zeroed && !s->opt.quiet)
-        fprintf(stderr, "hanudb: log/%06u.log: cleared %llu bytes after the last complete frame "
-                "(offset %llu)\n", id, (unsigned long long)zeroed, (unsigned long long)from);
+    if (rc) snprintf(err, errcap, "log/%06u.log: cannot write its seal: %s", id, hanu_status_str(rc));
     return rc;
 }
 
-static int recover(store *s, uint32_t *active_id, uint64_t *write_off, uint64_t *next_txn,
-                   char *err, size_t errcap)
+static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err, size_t errcap)
 {
     uint32_t *ids = NULL;
     size_t n = 0;
@@ -423,6 +419,7 @@ static int recover(store *s, uint32_t *active_id, uint64_t *write_off, uint64_t 
     }
     uint64_t expected = 0, stop = LOG_FILE_HEADER_SIZE;
     size_t from_hints = 0;
+    int sealed = 1;
     for (size_t i = 0; i < n && rc == HANU_OK; i++) {
         store_file *f;
         log_file_header h;
@@ -441,26 +438,20 @@ static int recover(store *s, uint32_t *active_id, uint64_t *write_off, uint64_t 
             }
             expected = h.covers_last + 1;
             from_hints++;
+            sealed = 1;
             continue;
         }
-        rc = scan_file(s, f, &h, size, newest, &expected, &stop, err, errcap);
+        rc = scan_file(s, f, &h, size, newest, &expected, &stop, &sealed, err, errcap);
     }
     if (rc == HANU_OK) {
-        if (n == 0) {
-            *active_id = 1;
-            *write_off = LOG_FILE_HEADER_SIZE;
-            *next_txn = 1;
-        } else {
+        *next_txn = expected ? expected : 1;
+        *active_id = n ? ids[n - 1] + 1 : 1;
+        if (n && !sealed) {
             store_file *last = store_file_get(s, ids[n - 1]);
-            *next_txn = expected ? expected : 1;
-            if (last->compacted) {
-                *active_id = ids[n - 1] + 1;
-                *write_off = LOG_FILE_HEADER_SIZE;
-            } else {
-                *active_id = ids[n - 1];
-                *write_off = stop;
-                rc = zero_tail(s, ids[n - 1], stop, err, errcap);
-            }
+            rc = seal_tail(s, ids[n - 1], stop, last->last_txn, err, errcap);
+            if (rc == HANU_OK && !s->opt.quiet)
+                fprintf(stderr, "hanudb: sealed log/%06u.log after its last complete frame (offset %llu)\n",
+                        ids[n - 1], (unsigned long long)stop);
         }
         if (!s->opt.quiet && n)
             fprintf(stderr, "hanudb: recovered %zu log files (%zu from hint files), next txn %llu\n",
@@ -511,15 +502,15 @@ int store_open(const store_options *o, store **out, char *err, size_t errcap)
     remove_tmp_files(s->log_dir);
     int rc = db_add(s, STORE_DEFAULT_DB_ID, "default", 7, 0);
     uint32_t active_id = 1;
-    uint64_t write_off = 0, next_txn = 1;
-    if (rc == HANU_OK) rc = recover(s, &active_id, &write_off, &next_txn, err, errcap);
+    uint64_t next_txn = 1;
+    if (rc == HANU_OK) rc = recover(s, &active_id, &next_txn, err, errcap);
     if (rc) { store_close(s); return rc; }
 
     log_options lo = {
         .dir = s->log_dir, .file_size = s->opt.file_size, .prealloc = s->opt.prealloc,
         .commit_window_us = s->opt.commit_window_us, .on_durable = on_durable_forward, .ctx = s,
     };
-    rc = log_writer_open(&lo, active_id, write_off, next_txn, &s->log);
+    rc = log_writer_open(&lo, active_id, LOG_FILE_HEADER_SIZE, next_txn, &s->log);
     if (rc) {
         snprintf(err, errcap, "cannot open the active log file %06u: %s", active_id, hanu_status_str(rc));
         store_close(s);

@@ -105,6 +105,10 @@ int store_hint_load(store *s, store_file *f, char *err, size_t errcap)
     if (rc == HANU_OK && pos != n - 4) rc = HANU_ERR_CORRUPT;
     if (rc) { free(buf); return rc; }
     f->used = hanu_get_u64(buf + 24);
+    /* Size the default database's table once rather than growing it step by step
+       (most deployments keep most keys there). */
+    store_db *d0 = store_db_by_id(s, STORE_DEFAULT_DB_ID);
+    if (d0) keydir_reserve(&d0->kd, d0->kd.count + count);
     pos = HINT_HEADER_SIZE;
     for (uint32_t i = 0; i < count && rc == HANU_OK; i++) {
         log_entry e = {
@@ -189,7 +193,7 @@ int store_compact_file(store *s, uint32_t fid, char *err, size_t errcap)
         log_frame fr;
         const char *why = "";
         int r = log_frame_decode(map + off, used - off, &fr, &why);
-        if (r == LOG_FRAME_END) break;
+        if (r == LOG_FRAME_SEAL || r == LOG_FRAME_END) break;
         if (r != LOG_FRAME_OK) {
             snprintf(err, errcap, "log/%06u.log: %s at offset %llu during compaction", fid, why,
                      (unsigned long long)off);
@@ -233,6 +237,12 @@ int store_compact_file(store *s, uint32_t fid, char *err, size_t errcap)
     log_file_path(hint_path, sizeof hint_path, s->log_dir, fid, "hint");
     snprintf(tmp_log, sizeof tmp_log, "%s.tmp", log_path);
     snprintf(tmp_hint, sizeof tmp_hint, "%s.tmp", hint_path);
+    uint64_t data_end = out.len;
+    if (rc == HANU_OK) {   /* a compacted file ends with a seal like every sealed file */
+        uint8_t seal[LOG_FRAME_HEADER_SIZE];
+        log_seal_encode(seal, h.covers_last);
+        rc = hanu_buf_append(&out, seal, sizeof seal);
+    }
     if (rc == HANU_OK) {
         memcpy(hint.data, HINT_MAGIC, 8);
         memset(hint.data + 8, 0, HINT_HEADER_SIZE - 8);
@@ -240,7 +250,7 @@ int store_compact_file(store *s, uint32_t fid, char *err, size_t errcap)
         hanu_put_u32(hint.data + 12, fid);
         hanu_put_u32(hint.data + 16, h.generation);
         hanu_put_u32(hint.data + 20, hint_count);
-        hanu_put_u64(hint.data + 24, out.len);
+        hanu_put_u64(hint.data + 24, data_end);
         uint8_t sum[4];
         hanu_put_u32(sum, hanu_checksum32(hint.data, hint.len));
         rc = hanu_buf_append(&hint, sum, 4);
@@ -275,7 +285,7 @@ int store_compact_file(store *s, uint32_t fid, char *err, size_t errcap)
             cur->fd = nf.fd;
             cur->map = nf.map;
             cur->map_len = nf.map_len;
-            cur->used = out.len;
+            cur->used = data_end;
             cur->record_bytes = record_bytes;
             cur->dead_bytes = dead;
             cur->compacted = 1;

@@ -1,0 +1,355 @@
+/*
+ * test_quad_basic: the facts kernel's contract on fixed cases: round trips of
+ * both shapes across batch and chunk sizes, gather orders and lane masks,
+ * retire with snapshots (sparse and dense), scan, checkpoint and reopen,
+ * owned appends, argument errors and every cold-read backend.
+ */
+#include "quad.h"
+#include "test.h"
+#include "test_quad_util.h"
+
+static char path[600];
+
+static void set_path(const char *name)
+{
+    snprintf(path, sizeof path, "%s/facts.quad", test_tmpdir(name));
+}
+
+static quad *open_with(uint32_t rows, uint32_t mb, int backend, size_t cache)
+{
+    quad_options o;
+    quad_options_default(&o);
+    o.chunk_rows = rows;
+    o.microblock_rows = mb;
+    o.io_backend = backend;
+    o.cache_bytes = cache;
+    quad *q = NULL;
+    int rc = quad_open(path, &o, &q);
+    if (rc) fprintf(stderr, "  open: %s\n", hanu_status_str(rc));
+    return q;
+}
+
+/* Checks every id of the store in several orders against facts[]. */
+static void verify_all(quad *q, const quad_fact *facts, const quad_id *ids, size_t n)
+{
+    quad_fact *out = calloc(n, sizeof *out);
+    quad_id *order = malloc(n * sizeof *order);
+    size_t *src = malloc(n * sizeof *src);
+    uint8_t *present = malloc(n);
+    /* ascending */
+    CHECK_EQ(quad_gather(q, 0, ids, n, QUAD_LANES_ALL, out, NULL), 0);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !tq_fact_eq(&out[i], &facts[i], 0xF);
+    CHECK_EQ(bad, 0);
+    /* descending, single lanes */
+    for (size_t i = 0; i < n; i++) { order[i] = ids[n - 1 - i]; src[i] = n - 1 - i; }
+    for (unsigned l = 0; l < 4; l++) {
+        memset(out, 0xAB, n * sizeof *out);
+        CHECK_EQ(quad_gather(q, 0, order, n, QUAD_LANE(l), out, present), 0);
+        bad = 0;
+        for (size_t i = 0; i < n; i++) {
+            bad += out[i].lane[l] != facts[src[i]].lane[l] || !present[i];
+            for (unsigned o = 0; o < 4; o++) if (o != l) bad += out[i].lane[o] != 0xABABABABABABABABULL;
+        }
+        CHECK_EQ(bad, 0);
+    }
+    /* random with duplicates, lanes 0 and 2 */
+    for (size_t i = 0; i < n; i++) { src[i] = tq_rand() % n; order[i] = ids[src[i]]; }
+    CHECK_EQ(quad_gather(q, 0, order, n, QUAD_LANE(0) | QUAD_LANE(2), out, NULL), 0);
+    bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !tq_fact_eq(&out[i], &facts[src[i]], 0x5);
+    CHECK_EQ(bad, 0);
+    free(out); free(order); free(src); free(present);
+}
+
+static void round_trip_case(int structured, uint32_t rows, uint32_t mb, size_t batch, size_t total,
+                            int backend, size_t cache)
+{
+    set_path("rt");
+    quad *q = open_with(rows, mb, backend, cache);
+    REQUIRE(q);
+    quad_fact *facts = malloc(total * sizeof *facts);
+    quad_id *ids = malloc(total * sizeof *ids);
+    uint64_t ts = 1700000000000ULL;
+    if (structured) tq_structured(facts, total, &ts); else tq_entropy(facts, total);
+    for (size_t done = 0; done < total; done += batch) {
+        size_t k = total - done < batch ? total - done : batch;
+        quad_id first;
+        uint64_t ep;
+        REQUIRE(quad_append(q, facts + done, k, QUAD_BUFFERED, &first, &ep) == 0);
+        for (size_t i = 0; i < k; i++) ids[done + i] = quad_batch_id(first, quad_chunk_rows(q), i);
+    }
+    verify_all(q, facts, ids, total);
+    quad_cache_drop(q);
+    verify_all(q, facts, ids, total);
+    quad_stats st;
+    CHECK_EQ(quad_stats_get(q, &st), 0);
+    CHECK_EQ(st.facts, total);
+    if (batch >= 63 && structured) CHECK(st.lanes_const > 0 && st.lanes_for > 0);
+    if (batch >= 63 && !structured) CHECK(st.lanes_raw > 0);
+    CHECK_EQ(quad_close(q), 0);
+    q = open_with(rows, mb, backend, cache);
+    REQUIRE(q);
+    verify_all(q, facts, ids, total);
+    CHECK_EQ(quad_close(q), 0);
+    free(facts);
+    free(ids);
+}
+
+static void test_round_trip_shapes_and_sizes(void)
+{
+    size_t batches[] = { 1, 63, 4096, 4097, 10000 };
+    for (int s = 0; s < 2; s++)
+        for (size_t b = 0; b < HANU_ARRAY_LEN(batches); b++)
+            round_trip_case(s, 4096, 256, batches[b], batches[b] * 3 > 20000 ? 20000 : batches[b] * 3,
+                            QUAD_IO_THREADS, 1 << 20);
+    round_trip_case(1, 64, 64, 1000, 5000, QUAD_IO_INLINE, 1 << 20);
+    round_trip_case(1, 1024, 128, 777, 9000, QUAD_IO_INLINE, 0);          /* no cache at all */
+    round_trip_case(0, 65536, 4096, 70000, 70000, QUAD_IO_THREADS, 64 << 20);
+}
+
+static void test_io_uring_backend(void)
+{
+    set_path("uring");
+    quad *q = open_with(4096, 256, QUAD_IO_URING, 1 << 20);
+    if (!q) { fprintf(stderr, "  io_uring unavailable here, skipped\n"); return; }
+    quad_close(q);
+    round_trip_case(1, 4096, 256, 5000, 20000, QUAD_IO_URING, 1 << 20);
+}
+
+static void test_retire_snapshot_sparse_and_dense(void)
+{
+    set_path("retire");
+    quad *q = open_with(256, 64, QUAD_IO_INLINE, 1 << 20);
+    REQUIRE(q);
+    enum { N = 1024 };
+    static quad_fact facts[N], out[N];
+    static quad_id ids[N];
+    static uint8_t present[N];
+    uint64_t ts = 0;
+    tq_structured(facts, N, &ts);
+    quad_id first;
+    REQUIRE(quad_append(q, facts, N, QUAD_BUFFERED, &first, NULL) == 0);
+    for (size_t i = 0; i < N; i++) ids[i] = quad_batch_id(first, 256, i);
+    uint64_t snap1;
+    CHECK_EQ(quad_snapshot(q, &snap1), 0);
+    /* sparse: 3 ids of chunk 0; dense: 200 ids of chunk 1 */
+    quad_id r1[3] = { ids[5], ids[0], ids[5] };
+    uint64_t e1;
+    CHECK_EQ(quad_retire(q, r1, 3, QUAD_BUFFERED, &e1), 0);
+    CHECK_EQ(e1, snap1 + 1);
+    quad_id r2[200];
+    for (int i = 0; i < 200; i++) r2[i] = ids[256 + (i * 37) % 256];
+    CHECK_EQ(quad_retire(q, r2, 200, QUAD_DURABLE, NULL), 0);
+    quad_id bogus[2] = { ids[1], QUAD_ID(99, 0) };
+    CHECK_EQ(quad_retire(q, bogus, 2, QUAD_BUFFERED, NULL), HANU_ERR_NOT_FOUND);
+
+    for (int round = 0; round < 2; round++) {
+        quad_stats st;
+        quad_stats_get(q, &st);
+        CHECK_EQ(st.retired, 2 + 200);
+        CHECK_EQ(quad_gather(q, 0, ids, N, QUAD_LANES_ALL, out, NULL), HANU_ERR_NOT_FOUND);
+        CHECK_EQ(quad_gather(q, 0, ids, N, QUAD_LANES_ALL, out, present), 0);
+        size_t live = 0, bad = 0;
+        for (size_t i = 0; i < N; i++) {
+            live += present[i];
+            if (present[i]) bad += !tq_fact_eq(&out[i], &facts[i], 0xF);
+            else bad += out[i].lane[0] != 0;
+        }
+        CHECK_EQ(live, N - 202);
+        CHECK_EQ(bad, 0);
+        CHECK(!present[0] && !present[5] && present[1]);
+        /* the old snapshot still sees everything */
+        CHECK_EQ(quad_gather(q, snap1, ids, N, QUAD_LANES_ALL, out, NULL), 0);
+        bad = 0;
+        for (size_t i = 0; i < N; i++) bad += !tq_fact_eq(&out[i], &facts[i], 0xF);
+        CHECK_EQ(bad, 0);
+        /* snapshot between the two retires */
+        CHECK_EQ(quad_gather(q, e1, ids, N, QUAD_LANES_ALL, out, present), 0);
+        live = 0;
+        for (size_t i = 0; i < N; i++) live += present[i];
+        CHECK_EQ(live, N - 2);
+        /* reopen and check the same again */
+        CHECK_EQ(quad_close(q), 0);
+        q = open_with(256, 64, QUAD_IO_INLINE, 1 << 20);
+        REQUIRE(q);
+    }
+    quad_close(q);
+}
+
+static void test_scan_pages_in_id_order(void)
+{
+    set_path("scan");
+    quad *q = open_with(64, 64, QUAD_IO_INLINE, 1 << 20);
+    REQUIRE(q);
+    enum { N = 500 };
+    static quad_fact facts[N], out[N];
+    static quad_id ids[N], sids[N];
+    tq_entropy(facts, N);
+    size_t done = 0;
+    while (done < N) {
+        size_t k = N - done < 77 ? N - done : 77;
+        quad_id first;
+        REQUIRE(quad_append(q, facts + done, k, QUAD_BUFFERED, &first, NULL) == 0);
+        for (size_t i = 0; i < k; i++) ids[done + i] = quad_batch_id(first, 64, i);
+        done += k;
+    }
+    quad_id rm[2] = { ids[3], ids[100] };
+    uint64_t snap;
+    quad_snapshot(q, &snap);
+    CHECK_EQ(quad_retire(q, rm, 2, QUAD_BUFFERED, NULL), 0);
+    quad_id from = 0;
+    size_t got = 0, nout, bad = 0;
+    quad_id next;
+    for (;;) {
+        CHECK_EQ(quad_scan(q, 0, from, QUAD_LANES_ALL, out, sids, 33, &nout, &next), 0);
+        if (nout == 0) break;
+        for (size_t i = 0; i < nout; i++) {   /* ids[3] and ids[100] are skipped */
+            size_t idx = got + i;
+            idx += idx >= 3;
+            idx += idx >= 100;
+            bad += sids[i] != ids[idx] || !tq_fact_eq(&out[i], &facts[idx], 0xF);
+        }
+        got += nout;
+        from = next;
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(got, N - 2);
+    /* at the snapshot before the retire, everything */
+    CHECK_EQ(quad_scan(q, snap, 0, QUAD_LANE(1), out, NULL, N, &nout, &next), 0);
+    CHECK_EQ(nout, N);
+    quad_close(q);
+}
+
+static int released;
+static void release_cb(void *ctx, quad_fact *f)
+{
+    (void)ctx;
+    released++;
+    free(f);
+}
+
+static void test_owned_append_releases_once(void)
+{
+    set_path("owned");
+    quad *q = open_with(4096, 256, QUAD_IO_INLINE, 1 << 20);
+    REQUIRE(q);
+    quad_fact *f = malloc(5000 * sizeof *f);
+    quad_fact *copy = malloc(5000 * sizeof *copy);
+    uint64_t ts = 5;
+    tq_structured(f, 5000, &ts);
+    memcpy(copy, f, 5000 * sizeof *f);
+    quad_id first;
+    released = 0;
+    CHECK_EQ(quad_append_owned(q, f, 5000, QUAD_DURABLE, release_cb, NULL, &first, NULL), 0);
+    CHECK_EQ(released, 1);
+    quad_id ids[5000];
+    for (size_t i = 0; i < 5000; i++) ids[i] = quad_batch_id(first, 4096, i);
+    quad_fact *out = malloc(5000 * sizeof *out);
+    CHECK_EQ(quad_gather(q, 0, ids, 5000, QUAD_LANES_ALL, out, NULL), 0);
+    CHECK(memcmp(out, copy, 5000 * sizeof *out) == 0);
+    CHECK(quad_durable_epoch(q) >= 1);
+    /* errors still release */
+    quad_fact *g = malloc(sizeof *g);
+    CHECK_EQ(quad_append_owned(q, g, 1, 99, release_cb, NULL, NULL, NULL), HANU_ERR_INVALID);
+    CHECK_EQ(released, 2);
+    free(out);
+    free(copy);
+    quad_close(q);
+}
+
+static void test_bad_arguments(void)
+{
+    set_path("args");
+    quad *q = open_with(4096, 256, QUAD_IO_INLINE, 1 << 20);
+    REQUIRE(q);
+    quad_fact f = { { 1, 2, 3, 4 } }, out;
+    quad_id id;
+    CHECK_EQ(quad_append(q, &f, 0, QUAD_BUFFERED, &id, NULL), HANU_ERR_INVALID);
+    CHECK_EQ(quad_append(q, &f, 1, 7, &id, NULL), HANU_ERR_INVALID);
+    CHECK_EQ(quad_append(q, &f, 1, QUAD_BUFFERED, &id, NULL), 0);
+    CHECK_EQ(quad_gather(q, 0, &id, 1, 0, &out, NULL), HANU_ERR_INVALID);
+    CHECK_EQ(quad_gather(q, 0, &id, 1, 0x10, &out, NULL), HANU_ERR_INVALID);
+    CHECK_EQ(quad_gather(q, 0, &id, 0, QUAD_LANES_ALL, &out, NULL), 0);
+    quad_id missing[3] = { QUAD_ID(0, 1), QUAD_ID(5, 0), QUAD_ID(0, 1u << 23) };
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ(quad_gather(q, 0, &missing[i], 1, QUAD_LANES_ALL, &out, NULL), HANU_ERR_NOT_FOUND);
+    CHECK_EQ(quad_gather(q, 0, &id, 1, QUAD_LANES_ALL, &out, NULL), 0);
+    CHECK(tq_fact_eq(&out, &f, 0xF));
+    quad_options o;
+    quad_options_default(&o);
+    o.chunk_rows = 100;
+    quad *bad = NULL;
+    CHECK_EQ(quad_open(path, &o, &bad), HANU_ERR_INVALID);
+    CHECK_EQ(quad_close(q), 0);
+    o.chunk_rows = 4096;
+    o.flags = QUAD_RDONLY;
+    char nopath[700];
+    snprintf(nopath, sizeof nopath, "%s.absent", path);
+    CHECK_EQ(quad_open(nopath, &o, &bad), HANU_ERR_NOT_FOUND);
+    CHECK_EQ(quad_open(path, &o, &bad), 0);
+    CHECK_EQ(quad_append(bad, &f, 1, QUAD_BUFFERED, NULL, NULL), HANU_ERR_INVALID);
+    CHECK_EQ(quad_gather(bad, 0, &id, 1, QUAD_LANES_ALL, &out, NULL), 0);
+    quad_close(bad);
+}
+
+static void test_checkpoint_limits_replay(void)
+{
+    set_path("ckpt");
+    quad *q = open_with(256, 64, QUAD_IO_INLINE, 1 << 20);
+    REQUIRE(q);
+    static quad_fact facts[20000], out[20000];
+    static quad_id ids[20000];
+    uint64_t ts = 0;
+    tq_structured(facts, 20000, &ts);
+    for (size_t i = 0; i < 20000; i += 100) {
+        quad_id first;
+        REQUIRE(quad_append(q, facts + i, 100, QUAD_BUFFERED, &first, NULL) == 0);
+        for (size_t k = 0; k < 100; k++) ids[i + k] = quad_batch_id(first, 256, k);
+    }
+    CHECK_EQ(quad_retire(q, ids + 10, 5, QUAD_BUFFERED, NULL), 0);
+    CHECK_EQ(quad_checkpoint(q), 0);
+    quad_fact extra[10];
+    tq_entropy(extra, 10);
+    quad_id xfirst;
+    CHECK_EQ(quad_append(q, extra, 10, QUAD_BUFFERED, &xfirst, NULL), 0);
+    CHECK_EQ(quad_retire(q, ids + 20, 1, QUAD_BUFFERED, NULL), 0);
+    /* reopen without close: simulate a crash by duplicating the file first */
+    char copy[700], cmd[1500];
+    snprintf(copy, sizeof copy, "%s.copy", path);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", path, copy);
+    CHECK_EQ(system(cmd), 0);
+    quad_close(q);
+    quad_options o;
+    quad_options_default(&o);
+    REQUIRE(quad_open(copy, &o, &q) == 0);
+    quad_stats st;
+    quad_stats_get(q, &st);
+    CHECK_EQ(st.recovered_frames, 2);
+    CHECK_EQ(st.facts, 20010);
+    CHECK_EQ(st.retired, 6);
+    uint8_t present[20000];
+    CHECK_EQ(quad_gather(q, 0, ids, 20000, QUAD_LANES_ALL, out, present), 0);
+    size_t bad = 0, live = 0;
+    for (size_t i = 0; i < 20000; i++) {
+        live += present[i];
+        if (present[i]) bad += !tq_fact_eq(&out[i], &facts[i], 0xF);
+    }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(live, 20000 - 6);
+    CHECK_EQ(quad_gather(q, 0, &xfirst, 1, QUAD_LANES_ALL, out, NULL), 0);
+    CHECK(tq_fact_eq(&out[0], &extra[0], 0xF));
+    quad_close(q);
+}
+
+int main(void)
+{
+    RUN(test_round_trip_shapes_and_sizes);
+    RUN(test_io_uring_backend);
+    RUN(test_retire_snapshot_sparse_and_dense);
+    RUN(test_scan_pages_in_id_order);
+    RUN(test_owned_append_releases_once);
+    RUN(test_bad_arguments);
+    RUN(test_checkpoint_limits_replay);
+    TEST_DONE();
+}
