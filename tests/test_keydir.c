@@ -1,0 +1,92 @@
+/*
+ * test_keydir.c: the key directory hash table against a plain reference
+ * array under a long random mix of inserts, updates and deletes (backward-shift
+ * deletion is where open addressing goes wrong), plus growth and reservation.
+ */
+#include "test.h"
+#include "store/keydir.h"
+#include "base/base.h"
+
+#define NKEYS 5000
+
+typedef struct ref { int present; uint64_t txn; uint32_t off; } ref;
+
+static void key_of(int i, char *k, uint16_t *len)
+{
+    *len = (uint16_t)snprintf(k, 32, "k%d", i * 7919);
+}
+
+static void test_random_against_reference(void)
+{
+    keydir kd;
+    keydir_init(&kd);
+    static ref r[NKEYS];
+    memset(r, 0, sizeof r);
+    uint64_t seed = 12345;
+    size_t present = 0;
+    for (int step = 0; step < 300000; step++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        int i = (int)((seed >> 33) % NKEYS);
+        int op = (int)((seed >> 20) % 3);
+        char k[32];
+        uint16_t len;
+        key_of(i, k, &len);
+        uint64_t h = keydir_hash(k, len);
+        kd_entry old;
+        if (op < 2) {
+            REQUIRE(keydir_put(&kd, k, len, h, (uint64_t)step, 1, (uint32_t)step * 2, 5, &old) == HANU_OK);
+            CHECK_EQ(old.key_len != 0, r[i].present);
+            if (r[i].present) CHECK_EQ(old.txn, r[i].txn);
+            if (!r[i].present) present++;
+            r[i] = (ref){ 1, (uint64_t)step, (uint32_t)step * 2 };
+        } else {
+            int had = keydir_delete(&kd, k, len, h, &old);
+            CHECK_EQ(had, r[i].present);
+            if (had) { CHECK_EQ(old.txn, r[i].txn); present--; }
+            r[i].present = 0;
+        }
+        if (step % 10000 == 0) {
+            for (int j = 0; j < NKEYS; j++) {
+                key_of(j, k, &len);
+                kd_entry *e = keydir_get(&kd, k, len, keydir_hash(k, len));
+                CHECK_EQ(e != NULL, r[j].present);
+                if (e && r[j].present) { CHECK_EQ(e->txn, r[j].txn); CHECK_EQ(e->value_off, r[j].off); }
+            }
+            CHECK_EQ(kd.count, present);
+        }
+    }
+    size_t pos = 0, seen = 0;
+    while (keydir_next(&kd, &pos)) seen++;
+    CHECK_EQ(seen, present);
+    keydir_free(&kd);
+}
+
+static void test_reserve_and_binary_keys(void)
+{
+    keydir kd;
+    keydir_init(&kd);
+    REQUIRE(keydir_reserve(&kd, 100000) == HANU_OK);
+    size_t cap = kd.cap;
+    CHECK(cap * 3 >= 100000 * 4);
+    kd_entry old;
+    for (uint32_t i = 0; i < 100000; i++) {
+        uint8_t k[8] = { 0, (uint8_t)i, 0, (uint8_t)(i >> 8), 0, (uint8_t)(i >> 16), 0xff, 0 };
+        REQUIRE(keydir_put(&kd, k, 8, keydir_hash(k, 8), i, 2, i, 0, &old) == HANU_OK);
+    }
+    CHECK_EQ(kd.cap, cap);    /* no growth after the reservation */
+    CHECK_EQ(kd.count, 100000);
+    uint8_t k[8] = { 0, 77, 0, 0, 0, 0, 0xff, 0 };
+    kd_entry *e = keydir_get(&kd, k, 8, keydir_hash(k, 8));
+    REQUIRE(e);
+    CHECK_EQ(e->txn, 77);
+    CHECK(keydir_get(&kd, k, 7, keydir_hash(k, 7)) == NULL);   /* prefix is another key */
+    CHECK(keydir_memory(&kd) > 100000 * 8);
+    keydir_free(&kd);
+}
+
+int main(void)
+{
+    RUN(test_random_against_reference);
+    RUN(test_reserve_and_binary_keys);
+    TEST_DONE();
+}
