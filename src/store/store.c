@@ -31,7 +31,7 @@ void store_options_default(store_options *o)
 
 int store_db_name_valid(const char *name, size_t len)
 {
-    if (len == 0 || len > STORE_DB_NAME_MAX) return 0;
+    if (len == 0 || len > STORE_DB_NAME_MAX || name[0] == '_') return 0;
     for (size_t i = 0; i < len; i++) {
         char c = name[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -52,6 +52,7 @@ store_db *store_db_by_id(store *s, uint32_t id)
 
 static store_db *db_by_name(store *s, const char *name, size_t len)
 {
+    if (len && name[0] == '_') return NULL;   /* system databases are reached by id */
     for (size_t i = 0; i < s->ndbs; i++)
         if (strlen(s->dbs[i]->name) == len && memcmp(s->dbs[i]->name, name, len) == 0) return s->dbs[i];
     return NULL;
@@ -70,7 +71,7 @@ static int db_add(store *s, uint32_t id, const char *name, size_t len, uint64_t 
     d->create_txn = txn;
     keydir_init(&d->kd);
     s->dbs[s->ndbs++] = d;
-    if (id >= s->next_db_id) s->next_db_id = id + 1;
+    if (id >= s->next_db_id && id < STORE_SYSTEM_DB_ID) s->next_db_id = id + 1;
     return HANU_OK;
 }
 
@@ -186,7 +187,7 @@ int store_apply_entry(store *s, const log_entry *e, uint64_t txn, uint32_t file_
         return HANU_OK;
     }
     case LOG_OP_CREATE_DB:
-        if (e->db >= s->next_db_id) s->next_db_id = e->db + 1;
+        if (e->db >= s->next_db_id && e->db < STORE_SYSTEM_DB_ID) s->next_db_id = e->db + 1;
         if (store_db_by_id(s, e->db) || db_by_name(s, (const char *)e->key, e->key_len) ||
             !store_db_name_valid((const char *)e->key, e->key_len)) {
             store_mark_dead(s, file_id, own);
@@ -501,6 +502,7 @@ int store_open(const store_options *o, store **out, char *err, size_t errcap)
     }
     remove_tmp_files(s->log_dir);
     int rc = db_add(s, STORE_DEFAULT_DB_ID, "default", 7, 0);
+    if (rc == HANU_OK) rc = db_add(s, STORE_SYSTEM_DB_ID, "_system", 7, 0);
     uint32_t active_id = 1;
     uint64_t next_txn = 1;
     if (rc == HANU_OK) rc = recover(s, &active_id, &next_txn, err, errcap);
@@ -601,6 +603,18 @@ int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *
     return rc;
 }
 
+int store_lookup(store *s, uint32_t db, const void *key, size_t key_len, uint64_t *token)
+{
+    if (key_len == 0 || key_len > s->opt.max_key) return HANU_ERR_NOT_FOUND;
+    uint64_t h = keydir_hash(key, key_len);
+    pthread_mutex_lock(&s->mu);
+    store_db *d = store_db_by_id(s, db);
+    kd_entry *e = d ? keydir_get(&d->kd, key, (uint16_t)key_len, h) : NULL;
+    if (e) *token = e->txn;
+    pthread_mutex_unlock(&s->mu);
+    return e ? HANU_OK : HANU_ERR_NOT_FOUND;
+}
+
 /* ---- writes (writer thread only) ---- */
 
 /* Appends the frame in s->frame and applies its entries. mu is NOT held on entry. */
@@ -650,14 +664,14 @@ static int append_and_apply(store *s, uint64_t *txn)
 int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
                 uint64_t cond_token, uint64_t *txn, uint64_t *current)
 {
-    if (n == 0 || (cond != STORE_COND_NONE && n != 1)) return HANU_ERR_INVALID;
+    if (n == 0) return HANU_ERR_INVALID;
     if (n > LOG_MAX_ENTRIES_PER_FRAME) return HANU_ERR_TOO_LARGE;
     if (log_writer_failed(s->log)) return HANU_ERR_STOPPED;
     for (size_t i = 0; i < n; i++) {
         if (ops[i].key_len == 0) return HANU_ERR_INVALID;
         if (ops[i].key_len > s->opt.max_key) return HANU_ERR_TOO_LARGE;
-        if (ops[i].kind == STORE_SET && ops[i].value_len > s->opt.max_value) return HANU_ERR_TOO_LARGE;
-        if (ops[i].kind != STORE_SET && ops[i].kind != STORE_DELETE) return HANU_ERR_INVALID;
+        if (ops[i].kind != STORE_DELETE && ops[i].value_len > s->opt.max_value) return HANU_ERR_TOO_LARGE;
+        if (ops[i].kind > STORE_SYSTEM_SET) return HANU_ERR_INVALID;
     }
     pthread_mutex_lock(&s->mu);
     store_db *d = store_db_by_id(s, db);
@@ -678,10 +692,10 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
 
     int rc = log_frame_begin(&s->frame);
     for (size_t i = 0; rc == HANU_OK && i < n; i++) {
-        int put = ops[i].kind == STORE_SET;
-        rc = log_frame_add(&s->frame, put ? LOG_OP_PUT : LOG_OP_DELETE, db, ops[i].key,
-                           (uint16_t)ops[i].key_len, put ? ops[i].value : NULL,
-                           put ? (uint32_t)ops[i].value_len : 0);
+        int del = ops[i].kind == STORE_DELETE, sys = ops[i].kind == STORE_SYSTEM_SET;
+        rc = log_frame_add(&s->frame, del ? LOG_OP_DELETE : sys ? LOG_OP_IDEMPOTENCY : LOG_OP_PUT,
+                           sys ? STORE_SYSTEM_DB_ID : db, ops[i].key, (uint16_t)ops[i].key_len,
+                           del ? NULL : ops[i].value, del ? 0 : (uint32_t)ops[i].value_len);
     }
     if (rc) return rc;
     return append_and_apply(s, txn);
@@ -743,8 +757,12 @@ int store_db_info_get(store *s, uint32_t id, store_db_info *info)
 size_t store_db_list(store *s, store_db_info *infos, size_t cap)
 {
     pthread_mutex_lock(&s->mu);
-    size_t n = s->ndbs;
-    for (size_t i = 0; i < n && i < cap; i++) fill_info(s->dbs[i], &infos[i]);
+    size_t n = 0;
+    for (size_t i = 0; i < s->ndbs; i++) {
+        if (s->dbs[i]->name[0] == '_') continue;
+        if (n < cap) fill_info(s->dbs[i], &infos[n]);
+        n++;
+    }
     pthread_mutex_unlock(&s->mu);
     return n;
 }
@@ -771,7 +789,7 @@ void store_get_stats(store *s, store_stats *st)
 {
     memset(st, 0, sizeof *st);
     pthread_mutex_lock(&s->mu);
-    st->databases = s->ndbs;
+    st->databases = s->ndbs - 1;   /* not counting the system database */
     for (size_t i = 0; i < s->ndbs; i++) {
         st->keys += s->dbs[i]->kd.count;
         st->memory_bytes += keydir_memory(&s->dbs[i]->kd);

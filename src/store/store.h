@@ -23,6 +23,9 @@
 #define STORE_DB_NAME_MAX 64
 #define STORE_DEFAULT_DB_ID 0
 #define STORE_MAX_DATABASES 4096
+/* A hidden database for the server's own records (idempotency keys); names that
+   start with '_' are reserved and invisible to lookups by name and listings. */
+#define STORE_SYSTEM_DB_ID 0xFFFFFFFEu
 
 typedef struct store store;
 
@@ -72,7 +75,11 @@ size_t store_db_list(store *s, store_db_info *infos, size_t cap);
 /* Appends the value to *value. NOT_FOUND when absent (value unchanged). */
 int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value, uint64_t *token);
 
-enum store_op_kind { STORE_SET = 0, STORE_DELETE = 1 };
+enum store_op_kind {
+    STORE_SET = 0,
+    STORE_DELETE = 1,
+    STORE_SYSTEM_SET = 2,    /* a set in the system database, e.g. an idempotency record */
+};
 typedef struct store_op {
     uint8_t kind;
     const void *key;
@@ -81,6 +88,9 @@ typedef struct store_op {
     size_t value_len;
 } store_op;
 
+/* Token of a key without copying its value: OK, or NOT_FOUND. */
+int store_lookup(store *s, uint32_t db, const void *key, size_t key_len, uint64_t *token);
+
 enum store_cond {
     STORE_COND_NONE = 0,
     STORE_COND_EXISTS,       /* the single op's key must exist (NOT_FOUND) */
@@ -88,7 +98,7 @@ enum store_cond {
     STORE_COND_TOKEN,        /* must exist with this token (NOT_FOUND, MISMATCH) */
 };
 
-/* Applies ops atomically as one log record; conditions apply to ops[0] (n must be 1).
+/* Applies ops atomically as one log record; the condition applies to ops[0].
    A single delete of an absent key is NOT_FOUND. *current gets the key's token on
    MISMATCH. Errors: INVALID, TOO_LARGE, NOSPACE, IO, STOPPED, NOMEM. */
 int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
