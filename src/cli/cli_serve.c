@@ -63,6 +63,7 @@ int cli_serve_main(int argc, char **argv)
     default_store_flags(&f);
     const char *kv_addr = o.kv_addr;
     uint64_t max_frame = o.max_frame, idle_ms = o.idle_timeout_ms, max_conns = o.max_connections;
+    uint64_t max_body = o.max_body, idem_ttl = o.idempotency_ttl_s;
     cli_opt opts[] = {
         { "data", CLI_STR, &f.data, "data directory (default ./data)" },
         { "kv-addr", CLI_STR, &kv_addr, "key-value protocol address HOST:PORT (default 127.0.0.1:8787)" },
@@ -76,6 +77,15 @@ int cli_serve_main(int argc, char **argv)
         { "max-connections", CLI_U64, &max_conns, "most concurrent connections (default 10000)" },
         { "compact-ratio", CLI_DOUBLE, &f.compact_ratio, "compact a sealed file past this dead fraction (default 0.5)" },
         { "no-compaction", CLI_FLAG, &f.no_compaction, "no background compaction" },
+        { "http-addr", CLI_STR, &o.http_addr, "documents API address HOST:PORT, or off (default 127.0.0.1:8080)" },
+        { "tls-cert", CLI_STR, &o.tls_cert, "PEM certificate chain: serve HTTPS" },
+        { "tls-key", CLI_STR, &o.tls_key, "PEM private key for --tls-cert" },
+        { "tokens", CLI_STR, &o.tokens_file, "bearer tokens: a FILE of lines \"TOKEN ro|rw *|col1,col2\", "
+                                             "or those lines inline separated by ';'" },
+        { "cors-origins", CLI_STR, &o.cors_origins, "allowed CORS origins, comma-separated, or *" },
+        { "max-body", CLI_SIZE, &max_body, "largest HTTP request body (default 16M)" },
+        { "idempotency-ttl", CLI_U64, &idem_ttl, "seconds an Idempotency-Key is remembered (default 86400)" },
+        { "open-metrics", CLI_FLAG, &o.open_metrics, "serve /metrics and /_status without a token" },
         { NULL, 0, NULL, NULL },
     };
     int rc = cli_parse("serve", "Runs the HanuDB server on DATA until SIGINT or SIGTERM.", opts, argc, argv);
@@ -89,6 +99,12 @@ int cli_serve_main(int argc, char **argv)
     o.max_frame = (uint32_t)max_frame;
     o.idle_timeout_ms = (uint32_t)idle_ms;
     o.max_connections = (uint32_t)max_conns;
+    if (max_body < 1024 || max_body > (1ull << 30)) {
+        fprintf(stderr, "hanudb: --max-body must be between 1K and 1G\n");
+        return 2;
+    }
+    o.max_body = (uint32_t)max_body;
+    o.idempotency_ttl_s = idem_ttl;
     return server_run(&o);
 }
 

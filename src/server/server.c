@@ -20,6 +20,9 @@ void server_options_default(server_options *o)
     o->max_frame = (16u << 20) + 64;
     o->idle_timeout_ms = 300000;
     o->max_connections = 10000;
+    o->http_addr = "127.0.0.1:8080";
+    o->max_body = 16u << 20;
+    o->idempotency_ttl_s = 86400;
 }
 
 int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
@@ -59,7 +62,10 @@ static void on_durable_messages(h2o_multithread_receiver_t *receiver, h2o_linkli
     server *srv = H2O_STRUCT_FROM_MEMBER(server, durable_receiver, receiver);
     while (!h2o_linklist_is_empty(messages)) h2o_linklist_unlink(messages->next);
     atomic_store(&srv->durable_msg_pending, 0);
-    kv_on_durable(srv, atomic_load(&srv->durable_txn), atomic_load(&srv->store_failed));
+    uint64_t durable = atomic_load(&srv->durable_txn);
+    int failed = atomic_load(&srv->store_failed);
+    kv_on_durable(srv, durable, failed);
+    http_on_durable(srv, durable, failed);
 }
 
 static void on_signal(h2o_socket_t *sock, const char *err)
@@ -110,6 +116,11 @@ int server_run(const server_options *o)
         store_close(srv->store);
         return 2;
     }
+    if (http_start(srv, err, sizeof err) != HANU_OK) {
+        fprintf(stderr, "hanudb: %s\n", err);
+        store_close(srv->store);
+        return 2;
+    }
     int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
     h2o_socket_t *sig = h2o_evloop_socket_create(srv->loop, sfd, 0);
     sig->data = srv;
@@ -120,10 +131,15 @@ int server_run(const server_options *o)
 
     /* Graceful shutdown: no new connections or requests, answer what was asked. */
     kv_shutdown_begin(srv);
+    http_shutdown_begin(srv);
     store_sync(srv->store);
     uint64_t deadline = hanu_now_ns() + 5000000000ull;
-    while (kv_busy_connections(srv) && hanu_now_ns() < deadline) h2o_evloop_run(srv->loop, 50);
+    while ((kv_busy_connections(srv) || http_busy(srv)) && hanu_now_ns() < deadline)
+        h2o_evloop_run(srv->loop, 50);
+    /* Let h2o flush the answers it was handed. */
+    for (int i = 0; i < 10; i++) h2o_evloop_run(srv->loop, 10);
     kv_close_all(srv);
+    http_stop(srv);
     h2o_socket_read_stop(sig);
     h2o_socket_close(sig);
     h2o_evloop_run(srv->loop, 0);

@@ -16,6 +16,15 @@ typedef struct server_options {
     uint32_t max_frame;             /* request payload limit, default 16 MiB + 64 */
     uint32_t idle_timeout_ms;       /* close idle connections, default 300 000 */
     uint32_t max_connections;       /* default 10 000 */
+    /* documents over HTTP */
+    const char *http_addr;          /* HOST:PORT, default 127.0.0.1:8080; "" or "off": none */
+    const char *tls_cert, *tls_key; /* PEM files: serve HTTPS */
+    const char *tokens_file;        /* "TOKEN ro|rw *|col1,col2" lines */
+    const char *tokens;             /* the same lines inline (HANUDB_TOKENS), ';' or newline separated */
+    const char *cors_origins;       /* comma-separated origins, or "*" */
+    uint32_t max_body;              /* request body limit, default 16 MiB */
+    uint64_t idempotency_ttl_s;     /* default 86 400 */
+    int open_metrics;               /* /metrics and /_status without a token */
 } server_options;
 
 void server_options_default(server_options *o);

@@ -11,6 +11,11 @@
 #include "server/kv_proto.h"
 
 typedef struct kv_conn kv_conn;
+typedef struct http_parked http_parked;
+struct http_token;
+
+#define HTTP_LATENCY_BUCKETS 16
+#define HTTP_STATUS_SLOTS 16
 
 typedef struct server {
     server_options opt;
@@ -41,6 +46,27 @@ typedef struct server {
     size_t ops_cap;
 
     uint64_t requests, errors, connections_total;
+
+    /* documents over HTTP (http.c) */
+    h2o_globalconf_t http_globalconf;
+    h2o_context_t http_ctx;
+    h2o_accept_ctx_t http_accept;
+    h2o_socket_t *http_listener;
+    int http_on;
+    http_parked *parked_head, *parked_tail;
+    size_t parked_count;
+    struct http_token *tokens;
+    size_t ntokens;
+    char **cors;
+    size_t ncors;
+    hanu_buf http_scratch;
+    uint64_t id_last_ms, id_seq;
+    uint64_t http_requests[16][HTTP_STATUS_SLOTS];        /* route x status slot */
+    uint64_t http_latency[16][HTTP_LATENCY_BUCKETS + 1];  /* route x bucket, last = sum in us */
+    uint64_t http_latency_count[16];
+    uint64_t started_ms;
+    h2o_timeout_t parked_timeout;
+    h2o_timeout_entry_t parked_entry;
 } server;
 
 int kv_listen(server *srv, const char *addr, char *err, size_t errcap);
@@ -51,5 +77,12 @@ void kv_close_all(server *srv);
 void kv_sweep_idle(server *srv);
 
 int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len);
+
+/* http.c */
+int http_start(server *srv, char *err, size_t errcap);
+void http_on_durable(server *srv, uint64_t durable_txn, int failed);
+void http_shutdown_begin(server *srv);
+size_t http_busy(server *srv);
+void http_stop(server *srv);
 
 #endif

@@ -1,0 +1,54 @@
+/*
+ * http_internal.h: the documents API over HTTP/1.1 (h2o), shared by http.c
+ * (listener, routing, auth, CORS, metrics, answers parked until durable) and
+ * http_docs.c (collections, documents, batches, idempotency).
+ */
+#ifndef HANU_HTTP_INTERNAL_H
+#define HANU_HTTP_INTERNAL_H
+
+#include "server/server_internal.h"
+#include "json/json.h"
+
+enum http_route {
+    ROUTE_HEALTH, ROUTE_STATUS, ROUTE_METRICS, ROUTE_COLLECTIONS, ROUTE_COLLECTION,
+    ROUTE_DOC_GET, ROUTE_DOC_PUT, ROUTE_DOC_POST, ROUTE_DOC_DELETE, ROUTE_BATCH,
+    ROUTE_PREFLIGHT, ROUTE_OTHER, ROUTE_COUNT
+};
+
+typedef struct http_token {
+    char *token;
+    int read_write;
+    char **collections;        /* NULL: every collection */
+    size_t ncollections;
+} http_token;
+
+/* One request being answered: what the handlers fill in. */
+typedef struct http_call {
+    server *srv;
+    h2o_req_t *req;
+    int route;
+    uint64_t start_ns;
+    const http_token *token;   /* NULL when auth is off */
+    char col[STORE_DB_NAME_MAX + 1];
+    char id[257];
+    size_t id_len;
+    uint8_t durability;        /* kv_durability values */
+} http_call;
+
+/* Answers (http.c). Each sends now, or parks until txn is durable when asked. */
+void http_reply(http_call *c, int status, const char *body, size_t len, uint64_t wait_txn);
+void http_reply_doc(http_call *c, const uint8_t *doc, size_t len, uint64_t txn);
+void http_error(http_call *c, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int http_token_allows(const http_call *c, const char *col, int write);
+/* A request header's value, or NULL. */
+const h2o_iovec_t *http_header(h2o_req_t *req, const char *name, size_t len);
+
+/* Handlers (http_docs.c). */
+void http_collections_list(http_call *c);
+void http_collection(http_call *c);
+void http_doc_get(http_call *c);
+void http_doc_write(http_call *c);      /* PUT, POST, DELETE of one document */
+void http_batch(http_call *c);
+
+#endif
