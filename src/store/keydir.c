@@ -25,6 +25,17 @@ uint64_t keydir_hash(const void *key, size_t len) { return hanu_hash64(key, len,
 
 static inline kd_entry *slot_entry(uint64_t s) { return (kd_entry *)(uintptr_t)(s & KD_PTR_MASK); }
 
+/* Copies the location fields only: an entry is allocated to its key's length, so a
+   whole-struct copy would read past the allocation. */
+static void copy_location(kd_entry *dst, const kd_entry *src)
+{
+    dst->txn = src->txn;
+    dst->file_id = src->file_id;
+    dst->value_off = src->value_off;
+    dst->value_len = src->value_len;
+    dst->hash_lo = src->hash_lo;
+}
+
 static size_t find_slot(const keydir *kd, const void *key, uint16_t len, uint64_t hash, int *found)
 {
     size_t mask = kd->cap - 1, i = hash & mask;
@@ -87,7 +98,7 @@ int keydir_put(keydir *kd, const void *key, uint16_t len, uint64_t hash, uint64_
     kd_entry *e;
     if (found) {
         e = slot_entry(kd->slots[i]);
-        *old = *e;
+        copy_location(old, e);
         old->key_len = len ? len : 1;
     } else {
         e = malloc(offsetof(kd_entry, key) + len);
@@ -114,7 +125,7 @@ int keydir_delete(keydir *kd, const void *key, uint16_t len, uint64_t hash, kd_e
     size_t i = find_slot(kd, key, len, hash, &found);
     if (!found) return 0;
     kd_entry *e = slot_entry(kd->slots[i]);
-    if (old) { *old = *e; old->key_len = len; }
+    if (old) { copy_location(old, e); old->key_len = len; }
     kd->entry_bytes -= offsetof(kd_entry, key) + e->key_len;
     free(e);
     kd->count--;
