@@ -46,8 +46,9 @@ $(BUILD)/libhanudb.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+# The executable exports phr_parse_request so that libh2o uses src/server/http_guard.c's.
 $(BUILD)/hanudb: $(CLI_OBJ) $(BUILD)/libhanudb.a
-	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $^ -o $@ -Wl,--export-dynamic-symbol=phr_parse_request $(LDLIBS) -ldl
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libhanudb.a $(HEADERS)
 	@mkdir -p $(dir $@)

@@ -427,17 +427,13 @@ static void parse_durability(http_call *c, int *bad)
     else *bad = 1;
 }
 
-/* Two Content-Length headers that disagree make the framing ambiguous: refuse. */
+int http_guard_linked(void);
+
+/* Two Content-Length headers that disagree make the framing ambiguous: refuse.
+   h2o keeps only the first; http_guard.c marks a conflicting second one. */
 static int conflicting_content_length(h2o_req_t *req)
 {
-    ssize_t first = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_LENGTH, -1);
-    if (first < 0) return 0;
-    for (ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_LENGTH, first); i >= 0;
-         i = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_LENGTH, i)) {
-        const h2o_iovec_t *a = &req->headers.entries[first].value, *b = &req->headers.entries[i].value;
-        if (a->len != b->len || memcmp(a->base, b->base, a->len)) return 1;
-    }
-    return 0;
+    return http_guard_linked() && http_header(req, H2O_STRLIT("x-hanu-conflicting-content-length")) != NULL;
 }
 
 static int on_req(h2o_handler_t *self, h2o_req_t *req)

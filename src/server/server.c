@@ -111,12 +111,12 @@ int server_run(const server_options *o)
         return 2;
     }
     atomic_store(&srv->durable_txn, store_durable_txn(srv->store));
-    if (kv_listen(srv, o->kv_addr, err, sizeof err) != HANU_OK) {
+    if (http_start(srv, err, sizeof err) != HANU_OK) {
         fprintf(stderr, "hanudb: %s\n", err);
         store_close(srv->store);
         return 2;
     }
-    if (http_start(srv, err, sizeof err) != HANU_OK) {
+    if (kv_listen(srv, o->kv_addr, err, sizeof err) != HANU_OK) {
         fprintf(stderr, "hanudb: %s\n", err);
         store_close(srv->store);
         return 2;

@@ -1,0 +1,68 @@
+"""hanuhttp.py: helpers for the documents API end-to-end tests: a real
+`hanudb serve` with its HTTP port, and a small keep-alive JSON client."""
+import http.client
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from hanukv import Server, free_port, check  # noqa
+
+
+class HttpServer(Server):
+    def __init__(self, data_dir, extra=(), http_port=None):
+        self.http_port = http_port or free_port()
+        super().__init__(data_dir, ["--http-addr", "127.0.0.1:%d" % self.http_port] + list(extra))
+
+    def start(self, expect_ok=True, timeout=15.0):
+        ok = super().start(expect_ok, timeout)
+        if ok:
+            import time
+            deadline = time.time() + timeout
+            while time.time() < deadline:
+                try:
+                    Http(self.http_port).call("GET", "/_health")
+                    break
+                except OSError:
+                    time.sleep(0.02)
+        return ok
+
+
+class Http:
+    def __init__(self, port, token=None, timeout=15, tls=False):
+        if tls:
+            import ssl
+            ctx = ssl._create_unverified_context()
+            self.c = http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=ctx)
+        else:
+            self.c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        self.token = token
+
+    def call(self, method, path, body=None, headers=None):
+        h = dict(headers or {})
+        if self.token:
+            h["Authorization"] = "Bearer " + self.token
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body)
+        if isinstance(body, str):
+            body = body.encode()
+        self.c.request(method, path, body=body, headers=h)
+        r = self.c.getresponse()
+        data = r.read()
+        return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
+
+    def json(self, method, path, body=None, headers=None):
+        st, h, data = self.call(method, path, body, headers)
+        try:
+            return st, h, json.loads(data) if data else None
+        except ValueError:
+            raise AssertionError("not JSON: %r" % data)
+
+    def close(self):
+        self.c.close()
+
+
+def error_code(body):
+    check(isinstance(body, dict) and "error" in body and "code" in body["error"] and
+          body["error"].get("message"), "error body shape: %r" % body)
+    return body["error"]["code"]
