@@ -8,12 +8,12 @@
  * Every write answers {"txn":N,...} once durable at the requested level.
  */
 #include "server/http_internal.h"
+#include "server/docs_body.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
 #define IDEM_KEY_MAX 128
-#define BATCH_MAX_OPS 10000
 
 /* ---- helpers ---- */
 
@@ -45,18 +45,11 @@ static void store_failure(http_call *c, int rc)
     else http_error(c, 500, "internal", "write failed: %s", hanu_status_str(rc));
 }
 
-static int valid_id(const char *id, size_t len)
-{
-    if (len == 0 || len > 256) return 0;
-    for (size_t i = 0; i < len; i++)
-        if ((unsigned char)id[i] < 0x20 || id[i] == '/') return 0;
-    return 1;
-}
-
 /* 20 characters of Crockford base32: 48 bits of milliseconds then a 52-bit
    sequence, so ids sort by creation time within this server. */
-static void new_id(server *srv, char out[21])
+static void new_id(void *ctx, char out[21])
 {
+    server *srv = ctx;
     static const char alphabet[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
     uint64_t ms = hanu_wall_ms();
     if (ms <= srv->id_last_ms) ms = srv->id_last_ms;
@@ -289,57 +282,9 @@ static int parse_if_match(const h2o_iovec_t *v, uint64_t *txn)
     return 1;
 }
 
-/* Validates a document body and puts the bytes to store in out (with "_id" added).
-   id/id_len: the URL's id (PUT) or empty (POST: taken from the body or made). */
-static int prepare_doc(http_call *c, const char *in, size_t len, char *id, size_t *id_len, hanu_buf *out)
+static void body_error(http_call *c, const docs_error *e)
 {
-    json_error err;
-    if (json_validate(in, len, NULL, &err) != HANU_OK) {
-        http_error(c, 400, "invalid_json", "%s", err.msg);
-        return -1;
-    }
-    size_t i = 0;
-    while (i < len && (in[i] == ' ' || in[i] == '\t' || in[i] == '\n' || in[i] == '\r')) i++;
-    if (i == len || in[i] != '{') {
-        http_error(c, 400, "invalid_request", "a document must be a JSON object");
-        return -1;
-    }
-    char found[257];
-    size_t flen = 0;
-    int rc = json_id_find(in, len, found, sizeof found, &flen);
-    hanu_buf_reset(out);
-    if (rc == HANU_OK) {
-        if (!valid_id(found, flen)) {
-            http_error(c, 400, "invalid_id", "\"_id\" must be 1-256 bytes without '/' or control characters");
-            return -1;
-        }
-        if (*id_len && (flen != *id_len || memcmp(found, id, flen))) {
-            http_error(c, 400, "invalid_id", "the document's \"_id\" differs from the id in the URL");
-            return -1;
-        }
-        memcpy(id, found, flen);
-        id[flen] = '\0';
-        *id_len = flen;
-        hanu_buf_append(out, in, len);
-        return 0;
-    }
-    if (rc == HANU_ERR_TOO_LARGE) {
-        http_error(c, 400, "invalid_id", "\"_id\" is longer than 256 bytes");
-        return -1;
-    }
-    if (rc != HANU_ERR_NOT_FOUND) {
-        http_error(c, 400, "invalid_id", "\"_id\" must be a string");
-        return -1;
-    }
-    if (!*id_len) {
-        new_id(c->srv, id);
-        *id_len = 20;
-    }
-    if (json_id_insert(in, len, id, *id_len, out) != HANU_OK) {
-        http_error(c, 400, "invalid_id", "the id is not valid UTF-8");
-        return -1;
-    }
-    return 0;
+    http_error(c, e->status, e->code, "%s", e->message);
 }
 
 void http_doc_write(http_call *c)
@@ -353,23 +298,17 @@ void http_doc_write(http_call *c)
     const h2o_iovec_t *ik = idempotency_key(c, &bad);
     if (bad) { http_error(c, 400, "invalid_request", "Idempotency-Key must be 1-128 bytes"); return; }
     if (ik && idem_replay(c, ik)) return;
-    if (!is_post && !valid_id(c->id, c->id_len)) {
+    if (!is_post && !docs_id_valid(c->id, c->id_len)) {
         http_error(c, 400, "invalid_id", "document ids are 1-256 bytes without '/' or control characters");
         return;
     }
     hanu_buf *doc = &srv->http_scratch;
     if (!is_delete) {
-        if (req->entity.len > srv->limits.max_value + 300u) {
-            http_error(c, 413, "too_large", "document of %zu bytes; the limit is %u", req->entity.len,
-                       srv->limits.max_value);
-            return;
-        }
+        docs_error e;
         if (is_post) c->id_len = 0;
-        if (prepare_doc(c, req->entity.base ? req->entity.base : "", req->entity.len, c->id, &c->id_len, doc))
-            return;
-        if (doc->len > srv->limits.max_value) {
-            http_error(c, 413, "too_large", "document of %zu bytes; the limit is %u", doc->len,
-                       srv->limits.max_value);
+        if (docs_prepare(req->entity.base ? req->entity.base : "", req->entity.len, srv->limits.max_value,
+                         c->id, &c->id_len, new_id, srv, doc, &e)) {
+            body_error(c, &e);
             return;
         }
     }
@@ -430,11 +369,6 @@ void http_doc_write(http_call *c)
 
 /* ---- batches ---- */
 
-typedef struct batch_item {
-    int is_delete;
-    size_t id_off, id_len, doc_off, doc_len;
-} batch_item;
-
 void http_batch(http_call *c)
 {
     server *srv = c->srv;
@@ -444,108 +378,41 @@ void http_batch(http_call *c)
     const h2o_iovec_t *ik = idempotency_key(c, &bad);
     if (bad) { http_error(c, 400, "invalid_request", "Idempotency-Key must be 1-128 bytes"); return; }
     if (ik && idem_replay(c, ik)) return;
-    json_doc *jd = NULL;
-    json_error err;
-    const char *in = req->entity.base ? req->entity.base : "";
-    if (json_doc_parse(in, req->entity.len, NULL, &jd, &err) != HANU_OK) {
-        http_error(c, 400, "invalid_json", "%s", err.msg);
+    docs_batch batch;
+    docs_error e;
+    if (docs_batch_decode(req->entity.base ? req->entity.base : "", req->entity.len, srv->limits.max_value,
+                          new_id, srv, &batch, &e)) {
+        body_error(c, &e);
         return;
-    }
-    const json_value *ops = json_get(json_doc_root(jd), "ops");
-    size_t n = json_len(ops);
-    if (!ops || ops->type != JSON_ARRAY || n == 0) {
-        json_doc_free(jd);
-        http_error(c, 400, "invalid_request", "the body must be {\"ops\":[...]} with at least one op");
-        return;
-    }
-    if (n > BATCH_MAX_OPS) {
-        json_doc_free(jd);
-        http_error(c, 413, "too_large", "a batch holds at most %d ops, this one %zu", BATCH_MAX_OPS, n);
-        return;
-    }
-    batch_item *items = calloc(n, sizeof *items);
-    hanu_buf arena = {0}, one = {0};
-    int failed = 0;
-    for (size_t i = 0; i < n && !failed; i++) {
-        const json_value *op = json_at(ops, i);
-        const char *kind, *id = NULL;
-        size_t kind_len, id_len = 0;
-        if (json_as_string(json_get(op, "op"), &kind, &kind_len) != HANU_OK) {
-            http_error(c, 400, "invalid_request", "ops[%zu]: \"op\" must be \"put\" or \"delete\"", i);
-            failed = 1;
-            break;
-        }
-        const json_value *idv = json_get(op, "id");
-        if (idv && (json_as_string(idv, &id, &id_len) != HANU_OK || !valid_id(id, id_len))) {
-            http_error(c, 400, "invalid_id", "ops[%zu]: \"id\" must be a string of 1-256 bytes without '/'", i);
-            failed = 1;
-            break;
-        }
-        char idbuf[257];
-        size_t idl = id_len;
-        if (id) memcpy(idbuf, id, id_len);
-        if (kind_len == 6 && !memcmp(kind, "delete", 6)) {
-            if (!id) { http_error(c, 400, "invalid_request", "ops[%zu]: a delete needs an \"id\"", i); failed = 1; break; }
-            items[i].is_delete = 1;
-        } else if (kind_len == 3 && !memcmp(kind, "put", 3)) {
-            const json_value *d = json_get(op, "doc");
-            if (!d || d->type != JSON_OBJECT) {
-                http_error(c, 400, "invalid_request", "ops[%zu]: a put needs a \"doc\" object", i);
-                failed = 1;
-                break;
-            }
-            if (prepare_doc(c, in + d->start, d->end - d->start, idbuf, &idl, &one)) { failed = 1; break; }
-            if (one.len > srv->limits.max_value) {
-                http_error(c, 413, "too_large", "ops[%zu]: document of %zu bytes; the limit is %u", i, one.len,
-                           srv->limits.max_value);
-                failed = 1;
-                break;
-            }
-            items[i].doc_off = arena.len;
-            items[i].doc_len = one.len;
-            hanu_buf_append(&arena, one.data, one.len);
-        } else {
-            http_error(c, 400, "invalid_request", "ops[%zu]: \"op\" must be \"put\" or \"delete\"", i);
-            failed = 1;
-            break;
-        }
-        items[i].id_off = arena.len;
-        items[i].id_len = idl;
-        hanu_buf_append(&arena, idbuf, idl);
     }
     uint32_t db;
-    if (!failed && find_collection(c, 1, &db)) failed = 1;
-    if (!failed) {
-        store_op *sops = calloc(n + 1, sizeof *sops);
-        hanu_buf rest = {0}, idem = {0};
-        hanu_buf_append(&rest, ",\"results\":[", 12);
-        for (size_t i = 0; i < n; i++) {
-            const char *idp = (const char *)arena.data + items[i].id_off;
-            sops[i] = (store_op){ items[i].is_delete ? STORE_DELETE : STORE_SET, idp, items[i].id_len,
-                                  items[i].is_delete ? NULL : arena.data + items[i].doc_off,
-                                  items[i].doc_len };
-            hanu_buf_append(&rest, i ? ",{\"_id\":" : "{\"_id\":", i ? 8 : 7);
-            json_escape_string(&rest, idp, items[i].id_len);
-            hanu_buf_append(&rest, items[i].is_delete ? ",\"op\":\"delete\"}" : ",\"op\":\"put\"}",
-                            items[i].is_delete ? 15 : 12);
-        }
-        hanu_buf_append(&rest, "]}", 2);
-        size_t nops = n;
-        char ikey[5 + STORE_DB_NAME_MAX + 1 + IDEM_KEY_MAX];
-        if (ik) {
-            idem_record(c, 200, (const char *)rest.data, rest.len, &idem);
-            sops[nops++] = (store_op){ STORE_SYSTEM_SET, ikey, idem_store_key(c, ik, ikey), idem.data, idem.len };
-        }
-        uint64_t txn;
-        int rc = store_write(srv->store, db, sops, nops, STORE_COND_NONE, 0, &txn, NULL);
-        if (rc == HANU_OK) reply_written(c, 200, txn, (const char *)rest.data, rest.len);
-        else store_failure(c, rc);
-        free(sops);
-        hanu_buf_free(&rest);
-        hanu_buf_free(&idem);
+    if (find_collection(c, 1, &db)) { docs_batch_free(&batch); return; }
+    size_t n = batch.n;
+    store_op *sops = calloc(n + 1, sizeof *sops);
+    hanu_buf rest = {0}, idem = {0};
+    hanu_buf_append(&rest, ",\"results\":[", 12);
+    for (size_t i = 0; i < n; i++) {
+        const docs_batch_item *it = &batch.items[i];
+        const char *idp = (const char *)batch.arena.data + it->id_off;
+        sops[i] = (store_op){ it->is_delete ? STORE_DELETE : STORE_SET, idp, it->id_len,
+                              it->is_delete ? NULL : batch.arena.data + it->doc_off, it->doc_len };
+        hanu_buf_append(&rest, i ? ",{\"_id\":" : "{\"_id\":", i ? 8 : 7);
+        json_escape_string(&rest, idp, it->id_len);
+        hanu_buf_append(&rest, it->is_delete ? ",\"op\":\"delete\"}" : ",\"op\":\"put\"}", it->is_delete ? 15 : 12);
     }
-    free(items);
-    hanu_buf_free(&arena);
-    hanu_buf_free(&one);
-    json_doc_free(jd);
+    hanu_buf_append(&rest, "]}", 2);
+    size_t nops = n;
+    char ikey[5 + STORE_DB_NAME_MAX + 1 + IDEM_KEY_MAX];
+    if (ik) {
+        idem_record(c, 200, (const char *)rest.data, rest.len, &idem);
+        sops[nops++] = (store_op){ STORE_SYSTEM_SET, ikey, idem_store_key(c, ik, ikey), idem.data, idem.len };
+    }
+    uint64_t txn;
+    int rc = store_write(srv->store, db, sops, nops, STORE_COND_NONE, 0, &txn, NULL);
+    if (rc == HANU_OK) reply_written(c, 200, txn, (const char *)rest.data, rest.len);
+    else store_failure(c, rc);
+    free(sops);
+    hanu_buf_free(&rest);
+    hanu_buf_free(&idem);
+    docs_batch_free(&batch);
 }
