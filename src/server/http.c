@@ -23,6 +23,7 @@
 struct http_parked {
     http_parked *next;
     h2o_req_t *req;              /* NULL once h2o freed the request (client gone) */
+    http_parked **guard;         /* in the request's pool; points back here until freed */
     int route;
     uint64_t start_ns;
     uint64_t txn;
@@ -109,7 +110,17 @@ static void send_now(server *srv, h2o_req_t *req, int route, uint64_t start_ns, 
 static void on_parked_req_gone(void *p)
 {
     http_parked *pk = *(http_parked **)p;
-    if (pk) pk->req = NULL;
+    if (pk) {
+        pk->req = NULL;
+        pk->guard = NULL;
+    }
+}
+
+/* Frees a parked answer; the request (if still alive) must not point back to it. */
+static void parked_free(http_parked *pk)
+{
+    if (pk->guard) *pk->guard = NULL;
+    free(pk);
 }
 
 void http_reply(http_call *c, int status, const char *body, size_t len, uint64_t wait_txn)
@@ -136,6 +147,7 @@ void http_reply(http_call *c, int status, const char *body, size_t len, uint64_t
     pk->len = len;
     http_parked **guard = h2o_mem_alloc_shared(&c->req->pool, sizeof *guard, on_parked_req_gone);
     *guard = pk;
+    pk->guard = guard;
     if (srv->parked_tail) srv->parked_tail->next = pk;
     else srv->parked_head = pk;
     srv->parked_tail = pk;
@@ -159,7 +171,7 @@ static void on_parked_sweep(h2o_timeout_entry_t *entry)
                 "log but its fdatasync has not completed in 30 s; its outcome is unknown\"}}";
             send_now(srv, pk->req, pk->route, pk->start_ns, 503, msg, sizeof msg - 1);
         }
-        free(pk);
+        parked_free(pk);
     }
     if (srv->parked_head) h2o_timeout_link(srv->loop, &srv->parked_timeout, &srv->parked_entry);
 }
@@ -200,7 +212,7 @@ void http_on_durable(server *srv, uint64_t durable_txn, int failed)
                 send_now(srv, req, pk->route, pk->start_ns, 500, msg, sizeof msg - 1);
             }
         }
-        free(pk);
+        parked_free(pk);
     }
 }
 
