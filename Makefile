@@ -66,6 +66,9 @@ asan:
 	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
 	  EXTRA_LDLIBS="-fsanitize=address,undefined" all
 	BUILD=build-asan UNIT_ONLY=1 tests/run-tests.sh
+	@# The server itself under ASan+UBSan, driven by the protocol and HTTP API tests.
+	BUILD=build-asan ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 E2E_ONLY="e2e_kv_protocol.py e2e_http_api.py" \
+	  tests/run-tests.sh
 
 fuzz:
 	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 \

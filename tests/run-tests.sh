@@ -25,6 +25,7 @@ run_one() {
 
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
+  [ -n "${E2E_ONLY:-}" ] && continue
   name=$(basename "$t")
   if [ "${UNIT_ONLY:-0}" = 1 ] && [[ $name == test_e2e_* ]]; then continue; fi
   run_one "$name" "$t"
@@ -33,10 +34,12 @@ done
 if [ "${UNIT_ONLY:-0}" != 1 ]; then
   for t in tests/e2e_*.py; do
     [ -f "$t" ] || continue
+    if [ -n "${E2E_ONLY:-}" ] && [[ " $E2E_ONLY " != *" $(basename "$t") "* ]]; then continue; fi
     run_one "$(basename "$t")" python3 "$t"
   done
   for t in tests/e2e_*.sh; do
     [ -f "$t" ] || continue
+    [ -n "${E2E_ONLY:-}" ] && continue
     run_one "$(basename "$t")" bash "$t"
   done
 fi
