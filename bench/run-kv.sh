@@ -3,12 +3,12 @@
 # CPU 0, kvbench pinned to CPU 1, every workload RUNS times, printing one markdown row
 # per run (ops/s, p50, p99, p99.9) plus the server's bytes written per 1 000 records.
 #   bench/run-kv.sh [--prealloc append|fallocate|zerofill] [--runs N] [--workloads "a b"]
-#                   [--dir PATH] [--ops N] [--durability local|none]
+#                   [--dir PATH] [--ops N] [--durability local|none] [--server-args "..."]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 prealloc=zerofill runs=2 workloads="read-overwrite write read cas batch" dir=/var/tmp/hanudb-bench
-ops=256000 durability=local
+ops=256000 durability=local server_args=
 while [ $# -gt 0 ]; do
   case $1 in
     --prealloc) prealloc=$2; shift 2;;
@@ -17,6 +17,7 @@ while [ $# -gt 0 ]; do
     --dir) dir=$2; shift 2;;
     --ops) ops=$2; shift 2;;
     --durability) durability=$2; shift 2;;
+    --server-args) server_args=$2; shift 2;;
     *) echo "unknown option $1" >&2; exit 2;;
   esac
 done
@@ -27,7 +28,7 @@ for w in $workloads; do
   for r in $(seq "$runs"); do
     rm -rf "$dir"
     taskset -c 0 "$BUILD/hanudb" serve --data "$dir" --kv-addr 127.0.0.1:$port --prealloc "$prealloc" \
-      >"$dir.log" 2>&1 &
+      $server_args >"$dir.log" 2>&1 &
     pid=$!
     for _ in $(seq 100); do "$BUILD/hanudb" kv --addr 127.0.0.1:$port ping >/dev/null 2>&1 && break; sleep 0.05; done
     s0=$("$BUILD/hanudb" kv --addr 127.0.0.1:$port stats)

@@ -25,6 +25,9 @@ static codec_desc plan_from_range(uint64_t lo, uint64_t hi)
     return d;
 }
 
+/* The four lanes' ranges in one pass with eight independent min/max chains
+ * (measured: an AVX-512 vpminuq/vpmaxuq version was 30% slower here, its
+ * two dependency chains serialise). */
 void codec_plan4(const uint64_t *v, size_t n, codec_desc out[4])
 {
     uint64_t lo0 = v[0], hi0 = v[0], lo1 = v[1], hi1 = v[1];

@@ -27,8 +27,9 @@
  * records (increasing, with gaps) and say which range they cover.
  *
  * Threads: log_writer_append and log_writer_rotate are called by one thread
- * (the store's single writer). The group-commit thread is internal; it calls
- * options.on_durable from its own thread after every sync.
+ * (the store's single writer); log_writer_flush and log_writer_flush_until by
+ * any thread. The group-commit thread is internal; it calls options.on_durable
+ * from its own thread after every sync.
  */
 #ifndef HANU_LOG_H
 #define HANU_LOG_H
@@ -161,6 +162,10 @@ int log_writer_failed(const log_writer *w);
 int log_writer_rotate(log_writer *w, uint32_t *sealed_id);
 /* Blocks until every appended txn is durable (or the log failed). */
 int log_writer_sync(log_writer *w);
+/* Writes pending frames to the file (one pwrite); call once per batch of appends. */
+int log_writer_flush(log_writer *w);
+/* Flushes when bytes of file_id before end are still pending (readers call it). */
+int log_writer_flush_until(log_writer *w, uint32_t file_id, uint64_t end);
 
 typedef struct log_writer_stats {
     uint64_t bytes_written;       /* frame bytes passed to pwrite */
@@ -168,6 +173,7 @@ typedef struct log_writer_stats {
     uint64_t syncs;
     uint64_t frames;
     uint64_t rotations;
+    uint64_t sync_ns;             /* time spent in the commit thread's fdatasync calls */
 } log_writer_stats;
 void log_writer_get_stats(log_writer *w, log_writer_stats *s);
 

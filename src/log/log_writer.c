@@ -2,10 +2,23 @@
  * log_writer.c: the active data file, rotation, the group-commit thread and
  * the thread that prepares the next data file ahead of time.
  *
- * One writer thread calls log_writer_append: it writes the frame with pwrite
- * into the page cache and records the txn as written. The commit thread waits
- * for written > durable, calls fdatasync once for all of them, advances the
- * durable txn and reports it through on_durable. A failed fdatasync is final
+ * One writer thread calls log_writer_append. In a preallocated file (zerofill,
+ * fallocate: the blocks exist, so a write cannot fail for space) the frame is
+ * only copied into a pending buffer, and log_writer_flush writes everything
+ * pending with one pwrite (the server flushes once per event-loop iteration;
+ * measured: one pwrite per frame cost ~3 us of the loop's ~14 us per write).
+ * In append mode every frame is written at once, so that a full disk fails
+ * only its own write. A txn counts as written once its bytes are in the file.
+ * The commit thread waits for written > durable, calls fdatasync once for all
+ * of them, advances the durable txn and reports it through on_durable.
+ *
+ * With a commit window (off by default), group commit adapts its size: after
+ * a sync of n frames the commit thread waits, at most the window, until n
+ * frames are written again before it syncs, so that writers answered together
+ * are synced together. Measured with 32 writers on one core: the groups grew
+ * from 13 to 31 frames per sync but throughput fell (50k -> 40k writes/s):
+ * the loop is busy answering while the disk idles. Off, syncs overlap with
+ * the loop's work in two alternating groups. A failed fdatasync is final
  * (fsyncgate): the writer is marked failed, nothing after the last good sync is
  * ever reported durable, and every later append fails with HANU_ERR_STOPPED.
  *
@@ -58,7 +71,15 @@ struct log_writer {
 
     pthread_t commit_thread, prep_thread;
 
-    _Atomic uint64_t stat_bytes, stat_prealloc, stat_syncs, stat_frames, stat_rotations;
+    /* Frames appended but not yet in the file (preallocated modes): under mu. */
+    hanu_buf pending;
+    uint64_t pending_offset;      /* file offset of pending.data[0] */
+    uint64_t pending_last_txn;
+    int active_preallocated;      /* the active file's blocks are reserved */
+    uint64_t group_target;        /* frames the last sync covered: commit thread only */
+    int commit_waiting_group;     /* commit thread waits for group_target; under mu */
+
+    _Atomic uint64_t stat_bytes, stat_prealloc, stat_syncs, stat_frames, stat_rotations, stat_sync_ns;
 };
 
 int log_file_create(const char *dir, uint32_t file_id, int prealloc, uint64_t file_size,
@@ -91,6 +112,51 @@ int log_file_create(const char *dir, uint32_t file_id, int prealloc, uint64_t fi
 }
 
 static void undo_partial_write(log_writer *w, uint64_t off, size_t len);
+
+#define PENDING_FLUSH_BYTES (256u << 10)
+
+/* Writes the pending frames (mu held). A failure here is final: the frames were
+   already applied in memory, and their blocks were reserved, so it is an I/O
+   error, handled like a failed fdatasync. */
+static int flush_locked(log_writer *w)
+{
+    if (!w->pending.len) return HANU_OK;
+    int rc = hanu_pwrite_full(w->fd, w->pending.data, w->pending.len, (off_t)w->pending_offset);
+    if (rc) {
+        atomic_store(&w->failed, 1);
+        fprintf(stderr, "hanudb: FATAL: writing %zu bytes to log file %06u failed: %s; the store "
+                "refuses writes until restarted.\n", w->pending.len, w->active_id, strerror(errno));
+        pthread_cond_broadcast(&w->durable_cv);
+        pthread_cond_broadcast(&w->work_cv);
+        return HANU_ERR_STOPPED;
+    }
+    atomic_fetch_add(&w->stat_bytes, w->pending.len);
+    w->pending_offset += w->pending.len;
+    w->pending.len = 0;
+    w->written_txn = w->pending_last_txn;
+    if (w->commit_waiting && (!w->commit_waiting_group ||
+                              w->written_txn - atomic_load(&w->durable_txn) >= w->group_target))
+        pthread_cond_signal(&w->work_cv);
+    return HANU_OK;
+}
+
+int log_writer_flush(log_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int rc = flush_locked(w);
+    pthread_mutex_unlock(&w->mu);
+    if (rc && w->opt.on_durable) w->opt.on_durable(w->opt.ctx, atomic_load(&w->durable_txn), 1);
+    return rc;
+}
+
+int log_writer_flush_until(log_writer *w, uint32_t file_id, uint64_t end)
+{
+    if (file_id != w->active_id) return HANU_OK;
+    pthread_mutex_lock(&w->mu);
+    int rc = (w->pending.len && end > w->pending_offset) ? flush_locked(w) : HANU_OK;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
 
 static void *prep_main(void *arg)
 {
@@ -135,18 +201,31 @@ static void *commit_main(void *arg)
                 continue;
             }
         }
-        if (w->opt.commit_window_us) {
-            pthread_mutex_unlock(&w->mu);
-            usleep(w->opt.commit_window_us);
-            pthread_mutex_lock(&w->mu);
+        /* Wait for as many frames as the last sync covered, for at most the window. */
+        if (w->opt.commit_window_us && w->group_target > 1 && !w->stop &&
+            w->written_txn - atomic_load(&w->durable_txn) < w->group_target) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)w->opt.commit_window_us * 1000;
+            until.tv_sec += (time_t)(ns / 1000000000ull);
+            until.tv_nsec = (long)(ns % 1000000000ull);
+            w->commit_waiting = w->commit_waiting_group = 1;
+            while (!w->stop && !atomic_load(&w->failed) &&
+                   w->written_txn - atomic_load(&w->durable_txn) < w->group_target)
+                if (pthread_cond_timedwait(&w->work_cv, &w->mu, &until) != 0) break;
+            w->commit_waiting = w->commit_waiting_group = 0;
+            if (atomic_load(&w->failed)) continue;
         }
         uint64_t target = w->written_txn;
+        w->group_target = target - atomic_load(&w->durable_txn);
         int fd = w->commit_fd;
         w->syncing_fd = fd;
         pthread_mutex_unlock(&w->mu);
 
+        uint64_t t0 = hanu_now_ns();
         int rc = fdatasync(fd);
         int err = errno;
+        atomic_fetch_add(&w->stat_sync_ns, hanu_now_ns() - t0);
         atomic_fetch_add(&w->stat_syncs, 1);
 
         pthread_mutex_lock(&w->mu);
@@ -206,8 +285,9 @@ int log_writer_open(const log_options *opt, uint32_t active_id, uint64_t write_o
 
     char path[1200];
     log_file_path(path, sizeof path, w->dir, active_id, "log");
-    int fd = open(path, O_RDWR | O_CLOEXEC);
+    int fd = open(path, O_RDWR | O_CLOEXEC), created = 0;
     if (fd < 0 && errno == ENOENT) {
+        created = 1;
         /* The first file after start-up is created inline; a zero-filled one is kept
            small (8 MiB, about 10 ms to fill) so start-up stays fast, and the files after
            it are prepared ahead at full size. Measured: fdatasync after an append
@@ -225,6 +305,9 @@ int log_writer_open(const log_options *opt, uint32_t active_id, uint64_t write_o
     w->fd = fd;
     w->commit_fd = fd;
     w->write_offset = write_offset < LOG_FILE_HEADER_SIZE ? LOG_FILE_HEADER_SIZE : write_offset;
+    w->pending_offset = w->write_offset;
+    /* An existing file is treated as not preallocated: its tail may be a hole. */
+    w->active_preallocated = created && w->opt.prealloc != LOG_PREALLOC_APPEND;
 
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->work_cv, NULL);
@@ -246,6 +329,7 @@ int log_writer_open(const log_options *opt, uint32_t active_id, uint64_t write_o
 void log_writer_close(log_writer *w)
 {
     if (!w) return;
+    log_writer_flush(w);
     pthread_mutex_lock(&w->mu);
     w->stop = 1;
     pthread_cond_broadcast(&w->work_cv);
@@ -262,6 +346,7 @@ void log_writer_close(log_writer *w)
     }
     if (w->close_after_sync_fd >= 0) close(w->close_after_sync_fd);
     close(w->fd);
+    hanu_buf_free(&w->pending);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->work_cv);
     pthread_cond_destroy(&w->durable_cv);
@@ -272,6 +357,7 @@ void log_writer_close(log_writer *w)
 static int rotate(log_writer *w, uint32_t *sealed_id)
 {
     if (atomic_load(&w->failed)) return HANU_ERR_STOPPED;
+    if (log_writer_flush(w) != HANU_OK) return HANU_ERR_STOPPED;
     /* The seal and one fdatasync per file keep every sealed file complete on disk. */
     uint8_t seal[LOG_FRAME_HEADER_SIZE];
     log_seal_encode(seal, w->next_txn - 1);
@@ -315,7 +401,9 @@ static int rotate(log_writer *w, uint32_t *sealed_id)
     w->fd = new_fd;
     w->active_id = new_id;
     w->write_offset = LOG_FILE_HEADER_SIZE;
+    w->pending_offset = LOG_FILE_HEADER_SIZE;
     w->active_limit = w->opt.file_size;
+    w->active_preallocated = w->opt.prealloc != LOG_PREALLOC_APPEND;
     w->commit_fd = new_fd;
     if (w->syncing_fd == old_fd) w->close_after_sync_fd = old_fd;
     else close(old_fd);
@@ -357,6 +445,27 @@ int log_writer_append(log_writer *w, hanu_buf *b, uint64_t *txn, log_location *l
     }
     if (w->write_offset + b->len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
     log_frame_finish(b, w->next_txn);
+    if (w->active_preallocated && w->write_offset + b->len <= w->active_limit) {
+        /* The blocks are reserved: the bytes go to the file with the next flush. */
+        pthread_mutex_lock(&w->mu);
+        int rc = hanu_buf_append(&w->pending, b->data, b->len);
+        if (rc == HANU_OK) {
+            w->pending_last_txn = w->next_txn;
+            if (w->pending.len >= PENDING_FLUSH_BYTES) rc = flush_locked(w);
+        }
+        pthread_mutex_unlock(&w->mu);
+        if (rc == HANU_ERR_STOPPED && w->opt.on_durable)
+            w->opt.on_durable(w->opt.ctx, atomic_load(&w->durable_txn), 1);
+        if (rc == HANU_ERR_NOMEM) return rc;
+        *txn = w->next_txn;
+        loc->file_id = w->active_id;
+        loc->offset = (uint32_t)w->write_offset;
+        w->write_offset += b->len;
+        w->next_txn++;
+        atomic_fetch_add(&w->stat_frames, 1);
+        return rc == HANU_ERR_STOPPED ? HANU_OK : rc;   /* applied; it will never be acknowledged */
+    }
+    if (log_writer_flush(w) != HANU_OK) return HANU_ERR_STOPPED;
     int rc = hanu_pwrite_full(w->fd, b->data, b->len, (off_t)w->write_offset);
     if (rc) {
         int err = errno;
@@ -372,8 +481,11 @@ int log_writer_append(log_writer *w, hanu_buf *b, uint64_t *txn, log_location *l
     atomic_fetch_add(&w->stat_bytes, b->len);
     atomic_fetch_add(&w->stat_frames, 1);
     pthread_mutex_lock(&w->mu);
+    w->pending_offset = w->write_offset;
     w->written_txn = *txn;
-    if (w->commit_waiting) pthread_cond_signal(&w->work_cv);
+    if (w->commit_waiting && (!w->commit_waiting_group ||
+                              w->written_txn - atomic_load(&w->durable_txn) >= w->group_target))
+        pthread_cond_signal(&w->work_cv);
     pthread_mutex_unlock(&w->mu);
     return HANU_OK;
 }
@@ -385,6 +497,7 @@ int log_writer_failed(const log_writer *w) { return atomic_load(&((log_writer *)
 
 int log_writer_sync(log_writer *w)
 {
+    log_writer_flush(w);
     pthread_mutex_lock(&w->mu);
     while (!atomic_load(&w->failed) && atomic_load(&w->durable_txn) < w->written_txn)
         pthread_cond_wait(&w->durable_cv, &w->mu);
@@ -400,4 +513,5 @@ void log_writer_get_stats(log_writer *w, log_writer_stats *s)
     s->syncs = atomic_load(&w->stat_syncs);
     s->frames = atomic_load(&w->stat_frames);
     s->rotations = atomic_load(&w->stat_rotations);
+    s->sync_ns = atomic_load(&w->stat_sync_ns);
 }

@@ -72,6 +72,8 @@ static void quad_free(quad *q)
     qc_free(&q->cache);
     if (q->fd >= 0) close(q->fd);
     free(q->fbuf);
+    free(q->wids);
+    free(q->whist);
     free(q->path);
     pthread_rwlock_destroy(&q->rlock);
     pthread_mutex_destroy(&q->wlock);

@@ -129,6 +129,7 @@ size_t qf_chunk_encode(quad *q, const quad_fact *facts, uint32_t rows, uint64_t 
     ch->rows = rows;
     ch->nmb = nmb;
     ch->ret = NULL;
+    memset(ch->cached, 0, sizeof ch->cached);
     for (uint32_t m = 0; m < nmb; m++) {
         const quad_fact *f = facts + ((size_t)m << q->mb_shift);
         uint32_t r = mb_rows_of(q, rows, m);
@@ -227,6 +228,29 @@ size_t qf_ids_encode(const uint64_t *ids, size_t n, uint8_t *out)
     return (size_t)(p - out);
 }
 
+/* Makes ch's retirement set dense (one epoch per row), allocating it if
+ * absent. Caller holds rlock for writing, or is alone at open. */
+int qf_retset_make_dense(quad_chunk *ch)
+{
+    quad_retset *r = ch->ret;
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r) return HANU_ERR_NOMEM;
+        ch->ret = r;
+    }
+    if (r->dense) return 0;
+    uint64_t *d = calloc(ch->rows, sizeof *d);
+    if (!d) return HANU_ERR_NOMEM;
+    for (uint32_t i = 0; i < r->count; i++) d[r->slots[i]] = r->epochs[i];
+    free(r->slots);
+    free(r->epochs);
+    r->slots = NULL;
+    r->epochs = NULL;
+    r->cap = 0;
+    r->dense = d;
+    return 0;
+}
+
 /* Applies one retirement to the in-memory state (caller holds rlock for
  * writing, or is alone at open). Returns 1 when newly retired, 0 when it was
  * retired already (it keeps its earlier epoch), HANU_ERR_NOT_FOUND for an id
@@ -264,16 +288,9 @@ int qf_retire_apply(quad *q, quad_id id, uint64_t epoch)
         if (lo < r->count && r->slots[lo] == slot) return 0;
     }
     if (r->count + 1 > ch->rows / QUAD_DENSE_DIV) {
-        uint64_t *d = calloc(ch->rows, sizeof *d);
-        if (!d) return HANU_ERR_NOMEM;
-        for (uint32_t i = 0; i < r->count; i++) d[r->slots[i]] = r->epochs[i];
-        d[slot] = epoch;
-        free(r->slots);
-        free(r->epochs);
-        r->slots = NULL;
-        r->epochs = NULL;
-        r->cap = 0;
-        r->dense = d;
+        int rc = qf_retset_make_dense(ch);
+        if (rc) return rc;
+        r->dense[slot] = epoch;
         r->count++;
         return 1;
     }

@@ -64,26 +64,29 @@ typedef struct quad_chunk {
     uint32_t lane_off[5];  /* lane payload starts within the payload area; [4] = total */
     quad_mb *mb;           /* 4 * nmb descriptors, lane-major */
     quad_retset *ret;      /* NULL when nothing retired */
+    struct qc_entry *cached[4];   /* cached lane payloads, under the chunk's cache shard lock */
 } quad_chunk;
 
-/* ---- payload cache: compressed lane payloads keyed by (chunk, lane) ---- */
+/* ---- payload cache: compressed lane payloads of (chunk, lane) ----
+ * An entry is reachable from its chunk (quad_chunk.cached[lane]) and listed in
+ * its shard's CLOCK array; both, and refs, are guarded by the shard's lock
+ * (shard = hash of the chunk number). */
 typedef struct qc_entry {
-    uint64_t key;
-    struct qc_entry *hnext;           /* hash chain */
-    struct qc_entry *prev, *next;     /* LRU list */
+    struct quad_chunk *chunk;
+    uint32_t lane;
     uint32_t len, refs;
-    int dead;                          /* evicted while referenced */
+    uint32_t idx;                      /* position in the shard's array */
+    uint8_t ref_bit;                   /* CLOCK: used since the hand passed */
+    uint8_t dead;                      /* evicted while referenced: freed by the last release */
     uint8_t data[];                    /* len + CODEC_SLACK bytes */
 } qc_entry;
 
 #define QC_SHARDS 16
 typedef struct qc_shard {
     pthread_mutex_t mu;
-    qc_entry **table;
-    uint32_t mask;
-    uint32_t count;
+    qc_entry **arr;
+    uint32_t count, cap, hand;
     size_t bytes;
-    qc_entry *lru_head, *lru_tail;     /* most and least recently used */
     uint64_t hits, misses;
 } qc_shard;
 
@@ -127,6 +130,10 @@ struct quad {
     uint64_t ckpt_epoch;
     uint64_t recovered_frames;
     _Atomic int stopped;
+    quad_id *wids;                     /* retire: ids grouped by chunk (writer scratch) */
+    size_t wids_cap;
+    uint32_t *whist;
+    size_t whist_cap;
 
     /* group commit */
     pthread_mutex_t sync_mu;
@@ -161,6 +168,7 @@ size_t qf_chunk_encode(quad *q, const quad_fact *facts, uint32_t rows, uint64_t 
                        uint8_t *out, quad_chunk *ch);
 size_t qf_chunk_bound(quad *q, uint32_t rows);
 int qf_retire_apply(quad *q, quad_id id, uint64_t epoch);
+int qf_retset_make_dense(quad_chunk *ch);
 size_t qf_ids_encode(const uint64_t *ids, size_t n, uint8_t *out);
 
 /* quad_read.c */

@@ -24,64 +24,39 @@ static uint32_t qc_shard_of(uint64_t chunk)
     return (uint32_t)((chunk * UINT64_C(0x9E3779B97F4A7C15)) >> 60) & (QC_SHARDS - 1);
 }
 
-static uint32_t qc_bucket(uint64_t key, uint32_t mask)
-{
-    return (uint32_t)((key * UINT64_C(0xD6E8FEB86659FD93)) >> 32) & mask;
-}
-
 int qc_init(qc_cache *c, size_t limit)
 {
     memset(c, 0, sizeof *c);
     c->shard_limit = limit / QC_SHARDS;
-    for (int i = 0; i < QC_SHARDS; i++) {
-        qc_shard *s = &c->shard[i];
-        pthread_mutex_init(&s->mu, NULL);
-        s->mask = 255;
-        s->table = calloc(s->mask + 1, sizeof *s->table);
-        if (!s->table) return HANU_ERR_NOMEM;
-    }
+    for (int i = 0; i < QC_SHARDS; i++) pthread_mutex_init(&c->shard[i].mu, NULL);
     return 0;
 }
 
-static void lru_unlink(qc_shard *s, qc_entry *e)
-{
-    if (e->prev) e->prev->next = e->next; else s->lru_head = e->next;
-    if (e->next) e->next->prev = e->prev; else s->lru_tail = e->prev;
-    e->prev = e->next = NULL;
-}
-
-static void lru_push_front(qc_shard *s, qc_entry *e)
-{
-    e->prev = NULL;
-    e->next = s->lru_head;
-    if (s->lru_head) s->lru_head->prev = e; else s->lru_tail = e;
-    s->lru_head = e;
-}
-
-static void hash_remove(qc_shard *s, qc_entry *e)
-{
-    qc_entry **pp = &s->table[qc_bucket(e->key, s->mask)];
-    while (*pp && *pp != e) pp = &(*pp)->hnext;
-    if (*pp) *pp = e->hnext;
-}
-
-/* Removes e from the shard (lock held); frees it unless referenced. */
+/* Removes e from its shard and its chunk (lock held); frees it unless referenced. */
 static void qc_evict(qc_shard *s, qc_entry *e)
 {
-    hash_remove(s, e);
-    lru_unlink(s, e);
-    s->count--;
+    e->chunk->cached[e->lane] = NULL;
+    qc_entry *last = s->arr[--s->count];
+    s->arr[e->idx] = last;
+    last->idx = e->idx;
     s->bytes -= e->len;
     if (e->refs) e->dead = 1; else free(e);
 }
 
+/* CLOCK: evicts unreferenced entries not used since the hand last passed
+ * until the shard is within limit (or nothing more can go). */
 static void qc_shrink(qc_shard *s, size_t limit)
 {
-    qc_entry *e = s->lru_tail;
-    while (s->bytes > limit && e) {
-        qc_entry *prev = e->prev;
-        if (e->refs == 0) qc_evict(s, e);
-        e = prev;
+    uint32_t steps = 2 * s->count + 2;
+    while (s->bytes > limit && s->count && steps--) {
+        if (s->hand >= s->count) s->hand = 0;
+        qc_entry *e = s->arr[s->hand];
+        if (e->refs == 0 && (!e->ref_bit || limit == 0)) {
+            qc_evict(s, e);   /* the last entry moved into the hand's slot */
+        } else {
+            e->ref_bit = 0;
+            s->hand++;
+        }
     }
 }
 
@@ -99,73 +74,53 @@ void qc_free(qc_cache *c)
 {
     for (int i = 0; i < QC_SHARDS; i++) {
         qc_shard *s = &c->shard[i];
-        if (!s->table) continue;
-        qc_entry *e = s->lru_head;
-        while (e) {
-            qc_entry *n = e->next;
-            free(e);
-            e = n;
-        }
-        free(s->table);
-        s->table = NULL;
+        for (uint32_t k = 0; k < s->count; k++) free(s->arr[k]);
+        free(s->arr);
+        s->arr = NULL;
+        s->count = 0;
         pthread_mutex_destroy(&s->mu);
     }
 }
 
-static qc_entry *qc_find_locked(qc_shard *s, uint64_t key)
-{
-    qc_entry *e = s->table[qc_bucket(key, s->mask)];
-    while (e && e->key != key) e = e->hnext;
-    return e;
-}
-
-static void qc_grow_locked(qc_shard *s)
-{
-    uint32_t nm = s->mask * 2 + 1;
-    qc_entry **nt = calloc((size_t)nm + 1, sizeof *nt);
-    if (!nt) return;
-    for (uint32_t b = 0; b <= s->mask; b++) {
-        qc_entry *e = s->table[b];
-        while (e) {
-            qc_entry *n = e->hnext;
-            uint32_t nb = qc_bucket(e->key, nm);
-            e->hnext = nt[nb];
-            nt[nb] = e;
-            e = n;
-        }
-    }
-    free(s->table);
-    s->table = nt;
-    s->mask = nm;
-}
-
-/* Inserts a copy of data as key and returns it referenced; when key is already
- * cached, returns that entry referenced instead. NULL when out of memory. */
-static qc_entry *qc_insert(qc_cache *c, uint64_t chunk, uint64_t key, const void *data, size_t len)
+/* Inserts a copy of data as the payload of (ch, lane) and returns it
+ * referenced; when another thread cached it first, returns that entry
+ * referenced instead. NULL when out of memory. */
+static qc_entry *qc_insert(qc_cache *c, uint64_t chunk_no, quad_chunk *ch, unsigned lane,
+                           const void *data, size_t len)
 {
     qc_entry *ne = malloc(sizeof *ne + len + CODEC_SLACK);
     if (!ne) return NULL;
     memcpy(ne->data, data, len);
     memset(ne->data + len, 0, CODEC_SLACK);
-    ne->key = key;
+    ne->chunk = ch;
+    ne->lane = lane;
     ne->len = (uint32_t)len;
     ne->refs = 1;
+    ne->ref_bit = 1;
     ne->dead = 0;
-    qc_shard *s = &c->shard[qc_shard_of(chunk)];
+    qc_shard *s = &c->shard[qc_shard_of(chunk_no)];
     pthread_mutex_lock(&s->mu);
-    qc_entry *e = qc_find_locked(s, key);
+    qc_entry *e = ch->cached[lane];
     if (e) {
         e->refs++;
         pthread_mutex_unlock(&s->mu);
         free(ne);
         return e;
     }
-    if (s->count >= s->mask) qc_grow_locked(s);
-    uint32_t b = qc_bucket(key, s->mask);
-    ne->hnext = s->table[b];
-    s->table[b] = ne;
-    lru_push_front(s, ne);
-    s->count++;
+    if (s->count == s->cap) {
+        uint32_t nc = s->cap ? s->cap * 2 : 256;
+        qc_entry **na = realloc(s->arr, nc * sizeof *na);
+        if (!na) {   /* serve this read uncached */
+            pthread_mutex_unlock(&s->mu);
+            ne->dead = 1;
+            return ne;
+        }
+        s->arr = na;
+        s->cap = nc;
+    }
+    ne->idx = s->count;
+    s->arr[s->count++] = ne;
+    ch->cached[lane] = ne;
     s->bytes += len;
     qc_shrink(s, c->shard_limit);
     pthread_mutex_unlock(&s->mu);
@@ -198,6 +153,15 @@ typedef struct grun {
     uint32_t rlane_lo;       /* first lane of that read */
 } grun;
 
+/* One value to extract for a scattered id: the payload word holding it, its
+ * shift, and where it goes. */
+typedef struct gtask {
+    const uint8_t *p;
+    uint64_t base;
+    uint64_t *dst;
+    uint8_t code, sh;
+} gtask;
+
 typedef struct gscratch {
     uint32_t *perm; size_t perm_cap;
     grun *runs; size_t runs_cap;
@@ -206,6 +170,7 @@ typedef struct gscratch {
     uint8_t *rbuf; size_t rbuf_cap;
     quad_ioreq *reqs; size_t reqs_cap;
     quad_id *ids; size_t ids_cap;
+    struct gtask *tasks; size_t tasks_cap;
 } gscratch;
 
 static pthread_key_t scratch_key;
@@ -217,7 +182,7 @@ static void scratch_free(void *p)
     gscratch *g = p;
     if (!g) return;
     free(g->perm); free(g->runs); free(g->hist); free(g->keys);
-    free(g->rbuf); free(g->reqs); free(g->ids);
+    free(g->rbuf); free(g->reqs); free(g->ids); free(g->tasks);
     free(g);
 }
 
@@ -328,48 +293,70 @@ static inline uint32_t lane_len(const quad_chunk *ch, unsigned l)
     return ch->lane_off[l + 1] - ch->lane_off[l];
 }
 
-/* Decodes lane l of one run into out. */
-static void run_decode_lane(const quad *q, const quad_chunk *ch, const grun *r, unsigned l,
-                            const uint8_t *lp, const quad_id *ids, const uint32_t *perm,
-                            quad_fact *out)
+/* Decodes lane l of a run of consecutive ids (r->consec) into out: whole
+ * microblock ranges with the unrolled unpackers. */
+static void run_decode_range(const quad *q, const quad_chunk *ch, const grun *r, unsigned l,
+                             const uint8_t *lp, const quad_id *ids, quad_fact *out)
 {
     const quad_mb *mbs = &ch->mb[l * ch->nmb];
-    const uint32_t base_off = ch->lane_off[l], mbmask = q->mb_rows - 1, shift = q->mb_shift;
-    if (r->consec) {
-        uint32_t s0 = QUAD_ID_SLOT(ids[r->start]), s1 = s0 + r->len;
-        for (uint32_t m = s0 >> shift; m < ch->nmb && (m << shift) < s1; m++) {
-            uint32_t ms = m << shift, me = ms + q->mb_rows;
-            uint32_t a = s0 > ms ? s0 : ms, b = s1 < me ? s1 : me;
-            codec_desc d = { mbs[m].code, mbs[m].base };
-            codec_unpack(d, lp + (mbs[m].off - base_off), a - ms, b - a,
-                         &out[r->start + (a - s0)].lane[l], 4);
-        }
-        return;
+    const uint32_t base_off = ch->lane_off[l], shift = q->mb_shift;
+    uint32_t s0 = QUAD_ID_SLOT(ids[r->start]), s1 = s0 + r->len;
+    for (uint32_t m = s0 >> shift; m < ch->nmb && (m << shift) < s1; m++) {
+        uint32_t ms = m << shift, me = ms + q->mb_rows;
+        uint32_t a = s0 > ms ? s0 : ms, b = s1 < me ? s1 : me;
+        codec_desc d = { mbs[m].code, mbs[m].base };
+        codec_unpack(d, lp + (mbs[m].off - base_off), a - ms, b - a,
+                     &out[r->start + (a - s0)].lane[l], 4);
     }
-    /* one value per id; the payload word of the id PF ahead is prefetched
-     * (measured: random 4096-id gathers are bound by L3 latency here) */
-    enum { PF = 16 };
+}
+
+/* Lists the values to extract for a run of scattered ids (constants are
+ * written at once). The tasks of the whole request are run afterwards with a
+ * prefetch ahead, because a random request has only a few ids per chunk and
+ * is bound by cache misses on the payloads (measured). */
+static gtask *run_point_tasks(const quad *q, const quad_chunk *ch, const grun *r, unsigned mask,
+                              const uint8_t *const lp[4], const quad_id *ids,
+                              const uint32_t *perm, quad_fact *out, gtask *t)
+{
+    const uint32_t mbmask = q->mb_rows - 1, shift = q->mb_shift, nmb = ch->nmb;
     for (uint32_t k = 0; k < r->len; k++) {
-        if (k + PF < r->len) {
-            uint32_t pp = perm ? perm[r->start + k + PF] : r->start + k + PF;
-            uint32_t ps = QUAD_ID_SLOT(ids[pp]);
-            if (ps < ch->rows) {
-                const quad_mb *pm = &mbs[ps >> shift];
-                __builtin_prefetch(lp + (pm->off - base_off) + (((size_t)(ps & mbmask) * (pm->code & 127)) >> 3));
-            }
-        }
         uint32_t pos = perm ? perm[r->start + k] : r->start + k;
         uint32_t slot = QUAD_ID_SLOT(ids[pos]);
         if (slot >= ch->rows) continue;
-        const quad_mb *mb = &mbs[slot >> shift];
-        codec_desc d = { mb->code, mb->base };
-        out[pos].lane[l] = codec_get(d, lp + (mb->off - base_off), slot & mbmask);
+        uint32_t m = slot >> shift, sm = slot & mbmask;
+        for (unsigned l = 0; l < 4; l++) {
+            if (!(mask & (1u << l))) continue;
+            const quad_mb *mb = &ch->mb[l * nmb + m];
+            if (mb->code == CODEC_CONST) {
+                out[pos].lane[l] = mb->base;
+                continue;
+            }
+            size_t bit = (size_t)sm * mb->code;
+            t->p = lp[l] + (mb->off - ch->lane_off[l]) + (bit >> 3);
+            t->base = mb->base;
+            t->dst = &out[pos].lane[l];
+            t->code = mb->code;
+            t->sh = (uint8_t)(bit & 7);
+            t++;
+        }
+    }
+    return t;
+}
+
+static void run_tasks(const gtask *t, size_t n)
+{
+    enum { PF = 16 };
+    for (size_t k = 0; k < n; k++) {
+        if (k + PF < n) __builtin_prefetch(t[k + PF].p);
+        uint64_t w = hanu_get_u64(t[k].p);
+        if (t[k].code == CODEC_RAW) *t[k].dst = w;
+        else *t[k].dst = t[k].base + ((w >> t[k].sh) & ((UINT64_C(1) << t[k].code) - 1));
     }
 }
 
 /* Marks visibility of one run's ids; returns the number not visible. */
-static size_t run_visibility(const quad_chunk *ch, const grun *r, uint64_t snap,
-                             const quad_id *ids, const uint32_t *perm, unsigned mask,
+static size_t run_visibility(const quad_chunk *ch, const quad_retset *ret, const grun *r,
+                             uint64_t snap, const quad_id *ids, const uint32_t *perm, unsigned mask,
                              quad_fact *out, uint8_t *present)
 {
     size_t missing = 0;
@@ -379,8 +366,8 @@ static size_t run_visibility(const quad_chunk *ch, const grun *r, uint64_t snap,
         if (vis) {
             uint32_t slot = QUAD_ID_SLOT(ids[pos]);
             if (slot >= ch->rows) vis = 0;
-            else if (ch->ret) {
-                uint64_t e = quad_retire_epoch(ch->ret, slot);
+            else if (ret) {
+                uint64_t e = quad_retire_epoch(ret, slot);
                 vis = e == 0 || e > snap;
             }
         }
@@ -394,9 +381,11 @@ static size_t run_visibility(const quad_chunk *ch, const grun *r, uint64_t snap,
     return missing;
 }
 
-static int gather_block(quad *q, gscratch *g, uint64_t snap, uint64_t nch, const quad_id *ids,
-                        size_t n, unsigned mask, quad_fact *out, uint8_t *present,
-                        size_t *not_visible)
+/* with_ret: retirement state may be read (rlock held); without it no retire
+ * is at an epoch <= snap, so retirements are ignored (see gather_at). */
+static int gather_block(quad *q, gscratch *g, uint64_t snap, uint64_t nch, int with_ret,
+                        const quad_id *ids, size_t n, unsigned mask, quad_fact *out,
+                        uint8_t *present, size_t *not_visible)
 {
     size_t nruns;
     int use_perm;
@@ -421,11 +410,11 @@ static int gather_block(quad *q, gscratch *g, uint64_t snap, uint64_t nch, const
         pthread_mutex_lock(&s->mu);
         for (unsigned l = 0; l < 4; l++) {
             if (!(need & (1u << l))) continue;
-            qc_entry *e = qc_find_locked(s, (r->chunk << 2) | l);
+            qc_entry *e = ch->cached[l];
             if (e) {
                 e->refs++;
+                e->ref_bit = 1;
                 s->hits++;
-                if (s->lru_head != e) { lru_unlink(s, e); lru_push_front(s, e); }
                 r->ent[l] = e;
             } else {
                 s->misses++;
@@ -466,25 +455,38 @@ static int gather_block(quad *q, gscratch *g, uint64_t snap, uint64_t nch, const
             const uint8_t *base = g->rbuf + r->rbuf_off - ch->lane_off[r->rlane_lo];
             for (unsigned l = 0; l < 4; l++) {
                 if (!(r->missing & (1u << l))) continue;
-                r->ent[l] = qc_insert(&q->cache, r->chunk, (r->chunk << 2) | l,
+                r->ent[l] = qc_insert(&q->cache, r->chunk, quad_chunk_at(q, r->chunk), l,
                                       base + ch->lane_off[l], lane_len(ch, l));
                 if (!r->ent[l]) { rc = HANU_ERR_NOMEM; goto release; }
             }
         }
     }
 
-    /* pass 3: decode into caller order */
+    /* pass 3: decode into caller order: consecutive runs by microblock ranges,
+     * scattered ids through the task list, then visibility */
+    size_t nlanes = (size_t)__builtin_popcount(mask);
+    if (GROW(g, tasks, n * nlanes)) { rc = HANU_ERR_NOMEM; goto release; }
+    gtask *t = g->tasks;
+    for (size_t i = 0; i < nruns; i++) {
+        grun *r = &g->runs[i];
+        if (!r->valid) continue;
+        const quad_chunk *ch = quad_chunk_at(q, r->chunk);
+        const uint8_t *lp[4];
+        for (unsigned l = 0; l < 4; l++) lp[l] = r->ent[l] ? r->ent[l]->data : NULL;
+        if (r->consec) {
+            for (unsigned l = 0; l < 4; l++)
+                if (mask & (1u << l)) run_decode_range(q, ch, r, l, lp[l], ids, out);
+        } else {
+            t = run_point_tasks(q, ch, r, mask, lp, ids, perm, out, t);
+        }
+    }
+    run_tasks(g->tasks, (size_t)(t - g->tasks));
     for (size_t i = 0; i < nruns; i++) {
         grun *r = &g->runs[i];
         const quad_chunk *ch = r->valid ? quad_chunk_at(q, r->chunk) : NULL;
-        if (ch) {
-            for (unsigned l = 0; l < 4; l++) {
-                if (!(mask & (1u << l))) continue;
-                run_decode_lane(q, ch, r, l, r->ent[l] ? r->ent[l]->data : NULL, ids, perm, out);
-            }
-        }
-        if (!ch || ch->ret || !r->consec)
-            *not_visible += run_visibility(ch, r, snap, ids, perm, mask, out, present);
+        const quad_retset *ret = ch && with_ret ? ch->ret : NULL;
+        if (!ch || ret || !r->consec)
+            *not_visible += run_visibility(ch, ret, r, snap, ids, perm, mask, out, present);
         else if (present)
             memset(present + r->start, 1, r->len);   /* consecutive, in range, none retired */
     }
@@ -514,13 +516,16 @@ static int gather_at(quad *q, uint64_t snap, const quad_id *ids, size_t n, unsig
     gscratch *g = scratch_get();
     if (!g) return HANU_ERR_NOMEM;
     uint64_t nch = atomic_load_explicit(&q->nchunks, memory_order_acquire);
+    /* snap was read (acquire) before this load, and a retire bumps `retired`
+     * before it publishes its epoch: when it is 0 here, no retire is at an
+     * epoch <= snap and the retirement state need not (must not, unlocked) be read */
     int locked = atomic_load_explicit(&q->retired, memory_order_acquire) != 0;
     if (locked) pthread_rwlock_rdlock(&q->rlock);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i += GATHER_BLOCK) {
         size_t k = n - i < GATHER_BLOCK ? n - i : GATHER_BLOCK;
-        rc = gather_block(q, g, snap, nch, ids + i, k, mask, out + i, present ? present + i : NULL,
-                          not_visible);
+        rc = gather_block(q, g, snap, nch, locked, ids + i, k, mask, out + i,
+                          present ? present + i : NULL, not_visible);
     }
     if (locked) pthread_rwlock_unlock(&q->rlock);
     return rc;
@@ -570,9 +575,10 @@ int quad_scan(quad *q, uint64_t snapshot, quad_id from, unsigned lane_mask,
     while (c < nch && cnt < cap) {
         const quad_chunk *ch = quad_chunk_at(q, c);
         if (ch->epoch > snap) break;          /* chunks are appended in epoch order */
+        const quad_retset *ret = locked ? ch->ret : NULL;
         for (; s < ch->rows && cnt < cap; s++) {
-            if (ch->ret) {
-                uint64_t e = quad_retire_epoch(ch->ret, s);
+            if (ret) {
+                uint64_t e = quad_retire_epoch(ret, s);
                 if (e != 0 && e <= snap) continue;
             }
             ids[cnt++] = QUAD_ID(c, s);

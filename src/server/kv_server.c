@@ -166,7 +166,7 @@ static void respond_stats(kv_conn *c)
     char json[1024];
     int n = snprintf(json, sizeof json,
         "{\"keys\":%llu,\"databases\":%llu,\"files\":%llu,\"disk_bytes\":%llu,\"dead_bytes\":%llu,"
-        "\"memory_bytes\":%llu,\"log_bytes_written\":%llu,\"prealloc_bytes\":%llu,\"syncs\":%llu,"
+        "\"memory_bytes\":%llu,\"log_bytes_written\":%llu,\"prealloc_bytes\":%llu,\"syncs\":%llu,\"sync_us\":%llu,"
         "\"frames\":%llu,\"rotations\":%llu,\"compactions\":%llu,\"last_txn\":%llu,"
         "\"durable_txn\":%llu,\"startup_ms\":%llu,\"connections\":%zu,\"connections_total\":%llu,"
         "\"requests\":%llu,\"errors\":%llu,\"store_failed\":%s}",
@@ -174,6 +174,7 @@ static void respond_stats(kv_conn *c)
         (unsigned long long)st.disk_bytes, (unsigned long long)st.dead_bytes,
         (unsigned long long)st.memory_bytes, (unsigned long long)st.log_bytes_written,
         (unsigned long long)st.prealloc_bytes, (unsigned long long)st.syncs,
+        (unsigned long long)(st.sync_ns / 1000),
         (unsigned long long)st.frames, (unsigned long long)st.rotations,
         (unsigned long long)st.compactions, (unsigned long long)st.last_txn,
         (unsigned long long)st.durable_txn, (unsigned long long)st.startup_ms, srv->nconns,

@@ -127,7 +127,10 @@ int server_run(const server_options *o)
     h2o_socket_read_start(sig, on_signal);
     fprintf(stderr, "hanudb: key-value protocol listening on %s\n", o->kv_addr);
 
-    while (!srv->stopping) h2o_evloop_run(srv->loop, INT32_MAX);
+    while (!srv->stopping) {
+        h2o_evloop_run(srv->loop, INT32_MAX);
+        store_flush(srv->store);   /* one pwrite for every write of this iteration */
+    }
 
     /* Graceful shutdown: no new connections or requests, answer what was asked. */
     kv_shutdown_begin(srv);

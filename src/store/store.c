@@ -593,6 +593,8 @@ int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *
     int rc = HANU_ERR_NOT_FOUND;
     if (e) {
         store_file *f = store_file_get(s, e->file_id);
+        /* A write of this loop iteration may still sit in the log's pending buffer. */
+        log_writer_flush_until(s->log, e->file_id, (uint64_t)e->value_off + e->value_len);
         if (!f || !f->map || (uint64_t)e->value_off + e->value_len > f->map_len) rc = HANU_ERR_IO;
         else {
             rc = hanu_buf_append(value, f->map + e->value_off, e->value_len);
@@ -771,6 +773,7 @@ uint64_t store_durable_txn(store *s) { return log_writer_durable_txn(s->log); }
 uint64_t store_last_txn(store *s) { return s->last_txn; }
 int store_failed(store *s) { return log_writer_failed(s->log); }
 int store_sync(store *s) { return log_writer_sync(s->log); }
+int store_flush(store *s) { return log_writer_flush(s->log); }
 
 int store_rotate(store *s)
 {
@@ -808,6 +811,7 @@ void store_get_stats(store *s, store_stats *st)
     st->log_bytes_written = ls.bytes_written;
     st->prealloc_bytes = ls.prealloc_bytes;
     st->syncs = ls.syncs;
+    st->sync_ns = ls.sync_ns;
     st->frames = ls.frames;
     st->rotations = ls.rotations;
     st->compactions = atomic_load(&s->compactions);

@@ -109,13 +109,17 @@ uint64_t store_durable_txn(store *s);
 uint64_t store_last_txn(store *s);
 int store_failed(store *s);
 int store_sync(store *s);                 /* wait until all writes are durable */
+/* Writes what this thread appended since the last flush to the log file with one
+   pwrite. The server calls it once per event-loop iteration; reads and syncs flush
+   what they need by themselves, so it is only a matter of batching. */
+int store_flush(store *s);
 /* Compacts every sealed file worth it (ratio), or all sealed files when force. */
 int store_compact(store *s, int force, char *err, size_t errcap);
 int store_rotate(store *s);               /* seal the active file now */
 
 typedef struct store_stats {
     uint64_t keys, databases, files, disk_bytes, dead_bytes, memory_bytes;
-    uint64_t log_bytes_written, prealloc_bytes, syncs, frames, rotations;
+    uint64_t log_bytes_written, prealloc_bytes, syncs, sync_ns, frames, rotations;
     uint64_t compactions, compaction_bytes_written, durable_txn, last_txn;
     uint64_t startup_ms;
 } store_stats;
