@@ -37,6 +37,11 @@ int keydir_reserve(keydir *kd, size_t n);
 void keydir_free(keydir *kd);
 uint64_t keydir_hash(const void *key, size_t len);
 kd_entry *keydir_get(const keydir *kd, const void *key, uint16_t len, uint64_t hash);
+/* Starts loading the slot a key will probe first (bulk loads issue it ahead). */
+static inline void keydir_prefetch(const keydir *kd, uint64_t hash)
+{
+    if (kd->cap) __builtin_prefetch(&kd->slots[hash & (kd->cap - 1)]);
+}
 /* Inserts or updates. *old gets a copy of the previous location (old->key_len = 0 when new).
    Returns 0 or HANU_ERR_NOMEM. */
 int keydir_put(keydir *kd, const void *key, uint16_t len, uint64_t hash, uint64_t txn,
