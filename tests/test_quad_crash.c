@@ -10,10 +10,18 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <stdlib.h>
 
 #include "quad.h"
 #include "test.h"
-#include "test_quad_util.h"
+
+/* ---- fact shapes (BENCH.md) and a PRNG ---- */
+static inline int tq_fact_eq(const quad_fact *a, const quad_fact *b, unsigned mask)
+{
+    for (int l = 0; l < 4; l++)
+        if ((mask & (1u << l)) && a->lane[l] != b->lane[l]) return 0;
+    return 1;
+}
 
 #define WRITERS 4
 #define BATCH 64

@@ -130,6 +130,8 @@ size_t qf_chunk_encode(quad *q, const quad_fact *facts, uint32_t rows, uint64_t 
     ch->nmb = nmb;
     ch->ret = NULL;
     memset(ch->cached, 0, sizeof ch->cached);
+    memset(ch->crefs, 0, sizeof ch->crefs);
+    ch->cused = 0;
     for (uint32_t m = 0; m < nmb; m++) {
         const quad_fact *f = facts + ((size_t)m << q->mb_shift);
         uint32_t r = mb_rows_of(q, rows, m);

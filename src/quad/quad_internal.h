@@ -64,20 +64,23 @@ typedef struct quad_chunk {
     uint32_t lane_off[5];  /* lane payload starts within the payload area; [4] = total */
     quad_mb *mb;           /* 4 * nmb descriptors, lane-major */
     quad_retset *ret;      /* NULL when nothing retired */
-    struct qc_entry *cached[4];   /* cached lane payloads, under the chunk's cache shard lock */
+    /* cache state of the lanes, under the chunk's cache shard lock: the entry,
+     * its readers (a referenced entry is never evicted) and CLOCK use bits;
+     * kept here because a gather touches the chunk anyway */
+    struct qc_entry *cached[4];
+    uint32_t crefs[4];
+    uint8_t cused;
 } quad_chunk;
 
 /* ---- payload cache: compressed lane payloads of (chunk, lane) ----
  * An entry is reachable from its chunk (quad_chunk.cached[lane]) and listed in
- * its shard's CLOCK array; both, and refs, are guarded by the shard's lock
- * (shard = hash of the chunk number). */
+ * its shard's CLOCK array; both are guarded by the shard's lock (shard chosen
+ * by chunk number). */
 typedef struct qc_entry {
     struct quad_chunk *chunk;
     uint32_t lane;
-    uint32_t len, refs;
+    uint32_t len;
     uint32_t idx;                      /* position in the shard's array */
-    uint8_t ref_bit;                   /* CLOCK: used since the hand passed */
-    uint8_t dead;                      /* evicted while referenced: freed by the last release */
     uint8_t data[];                    /* len + CODEC_SLACK bytes */
 } qc_entry;
 

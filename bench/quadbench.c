@@ -1,0 +1,680 @@
+/*
+ * quadbench: benchmark of the facts kernel (include/quad.h), the workloads of
+ * ../shared/BENCH.md "facts". It first measures this machine's limits in the
+ * same run (memcpy bandwidth, ordered and random 32-byte reads from memory,
+ * fdatasync latency after a 4 KiB append) and prints every result beside the
+ * limit it is bounded by, as a fraction.
+ *
+ *   quadbench [--quick] [--dir PATH] [--json]
+ *
+ * --dir is the on-disk directory (default /tmp); tmpfs runs use /dev/shm.
+ * The table (with progress) goes to stdout, or to stderr with --json, which
+ * prints {"limits": {...}, "results": [{"name", "value", "unit", ...}]} at
+ * the end. Buffers are allocated and touched once and reused: first touch of
+ * new memory is slow on these VMs.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "quad.h"
+
+static int quick, json;
+static const char *disk_dir = "/tmp";
+static const char *shm_dir = "/dev/shm";
+static FILE *tbl;
+
+/* ---- results ---- */
+typedef struct result {
+    char name[96];
+    double value;
+    char unit[16];
+    double limit;     /* 0 when no limit applies */
+    char limit_name[24];
+} result;
+static result results[256];
+static int nresults;
+static double lim_memcpy_gbs, lim_memcpy_facts, lim_ordered, lim_random, lim_fsync_us;
+
+static void report(const char *name, double value, const char *unit, double limit, const char *lname)
+{
+    result *r = &results[nresults < 255 ? nresults++ : 255];
+    snprintf(r->name, sizeof r->name, "%s", name);
+    r->value = value;
+    snprintf(r->unit, sizeof r->unit, "%s", unit);
+    r->limit = limit;
+    snprintf(r->limit_name, sizeof r->limit_name, "%s", lname ? lname : "");
+    if (limit > 0)
+        fprintf(tbl, "  %-66s %12.2f %-9s %6.1f%% of %s\n", name, value, unit, 100.0 * value / limit, lname);
+    else
+        fprintf(tbl, "  %-66s %12.2f %-9s\n", name, value, unit);
+    fflush(tbl);
+}
+
+static void section(const char *s)
+{
+    fprintf(tbl, "\n%s\n", s);
+    fflush(tbl);
+}
+
+static double now_s(void) { return (double)hanu_now_ns() / 1e9; }
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static uint64_t rng = 0x9E3779B97F4A7C15ULL;
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* ---- data ---- */
+#define POOL (1u << 20)
+static quad_fact *structured, *entropy;
+
+static void make_data(void)
+{
+    structured = malloc(POOL * sizeof *structured);
+    entropy = malloc(POOL * sizeof *entropy);
+    if (!structured || !entropy) { fprintf(stderr, "out of memory\n"); exit(1); }
+    uint64_t ts = 1700000000000ULL;
+    for (size_t i = 0; i < POOL; i++) {
+        ts += rnd() & 15;
+        structured[i].lane[0] = 500000 + rnd() % 1000;
+        structured[i].lane[1] = 77;
+        structured[i].lane[2] = ts;
+        structured[i].lane[3] = 9000000 + (rnd() & 4095);
+        for (int l = 0; l < 4; l++) entropy[i].lane[l] = rnd();
+    }
+}
+
+static void store_path(char *out, size_t cap, const char *dir, const char *name)
+{
+    snprintf(out, cap, "%s/quadbench-%d-%s.quad", dir, (int)getpid(), name);
+    unlink(out);
+}
+
+static int io_backend = QUAD_IO_THREADS;
+
+static quad *open_store(const char *path, uint32_t rows, uint32_t mb, uint32_t window_us)
+{
+    quad_options o;
+    quad_options_default(&o);
+    o.io_backend = io_backend;
+    o.chunk_rows = rows;
+    o.microblock_rows = mb < rows ? mb : rows;
+    o.group_window_us = window_us;
+    o.cache_bytes = (size_t)512 << 20;
+    o.checkpoint_bytes = 0;
+    quad *q = NULL;
+    int rc = quad_open(path, &o, &q);
+    if (rc) { fprintf(stderr, "open %s: %s\n", path, hanu_status_str(rc)); exit(1); }
+    return q;
+}
+
+/* ---- limits ---- */
+static void measure_limits(void)
+{
+    section("machine limits (this run)");
+    size_t sz = (size_t)(quick ? 64 : 256) << 20;
+    uint8_t *a = malloc(sz), *b = malloc(sz);
+    memset(a, 1, sz);
+    memset(b, 2, sz);
+    double best = 1e9;
+    for (int r = 0; r < 5; r++) {
+        double t = now_s();
+        memcpy(b, a, sz);
+        t = now_s() - t;
+        if (t < best) best = t;
+        a[r] = b[sz - 1 - (size_t)r];
+    }
+    lim_memcpy_gbs = (double)sz / best / 1e9;
+    lim_memcpy_facts = lim_memcpy_gbs * 1e9 / 32 / 1e6;
+    report("memcpy bandwidth", lim_memcpy_gbs, "GB/s", 0, NULL);
+    report("memcpy as 32-byte facts", lim_memcpy_facts, "M/s", 0, NULL);
+    /* 32-byte records read in order and at random from a table of 8M (2M quick) */
+    size_t n = quick ? (2u << 20) : (8u << 20);
+    quad_fact *t = (quad_fact *)a;
+    if (n * sizeof *t > sz) n = sz / sizeof *t;
+    uint32_t *idx = (uint32_t *)b;
+    size_t nidx = 4u << 20;
+    for (size_t i = 0; i < nidx; i++) idx[i] = (uint32_t)(rnd() % n);
+    uint64_t sum = 0;
+    double tt = now_s();
+    for (size_t i = 0; i < n; i++) sum += t[i].lane[0] ^ t[i].lane[3];
+    tt = now_s() - tt;
+    lim_ordered = (double)n / tt / 1e6;
+    tt = now_s();
+    for (size_t i = 0; i < nidx; i++) {
+        const quad_fact *f = &t[idx[i]];
+        sum += f->lane[0] ^ f->lane[1] ^ f->lane[2] ^ f->lane[3];
+    }
+    tt = now_s() - tt;
+    lim_random = (double)nidx / tt / 1e6;
+    if (sum == 42) fprintf(tbl, " ");
+    report("ordered 32-byte reads from memory", lim_ordered, "M/s", 0, NULL);
+    report("random 32-byte reads from memory", lim_random, "M/s", 0, NULL);
+    free(a);
+    free(b);
+    /* fdatasync after a 4 KiB append, on the disk directory */
+    char p[600];
+    store_path(p, sizeof p, disk_dir, "fsync");
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    uint8_t page[4096];
+    memset(page, 7, sizeof page);
+    int reps = quick ? 30 : 100;
+    double lat[100];
+    for (int i = 0; i < reps; i++) {
+        double s = now_s();
+        if (hanu_pwrite_full(fd, page, sizeof page, (off_t)i * 4096) != 0 || fdatasync(fd) != 0) {
+            fprintf(stderr, "fsync probe failed\n");
+            break;
+        }
+        lat[i] = (now_s() - s) * 1e6;
+    }
+    close(fd);
+    unlink(p);
+    lim_fsync_us = median(lat, reps);
+    report("fdatasync after 4 KiB append (median)", lim_fsync_us, "us", 0, NULL);
+}
+
+/* ---- append ---- */
+static void release_keep(void *ctx, quad_fact *f) { (void)ctx; (void)f; }
+
+static double run_append(const char *dir, const quad_fact *data, size_t batch, int durability,
+                         int owned, size_t total, quad_stats *st_out)
+{
+    char p[600];
+    store_path(p, sizeof p, dir, "append");
+    quad *q = open_store(p, 4096, 256, 0);
+    /* warm the frame buffer and file once */
+    (void)quad_append(q, data, batch, QUAD_BUFFERED, NULL, NULL);
+    /* the caller's batches come from a window of two batches (at least 64 Ki
+     * facts), in cache as if just produced, as an application's would be */
+    size_t window = 2 * batch < 65536 ? 65536 : 2 * batch;
+    size_t done = 0, off = 0;
+    double t = now_s();
+    while (done < total) {
+        if (off + batch > window) off = 0;
+        int rc = owned ? quad_append_owned(q, (quad_fact *)&data[off], batch, durability, release_keep,
+                                           NULL, NULL, NULL)
+                       : quad_append(q, data + off, batch, durability, NULL, NULL);
+        if (rc) { fprintf(stderr, "append: %s\n", hanu_status_str(rc)); exit(1); }
+        done += batch;
+        off += batch;
+    }
+    t = now_s() - t;
+    if (st_out) quad_stats_get(q, st_out);
+    quad_close(q);
+    unlink(p);
+    return (double)done / t / 1e6;
+}
+
+static void bench_append(const char *dir, const char *dname)
+{
+    char title[128];
+    snprintf(title, sizeof title, "append (%s)", dname);
+    section(title);
+    size_t batches[] = { 64, 4096, 65536 };
+    for (int shape = 0; shape < 2; shape++) {
+        const quad_fact *data = shape ? entropy : structured;
+        for (size_t b = 0; b < 3; b++) {
+            for (int dur = 0; dur < 2; dur++) {
+                for (int owned = 0; owned < 2; owned++) {
+                    size_t total;
+                    if (dur) total = batches[b] * (size_t)(quick ? 8 : 24);
+                    else total = quick ? (batches[b] == 64 ? 200000 : 2000000) : (batches[b] == 64 ? 1000000 : 8000000);
+                    if (total < batches[b]) total = batches[b];
+                    double v[3];
+                    int reps = quick ? 1 : 3;
+                    for (int r = 0; r < reps; r++) v[r] = run_append(dir, data, batches[b], dur ? QUAD_DURABLE : QUAD_BUFFERED, owned, total, NULL);
+                    char name[96];
+                    snprintf(name, sizeof name, "append %s %zu %s %s %s", shape ? "entropy" : "structured",
+                             batches[b], dur ? "durable" : "buffered", owned ? "owned" : "borrowed", dname);
+                    report(name, median(v, reps), "M facts/s", lim_memcpy_facts, "memcpy");
+                }
+            }
+        }
+    }
+}
+
+/* ---- bytes per fact and recovery ---- */
+static void bench_size_and_recovery(const char *dir, const char *dname)
+{
+    char title[128];
+    snprintf(title, sizeof title, "bytes per fact and recovery (%s)", dname);
+    section(title);
+    size_t total = quick ? (1u << 20) : (4u << 20);
+    for (int shape = 0; shape < 2; shape++) {
+        char p[600], cp[700];
+        store_path(p, sizeof p, dir, "size");
+        quad *q = open_store(p, 4096, 256, 0);
+        const quad_fact *data = shape ? entropy : structured;
+        for (size_t done = 0; done < total; done += 65536)
+            (void)quad_append(q, data + done % POOL, 65536, QUAD_BUFFERED, NULL, NULL);
+        quad_sync(q);
+        quad_stats st;
+        quad_stats_get(q, &st);
+        char name[96];
+        snprintf(name, sizeof name, "bytes per %s fact (4096-row chunks) %s", shape ? "entropy" : "structured", dname);
+        report(name, (double)st.file_bytes / (double)st.facts, "B/fact", 0, NULL);
+        /* a copy without the closing checkpoint: full replay */
+        snprintf(cp, sizeof cp, "%s.nockpt", p);
+        char cmd[1500];
+        snprintf(cmd, sizeof cmd, "cp '%s' '%s'", p, cp);
+        if (system(cmd) != 0) fprintf(stderr, "cp failed\n");
+        quad_close(q);
+        for (int k = 0; k < 2; k++) {
+            double v[3];
+            uint64_t frames = 0;
+            for (int r = 0; r < 3; r++) {
+                quad_options o;
+                quad_options_default(&o);
+                o.flags = QUAD_RDONLY;   /* read-only: closing writes no checkpoint */
+                double t = now_s();
+                if (quad_open(k ? p : cp, &o, &q) != 0) { fprintf(stderr, "reopen failed\n"); exit(1); }
+                v[r] = (now_s() - t) * 1e3;
+                quad_stats_get(q, &st);
+                frames = st.recovered_frames;
+                quad_close(q);
+            }
+            snprintf(name, sizeof name, "open %zuM %s facts, %s (%llu frames replayed) %s", total >> 20,
+                     shape ? "entropy" : "structured", k ? "after checkpoint" : "full replay",
+                     (unsigned long long)frames, dname);
+            report(name, median(v, 3), "ms", 0, NULL);
+        }
+        unlink(cp);
+        unlink(p);
+    }
+}
+
+/* ---- gather ---- */
+typedef struct gctx {
+    quad *q;
+    quad_id *ids;          /* the store's ids */
+    size_t n;
+    int random, cold;
+    unsigned mask;
+    size_t calls;
+    double rate;
+    uint64_t seed;
+} gctx;
+
+static void *gather_worker(void *arg)
+{
+    gctx *g = arg;
+    quad_id *req = malloc(4096 * sizeof *req);
+    quad_fact *out = malloc(4096 * sizeof *out);
+    memset(out, 0, 4096 * sizeof *out);
+    uint64_t s = g->seed;
+    double spent = 0;
+    for (size_t c = 0; c < g->calls; c++) {
+        if (g->random) {
+            for (int i = 0; i < 4096; i++) {
+                s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+                req[i] = g->ids[s % g->n];
+            }
+        } else {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+            size_t start = (s % (g->n / 4096)) * 4096;
+            memcpy(req, g->ids + start, 4096 * sizeof *req);
+        }
+        if (g->cold) quad_cache_drop(g->q);
+        double t = now_s();
+        int rc = quad_gather(g->q, 0, req, 4096, g->mask, out, NULL);
+        spent += now_s() - t;
+        if (rc) { fprintf(stderr, "gather: %s\n", hanu_status_str(rc)); exit(1); }
+    }
+    g->rate = 4096.0 * (double)g->calls / spent / 1e6;
+    free(req);
+    free(out);
+    return NULL;
+}
+
+static double run_gather(quad *q, quad_id *ids, size_t n, int random, int cold, unsigned mask, int threads)
+{
+    gctx g[8];
+    pthread_t th[8];
+    size_t calls = cold ? (quick ? 100 : 400) : (quick ? 300 : 1500);
+    for (int t = 0; t < threads; t++) {
+        g[t] = (gctx){ q, ids, n, random, cold, mask, calls, 0, 0x1234567ULL * (uint64_t)(t + 1) };
+        pthread_create(&th[t], NULL, gather_worker, &g[t]);
+    }
+    double total = 0;
+    for (int t = 0; t < threads; t++) {
+        pthread_join(th[t], NULL);
+        total += g[t].rate;
+    }
+    /* rates are per thread while it was inside quad_gather; with more threads
+       than cores that overstates, so use wall time for the aggregate */
+    return total;
+}
+
+static double run_gather_wall(quad *q, quad_id *ids, size_t n, int random, int cold, unsigned mask, int threads)
+{
+    if (threads == 1) return run_gather(q, ids, n, random, cold, mask, 1);
+    double t = now_s();
+    size_t calls = cold ? (quick ? 100 : 400) : (quick ? 300 : 1500);
+    (void)run_gather(q, ids, n, random, cold, mask, threads);
+    t = now_s() - t;
+    return 4096.0 * (double)calls * threads / t / 1e6;
+}
+
+static quad *build_store(const char *p, const quad_fact *data, size_t total, uint32_t rows, uint32_t mb,
+                         quad_id *ids)
+{
+    quad *q = open_store(p, rows, mb, 0);
+    for (size_t done = 0; done < total; done += 65536) {
+        quad_id first;
+        (void)quad_append(q, data + done % POOL, 65536, QUAD_BUFFERED, &first, NULL);
+        for (size_t i = 0; i < 65536; i++) ids[done + i] = quad_batch_id(first, rows, i);
+    }
+    return q;
+}
+
+static void warm(quad *q, quad_id *ids, size_t n)
+{
+    quad_fact *out = malloc(65536 * sizeof *out);
+    for (size_t i = 0; i < n; i += 65536)
+        (void)quad_gather(q, 0, ids + i, n - i < 65536 ? n - i : 65536, QUAD_LANES_ALL, out, NULL);
+    free(out);
+}
+
+static void bench_gather(void)
+{
+    section("gather 4096 ids (tmpfs store)");
+    size_t total = quick ? (1u << 20) : (4u << 20);
+    quad_id *ids = malloc(total * sizeof *ids);
+    for (int shape = 0; shape < 2; shape++) {
+        char p[600];
+        store_path(p, sizeof p, shm_dir, "gather");
+        quad *q = build_store(p, shape ? entropy : structured, total, 4096, 256, ids);
+        warm(q, ids, total);
+        const char *sn = shape ? "entropy" : "structured";
+        for (int random = 0; random < 2; random++) {
+            for (int cold = 0; cold < 2; cold++) {
+                for (int lanes = 0; lanes < 2; lanes++) {
+                    if (shape && lanes) continue;
+                    double v[3];
+                    int reps = quick ? 1 : 3;
+                    for (int r = 0; r < reps; r++)
+                        v[r] = run_gather(q, ids, total, random, cold, lanes ? QUAD_LANE(2) : QUAD_LANES_ALL, 1);
+                    if (cold) warm(q, ids, total);
+                    char name[96];
+                    snprintf(name, sizeof name, "gather %s %s %s %s", sn, random ? "random" : "ordered",
+                             lanes ? "lane 2" : "all lanes", cold ? "cold" : "cached");
+                    report(name, median(v, reps), "M ids/s", random ? lim_random : lim_ordered,
+                           random ? "random reads" : "ordered reads");
+                }
+            }
+        }
+        if (!shape) {
+            int tc[] = { 1, 2, 4, 8 };
+            for (int k = 0; k < 4; k++) {
+                for (int random = 0; random < 2; random++) {
+                    double v = run_gather_wall(q, ids, total, random, 0, QUAD_LANES_ALL, tc[k]);
+                    char name[96];
+                    snprintf(name, sizeof name, "gather structured %s all lanes cached, %d threads",
+                             random ? "random" : "ordered", tc[k]);
+                    report(name, v, "M ids/s", random ? lim_random : lim_ordered, random ? "random reads" : "ordered reads");
+                }
+            }
+        }
+        quad_close(q);
+        unlink(p);
+    }
+    free(ids);
+}
+
+static void bench_backends(void)
+{
+    section("cold gather by I/O backend (structured, our cache dropped, page cache warm, tmpfs)");
+    size_t total = quick ? (1u << 20) : (4u << 20);
+    quad_id *ids = malloc(total * sizeof *ids);
+    const char *names[] = { "inline pread", "I/O threads", "io_uring" };
+    for (int b = 0; b < 3; b++) {
+        char p[600];
+        store_path(p, sizeof p, shm_dir, "backend");
+        io_backend = b;
+        quad_options o;
+        quad_options_default(&o);
+        o.io_backend = b;
+        quad *probe = NULL;
+        if (quad_open(p, &o, &probe) != 0) {
+            fprintf(tbl, "  %s: not available here\n", names[b]);
+            unlink(p);
+            continue;
+        }
+        quad_close(probe);
+        unlink(p);
+        quad *q = build_store(p, structured, total, 4096, 256, ids);
+        for (int random = 0; random < 2; random++) {
+            char name[96];
+            snprintf(name, sizeof name, "gather %s all lanes cold, %s", random ? "random" : "ordered", names[b]);
+            report(name, run_gather(q, ids, total, random, 1, QUAD_LANES_ALL, 1), "M ids/s",
+                   random ? lim_random : lim_ordered, random ? "random reads" : "ordered reads");
+        }
+        quad_close(q);
+        unlink(p);
+    }
+    io_backend = QUAD_IO_THREADS;
+    free(ids);
+}
+
+/* ---- retire ---- */
+static void bench_retire(void)
+{
+    section("retire 4096 ids, buffered (tmpfs store)");
+    size_t total = quick ? (1u << 20) : (4u << 20);
+    quad_id *ids = malloc(total * sizeof *ids);
+    for (int random = 0; random < 2; random++) {
+        char p[600];
+        store_path(p, sizeof p, shm_dir, "retire");
+        quad *q = build_store(p, structured, total, 4096, 256, ids);
+        if (random)
+            for (size_t i = total - 1; i > 0; i--) { size_t j = rnd() % (i + 1); quad_id t = ids[i]; ids[i] = ids[j]; ids[j] = t; }
+        size_t calls = (total / 4096) / 2;   /* retire half of the store */
+        double t = now_s();
+        for (size_t c = 0; c < calls; c++)
+            if (quad_retire(q, ids + c * 4096, 4096, QUAD_BUFFERED, NULL) != 0) { fprintf(stderr, "retire failed\n"); exit(1); }
+        t = now_s() - t;
+        report(random ? "retire 4096 random ids" : "retire 4096 ordered ids", 4096.0 * (double)calls / t / 1e6,
+               "M ids/s", random ? lim_random : lim_ordered, random ? "random reads" : "ordered reads");
+        quad_close(q);
+        unlink(p);
+    }
+    free(ids);
+}
+
+/* ---- group commit ---- */
+typedef struct wctx { quad *q; int rounds; int fail; } wctx;
+
+static void *group_writer(void *arg)
+{
+    wctx *w = arg;
+    for (int r = 0; r < w->rounds; r++)
+        if (quad_append(w->q, structured + (size_t)r * 64, 64, QUAD_GROUP, NULL, NULL) != 0) w->fail = 1;
+    return NULL;
+}
+
+static void bench_group(const char *dir, const char *dname)
+{
+    char title[128];
+    snprintf(title, sizeof title, "group commit, 64 writers x 64 facts (%s)", dname);
+    section(title);
+    /* baseline: one writer, one fdatasync per 64-fact commit, same file system */
+    double base_commits;
+    {
+        char p[600];
+        store_path(p, sizeof p, dir, "group1");
+        quad *q = open_store(p, 4096, 256, 0);
+        int n = quick ? 50 : 200;
+        double t = now_s();
+        for (int r = 0; r < n; r++) (void)quad_append(q, structured + (size_t)r * 64, 64, QUAD_DURABLE, NULL, NULL);
+        t = now_s() - t;
+        base_commits = n / t;
+        char name[96];
+        snprintf(name, sizeof name, "one writer, one fdatasync per 64-fact commit, commits/s %s", dname);
+        report(name, base_commits, "commits/s", 0, NULL);
+        quad_close(q);
+        unlink(p);
+    }
+    uint32_t windows[] = { 0, 200 };
+    for (int k = 0; k < 2; k++) {
+        char p[600];
+        store_path(p, sizeof p, dir, "group");
+        quad *q = open_store(p, 4096, 256, windows[k]);
+        int rounds = quick ? 10 : 40;
+        pthread_t th[64];
+        wctx w[64];
+        double t = now_s();
+        for (int i = 0; i < 64; i++) {
+            w[i] = (wctx){ q, rounds, 0 };
+            pthread_create(&th[i], NULL, group_writer, &w[i]);
+        }
+        for (int i = 0; i < 64; i++) pthread_join(th[i], NULL);
+        t = now_s() - t;
+        quad_stats st;
+        quad_stats_get(q, &st);
+        double commits = 64.0 * rounds / t;
+        double one_fsync = 1e6 / lim_fsync_us;   /* commits/s with one fsync each */
+        char name[96];
+        snprintf(name, sizeof name, "group commit window %u us, commits/s %s", windows[k], dname);
+        report(name, commits, "commits/s", 0, NULL);
+        snprintf(name, sizeof name, "group commit window %u us, facts/s %s", windows[k], dname);
+        report(name, commits * 64 / 1e6, "M facts/s", 0, NULL);
+        snprintf(name, sizeof name, "group commit window %u us, x one 4 KiB fsync per commit %s", windows[k], dname);
+        report(name, commits / one_fsync, "x", 0, NULL);
+        snprintf(name, sizeof name, "group commit window %u us, x one-writer durable commits %s", windows[k], dname);
+        report(name, commits / base_commits, "x", 0, NULL);
+        snprintf(name, sizeof name, "group commit window %u us, commits per fdatasync %s", windows[k], dname);
+        report(name, 64.0 * rounds / (double)(st.syncs ? st.syncs : 1), "commits", 0, NULL);
+        quad_close(q);
+        unlink(p);
+    }
+}
+
+/* ---- chunk and microblock sweep ---- */
+static void bench_sweep(void)
+{
+    section("chunk size sweep (structured, tmpfs, microblock 256 or the chunk)");
+    size_t total = quick ? (1u << 19) : (2u << 20);
+    quad_id *ids = malloc(total * sizeof *ids);
+    uint32_t sizes[] = { 256, 1024, 4096, 16384, 65536 };
+    quad_fact one;
+    for (size_t s = 0; s < 5; s++) {
+        char p[600];
+        store_path(p, sizeof p, shm_dir, "sweep");
+        quad *q = build_store(p, structured, total, sizes[s], 256, ids);
+        quad_stats st;
+        quad_stats_get(q, &st);
+        char name[96];
+        snprintf(name, sizeof name, "chunk %u: bytes per structured fact", sizes[s]);
+        report(name, (double)st.file_bytes / (double)st.facts, "B/fact", 0, NULL);
+        warm(q, ids, total);
+        snprintf(name, sizeof name, "chunk %u: ordered gather cached", sizes[s]);
+        report(name, run_gather(q, ids, total, 0, 0, QUAD_LANES_ALL, 1), "M ids/s", lim_ordered, "ordered reads");
+        snprintf(name, sizeof name, "chunk %u: random gather cached", sizes[s]);
+        report(name, run_gather(q, ids, total, 1, 0, QUAD_LANES_ALL, 1), "M ids/s", lim_random, "random reads");
+        /* point reads: one random id per call, cold (cache dropped) and cached */
+        for (int cold = 1; cold >= 0; cold--) {
+            int reps = quick ? 300 : 1000;
+            if (!cold) warm(q, ids, total);
+            double t = now_s();
+            for (int i = 0; i < reps; i++) {
+                if (cold) quad_cache_drop(q);
+                quad_id id = ids[rnd() % total];
+                (void)quad_gather(q, 0, &id, 1, QUAD_LANES_ALL, &one, NULL);
+            }
+            t = now_s() - t;
+            snprintf(name, sizeof name, "chunk %u: point read %s", sizes[s], cold ? "cold" : "cached");
+            report(name, t / reps * 1e6, "us", 0, NULL);
+        }
+        quad_close(q);
+        unlink(p);
+    }
+    section("microblock sweep (structured, 4096-row chunks)");
+    uint32_t mbs[] = { 64, 256, 1024, 4096 };
+    for (size_t s = 0; s < 4; s++) {
+        char p[600];
+        store_path(p, sizeof p, shm_dir, "mb");
+        quad *q = build_store(p, structured, total, 4096, mbs[s], ids);
+        quad_stats st;
+        quad_stats_get(q, &st);
+        char name[96];
+        snprintf(name, sizeof name, "microblock %u: bytes per structured fact", mbs[s]);
+        report(name, (double)st.file_bytes / (double)st.facts, "B/fact", 0, NULL);
+        warm(q, ids, total);
+        snprintf(name, sizeof name, "microblock %u: ordered gather cached", mbs[s]);
+        report(name, run_gather(q, ids, total, 0, 0, QUAD_LANES_ALL, 1), "M ids/s", lim_ordered, "ordered reads");
+        snprintf(name, sizeof name, "microblock %u: random gather cached", mbs[s]);
+        report(name, run_gather(q, ids, total, 1, 0, QUAD_LANES_ALL, 1), "M ids/s", lim_random, "random reads");
+        quad_close(q);
+        unlink(p);
+    }
+    free(ids);
+}
+
+static void print_json(void)
+{
+    printf("{\"limits\": {\"memcpy_gbs\": %.3f, \"memcpy_facts_mps\": %.2f, \"ordered_reads_mps\": %.2f, "
+           "\"random_reads_mps\": %.2f, \"fdatasync_us\": %.1f},\n \"results\": [\n",
+           lim_memcpy_gbs, lim_memcpy_facts, lim_ordered, lim_random, lim_fsync_us);
+    for (int i = 0; i < nresults; i++) {
+        const result *r = &results[i];
+        printf("  {\"name\": \"%s\", \"value\": %.4f, \"unit\": \"%s\"", r->name, r->value, r->unit);
+        if (r->limit > 0) printf(", \"fraction_of_limit\": %.4f, \"limit\": \"%s\"", r->value / r->limit, r->limit_name);
+        printf("}%s\n", i + 1 < nresults ? "," : "");
+    }
+    printf(" ]}\n");
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--dir") && i + 1 < argc) disk_dir = argv[++i];
+        else {
+            fprintf(stderr, "usage: quadbench [--quick] [--dir PATH] [--json]\n");
+            return 2;
+        }
+    }
+    tbl = json ? stderr : stdout;
+    struct stat sb;
+    if (stat(shm_dir, &sb) != 0) shm_dir = disk_dir;
+    double t0 = now_s();
+    fprintf(tbl, "quadbench%s: disk dir %s, tmpfs dir %s\n", quick ? " --quick" : "", disk_dir, shm_dir);
+    make_data();
+    measure_limits();
+    bench_append(shm_dir, "tmpfs");
+    bench_append(disk_dir, "disk");
+    bench_gather();
+    bench_backends();
+    bench_retire();
+    bench_group(disk_dir, "disk");
+    bench_sweep();
+    bench_size_and_recovery(shm_dir, "tmpfs");
+    bench_size_and_recovery(disk_dir, "disk");
+    fprintf(tbl, "\ndone in %.1f s\n", now_s() - t0);
+    if (json) print_json();
+    free(structured);
+    free(entropy);
+    return 0;
+}

@@ -1,0 +1,199 @@
+/*
+ * quad.h: the facts kernel ("quad-arena"), an embeddable store of facts made
+ * of four opaque 64-bit lanes. This header is the whole contract of the
+ * library; docs/QUAD.md describes the file format and the design choices.
+ *
+ * Model
+ *   - A fact is quad_fact { uint64_t lane[4] }. The kernel does not interpret
+ *     lanes. Facts are appended in batches and get stable ids.
+ *   - A quad_id is (logical chunk number << 24) | slot. It never holds a file
+ *     offset and never changes. A batch of n facts always starts a new chunk
+ *     and fills chunks of `chunk_rows` rows: fact i of a batch whose first id
+ *     is F has id quad_batch_id(F, chunk_rows, i).
+ *   - Every successful append or retire is one commit and advances the epoch
+ *     by one (epoch 0 is the empty store). A snapshot is an epoch: reading at
+ *     snapshot s sees facts appended at epochs <= s and not retired at epochs
+ *     <= s. Retired facts are never reclaimed, so snapshots need no release.
+ *   - The durable watermark is the highest epoch known to be on stable storage.
+ *
+ * Durability (per call)
+ *   QUAD_BUFFERED  the commit is written to the file (page cache) before return;
+ *                  it survives a crash of the process, not a power loss.
+ *   QUAD_DURABLE   returns after an fdatasync that covers the commit.
+ *   QUAD_GROUP     like QUAD_DURABLE, but the sync is shared: the first waiter
+ *                  becomes the leader, waits `group_window_us` (and half windows
+ *                  more while commits keep arriving, four windows at most),
+ *                  syncs once and wakes every writer whose commit it covered.
+ *   A return of 0 with QUAD_DURABLE or QUAD_GROUP always means durable. Readers
+ *   may see a commit (gather, scan) before its writer has been acknowledged.
+ *   A failed fdatasync is final: the store returns HANU_ERR_STOPPED for every
+ *   later write until it is reopened; reads go on.
+ *
+ * Threads
+ *   A quad handle may be used from any number of threads at once: appends and
+ *   retires are serialised internally (the durable wait happens outside the
+ *   lock), gathers and scans run concurrently with each other and with writers.
+ *   quad_open and quad_close must not race with any other call on the handle.
+ *   One file must be opened by at most one handle at a time (not checked).
+ *
+ * Errors: every function returns 0 or a negative HANU_ERR_* code (base.h):
+ *   HANU_ERR_INVALID   bad argument (NULL, n == 0 where not allowed, bad lane
+ *                      mask, bad option);
+ *   HANU_ERR_NOT_FOUND an id that does not exist (retire), or gather without a
+ *                      `present` array hit an id that is not visible;
+ *   HANU_ERR_CORRUPT   the file fails a checksum or a format rule;
+ *   HANU_ERR_IO / HANU_ERR_NOSPACE  the operating system refused a read or write
+ *                      (nothing of that commit is visible afterwards);
+ *   HANU_ERR_STOPPED   writes refused after a failed fdatasync;
+ *   HANU_ERR_NOMEM, HANU_ERR_TOO_LARGE, HANU_ERR_UNSUPPORTED (io_uring asked
+ *                      for but not available).
+ */
+#ifndef HANU_QUAD_H
+#define HANU_QUAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+
+typedef struct quad quad;
+typedef uint64_t quad_id;
+
+typedef struct quad_fact {
+    uint64_t lane[4];
+} quad_fact;
+
+#define QUAD_SLOT_BITS 24
+#define QUAD_ID(chunk, slot) (((uint64_t)(chunk) << QUAD_SLOT_BITS) | (uint64_t)(slot))
+#define QUAD_ID_CHUNK(id) ((uint64_t)(id) >> QUAD_SLOT_BITS)
+#define QUAD_ID_SLOT(id) ((uint32_t)((id) & ((UINT64_C(1) << QUAD_SLOT_BITS) - 1)))
+
+/* Id of fact i of a batch whose first id is first (see the model above). */
+static inline quad_id quad_batch_id(quad_id first, uint32_t chunk_rows, size_t i)
+{
+    return QUAD_ID(QUAD_ID_CHUNK(first) + i / chunk_rows, i % chunk_rows);
+}
+
+/* Lane masks for gather and scan: bit l selects lane l. */
+#define QUAD_LANE(l) (1u << (l))
+#define QUAD_LANES_ALL 0xFu
+
+enum quad_durability {
+    QUAD_BUFFERED = 0,
+    QUAD_DURABLE = 1,
+    QUAD_GROUP = 2,
+};
+
+enum quad_io_backend {
+    QUAD_IO_INLINE = 0,   /* cold reads with pread in the calling thread */
+    QUAD_IO_THREADS = 1,  /* cold reads spread over a pool of blocking I/O threads */
+    QUAD_IO_URING = 2,    /* cold reads submitted together through io_uring */
+};
+
+/* Open flags. */
+#define QUAD_RDONLY 1u    /* no writes at all: no repair of a torn tail, no checkpoint at close */
+#define QUAD_SALVAGE 2u   /* treat the first bad frame as the end of the log instead of
+                             failing with HANU_ERR_CORRUPT (after a power loss with several
+                             unsynced commits); the frames after it are lost */
+
+typedef struct quad_options {
+    uint32_t chunk_rows;        /* rows per chunk, power of two in [64, 1<<20]; default 4096.
+                                   Fixed when the file is created; ignored on reopen. */
+    uint32_t microblock_rows;   /* rows per microblock, power of two in [64, chunk_rows];
+                                   default 256. Fixed at creation. */
+    uint32_t group_window_us;   /* QUAD_GROUP leader wait before syncing; default 100
+                                   (0: sync at once; QUAD_DURABLE never waits) */
+    uint32_t io_threads;        /* threads for QUAD_IO_THREADS; default 4 */
+    int io_backend;             /* enum quad_io_backend; default QUAD_IO_THREADS */
+    size_t cache_bytes;         /* bound on cached compressed lane payloads; default 256 MiB */
+    uint64_t checkpoint_bytes;  /* write a checkpoint after this many log bytes; default 64 MiB */
+    unsigned flags;             /* QUAD_RDONLY, QUAD_SALVAGE */
+} quad_options;
+
+typedef struct quad_stats {
+    uint64_t facts;             /* facts ever appended */
+    uint64_t retired;           /* facts retired (at any epoch) */
+    uint64_t chunks;
+    uint64_t epoch;             /* last committed epoch */
+    uint64_t durable_epoch;     /* last epoch known durable */
+    uint64_t file_bytes;        /* end of the log (valid frames) */
+    uint64_t payload_bytes;     /* compressed lane payload bytes of all chunks */
+    uint64_t lanes_const, lanes_for, lanes_raw;   /* microblock lanes per encoding */
+    uint64_t cache_bytes, cache_hits, cache_misses;
+    uint64_t syncs;             /* fdatasync calls made by commits */
+    uint64_t recovered_frames;  /* frames replayed at open after the checkpoint */
+    uint32_t chunk_rows, microblock_rows;
+} quad_stats;
+
+/* Fills o with the defaults above. */
+void quad_options_default(quad_options *o);
+
+/* Opens (creating if absent, unless QUAD_RDONLY) the store file at path.
+ * opt may be NULL for defaults. Recovery replays the log after the newest
+ * valid checkpoint, ignores a torn tail (and, unless QUAD_RDONLY, overwrites it
+ * with zeros), and fails with HANU_ERR_CORRUPT on a bad frame before the tail.
+ * On success *out is a handle the caller releases with quad_close. */
+int quad_open(const char *path, const quad_options *opt, quad **out);
+
+/* Writes a checkpoint when there were commits since the last one (unless
+ * read-only or stopped), syncs, and frees the handle. Returns the first error
+ * met; the handle is freed in every case. NULL is accepted. */
+int quad_close(quad *q);
+
+/* Appends n facts (n >= 1) read from the caller's array, which stays the
+ * caller's (borrowed; it is not retained after return). On success, when not
+ * NULL, *first_id gets the id of facts[0] and *epoch_out the commit's epoch.
+ * Either all n facts are committed or none. */
+int quad_append(quad *q, const quad_fact *facts, size_t n, int durability,
+                quad_id *first_id, uint64_t *epoch_out);
+
+/* Like quad_append, but takes ownership of facts: the store encodes straight
+ * from the caller's buffer (no copy) and hands it back through
+ * release(ctx, facts) once it no longer needs it; release NULL means free().
+ * release is called exactly once, before return, on success and on error. */
+int quad_append_owned(quad *q, quad_fact *facts, size_t n, int durability,
+                      void (*release)(void *ctx, quad_fact *facts), void *ctx,
+                      quad_id *first_id, uint64_t *epoch_out);
+
+/* Retires n ids (n >= 1) as one commit. Every id must exist (else
+ * HANU_ERR_NOT_FOUND and nothing is retired); an id already retired keeps its
+ * earlier epoch; duplicates are allowed. */
+int quad_retire(quad *q, const quad_id *ids, size_t n, int durability, uint64_t *epoch_out);
+
+/* Reads the lanes in lane_mask of n ids into out[i] (caller order; lanes not in
+ * the mask are left untouched). snapshot 0 means the latest epoch. When present
+ * is not NULL, present[i] is 1 for a visible id and 0 otherwise (its lanes in
+ * the mask are zeroed) and the call succeeds; when present is NULL an id that
+ * is not visible makes the call return HANU_ERR_NOT_FOUND (out is still filled
+ * for the visible ids). Any n (0 included) and any id order are accepted. */
+int quad_gather(quad *q, uint64_t snapshot, const quad_id *ids, size_t n,
+                unsigned lane_mask, quad_fact *out, uint8_t *present);
+
+/* Scans visible facts in id order, starting at the first id >= from: fills up
+ * to cap facts (lanes in lane_mask) into out and their ids into ids_out (may be
+ * NULL), sets *n_out, and *next to the id to pass as `from` to continue
+ * (*n_out == 0 means the end). */
+int quad_scan(quad *q, uint64_t snapshot, quad_id from, unsigned lane_mask,
+              quad_fact *out, quad_id *ids_out, size_t cap, size_t *n_out, quad_id *next);
+
+/* The current epoch, as a snapshot to pass to quad_gather / quad_scan.
+ * (A snapshot of the empty store is 0, which reads as "latest".) */
+int quad_snapshot(quad *q, uint64_t *epoch_out);
+
+uint64_t quad_epoch(quad *q);           /* last committed epoch */
+uint64_t quad_durable_epoch(quad *q);   /* durable watermark */
+uint32_t quad_chunk_rows(quad *q);
+
+/* Makes every commit so far durable (one fdatasync unless already durable). */
+int quad_sync(quad *q);
+
+/* Writes a checkpoint of the chunk directory and retirements now, so that the
+ * next open replays only the log after it. */
+int quad_checkpoint(quad *q);
+
+int quad_stats_get(quad *q, quad_stats *st);
+
+/* Empties the payload cache (benchmarks use it to measure cold reads). */
+void quad_cache_drop(quad *q);
+
+#endif
