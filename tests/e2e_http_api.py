@@ -299,6 +299,26 @@ def run_auth(tmp):
     srv3.stop()
 
 
+def run_expiry(tmp):
+    srv = HttpServer(os.path.join(tmp, "expiry"), ["--idempotency-ttl", "1"])
+    srv.start()
+    h = Http(srv.http_port)
+    for i in range(3):
+        check(h.json("POST", "/c/e/docs", {"i": i}, {"Idempotency-Key": "k%d" % i})[0] == 201, "write")
+    keys = h.json("GET", "/_status")[2]["keys"]
+    check(keys == 6, "3 documents and 3 idempotency keys: %d" % keys)
+    import time
+    deadline = time.time() + 10
+    while time.time() < deadline and h.json("GET", "/_status")[2]["keys"] != 3:
+        time.sleep(0.2)
+    check(h.json("GET", "/_status")[2]["keys"] == 3, "expired idempotency keys are deleted")
+    st, hd, b = h.json("POST", "/c/e/docs", {"i": 0}, {"Idempotency-Key": "k0"})
+    check(st == 201 and "idempotent-replayed" not in hd, "an expired key makes the write happen again")
+    check(h.json("GET", "/c/e")[2]["count"] == 4, "four documents")
+    check("hanudb_idempotency_keys_expired_total 3" in h.call("GET", "/metrics")[2].decode(), "expiry metric")
+    srv.stop()
+
+
 def run_tls(tmp):
     cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
     r = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
@@ -318,6 +338,8 @@ def main():
         failures = run_main(tmp)
         run_auth(tmp)
         print("ok   auth")
+        run_expiry(tmp)
+        print("ok   idempotency expiry")
         run_tls(tmp)
         print("ok   tls")
     finally:

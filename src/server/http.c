@@ -370,6 +370,8 @@ static void reply_metrics(http_call *c)
     metric(&b, "# TYPE hanudb_kv_requests_total counter\nhanudb_kv_requests_total %llu\n",
            (unsigned long long)srv->requests);
     metric(&b, "# TYPE hanudb_store_failed gauge\nhanudb_store_failed %d\n", store_failed(srv->store) ? 1 : 0);
+    metric(&b, "# TYPE hanudb_idempotency_keys_expired_total counter\nhanudb_idempotency_keys_expired_total %llu\n",
+           (unsigned long long)srv->idempotency_expired);
     c->req->res.status = 200;
     c->req->res.reason = "OK";
     c->req->res.content_length = b.len;
@@ -618,6 +620,17 @@ static int read_file(const char *path, char **out)
     return HANU_OK;
 }
 
+/* Idempotency keys past their time are deleted in the background, a batch at a time,
+   every half TTL (1 s to 60 s): a lookup already ignores them, this frees their memory. */
+static void on_expire_sweep(h2o_timeout_entry_t *entry)
+{
+    server *srv = H2O_STRUCT_FROM_MEMBER(server, expire_entry, entry);
+    size_t n = 0;
+    if (!srv->stopping && store_system_expire(srv->store, hanu_wall_ms(), 10000, &n) == HANU_OK)
+        srv->idempotency_expired += n;
+    h2o_timeout_link(srv->loop, &srv->expire_timeout, &srv->expire_entry);
+}
+
 int http_start(server *srv, char *err, size_t errcap)
 {
     const server_options *o = &srv->opt;
@@ -671,6 +684,10 @@ int http_start(server *srv, char *err, size_t errcap)
     }
     h2o_timeout_init(srv->loop, &srv->parked_timeout, 1000);
     srv->parked_entry.cb = on_parked_sweep;
+    uint64_t every = o->idempotency_ttl_s * 500;
+    h2o_timeout_init(srv->loop, &srv->expire_timeout, every < 1000 ? 1000 : every > 60000 ? 60000 : every);
+    srv->expire_entry.cb = on_expire_sweep;
+    h2o_timeout_link(srv->loop, &srv->expire_timeout, &srv->expire_entry);
     h2o_config_init(&srv->http_globalconf);
     srv->http_globalconf.http1.upgrade_to_http2 = 0;
     srv->http_globalconf.max_request_entity_size = o->max_body;
@@ -736,6 +753,7 @@ void http_stop(server *srv)
     /* Whatever is still parked gets its answer now (the final sync happened). */
     http_on_durable(srv, atomic_load(&srv->durable_txn), store_failed(srv->store));
     if (h2o_timeout_is_linked(&srv->parked_entry)) h2o_timeout_unlink(&srv->parked_entry);
+    if (h2o_timeout_is_linked(&srv->expire_entry)) h2o_timeout_unlink(&srv->expire_entry);
     /* The h2o context and its keep-alive connections end with the process: h2o 2.2.5
        has no way to close them gracefully. */
     srv->http_on = 0;

@@ -67,6 +67,9 @@ typedef struct server {
     uint64_t started_ms;
     h2o_timeout_t parked_timeout;
     h2o_timeout_entry_t parked_entry;
+    h2o_timeout_t expire_timeout;
+    h2o_timeout_entry_t expire_entry;
+    uint64_t idempotency_expired;
 } server;
 
 int kv_listen(server *srv, const char *addr, char *err, size_t errcap);

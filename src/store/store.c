@@ -688,7 +688,7 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
         if (ops[i].key_len == 0) return HANU_ERR_INVALID;
         if (ops[i].key_len > s->opt.max_key) return HANU_ERR_TOO_LARGE;
         if (ops[i].kind != STORE_DELETE && ops[i].value_len > s->opt.max_value) return HANU_ERR_TOO_LARGE;
-        if (ops[i].kind > STORE_SYSTEM_SET) return HANU_ERR_INVALID;
+        if (ops[i].kind > STORE_SYSTEM_DELETE) return HANU_ERR_INVALID;
     }
     pthread_mutex_lock(&s->mu);
     store_db *d = store_db_by_id(s, db);
@@ -709,13 +709,51 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
 
     int rc = log_frame_begin(&s->frame);
     for (size_t i = 0; rc == HANU_OK && i < n; i++) {
-        int del = ops[i].kind == STORE_DELETE, sys = ops[i].kind == STORE_SYSTEM_SET;
+        int del = ops[i].kind == STORE_DELETE || ops[i].kind == STORE_SYSTEM_DELETE;
+        int sys = ops[i].kind == STORE_SYSTEM_SET || ops[i].kind == STORE_SYSTEM_DELETE;
         rc = log_frame_add(&s->frame, del ? LOG_OP_DELETE : sys ? LOG_OP_IDEMPOTENCY : LOG_OP_PUT,
                            sys ? STORE_SYSTEM_DB_ID : db, ops[i].key, (uint16_t)ops[i].key_len,
                            del ? NULL : ops[i].value, del ? 0 : (uint32_t)ops[i].value_len);
     }
     if (rc) return rc;
     return append_and_apply(s, txn);
+}
+
+int store_system_expire(store *s, uint64_t now_ms, size_t max, size_t *expired)
+{
+    *expired = 0;
+    if (!max || log_writer_failed(s->log)) return HANU_OK;
+    store_op *ops = calloc(max, sizeof *ops);
+    hanu_buf keys = {0};
+    size_t *offs = calloc(max, sizeof *offs), n = 0;
+    if (!ops || !offs) { free(ops); free(offs); return HANU_ERR_NOMEM; }
+    pthread_mutex_lock(&s->mu);
+    store_db *d = store_db_by_id(s, STORE_SYSTEM_DB_ID);
+    size_t pos = 0;
+    kd_entry *e;
+    while (d && n < max && (e = keydir_next(&d->kd, &pos)) != NULL) {
+        store_file *f = store_file_get(s, e->file_id);
+        if (e->value_len < 8 || !f || !f->map) continue;
+        log_writer_flush_until(s->log, e->file_id, (uint64_t)e->value_off + 8);
+        if (hanu_get_u64(f->map + e->value_off) >= now_ms) continue;
+        offs[n] = keys.len;
+        hanu_buf_append(&keys, e->key, e->key_len);
+        ops[n].kind = STORE_SYSTEM_DELETE;
+        ops[n].key_len = e->key_len;
+        n++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    int rc = HANU_OK;
+    if (n) {
+        for (size_t i = 0; i < n; i++) ops[i].key = keys.data + offs[i];
+        uint64_t txn;
+        rc = store_write(s, STORE_SYSTEM_DB_ID, ops, n, STORE_COND_NONE, 0, &txn, NULL);
+        if (rc == HANU_OK) *expired = n;
+    }
+    free(ops);
+    free(offs);
+    hanu_buf_free(&keys);
+    return rc;
 }
 
 int store_db_create(store *s, const char *name, size_t len, uint64_t *txn)

@@ -79,6 +79,7 @@ enum store_op_kind {
     STORE_SET = 0,
     STORE_DELETE = 1,
     STORE_SYSTEM_SET = 2,    /* a set in the system database, e.g. an idempotency record */
+    STORE_SYSTEM_DELETE = 3, /* a delete in the system database */
 };
 typedef struct store_op {
     uint8_t kind;
@@ -87,6 +88,10 @@ typedef struct store_op {
     const void *value;
     size_t value_len;
 } store_op;
+
+/* Deletes, in one write, up to max records of the system database whose value
+   starts with a u64 expiry time (ms since the epoch) before now_ms. Writer thread. */
+int store_system_expire(store *s, uint64_t now_ms, size_t max, size_t *expired);
 
 /* Token of a key without copying its value: OK, or NOT_FOUND. */
 int store_lookup(store *s, uint32_t db, const void *key, size_t key_len, uint64_t *token);
