@@ -13,7 +13,7 @@ static void usage(FILE *f)
         "hanudb %s: a document, key-value and facts database\n\n"
         "usage: hanudb COMMAND [options]\n\n"
         "commands:\n"
-        "  serve     run the server (key-value protocol; see hanudb serve --help)\n"
+        "  serve     run the server: key-value protocol and documents over HTTP (hanudb serve --help)\n"
         "  compact   compact the data files of a stopped server (hanudb compact --data DIR)\n"
         "  kv        key-value command-line client (hanudb kv --help)\n"
         "  version   print the version\n"
