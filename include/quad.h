@@ -21,9 +21,10 @@
  *                  it survives a crash of the process, not a power loss.
  *   QUAD_DURABLE   returns after an fdatasync that covers the commit.
  *   QUAD_GROUP     like QUAD_DURABLE, but the sync is shared: the first waiter
- *                  becomes the leader, waits `group_window_us` (and half windows
- *                  more while commits keep arriving, four windows at most),
- *                  syncs once and wakes every writer whose commit it covered.
+ *                  becomes the leader, waits for the group to form (as many
+ *                  commits pending as the previous sync covered, else until
+ *                  commits stop arriving; at most 4 x `group_window_us`), syncs
+ *                  once and wakes every writer whose commit it covered.
  *   A return of 0 with QUAD_DURABLE or QUAD_GROUP always means durable. Readers
  *   may see a commit (gather, scan) before its writer has been acknowledged.
  *   A failed fdatasync is final: the store returns HANU_ERR_STOPPED for every
@@ -101,7 +102,7 @@ typedef struct quad_options {
                                    Fixed when the file is created; ignored on reopen. */
     uint32_t microblock_rows;   /* rows per microblock, power of two in [64, chunk_rows];
                                    default 256. Fixed at creation. */
-    uint32_t group_window_us;   /* QUAD_GROUP leader wait before syncing; default 100
+    uint32_t group_window_us;   /* QUAD_GROUP grouping window unit; default 100
                                    (0: sync at once; QUAD_DURABLE never waits) */
     uint32_t io_threads;        /* threads for QUAD_IO_THREADS; default 4 */
     int io_backend;             /* enum quad_io_backend; default QUAD_IO_THREADS */

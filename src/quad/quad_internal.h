@@ -145,6 +145,7 @@ struct quad {
     _Atomic uint64_t durable;
     int leader;
     int sync_failed;
+    uint64_t last_group;               /* commits covered by the last sync (leader only) */
     uint64_t syncs;
 
     qc_cache cache;

