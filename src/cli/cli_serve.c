@@ -53,6 +53,7 @@ static void default_store_flags(store_flags *f)
     f->max_key = 1024;
     f->max_value = 1u << 20;
     f->compact_ratio = 0.5;
+    f->commit_window_us = 100;
 }
 
 int cli_serve_main(int argc, char **argv)
@@ -69,7 +70,7 @@ int cli_serve_main(int argc, char **argv)
         { "kv-addr", CLI_STR, &kv_addr, "key-value protocol address HOST:PORT (default 127.0.0.1:8787)" },
         { "file-size", CLI_SIZE, &f.file_size, "log file rotation size (default 64M)" },
         { "prealloc", CLI_STR, &f.prealloc, "how log files get blocks: append|fallocate|zerofill (default zerofill)" },
-        { "commit-window-us", CLI_U64, &f.commit_window_us, "group-commit wait before each fdatasync (default 0)" },
+        { "commit-window-us", CLI_U64, &f.commit_window_us, "most a group commit waits to gather as many writes as its last sync covered; 0: none (default 100)" },
         { "max-key", CLI_SIZE, &f.max_key, "largest key in bytes (default 1024)" },
         { "max-value", CLI_SIZE, &f.max_value, "largest value in bytes (default 1M)" },
         { "max-frame", CLI_SIZE, &max_frame, "largest request payload (default 16M+64)" },

@@ -27,6 +27,7 @@ void store_options_default(store_options *o)
     o->compact_ratio = 0.5;
     o->compact_min_dead = 1u << 20;
     o->background_compaction = 1;
+    o->commit_window_us = 100;
 }
 
 int store_db_name_valid(const char *name, size_t len)

@@ -33,7 +33,7 @@ typedef struct store_options {
     const char *data_dir;           /* DATA; log/ and meta/ are created inside */
     uint64_t file_size;             /* log file rotation size, default 64 MiB */
     int prealloc;                   /* enum log_prealloc, default zerofill */
-    uint32_t commit_window_us;      /* group-commit window, default 0 */
+    uint32_t commit_window_us;      /* adaptive group-commit window, default 100 us; 0 = off */
     uint32_t max_key;               /* default 1024, at most 65535 */
     uint32_t max_value;             /* default 1 MiB */
     double compact_ratio;           /* compact a sealed file past this dead fraction (0.5) */
