@@ -10,6 +10,7 @@
  */
 #include "server/server_internal.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -393,6 +394,11 @@ int kv_listen(server *srv, const char *addr, char *err, size_t errcap)
         if (fd >= 0) close(fd);
         return HANU_ERR_IO;
     }
+    int loopback = (ss.ss_family == AF_INET && (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127) ||
+                   (ss.ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr));
+    if (!loopback)
+        fprintf(stderr, "hanudb: WARNING: the key-value protocol has no authentication and reaches every "
+                "database and collection; %s is not a loopback address\n", addr);
     srv->kv_listener = h2o_evloop_socket_create(srv->loop, fd, H2O_SOCKET_FLAG_DONT_READ);
     srv->kv_listener->data = srv;
     h2o_socket_read_start(srv->kv_listener, on_accept);
