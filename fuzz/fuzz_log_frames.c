@@ -19,6 +19,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         log_frame f;
         const char *why = NULL;
         int r = log_frame_decode(data + off, size - off, &f, &why);
+        if (r == LOG_FRAME_SEAL) {   /* a valid seal ends the file's data */
+            assert(f.size == LOG_FRAME_HEADER_SIZE && f.entry_count == 0);
+            break;
+        }
         if (r != LOG_FRAME_OK) {
             assert(r == LOG_FRAME_END || why != NULL);
             break;
