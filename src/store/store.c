@@ -198,19 +198,12 @@ int store_apply_entry(store *s, const log_entry *e, uint64_t txn, uint32_t file_
     case LOG_OP_DROP_DB:
         store_mark_dead(s, file_id, own);
         d = store_db_by_id(s, e->db);
-        if (d && d->id != STORE_DEFAULT_DB_ID) {
-            store_file *cf = NULL;
-            (void)cf;
-            db_remove(s, d);
-        }
+        if (d && d->id != STORE_DEFAULT_DB_ID && d->id != STORE_SYSTEM_DB_ID) db_remove(s, d);
         return HANU_OK;
     default:
         return HANU_ERR_CORRUPT;
     }
 }
-
-/* The create record of a database is live while that database exists; account it so
-   dead-byte ratios stay right. (Done by apply: a create is never marked dead unless refused.) */
 
 /* ---- recovery ---- */
 
