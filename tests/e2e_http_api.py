@@ -138,13 +138,21 @@ def t_limits(h, srv):
     big = json.dumps({"v": "x" * 5000})
     st, _, b = h.json("PUT", "/c/users/docs/big", big)
     check(st == 413 and error_code(b) == "too_large", "document over --max-value 4K: %d %r" % (st, b))
-    # A body over --max-body is refused from its Content-Length, before it is sent
-    # (h2o answers this one itself, in plain text).
+    # A body over --max-body is refused from its Content-Length, before it is sent,
+    # with a JSON error, and the connection is closed.
     s = socket.create_connection(("127.0.0.1", srv.http_port), timeout=5)
     s.sendall(b"PUT /c/users/docs/huge HTTP/1.1\r\nHost: x\r\nContent-Length: 1100000\r\n\r\n{")
-    data = s.recv(4096)
+    data = b""
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
     s.close()
-    check(data.startswith(b"HTTP/1.1 413"), "body over --max-body 1M: %r" % data[:40])
+    head, _, body = data.partition(b"\r\n\r\n")
+    check(head.startswith(b"HTTP/1.1 413") and b"close" in head.lower(), "body over --max-body 1M: %r" % head[:80])
+    check(error_code(json.loads(body)) == "too_large" and b"1100000" in body, "413 JSON body: %r" % body)
+    check(h.call("GET", "/c/users/docs/huge")[0] == 404, "nothing written")
     ops = [{"op": "delete", "id": "x%d" % i} for i in range(10001)]
     st, _, b = h.json("POST", "/c/users/_batch", {"ops": ops})
     check(st == 413 and "10000" in b["error"]["message"], "batch over 10000 ops: %d %r" % (st, b))

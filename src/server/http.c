@@ -442,6 +442,7 @@ static void parse_durability(http_call *c, int *bad)
 }
 
 int http_guard_linked(void);
+void http_guard_set_body_limit(uint64_t limit);
 
 /* Two Content-Length headers that disagree make the framing ambiguous: refuse.
    h2o keeps only the first; http_guard.c marks a conflicting second one. */
@@ -459,6 +460,14 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     if (conflicting_content_length(req)) {
         req->http1_is_persistent = 0;
         http_error(c, 400, "invalid_request", "conflicting Content-Length headers");
+        return 0;
+    }
+    const h2o_iovec_t *too_large = http_header(req, H2O_STRLIT("x-hanu-body-too-large"));
+    if (too_large) {
+        /* The body was not read (http_guard.c): answer and close the connection. */
+        req->http1_is_persistent = 0;
+        http_error(c, 413, "too_large", "request body of %.*s bytes; the limit is %u (--max-body)",
+                   (int)HANU_MIN(too_large->len, 20), too_large->base, srv->opt.max_body);
         return 0;
     }
     /* Split the path (without the query) into at most 5 segments. */
@@ -688,6 +697,7 @@ int http_start(server *srv, char *err, size_t errcap)
     h2o_timeout_init(srv->loop, &srv->expire_timeout, every < 1000 ? 1000 : every > 60000 ? 60000 : every);
     srv->expire_entry.cb = on_expire_sweep;
     h2o_timeout_link(srv->loop, &srv->expire_timeout, &srv->expire_entry);
+    http_guard_set_body_limit(o->max_body);
     h2o_config_init(&srv->http_globalconf);
     srv->http_globalconf.http1.upgrade_to_http2 = 0;
     srv->http_globalconf.max_request_entity_size = o->max_body;
