@@ -14,14 +14,7 @@
 
 #include "quad.h"
 #include "test.h"
-
-/* ---- fact shapes (BENCH.md) and a PRNG ---- */
-static inline int tq_fact_eq(const quad_fact *a, const quad_fact *b, unsigned mask)
-{
-    for (int l = 0; l < 4; l++)
-        if ((mask & (1u << l)) && a->lane[l] != b->lane[l]) return 0;
-    return 1;
-}
+#include "quad_shapes.h"
 
 #define WRITERS 4
 #define BATCH 64

@@ -10,42 +10,7 @@
 
 #include "quad.h"
 #include "test.h"
-
-/* ---- fact shapes (BENCH.md) and a PRNG ---- */
-static uint64_t tq_rng = 88172645463325252ULL;
-static inline uint64_t tq_rand(void)
-{
-    tq_rng ^= tq_rng << 13;
-    tq_rng ^= tq_rng >> 7;
-    tq_rng ^= tq_rng << 17;
-    return tq_rng;
-}
-
-/* structured: lane0 from 1000 values, lane1 constant, lane2 timestamps
- * growing by 0-15, lane3 from 4096 values */
-static inline void tq_structured(quad_fact *f, size_t n, uint64_t *ts)
-{
-    for (size_t i = 0; i < n; i++) {
-        *ts += tq_rand() & 15;
-        f[i].lane[0] = 1000000 + tq_rand() % 1000;
-        f[i].lane[1] = 42;
-        f[i].lane[2] = *ts;
-        f[i].lane[3] = (tq_rand() & 4095) * 7919;
-    }
-}
-
-static inline void tq_entropy(quad_fact *f, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        for (int l = 0; l < 4; l++) f[i].lane[l] = tq_rand();
-}
-
-static inline int tq_fact_eq(const quad_fact *a, const quad_fact *b, unsigned mask)
-{
-    for (int l = 0; l < 4; l++)
-        if ((mask & (1u << l)) && a->lane[l] != b->lane[l]) return 0;
-    return 1;
-}
+#include "quad_shapes.h"
 
 typedef struct model {
     quad_fact *facts;
