@@ -9,14 +9,13 @@ import json
 import os
 import random
 import shutil
-import signal
 import sys
 import tempfile
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from hanuhttp import HttpServer, check  # noqa
+from hanukv import kill_rounds  # noqa
 
 WRITERS = 6
 DOCS = 30
@@ -115,27 +114,13 @@ def verify(port, writers, states):
 
 def main():
     tmp = tempfile.mkdtemp(prefix="hanudb-httpkill-")
-    rng = random.Random(int(time.time()))
     states = {w: {} for w in range(WRITERS)}
     srv = HttpServer(os.path.join(tmp, "data"), ["--file-size", "256K", "--compact-ratio", "0.3"])
-    total = 0
     try:
-        for rnd in range(ROUNDS):
-            srv.start()
-            writers = [Writer(w, srv.http_port, states[w], rng.random()) for w in range(WRITERS)]
-            for w in writers:
-                w.start()
-            time.sleep(rng.uniform(0.2, 0.8))
-            srv.kill(signal.SIGKILL)
-            for w in writers:
-                w.join(timeout=10)
-                check(w.error is None, "writer %d: %s" % (w.wid, w.error))
-                total += w.acked
-            srv.start()
-            verify(srv.http_port, writers, states)
-            srv.stop()
-            print("round %2d: ok (%d writes acknowledged so far)" % (rnd + 1, total), flush=True)
-        check(total > 500, "too few acknowledged writes: %d" % total)
+        total = kill_rounds(srv, ROUNDS,
+                            lambda port, rng: [Writer(w, port, states[w], rng.random()) for w in range(WRITERS)],
+                            lambda: srv.http_port, lambda port, ws: verify(port, ws, states), 500,
+                            pause=(0.2, 0.8))
         print("http kill test: %d SIGKILLs, %d acknowledged writes, all present and byte-identical" % (ROUNDS, total))
     finally:
         srv.kill()

@@ -6,11 +6,9 @@ on its connection, never acknowledged, may have landed), and every batch is
 either wholly applied or not at all."""
 import random
 import shutil
-import signal
 import sys
 import tempfile
 import threading
-import time
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))
 from hanukv import *  # noqa
@@ -114,28 +112,13 @@ def verify(port, writers, states):
 
 def main():
     data = tempfile.mkdtemp(prefix="hanudb-kill-")
-    rng = random.Random(int(time.time()))
     states = {w: {} for w in range(WRITERS)}
     srv = Server(data, ["--file-size", "256K", "--compact-ratio", "0.3"])
-    total_acked = 0
     try:
-        for rnd in range(ROUNDS):
-            srv.start()
-            writers = [Writer(w, srv.port, states[w], rng.random()) for w in range(WRITERS)]
-            for w in writers:
-                w.start()
-            time.sleep(rng.uniform(0.15, 0.8))
-            srv.kill(signal.SIGKILL)
-            for w in writers:
-                w.join(timeout=10)
-                check(w.error is None, "writer %d: %s" % (w.wid, w.error))
-                total_acked += w.acked
-            srv.start()
-            verify(srv.port, writers, states)
-            srv.stop()
-            print("round %2d: ok (%d writes acknowledged so far)" % (rnd + 1, total_acked), flush=True)
-        check(total_acked > 1000, "too few acknowledged writes to mean anything: %d" % total_acked)
-        print("kill test: %d SIGKILLs, %d acknowledged writes, all present" % (ROUNDS, total_acked))
+        total = kill_rounds(srv, ROUNDS,
+                            lambda port, rng: [Writer(w, port, states[w], rng.random()) for w in range(WRITERS)],
+                            lambda: srv.port, lambda port, ws: verify(port, ws, states), 1000)
+        print("kill test: %d SIGKILLs, %d acknowledged writes, all present" % (ROUNDS, total))
     finally:
         srv.kill()
         shutil.rmtree(data, ignore_errors=True)

@@ -158,3 +158,31 @@ class Server:
 def check(cond, msg):
     if not cond:
         raise AssertionError(msg)
+
+
+def kill_rounds(srv, rounds, writers, port, verify, min_acked, pause=(0.15, 0.8), seed=None):
+    """The SIGKILL loop both kill tests share: start the server, start fresh writer
+    threads (writers(port) returns them), SIGKILL the server after a random pause,
+    restart it, verify(port, writers), stop it; `rounds` times. Returns the total of
+    acknowledged writes."""
+    import random
+    import time
+    rng = random.Random(seed if seed is not None else int(time.time()))
+    total = 0
+    for rnd in range(rounds):
+        srv.start()
+        ws = writers(port(), rng)
+        for w in ws:
+            w.start()
+        time.sleep(rng.uniform(*pause))
+        srv.kill(signal.SIGKILL)
+        for w in ws:
+            w.join(timeout=10)
+            check(w.error is None, "writer %d: %s" % (w.wid, w.error))
+            total += w.acked
+        srv.start()
+        verify(port(), ws)
+        srv.stop()
+        print("round %2d: ok (%d writes acknowledged so far)" % (rnd + 1, total), flush=True)
+    check(total > min_acked, "too few acknowledged writes to mean anything: %d" % total)
+    return total
