@@ -111,6 +111,9 @@ class Server:
     def __init__(self, data_dir, extra=(), port=None):
         self.data_dir = data_dir
         self.extra = list(extra)
+        if "--http-addr" not in self.extra:
+            # No HTTP port unless a test asks for one: the default 8080 may be taken.
+            self.extra += ["--http-addr", "off"]
         self.port = port or free_port()
         self.proc = None
         self.log_path = os.path.join(tempfile.gettempdir(), "hanudb-e2e-%d-%d.log" % (os.getpid(), self.port))
