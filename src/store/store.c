@@ -628,6 +628,15 @@ int store_lookup(store *s, uint32_t db, const void *key, size_t key_len, uint64_
 
 /* ---- writes (writer thread only) ---- */
 
+/* Tells the compaction thread a file was sealed. Never waits: the thread holds
+   compact_mu for a whole compaction (seconds), and it looks again every second. */
+static void wake_compactor(store *s)
+{
+    if (pthread_mutex_trylock(&s->compact_mu) != 0) return;
+    pthread_cond_broadcast(&s->compact_cv);
+    pthread_mutex_unlock(&s->compact_mu);
+}
+
 /* Appends the frame in s->frame and applies its entries. mu is NOT held on entry. */
 static int append_and_apply(store *s, uint64_t *txn)
 {
@@ -664,11 +673,7 @@ static int append_and_apply(store *s, uint64_t *txn)
         rc = store_apply_entry(s, &e, *txn, loc.file_id, loc.offset + e.value_offset);
     s->last_txn = *txn;
     pthread_mutex_unlock(&s->mu);
-    if (rotated) {
-        pthread_mutex_lock(&s->compact_mu);
-        pthread_cond_broadcast(&s->compact_cv);
-        pthread_mutex_unlock(&s->compact_mu);
-    }
+    if (rotated) wake_compactor(s);
     return rc;
 }
 
@@ -828,9 +833,7 @@ int store_rotate(store *s)
     int rc = log_writer_rotate(s->log, &sealed);
     if (rc == HANU_OK) {
         /* The new file gets its table entry on its first write. */
-        pthread_mutex_lock(&s->compact_mu);
-        pthread_cond_broadcast(&s->compact_cv);
-        pthread_mutex_unlock(&s->compact_mu);
+        wake_compactor(s);
     }
     return rc;
 }
