@@ -340,8 +340,17 @@ def run_tls(tmp):
     srv.stop()
 
 
+STARTED = []   # every server a test starts, killed at the end even when a check fails
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="hanudb-http-")
+    real_start = Server.start
+
+    def tracked_start(self, *a, **k):
+        STARTED.append(self)
+        return real_start(self, *a, **k)
+    Server.start = tracked_start
     try:
         failures = run_main(tmp)
         run_auth(tmp)
@@ -351,6 +360,8 @@ def main():
         run_tls(tmp)
         print("ok   tls")
     finally:
+        for srv in STARTED:
+            srv.kill()
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
         sys.exit(1)
