@@ -14,7 +14,8 @@
 #include "store/store.h"
 #include "log/log.h"
 
-static double open_ms(const char *dir, store_stats *st)
+/* Opens dir without start-up lines or background compaction; exits on failure. */
+static store *open_quiet(const char *dir)
 {
     store_options o;
     store_options_default(&o);
@@ -23,11 +24,17 @@ static double open_ms(const char *dir, store_stats *st)
     o.background_compaction = 0;
     store *s = NULL;
     char err[512];
-    uint64_t t0 = hanu_now_ns();
     if (store_open(&o, &s, err, sizeof err) != HANU_OK) {
         fprintf(stderr, "kvstartup: open: %s\n", err);
         exit(2);
     }
+    return s;
+}
+
+static double open_ms(const char *dir, store_stats *st)
+{
+    uint64_t t0 = hanu_now_ns();
+    store *s = open_quiet(dir);
     double ms = (double)(hanu_now_ns() - t0) / 1e6;
     store_get_stats(s, st);
     store_close(s);
@@ -56,14 +63,8 @@ int main(int argc, char **argv)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) return 2;
 
-    store_options o;
-    store_options_default(&o);
-    o.data_dir = dir;
-    o.quiet = 1;
-    o.background_compaction = 0;
-    store *s = NULL;
+    store *s = open_quiet(dir);
     char err[512];
-    if (store_open(&o, &s, err, sizeof err) != HANU_OK) { fprintf(stderr, "kvstartup: %s\n", err); return 2; }
     enum { BATCH = 1000 };
     store_op ops[BATCH];
     char (*kbuf)[24] = malloc(BATCH * 24);
@@ -98,7 +99,7 @@ int main(int argc, char **argv)
     double scan_ms = open_ms(dir, &scan_st);
     fprintf(stderr, "open by scanning %llu files: %.0f ms\n", (unsigned long long)scan_st.files, scan_ms);
     /* Offline compaction, as `hanudb compact` does it. */
-    if (store_open(&o, &s, err, sizeof err) != HANU_OK) { fprintf(stderr, "kvstartup: %s\n", err); return 2; }
+    s = open_quiet(dir);
     t0 = hanu_now_ns();
     store_rotate(s);
     store_sync(s);
