@@ -38,6 +38,7 @@
  * keeps its connection. Exit status: 0 ok, 1 some request failed, 2 bad
  * usage or the server is unreachable.
  */
+#include "bench_util.h"
 #include "base/base.h"
 #include "docgen.h"
 
@@ -441,17 +442,6 @@ static void usage(FILE *out)
           "  Exit status: 0 ok, 1 a request failed, 2 bad usage or server unreachable.\n", out);
 }
 
-static int parse_long(const char *s, long min, long max, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > max)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 /* "http://HOST[:PORT][/]"; HOST may be [v6]. */
 static int parse_url(struct config *c)
 {
@@ -487,7 +477,7 @@ static int parse_url(struct config *c)
     c->host[hl] = 0;
     const char *port = colon ? colon + 1 : "80";
     long pv;
-    if (parse_long(port, 1, 65535, &pv) != 0)
+    if (bench_parse_long(port, 1, 65535, &pv) != 0)
         return -1;
     snprintf(c->port, sizeof c->port, "%ld", pv);
     return 0;
@@ -513,7 +503,7 @@ static int parse_mix(const char *s, unsigned mix[N_OPS])
             return -1;
         memcpy(num, eq + 1, vl);
         num[vl] = 0;
-        if (parse_long(num, 0, 1000000, &w) != 0)
+        if (bench_parse_long(num, 0, 1000000, &w) != 0)
             return -1;
         m[op] = (unsigned)w;
         s += n;
@@ -575,11 +565,11 @@ static int parse_args(int argc, char **argv, struct config *c)
             else if (strcmp(v, "all") == 0) c->phases = PHASE_ALL;
             else bad = 1;
         } else if (strcmp(a, "--duration") == 0) {
-            bad = parse_long(v, 1, 86400, &c->duration);
+            bad = bench_parse_long(v, 1, 86400, &c->duration);
         } else if (strcmp(a, "--clients") == 0) {
-            bad = parse_long(v, 1, 10000, &c->clients);
+            bad = bench_parse_long(v, 1, 10000, &c->clients);
         } else if (strcmp(a, "--seed") == 0) {
-            bad = parse_long(v, 0, LONG_MAX, &x);
+            bad = bench_parse_long(v, 0, LONG_MAX, &x);
             c->seed = (uint64_t)x;
         } else if (strcmp(a, "--durability") == 0) {
             c->durability = v;
@@ -1082,21 +1072,12 @@ static void progress(struct run *r, uint64_t t)
     r->progress_done = r->completed;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Nearest-rank percentile of sorted v[0..n) (ns values under LAT_NS_MASK), in us. */
 static double pct_us(const uint64_t *v, size_t n, double p)
 {
     if (n == 0)
         return 0;
-    size_t rank = (size_t)ceil(p / 100.0 * (double)n);
-    rank = HANU_MAX(rank, (size_t)1);
-    rank = HANU_MIN(rank, n);
-    return (double)(v[rank - 1] & LAT_NS_MASK) / 1000.0;
+    return (double)(v[bench_rank_index(n, p)] & LAT_NS_MASK) / 1000.0;
 }
 
 static void fill_stats(struct op_stats *s, const uint64_t *v, size_t n, double secs)
@@ -1117,7 +1098,7 @@ static void phase_stats(struct run *r, int phase, double cpu_s)
     pr->ran = 1;
     pr->secs = (double)(end - r->t_start) / 1e9;
     pr->cpu_s = cpu_s;
-    qsort(r->lat, r->nlat, sizeof r->lat[0], cmp_u64);
+    qsort(r->lat, r->nlat, sizeof r->lat[0], bench_cmp_u64);
     size_t i = 0;
     memset(&pr->all, 0, sizeof pr->all);
     for (int k = 0; k < N_OPS; k++) {
@@ -1136,7 +1117,7 @@ static void phase_stats(struct run *r, int phase, double cpu_s)
     }
     for (size_t j = 0; j < r->nlat; j++)
         r->lat[j] &= LAT_NS_MASK;
-    qsort(r->lat, r->nlat, sizeof r->lat[0], cmp_u64);
+    qsort(r->lat, r->nlat, sizeof r->lat[0], bench_cmp_u64);
     fill_stats(&pr->all, r->lat, r->nlat, pr->secs);
 }
 

@@ -28,6 +28,8 @@
  * response, unexpected status or connection failure is an error; the exit
  * status is 1 when there were errors, 2 for bad usage or setup failures.
  */
+#include "bench_util.h"
+#include "base/base.h"
 #include "hanudb_client.h"
 
 #include <errno.h>
@@ -92,12 +94,7 @@ struct run {
     int err_printed;
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+static uint64_t now_ns(void) { return hanu_now_ns(); }
 
 static uint64_t next_rand(uint64_t *s)
 {
@@ -119,17 +116,6 @@ static void usage(FILE *out)
           "  --durability local, --db default. Progress goes to stderr every second; the\n"
           "  table to stdout (stderr with --json, which prints one JSON object on stdout).\n"
           "  Exit status: 0 ok, 1 errors occurred, 2 bad usage or setup failure.\n", out);
-}
-
-static int parse_long(const char *s, long min, long max, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > max)
-        return -1;
-    *out = v;
-    return 0;
 }
 
 /* 0 ok, 1 printed help, 2 bad usage (message printed). */
@@ -168,15 +154,15 @@ static int parse_args(int argc, char **argv, struct config *c)
             bad = w == sizeof workload_names / sizeof workload_names[0];
             c->workload = (enum workload)w;
         } else if (strcmp(a, "--clients") == 0) {
-            bad = parse_long(v, 1, 10000, &c->clients);
+            bad = bench_parse_long(v, 1, 10000, &c->clients);
         } else if (strcmp(a, "--ops") == 0) {
-            bad = parse_long(v, 1, 1000000000L, &c->ops);
+            bad = bench_parse_long(v, 1, 1000000000L, &c->ops);
         } else if (strcmp(a, "--warmup") == 0) {
-            bad = parse_long(v, 0, 1000000000L, &c->warmup);
+            bad = bench_parse_long(v, 0, 1000000000L, &c->warmup);
         } else if (strcmp(a, "--keyspace") == 0) {
-            bad = parse_long(v, 1, 100000000L, &c->keyspace);
+            bad = bench_parse_long(v, 1, 100000000L, &c->keyspace);
         } else if (strcmp(a, "--value-size") == 0) {
-            bad = parse_long(v, 0, 1 << 20, &c->value_size);
+            bad = bench_parse_long(v, 0, 1 << 20, &c->value_size);
         } else if (strcmp(a, "--durability") == 0) {
             if (strcmp(v, "local") == 0) c->durability = HKV_DUR_LOCAL;
             else if (strcmp(v, "none") == 0) c->durability = HKV_DUR_NONE;
@@ -460,30 +446,19 @@ static int prefill(struct run *r)
     return rc == HKV_OK ? 0 : -1;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Nearest-rank percentile of sorted v[0..n), in microseconds. */
 static double pct_us(const uint64_t *v, long n, double p)
 {
-    if (n == 0)
+    if (n <= 0)
         return 0;
-    long rank = (long)(p / 100.0 * (double)n + 0.999999);
-    if (rank < 1)
-        rank = 1;
-    if (rank > n)
-        rank = n;
-    return (double)v[rank - 1] / 1000.0;
+    return (double)v[bench_rank_index((size_t)n, p)] / 1000.0;
 }
 
 static void report(const struct run *r)
 {
     const struct config *cfg = r->cfg;
     long n = r->nlat;
-    qsort(r->lat, (size_t)n, sizeof r->lat[0], cmp_u64);
+    qsort(r->lat, (size_t)n, sizeof r->lat[0], bench_cmp_u64);
     double sum = 0;
     for (long i = 0; i < n; i++)
         sum += (double)r->lat[i];
