@@ -22,8 +22,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 port=$((20000 + RANDOM % 20000))
-echo "| workload | prealloc | durability | ops/s | p50 us | p99 us | p99.9 us | frame bytes / 1000 records | zero-fill bytes / 1000 records | syncs / 1000 records |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| workload | prealloc | durability | ops/s | p50 us | p99 us | p99.9 us | frame bytes / 1000 records | zero-fill bytes / 1000 records | syncs / 1000 records | mean fdatasync us |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for w in $workloads; do
   for r in $(seq "$runs"); do
     rm -rf "$dir"
@@ -43,9 +43,11 @@ o, a, b = json.loads(out), json.loads(s0), json.loads(s1)
 frames = max(1, b["frames"] - a["frames"])
 framed = b["log_bytes_written"] - a["log_bytes_written"]
 zeros = b["prealloc_bytes"] - a["prealloc_bytes"]
-print("| %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f |" % (
+syncs = max(1, b["syncs"] - a["syncs"])
+print("| %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %.0f |" % (
     w, pre, dur, o["throughput"], o["p50_us"], o["p99_us"], o["p999_us"],
-    framed * 1000.0 / frames, zeros * 1000.0 / frames, (b["syncs"] - a["syncs"]) * 1000.0 / frames))
+    framed * 1000.0 / frames, zeros * 1000.0 / frames, (b["syncs"] - a["syncs"]) * 1000.0 / frames,
+    (b["sync_us"] - a["sync_us"]) / syncs))
 PY
   done
 done

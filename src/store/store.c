@@ -398,12 +398,45 @@ static int seal_tail(store *s, uint32_t id, uint64_t at, uint64_t last_txn, char
     return rc;
 }
 
+/* After a compacted file that covers the log up to expected - 1, a file whose txns
+   start below expected can only be one that a merge already copied into it (the
+   merge was interrupted before deleting it: store_compact.c). */
+static int merged_leftover(const store_file *f, const log_file_header *h, uint64_t size,
+                           uint64_t expected)
+{
+    if (!expected) return 0;
+    if (f->compacted) return h->covers_last < expected;
+    log_frame fr;
+    return size > LOG_FILE_HEADER_SIZE &&
+           log_frame_decode(f->map + LOG_FILE_HEADER_SIZE, size - LOG_FILE_HEADER_SIZE, &fr, NULL) ==
+               LOG_FRAME_OK &&
+           fr.txn < expected;
+}
+
+static void drop_merged_leftover(store *s, uint32_t id)
+{
+    char path[1200];
+    file_free(s->files[id]);
+    s->files[id] = NULL;
+    log_file_path(path, sizeof path, s->log_dir, id, "log");
+    unlink(path);
+    log_file_path(path, sizeof path, s->log_dir, id, "hint");
+    unlink(path);
+    hanu_fsync_dir(s->log_dir);
+    if (!s->opt.quiet)
+        fprintf(stderr, "hanudb: removed log/%06u.log: an interrupted merge had already copied it "
+                "into the file before it\n", id);
+}
+
 static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err, size_t errcap)
 {
     uint32_t *ids = NULL;
     size_t n = 0;
     int rc = list_log_files(s->log_dir, &ids, &n);
     if (rc) { snprintf(err, errcap, "cannot list %s", s->log_dir); free(ids); return rc; }
+    /* File ids are never reused (a merge deletes files, and a reused id could be
+       taken for one of them), so the next file comes after the highest id seen. */
+    uint32_t max_id = n ? ids[n - 1] : 0;
     /* Files after the last one holding a frame were created ahead of time, or their
        first frame was torn: they hold nothing that was ever acknowledged. */
     while (n > 0 && !file_has_frames(s, ids[n - 1])) {
@@ -429,13 +462,18 @@ static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err,
     if (d0 && hinted) keydir_reserve(&d0->kd, (size_t)hinted);
     uint64_t expected = 0, stop = LOG_FILE_HEADER_SIZE;
     size_t from_hints = 0;
-    int sealed = 1;
+    int sealed = 1, prev_compacted = 0;
     for (size_t i = 0; i < n && rc == HANU_OK; i++) {
         store_file *f;
         log_file_header h;
         uint64_t size;
         rc = open_file(s, ids[i], &f, &h, &size, err, errcap);
         if (rc) break;
+        if (prev_compacted && merged_leftover(f, &h, size, expected)) {
+            drop_merged_leftover(s, ids[i]);
+            continue;
+        }
+        prev_compacted = f->compacted;
         if (i == 0) s->oldest_file = ids[i];
         int newest = i + 1 == n;
         if (f->compacted && store_hint_load(s, f, err, errcap) == HANU_OK) {
@@ -455,7 +493,7 @@ static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err,
     }
     if (rc == HANU_OK) {
         *next_txn = expected ? expected : 1;
-        *active_id = n ? ids[n - 1] + 1 : 1;
+        *active_id = max_id + 1;
         if (n && !sealed) {
             store_file *last = store_file_get(s, ids[n - 1]);
             rc = seal_tail(s, ids[n - 1], stop, last->last_txn, err, errcap);

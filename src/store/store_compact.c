@@ -8,6 +8,14 @@
  * active file is never compacted, and neither is a file holding a txn that is
  * not durable yet.
  *
+ * Merging: a run of adjacent small sealed files (each under half the rotation
+ * size, together under the rotation size) is rewritten the same way into one
+ * file that takes the first file's id and covers the whole run's txn range; the
+ * others are then deleted. Without it compaction only ever shrinks files and
+ * their number keeps growing. A crash after the merged file is renamed into
+ * place but before the others are deleted leaves files whose txns the merged
+ * file already covers: recovery deletes them (store.c).
+ *
  * Hint file (docs/FORMATS.md): 40-byte header "HANUHNT\0" | u8 version=1 |
  * u8 0 | u16 0 | u32 file_id | u32 generation | u32 count | u64 used |
  * u64 0, then count entries u8 op | u32 db | u16 key_len | u32 value_len |
@@ -33,6 +41,7 @@
 
 typedef struct relocation {
     uint32_t db;
+    uint32_t src_fid;
     uint32_t old_off, new_off;
     uint32_t value_len;
     uint16_t key_len;
@@ -134,8 +143,10 @@ int store_hint_load(store *s, store_file *f, char *err, size_t errcap)
     return rc;
 }
 
-/* Is this entry of file fid (at absolute value offset voff, in a frame of txn) live? mu held. */
-static int entry_live(store *s, uint32_t fid, const log_entry *e, uint64_t txn, uint32_t voff)
+/* Is this entry of file fid (at absolute value offset voff, in a frame of txn) live,
+   when it is rewritten into file out_fid? mu held. */
+static int entry_live(store *s, uint32_t fid, uint32_t out_fid, const log_entry *e, uint64_t txn,
+                      uint32_t voff)
 {
     store_db *d = store_db_by_id(s, e->db);
     switch (e->op) {
@@ -147,49 +158,69 @@ static int entry_live(store *s, uint32_t fid, const log_entry *e, uint64_t txn, 
     }
     case LOG_OP_DELETE:
         /* Needed only while an older file may still hold a put of the key. */
-        if (!d || fid == s->oldest_file) return 0;
+        if (!d || out_fid == s->oldest_file) return 0;
         return keydir_get(&d->kd, e->key, e->key_len, keydir_hash(e->key, e->key_len)) == NULL;
     case LOG_OP_CREATE_DB:
         return d && d->create_txn == txn;
     case LOG_OP_DROP_DB:
-        return fid != s->oldest_file;
+        return out_fid != s->oldest_file;
     default:
         return 0;
     }
 }
 
-int store_compact_file(store *s, uint32_t fid, char *err, size_t errcap)
+/* The txn range a sealed file covers: a compacted file's header says, a plain file's
+   frames do (mu held). */
+static void file_covers(const store_file *f, uint64_t *first, uint64_t *last)
 {
-    pthread_mutex_lock(&s->mu);
-    store_file *f = store_file_get(s, fid);
-    if (!f || !f->map || fid >= log_writer_active_id(s->log) || !f->first_txn ||
-        f->last_txn > log_writer_durable_txn(s->log)) {
-        pthread_mutex_unlock(&s->mu);
-        return HANU_ERR_BUSY;
-    }
-    log_file_header h = {
-        .flags = LOG_FLAG_COMPACTED, .file_id = fid, .generation = f->generation + 1,
-    };
-    /* A compacted file keeps covering the range of the file it replaces. */
-    uint8_t hb[LOG_FILE_HEADER_SIZE];
-    memcpy(hb, f->map, sizeof hb);
-    log_file_header oldh;
-    if (log_file_header_decode(hb, &oldh) == HANU_OK && (oldh.flags & LOG_FLAG_COMPACTED)) {
-        h.covers_first = oldh.covers_first;
-        h.covers_last = oldh.covers_last;
+    log_file_header h;
+    if (log_file_header_decode(f->map, &h) == HANU_OK && (h.flags & LOG_FLAG_COMPACTED)) {
+        *first = h.covers_first;
+        *last = h.covers_last;
     } else {
-        h.covers_first = f->first_txn;
-        h.covers_last = f->last_txn;
+        *first = f->first_txn;
+        *last = f->last_txn;
     }
-    const uint8_t *map = f->map;
-    uint64_t used = f->used;
+}
+
+/* Rewrites the live records of the sealed files ids[0..n), adjacent in the log, into
+   one file with id ids[0]; the others are deleted once it is in place. */
+static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_t errcap)
+{
+    enum { MAX_RUN = 64 };
+    if (n == 0 || n > MAX_RUN) return HANU_ERR_INVALID;
+    uint32_t fid = ids[0];
+    const uint8_t *maps[MAX_RUN];
+    uint64_t useds[MAX_RUN];
+    log_file_header h = { .flags = LOG_FLAG_COMPACTED, .file_id = fid };
+    pthread_mutex_lock(&s->mu);
+    uint32_t active = log_writer_active_id(s->log);
+    uint64_t durable = log_writer_durable_txn(s->log);
+    for (size_t i = 0; i < n; i++) {
+        store_file *f = store_file_get(s, ids[i]);
+        uint64_t first = 0, last = 0;
+        if (f && f->map) file_covers(f, &first, &last);
+        /* Each file must continue the previous one's range: adjacent, nothing between. */
+        if (!f || !f->map || ids[i] >= active || !last || f->last_txn > durable ||
+            (i && first != h.covers_last + 1)) {
+            pthread_mutex_unlock(&s->mu);
+            return HANU_ERR_BUSY;
+        }
+        if (i == 0) {
+            h.covers_first = first;
+            h.generation = f->generation + 1;
+        }
+        h.covers_last = last;
+        maps[i] = f->map;
+        useds[i] = f->used;
+    }
     pthread_mutex_unlock(&s->mu);
 
     hanu_buf out = {0}, hint = {0}, frame = {0};
     relocation *rel = NULL;
     size_t nrel = 0, relcap = 0;
     uint32_t hint_count = 0;
-    uint64_t tomb_bytes = 0, record_bytes = 0;
+    uint64_t tomb_bytes = 0, record_bytes = 0, first_txn = 0, last_txn = 0, before = 0;
     int rc = hanu_buf_reserve(&out, LOG_FILE_HEADER_SIZE);
     if (rc == HANU_OK) {
         log_file_header_encode(out.data, &h);
@@ -197,49 +228,57 @@ int store_compact_file(store *s, uint32_t fid, char *err, size_t errcap)
         rc = hanu_buf_reserve(&hint, HINT_HEADER_SIZE);
         hint.len = HINT_HEADER_SIZE;
     }
-    uint64_t off = LOG_FILE_HEADER_SIZE;
-    while (rc == HANU_OK && off < used) {
-        log_frame fr;
-        const char *why = "";
-        int r = log_frame_decode(map + off, used - off, &fr, &why);
-        if (r == LOG_FRAME_SEAL || r == LOG_FRAME_END) break;
-        if (r != LOG_FRAME_OK) {
-            snprintf(err, errcap, "log/%06u.log: %s at offset %llu during compaction", fid, why,
-                     (unsigned long long)off);
-            rc = HANU_ERR_CORRUPT;
-            break;
-        }
-        rc = log_frame_begin(&frame);
-        uint32_t pos = 0, kept = 0;
-        log_entry e;
-        pthread_mutex_lock(&s->mu);
-        while (rc == HANU_OK && log_frame_next_entry(&fr, &pos, &e)) {
-            if (!entry_live(s, fid, &e, fr.txn, (uint32_t)off + e.value_offset)) continue;
-            uint32_t new_voff = (uint32_t)(out.len + frame.len + LOG_ENTRY_HEADER_SIZE + e.key_len);
-            rc = log_frame_add(&frame, e.op, e.db, e.key, e.key_len, e.value, e.value_len);
-            if (rc == HANU_OK) rc = hint_add(&hint, &e, fr.txn, new_voff);
-            hint_count++;
-            kept++;
-            record_bytes += store_entry_bytes(e.key_len, e.value_len);
-            if (e.op == LOG_OP_DELETE || e.op == LOG_OP_DROP_DB)
-                tomb_bytes += store_entry_bytes(e.key_len, e.value_len);
-            if (rc == HANU_OK && (e.op == LOG_OP_PUT || e.op == LOG_OP_IDEMPOTENCY)) {
-                if (nrel == relcap) {
-                    relcap = relcap ? relcap * 2 : 1024;
-                    relocation *nr = realloc(rel, relcap * sizeof *nr);
-                    if (!nr) { rc = HANU_ERR_NOMEM; break; }
-                    rel = nr;
-                }
-                rel[nrel++] = (relocation){ e.db, (uint32_t)off + e.value_offset, new_voff, e.value_len,
-                                             e.key_len, e.key };
+    for (size_t i = 0; i < n && rc == HANU_OK; i++) {
+        const uint8_t *map = maps[i];
+        uint64_t used = useds[i], off = LOG_FILE_HEADER_SIZE;
+        before += used;
+        while (rc == HANU_OK && off < used) {
+            log_frame fr;
+            const char *why = "";
+            int r = log_frame_decode(map + off, used - off, &fr, &why);
+            if (r == LOG_FRAME_SEAL || r == LOG_FRAME_END) break;
+            if (r != LOG_FRAME_OK) {
+                snprintf(err, errcap, "log/%06u.log: %s at offset %llu during compaction", ids[i],
+                         why, (unsigned long long)off);
+                rc = HANU_ERR_CORRUPT;
+                break;
             }
+            rc = log_frame_begin(&frame);
+            uint32_t pos = 0, kept = 0;
+            log_entry e;
+            pthread_mutex_lock(&s->mu);
+            while (rc == HANU_OK && log_frame_next_entry(&fr, &pos, &e)) {
+                if (!entry_live(s, ids[i], fid, &e, fr.txn, (uint32_t)off + e.value_offset)) continue;
+                uint32_t new_voff = (uint32_t)(out.len + frame.len + LOG_ENTRY_HEADER_SIZE + e.key_len);
+                rc = log_frame_add(&frame, e.op, e.db, e.key, e.key_len, e.value, e.value_len);
+                if (rc == HANU_OK) rc = hint_add(&hint, &e, fr.txn, new_voff);
+                hint_count++;
+                kept++;
+                record_bytes += store_entry_bytes(e.key_len, e.value_len);
+                if (e.op == LOG_OP_DELETE || e.op == LOG_OP_DROP_DB)
+                    tomb_bytes += store_entry_bytes(e.key_len, e.value_len);
+                if (rc == HANU_OK && (e.op == LOG_OP_PUT || e.op == LOG_OP_IDEMPOTENCY)) {
+                    if (nrel == relcap) {
+                        relcap = relcap ? relcap * 2 : 1024;
+                        relocation *nr = realloc(rel, relcap * sizeof *nr);
+                        if (!nr) { rc = HANU_ERR_NOMEM; break; }
+                        rel = nr;
+                    }
+                    rel[nrel++] = (relocation){ e.db, ids[i], (uint32_t)off + e.value_offset, new_voff,
+                                                 e.value_len, e.key_len, e.key };
+                }
+            }
+            pthread_mutex_unlock(&s->mu);
+            if (rc == HANU_OK && kept) {
+                log_frame_finish(&frame, fr.txn);
+                rc = hanu_buf_append(&out, frame.data, frame.len);
+                if (!first_txn) first_txn = fr.txn;
+                last_txn = fr.txn;
+            }
+            /* Offsets are u32: a merge never grows a file past the rotation size. */
+            if (rc == HANU_OK && out.len > UINT32_MAX - (1u << 20)) rc = HANU_ERR_TOO_LARGE;
+            off += fr.size;
         }
-        pthread_mutex_unlock(&s->mu);
-        if (rc == HANU_OK && kept) {
-            log_frame_finish(&frame, fr.txn);
-            rc = hanu_buf_append(&out, frame.data, frame.len);
-        }
-        off += fr.size;
     }
     char tmp_log[1300], tmp_hint[1300], log_path[1200], hint_path[1200];
     log_file_path(log_path, sizeof log_path, s->log_dir, fid, "log");
@@ -271,8 +310,10 @@ int store_compact_file(store *s, uint32_t fid, char *err, size_t errcap)
         nf.fd = open(tmp_log, O_RDONLY | O_CLOEXEC);
         if (nf.fd < 0 || store_file_map(&nf, out.len) != HANU_OK) rc = HANU_ERR_IO;
     }
+    store_file *gone[MAX_RUN];
+    size_t ngone = 0;
     if (rc == HANU_OK) {
-        /* Install: rename, repoint the key directory, swap the file. */
+        /* Install: rename, repoint the key directory, swap the file, drop the others. */
         pthread_mutex_lock(&s->mu);
         if (rename(tmp_log, log_path) != 0 || rename(tmp_hint, hint_path) != 0) {
             rc = HANU_ERR_IO;
@@ -283,14 +324,18 @@ int store_compact_file(store *s, uint32_t fid, char *err, size_t errcap)
             store_db *d = store_db_by_id(s, rel[i].db);
             kd_entry *k = d ? keydir_get(&d->kd, rel[i].key, rel[i].key_len,
                                          keydir_hash(rel[i].key, rel[i].key_len)) : NULL;
-            if (k && k->file_id == fid && k->value_off == rel[i].old_off) k->value_off = rel[i].new_off;
-            else dead += store_entry_bytes(rel[i].key_len, rel[i].value_len);
+            if (k && k->file_id == rel[i].src_fid && k->value_off == rel[i].old_off) {
+                k->file_id = fid;
+                k->value_off = rel[i].new_off;
+            } else {
+                dead += store_entry_bytes(rel[i].key_len, rel[i].value_len);
+            }
         }
         if (rc == HANU_OK) {
             store_file *cur = store_file_get(s, fid);
-            uint8_t *old_map = cur->map;
-            size_t old_len = cur->map_len;
-            int old_fd = cur->fd;
+            gone[ngone++] = malloc(sizeof(store_file));
+            if (gone[0]) *gone[0] = *cur;   /* the old mapping, released below */
+            else { store_file_unmap(cur); close(cur->fd); }
             cur->fd = nf.fd;
             cur->map = nf.map;
             cur->map_len = nf.map_len;
@@ -299,19 +344,37 @@ int store_compact_file(store *s, uint32_t fid, char *err, size_t errcap)
             cur->dead_bytes = dead;
             cur->compacted = 1;
             cur->generation = h.generation;
+            cur->first_txn = first_txn;
+            cur->last_txn = last_txn;
             nf.fd = -1;
             nf.map = NULL;
-            uint64_t before = used;
-            pthread_mutex_unlock(&s->mu);
-            if (s->opt.on_compacted) s->opt.on_compacted(s->opt.ctx, fid, before, out.len);
-            munmap(old_map, old_len);
-            close(old_fd);
-            hanu_fsync_dir(s->log_dir);
-            atomic_fetch_add(&s->compactions, 1);
-            atomic_fetch_add(&s->compaction_bytes, out.len + hint.len);
-        } else {
-            pthread_mutex_unlock(&s->mu);
+            for (size_t i = 1; i < n; i++) {
+                gone[ngone++] = s->files[ids[i]];
+                s->files[ids[i]] = NULL;
+            }
         }
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (rc == HANU_OK) {
+        /* The merged file is durable under its name before the files it replaces go. */
+        hanu_fsync_dir(s->log_dir);
+        for (size_t i = 0; i < ngone; i++) {
+            if (!gone[i]) continue;
+            store_file_unmap(gone[i]);
+            if (gone[i]->fd >= 0) close(gone[i]->fd);
+            if (i) {
+                char p[1200];
+                log_file_path(p, sizeof p, s->log_dir, ids[i], "log");
+                unlink(p);
+                log_file_path(p, sizeof p, s->log_dir, ids[i], "hint");
+                unlink(p);
+            }
+            free(gone[i]);
+        }
+        if (n > 1) hanu_fsync_dir(s->log_dir);
+        if (s->opt.on_compacted) s->opt.on_compacted(s->opt.ctx, fid, before, out.len);
+        atomic_fetch_add(&s->compactions, 1);
+        atomic_fetch_add(&s->compaction_bytes, out.len + hint.len);
     }
     if (rc != HANU_OK) {
         unlink(tmp_log);
@@ -325,6 +388,40 @@ int store_compact_file(store *s, uint32_t fid, char *err, size_t errcap)
     hanu_buf_free(&hint);
     hanu_buf_free(&frame);
     return rc;
+}
+
+int store_compact_file(store *s, uint32_t fid, char *err, size_t errcap)
+{
+    return compact_run(s, &fid, 1, err, errcap);
+}
+
+/* Finds the first run of at least two adjacent small sealed files worth merging:
+   each under half the rotation size, together at most the rotation size. */
+static size_t pick_merge(store *s, uint32_t *ids, size_t cap)
+{
+    size_t n = 0;
+    uint64_t total = 0, limit = s->opt.file_size ? s->opt.file_size : (64ull << 20);
+    pthread_mutex_lock(&s->mu);
+    uint32_t active = log_writer_active_id(s->log);
+    uint64_t durable = log_writer_durable_txn(s->log);
+    for (uint32_t i = 1; i < s->files_cap && i < active; i++) {
+        store_file *f = s->files[i];
+        if (!f) continue;
+        uint64_t first = 0, last = 0;
+        if (f->map) file_covers(f, &first, &last);
+        int small = f->map && last && f->last_txn <= durable && f->used < limit / 2;
+        if (small && n < cap && total + f->used <= limit) {
+            ids[n++] = i;
+            total += f->used;
+            continue;
+        }
+        if (n >= 2) break;
+        n = 0;
+        total = 0;
+        if (small) { ids[n++] = i; total = f->used; }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return n >= 2 ? n : 0;
 }
 
 /* Picks a sealed file worth compacting; 0 when none. force: any sealed file that is
@@ -364,6 +461,10 @@ int store_compact(store *s, int force, char *err, size_t errcap)
         if (rc) break;
         after = fid;
     }
+    uint32_t run[64];
+    size_t n;
+    while (rc == HANU_OK && force && (n = pick_merge(s, run, 64)) != 0)
+        rc = compact_run(s, run, n, err, errcap);
     pthread_mutex_unlock(&s->compact_mu);
     return rc;
 }
@@ -373,18 +474,27 @@ void *store_compact_main(void *arg)
     store *s = arg;
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
     pthread_mutex_lock(&s->compact_mu);
+    int worked = 0;
     while (!s->compact_stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 1;
-        pthread_cond_timedwait(&s->compact_cv, &s->compact_mu, &ts);
-        if (s->compact_stop) break;
-        uint32_t fid = pick_file(s, 0, 0);
-        if (!fid) continue;
+        if (!worked) {   /* back to back while there is work, else look once a second */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&s->compact_cv, &s->compact_mu, &ts);
+            if (s->compact_stop) break;
+        }
+        uint32_t run[64];
+        size_t n = 0;
+        run[0] = pick_file(s, 0, 0);
+        if (run[0]) n = 1;
+        else n = pick_merge(s, run, 64);
+        worked = 0;
+        if (!n) continue;
         char err[512] = "";
-        int rc = store_compact_file(s, fid, err, sizeof err);
+        int rc = compact_run(s, run, n, err, sizeof err);
         if (rc && rc != HANU_ERR_BUSY)
             fprintf(stderr, "hanudb: background compaction: %s\n", err);
+        worked = rc == HANU_OK;
     }
     pthread_mutex_unlock(&s->compact_mu);
     return NULL;
