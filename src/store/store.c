@@ -594,6 +594,7 @@ void store_close(store *s)
 {
     if (!s) return;
     if (s->compact_started) {
+        atomic_store(&s->compact_abort, 1);   /* before waiting for the lock it holds */
         pthread_mutex_lock(&s->compact_mu);
         s->compact_stop = 1;
         pthread_cond_broadcast(&s->compact_cv);

@@ -277,6 +277,8 @@ static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_
             }
             /* Offsets are u32: a merge never grows a file past the rotation size. */
             if (rc == HANU_OK && out.len > UINT32_MAX - (1u << 20)) rc = HANU_ERR_TOO_LARGE;
+            /* Shutting down: the files stay as they are, the work is redone next time. */
+            if (rc == HANU_OK && atomic_load(&s->compact_abort)) rc = HANU_ERR_BUSY;
             off += fr.size;
         }
     }
@@ -492,7 +494,7 @@ void *store_compact_main(void *arg)
         if (!n) continue;
         char err[512] = "";
         int rc = compact_run(s, run, n, err, sizeof err);
-        if (rc && rc != HANU_ERR_BUSY)
+        if (rc && rc != HANU_ERR_BUSY && !atomic_load(&s->compact_abort))
             fprintf(stderr, "hanudb: background compaction: %s\n", err);
         worked = rc == HANU_OK;
     }

@@ -54,6 +54,7 @@ struct store {
     pthread_mutex_t compact_mu;   /* one compaction at a time */
     pthread_cond_t compact_cv;
     int compact_stop;
+    _Atomic int compact_abort;    /* store_close: a running compaction gives up early */
     _Atomic uint64_t compactions, compaction_bytes;
     uint64_t startup_ms;
 };
