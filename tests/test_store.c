@@ -475,6 +475,31 @@ static void test_merge_small_files(void)
     store_close(s);
 }
 
+/* Writes nobody waits for are synced within lazy_sync_ms; a waiter gets its sync
+   without that delay (store_sync is one). */
+static void test_lazy_sync(void)
+{
+    char err[512];
+    const char *dir = test_tmpdir("lazy");
+    store_options o;
+    store_options_default(&o);
+    o.data_dir = dir;
+    o.quiet = 1;
+    o.background_compaction = 0;
+    o.lazy_sync_ms = 50;
+    store *s = NULL;
+    REQUIRE(store_open(&o, &s, err, sizeof err) == HANU_OK);
+    uint64_t t = 0;
+    CHECK_EQ(put(s, 0, "a", "1", &t), HANU_OK);
+    store_flush(s);
+    for (int i = 0; i < 500 && store_durable_txn(s) < t; i++) usleep(10000);
+    CHECK_EQ(store_durable_txn(s), t);
+    CHECK_EQ(put(s, 0, "b", "2", &t), HANU_OK);
+    CHECK_EQ(store_sync(s), HANU_OK);
+    CHECK_EQ(store_durable_txn(s), t);
+    store_close(s);
+}
+
 static void test_drop_space_reclaimed(void)
 {
     char err[512], k[32];
@@ -537,6 +562,7 @@ int main(void)
     RUN(test_damage_in_sealed_file_refuses_start);
     RUN(test_compaction_keeps_values_tokens_and_hints);
     RUN(test_merge_small_files);
+    RUN(test_lazy_sync);
     RUN(test_drop_space_reclaimed);
     RUN(test_second_process_locked_out);
     TEST_DONE();

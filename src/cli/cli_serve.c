@@ -11,7 +11,7 @@
 
 typedef struct store_flags {
     const char *data, *prealloc;
-    uint64_t file_size, commit_window_us, max_key, max_value;
+    uint64_t file_size, commit_window_us, lazy_sync_ms, max_key, max_value;
     double compact_ratio;
     int no_compaction;
 } store_flags;
@@ -21,6 +21,11 @@ static int apply_store_flags(const store_flags *f, store_options *so)
     so->data_dir = f->data;
     so->file_size = f->file_size;
     so->commit_window_us = (uint32_t)f->commit_window_us;
+    if (f->lazy_sync_ms > 1000) {
+        fprintf(stderr, "hanudb: --lazy-sync-ms must be at most 1000\n");
+        return 2;
+    }
+    so->lazy_sync_ms = (uint32_t)f->lazy_sync_ms;
     so->compact_ratio = f->compact_ratio;
     so->background_compaction = !f->no_compaction;
     if (f->file_size < (64u << 10) || f->file_size > (1ull << 31)) {
@@ -54,6 +59,7 @@ static void default_store_flags(store_flags *f)
     f->max_value = 1u << 20;
     f->compact_ratio = 0.5;
     f->commit_window_us = 100;
+    f->lazy_sync_ms = 10;
 }
 
 int cli_serve_main(int argc, char **argv)
@@ -71,6 +77,7 @@ int cli_serve_main(int argc, char **argv)
         { "file-size", CLI_SIZE, &f.file_size, "log file rotation size (default 64M)" },
         { "prealloc", CLI_STR, &f.prealloc, "how log files get blocks: append|fallocate|zerofill (default zerofill)" },
         { "commit-window-us", CLI_U64, &f.commit_window_us, "most a group commit waits to gather as many writes as its last sync covered; 0: none (default 100)" },
+        { "lazy-sync-ms", CLI_U64, &f.lazy_sync_ms, "writes acknowledged with durability none are synced within this; 0: at once (default 10)" },
         { "max-key", CLI_SIZE, &f.max_key, "largest key in bytes (default 1024)" },
         { "max-value", CLI_SIZE, &f.max_value, "largest value in bytes (default 1M)" },
         { "max-frame", CLI_SIZE, &max_frame, "largest request payload (default 16M+64)" },

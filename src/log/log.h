@@ -131,6 +131,9 @@ typedef struct log_options {
     uint64_t file_size;           /* rotate before a frame would pass this (default 64 MiB) */
     int prealloc;                 /* enum log_prealloc */
     uint32_t commit_window_us;    /* leader waits this long before syncing (default 0) */
+    /* While nobody waits for durability (every pending write was acknowledged with
+       durability none), sync at most this often; 0: sync at once, like for waiters. */
+    uint32_t lazy_sync_ms;
     /* Called from the commit thread after each sync: durable_txn is the highest txn
        now durable, failed != 0 when fdatasync failed (then nothing more ever is). */
     void (*on_durable)(void *ctx, uint64_t durable_txn, int failed);
@@ -162,6 +165,8 @@ int log_writer_failed(const log_writer *w);
 int log_writer_rotate(log_writer *w, uint32_t *sealed_id);
 /* Blocks until every appended txn is durable (or the log failed). */
 int log_writer_sync(log_writer *w);
+/* Someone waits for txn to be durable: the commit thread syncs it without delay. */
+void log_writer_want_durable(log_writer *w, uint64_t txn);
 /* Writes pending frames to the file (one pwrite); call once per batch of appends. */
 int log_writer_flush(log_writer *w);
 /* Flushes when bytes of file_id before end are still pending (readers call it). */

@@ -61,6 +61,8 @@ struct log_writer {
     int commit_waiting;           /* commit thread sleeps on work_cv; under mu */
     int stop;                     /* under mu */
     _Atomic uint64_t durable_txn;
+    _Atomic uint64_t wanted_txn;  /* highest txn someone waits to be durable */
+    _Atomic int lazy_waiting;     /* commit thread waits out lazy_sync_ms */
     _Atomic int failed;
 
     /* Next file prepared ahead: under mu. */
@@ -200,6 +202,22 @@ static void *commit_main(void *arg)
                 pthread_cond_wait(&w->work_cv, &w->mu);
                 continue;
             }
+        }
+        /* Nobody waits for these frames (durability none): let them gather for up to
+           lazy_sync_ms, unless a waiter turns up. Each sync costs the core I/O
+           submissions and wake-ups: measured, see docs/PERFORMANCE.md. */
+        if (w->opt.lazy_sync_ms && !w->stop && atomic_load(&w->wanted_txn) <= atomic_load(&w->durable_txn)) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)w->opt.lazy_sync_ms * 1000000ull;
+            until.tv_sec += (time_t)(ns / 1000000000ull);
+            until.tv_nsec = (long)(ns % 1000000000ull);
+            atomic_store(&w->lazy_waiting, 1);
+            while (!w->stop && !atomic_load(&w->failed) &&
+                   atomic_load(&w->wanted_txn) <= atomic_load(&w->durable_txn))
+                if (pthread_cond_timedwait(&w->work_cv, &w->mu, &until) != 0) break;
+            atomic_store(&w->lazy_waiting, 0);
+            if (atomic_load(&w->failed)) continue;
         }
         /* Wait for as many frames as the last sync covered, for at most the window. */
         if (w->opt.commit_window_us && w->group_target > 1 && !w->stop &&
@@ -495,10 +513,24 @@ uint64_t log_writer_durable_txn(const log_writer *w) { return atomic_load(&((log
 uint32_t log_writer_active_id(const log_writer *w) { return w->active_id; }
 int log_writer_failed(const log_writer *w) { return atomic_load(&((log_writer *)w)->failed); }
 
+void log_writer_want_durable(log_writer *w, uint64_t txn)
+{
+    uint64_t cur = atomic_load(&w->wanted_txn);
+    while (cur < txn && !atomic_compare_exchange_weak(&w->wanted_txn, &cur, txn)) {}
+    if (atomic_load(&w->lazy_waiting)) {
+        pthread_mutex_lock(&w->mu);
+        pthread_cond_signal(&w->work_cv);
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
 int log_writer_sync(log_writer *w)
 {
     log_writer_flush(w);
     pthread_mutex_lock(&w->mu);
+    uint64_t cur = atomic_load(&w->wanted_txn);
+    while (cur < w->written_txn && !atomic_compare_exchange_weak(&w->wanted_txn, &cur, w->written_txn)) {}
+    pthread_cond_signal(&w->work_cv);
     while (!atomic_load(&w->failed) && atomic_load(&w->durable_txn) < w->written_txn)
         pthread_cond_wait(&w->durable_cv, &w->mu);
     int rc = atomic_load(&w->failed) ? HANU_ERR_STOPPED : HANU_OK;

@@ -132,6 +132,7 @@ void http_reply(http_call *c, int status, const char *body, size_t len, uint64_t
         return;
     }
     /* Park until the group commit covering wait_txn; txns only grow, so a FIFO. */
+    store_want_durable(srv->store, wait_txn);
     http_parked *pk = calloc(1, sizeof *pk);
     if (!pk) {
         send_now(srv, c->req, c->route, c->start_ns, 500, "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}", 56);

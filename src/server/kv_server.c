@@ -155,8 +155,10 @@ static void respond_written(kv_conn *c, uint64_t txn, uint8_t durability)
 {
     size_t start = c->out.len;
     kv_respond_token(&c->out, KV_OK, txn);
-    if (durability == KV_DURABLE_LOCAL && txn > atomic_load(&c->srv->durable_txn))
+    if (durability == KV_DURABLE_LOCAL && txn > atomic_load(&c->srv->durable_txn)) {
         add_gate(c, start, txn);
+        store_want_durable(c->srv->store, txn);
+    }
 }
 
 static void respond_stats(kv_conn *c)

@@ -28,6 +28,7 @@ void store_options_default(store_options *o)
     o->compact_min_dead = 1u << 20;
     o->background_compaction = 1;
     o->commit_window_us = 100;
+    o->lazy_sync_ms = 10;
 }
 
 int store_db_name_valid(const char *name, size_t len)
@@ -557,7 +558,8 @@ int store_open(const store_options *o, store **out, char *err, size_t errcap)
 
     log_options lo = {
         .dir = s->log_dir, .file_size = s->opt.file_size, .prealloc = s->opt.prealloc,
-        .commit_window_us = s->opt.commit_window_us, .on_durable = on_durable_forward, .ctx = s,
+        .commit_window_us = s->opt.commit_window_us,
+        .lazy_sync_ms = s->opt.lazy_sync_ms, .on_durable = on_durable_forward, .ctx = s,
     };
     rc = log_writer_open(&lo, active_id, LOG_FILE_HEADER_SIZE, next_txn, &s->log);
     if (rc) {
@@ -864,6 +866,7 @@ uint64_t store_durable_txn(store *s) { return log_writer_durable_txn(s->log); }
 uint64_t store_last_txn(store *s) { return s->last_txn; }
 int store_failed(store *s) { return log_writer_failed(s->log); }
 int store_sync(store *s) { return log_writer_sync(s->log); }
+void store_want_durable(store *s, uint64_t txn) { log_writer_want_durable(s->log, txn); }
 int store_flush(store *s) { return log_writer_flush(s->log); }
 
 int store_rotate(store *s)

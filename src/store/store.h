@@ -34,6 +34,7 @@ typedef struct store_options {
     uint64_t file_size;             /* log file rotation size, default 64 MiB */
     int prealloc;                   /* enum log_prealloc, default zerofill */
     uint32_t commit_window_us;      /* adaptive group-commit window, default 100 us; 0 = off */
+    uint32_t lazy_sync_ms;          /* writes nobody waits for are synced within this (10 ms) */
     uint32_t max_key;               /* default 1024, at most 65535 */
     uint32_t max_value;             /* default 1 MiB */
     double compact_ratio;           /* compact a sealed file past this dead fraction (0.5) */
@@ -114,6 +115,7 @@ uint64_t store_durable_txn(store *s);
 uint64_t store_last_txn(store *s);
 int store_failed(store *s);
 int store_sync(store *s);                 /* wait until all writes are durable */
+void store_want_durable(store *s, uint64_t txn);   /* a caller waits for txn: sync it now */
 /* Writes what this thread appended since the last flush to the log file with one
    pwrite. The server calls it once per event-loop iteration; reads and syncs flush
    what they need by themselves, so it is only a matter of batching. */
