@@ -1,7 +1,7 @@
 /*
  * kvbench: the key-value benchmark of /work/shared/BENCH.md ("key-value").
  *
- *   kvbench --addr HOST:PORT --workload read-overwrite|write|read|cas|batch
+ *   kvbench --addr HOST:PORT --workload read-overwrite|write|read|cas|batch|fill|ping
  *           --clients N --ops N [--warmup N] [--keyspace N] [--value-size N]
  *           [--durability local|none] [--db NAME] [--json]
  *
@@ -19,7 +19,9 @@
  * KeyTokenMismatch (another client won the race) is counted as a conflict,
  * not an error. batch: one op = one WriteBatch of 64 sets. fill only writes
  * every key of the keyspace (the prefill) and reports keys/s: a loader for the
- * start-up measurement (restart a server holding N million keys).
+ * start-up measurement (restart a server holding N million keys). ping sends
+ * Pings: no store work at all, so it measures the ceiling that this client, the
+ * server's event loop and the kernel's loopback TCP put on every other workload.
  *
  * The first --warmup ops issued are not sampled; the next --ops are. Their
  * latencies (send to full response, ns) go into an array allocated and
@@ -51,9 +53,9 @@
 #define PREFILL_ITEMS 1024
 #define STALL_NS (30ull * 1000000000ull)   /* no answer for this long: give up */
 
-enum workload { W_READ_OVERWRITE, W_WRITE, W_READ, W_CAS, W_BATCH, W_FILL };
+enum workload { W_READ_OVERWRITE, W_WRITE, W_READ, W_CAS, W_BATCH, W_FILL, W_PING };
 static const char *const workload_names[] = { "read-overwrite", "write", "read", "cas", "batch",
-                                              "fill" };
+                                              "fill", "ping" };
 
 struct config {
     const char *addr, *db;
@@ -108,7 +110,7 @@ static uint64_t next_rand(uint64_t *s)
 
 static void usage(FILE *out)
 {
-    fputs("usage: kvbench --addr HOST:PORT --workload read-overwrite|write|read|cas|batch|fill\n"
+    fputs("usage: kvbench --addr HOST:PORT --workload read-overwrite|write|read|cas|batch|fill|ping\n"
           "               [--clients N] [--ops N] [--warmup N] [--keyspace N]\n"
           "               [--value-size N] [--durability local|none] [--db NAME] [--json]\n"
           "defaults: --addr $HANUDB_KV_ADDR or 127.0.0.1:8787, --workload read-overwrite,\n"
@@ -327,6 +329,7 @@ static void client_next(struct run *r, struct client *c)
         break;
     case W_WRITE: op = HKV_OP_SET; break;
     case W_BATCH: op = HKV_OP_WRITE_BATCH; break;
+    case W_PING: op = HKV_OP_PING; break;   /* no store work: the transport's ceiling */
     default: op = HKV_OP_GET; break;    /* read, and the first half of cas */
     }
     c->t_send = now_ns();
