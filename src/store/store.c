@@ -455,8 +455,12 @@ static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err,
         log_file_path(hp, sizeof hp, s->log_dir, ids[i], "hint");
         int hfd = open(hp, O_RDONLY | O_CLOEXEC);
         if (hfd < 0) continue;
-        if (hanu_pread_full(hfd, hh, sizeof hh, 0) == HANU_OK && !memcmp(hh, "HANUHNT", 8))
-            hinted += hanu_get_u32(hh + 20);
+        struct stat st;
+        /* The count is not checked yet (the hint is, when loaded): believe no more
+           entries than the file can hold, or a damaged count sizes a huge table. */
+        if (hanu_pread_full(hfd, hh, sizeof hh, 0) == HANU_OK && !memcmp(hh, "HANUHNT", 8) &&
+            fstat(hfd, &st) == 0)
+            hinted += HANU_MIN((uint64_t)hanu_get_u32(hh + 20), (uint64_t)st.st_size / 23);
         close(hfd);
     }
     store_db *d0 = store_db_by_id(s, STORE_DEFAULT_DB_ID);
