@@ -80,6 +80,15 @@ static void test_reserve_and_binary_keys(void)
     REQUIRE(e);
     CHECK_EQ(e->txn, 77);
     CHECK(keydir_get(&kd, k, 7, keydir_hash(k, 7)) == NULL);   /* prefix is another key */
+    /* By location: only the record the entry points at finds it. */
+    CHECK(keydir_get_at(&kd, keydir_hash(k, 8), 2, 77) == e);
+    CHECK(keydir_get_at(&kd, keydir_hash(k, 8), 2, 78) == NULL);
+    CHECK(keydir_get_at(&kd, keydir_hash(k, 8), 3, 77) == NULL);
+    for (uint32_t i = 0; i < 100000; i += 997) {
+        uint8_t q[8] = { 0, (uint8_t)i, 0, (uint8_t)(i >> 8), 0, (uint8_t)(i >> 16), 0xff, 0 };
+        kd_entry *x = keydir_get_at(&kd, keydir_hash(q, 8), 2, i);
+        CHECK(x && x->txn == i && x->key_len == 8 && memcmp(x->key, q, 8) == 0);
+    }
     CHECK(keydir_memory(&kd) > 100000 * 8);
     keydir_free(&kd);
 }

@@ -368,6 +368,8 @@ static void reply_metrics(http_call *c)
     metric(&b, "# TYPE hanudb_keydir_bytes gauge\nhanudb_keydir_bytes %llu\n", (unsigned long long)st.memory_bytes);
     metric(&b, "# TYPE hanudb_compactions_total counter\nhanudb_compactions_total %llu\n",
            (unsigned long long)st.compactions);
+    metric(&b, "# TYPE hanudb_compaction_lock_max_seconds gauge\nhanudb_compaction_lock_max_seconds %.6f\n",
+           (double)st.compaction_lock_max_us / 1e6);
     metric(&b, "# TYPE hanudb_kv_requests_total counter\nhanudb_kv_requests_total %llu\n",
            (unsigned long long)srv->requests);
     metric(&b, "# TYPE hanudb_store_failed gauge\nhanudb_store_failed %d\n", store_failed(srv->store) ? 1 : 0);

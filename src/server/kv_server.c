@@ -170,7 +170,7 @@ static void respond_stats(kv_conn *c)
     int n = snprintf(json, sizeof json,
         "{\"keys\":%llu,\"databases\":%llu,\"files\":%llu,\"disk_bytes\":%llu,\"dead_bytes\":%llu,"
         "\"memory_bytes\":%llu,\"log_bytes_written\":%llu,\"prealloc_bytes\":%llu,\"syncs\":%llu,\"sync_us\":%llu,"
-        "\"frames\":%llu,\"rotations\":%llu,\"compactions\":%llu,\"last_txn\":%llu,"
+        "\"frames\":%llu,\"rotations\":%llu,\"compactions\":%llu,\"compaction_lock_max_us\":%llu,\"last_txn\":%llu,"
         "\"durable_txn\":%llu,\"startup_ms\":%llu,\"connections\":%zu,\"connections_total\":%llu,"
         "\"requests\":%llu,\"errors\":%llu,\"store_failed\":%s}",
         (unsigned long long)st.keys, (unsigned long long)st.databases, (unsigned long long)st.files,
@@ -179,7 +179,8 @@ static void respond_stats(kv_conn *c)
         (unsigned long long)st.prealloc_bytes, (unsigned long long)st.syncs,
         (unsigned long long)(st.sync_ns / 1000),
         (unsigned long long)st.frames, (unsigned long long)st.rotations,
-        (unsigned long long)st.compactions, (unsigned long long)st.last_txn,
+        (unsigned long long)st.compactions, (unsigned long long)st.compaction_lock_max_us,
+        (unsigned long long)st.last_txn,
         (unsigned long long)st.durable_txn, (unsigned long long)st.startup_ms, srv->nconns,
         (unsigned long long)srv->connections_total, (unsigned long long)srv->requests,
         (unsigned long long)srv->errors, store_failed(srv->store) ? "true" : "false");

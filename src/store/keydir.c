@@ -59,6 +59,20 @@ kd_entry *keydir_get(const keydir *kd, const void *key, uint16_t len, uint64_t h
     return found ? slot_entry(kd->slots[i]) : NULL;
 }
 
+kd_entry *keydir_get_at(const keydir *kd, uint64_t hash, uint32_t file_id, uint32_t value_off)
+{
+    if (!kd->count) return NULL;
+    size_t mask = kd->cap - 1, i = hash & mask;
+    uint64_t tag = KD_TAG(hash);
+    for (;; i = (i + 1) & mask) {
+        uint64_t s = kd->slots[i];
+        if (!s) return NULL;
+        if ((s >> 48) != tag) continue;
+        kd_entry *e = slot_entry(s);
+        if (e->file_id == file_id && e->value_off == value_off) return e;
+    }
+}
+
 static int resize(keydir *kd, size_t ncap)
 {
     uint64_t *ns = calloc(ncap, sizeof *ns);

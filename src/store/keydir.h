@@ -37,10 +37,22 @@ int keydir_reserve(keydir *kd, size_t n);
 void keydir_free(keydir *kd);
 uint64_t keydir_hash(const void *key, size_t len);
 kd_entry *keydir_get(const keydir *kd, const void *key, uint16_t len, uint64_t hash);
+/* The entry of the key with this hash whose newest record is at (file_id, value_off),
+   or NULL: a location names one record, so the key bytes need not be compared
+   (compaction repoints entries this way without reading the old file again). */
+kd_entry *keydir_get_at(const keydir *kd, uint64_t hash, uint32_t file_id, uint32_t value_off);
 /* Starts loading the slot a key will probe first (bulk loads issue it ahead). */
 static inline void keydir_prefetch(const keydir *kd, uint64_t hash)
 {
     if (kd->cap) __builtin_prefetch(&kd->slots[hash & (kd->cap - 1)]);
+}
+/* Second stage, a few keys later: the slot is in cache by then, so start loading the
+   entry it points to (the first probe's, which is nearly always the key's). */
+static inline void keydir_prefetch_entry(const keydir *kd, uint64_t hash)
+{
+    if (!kd->cap) return;
+    uint64_t s = kd->slots[hash & (kd->cap - 1)];
+    if (s) __builtin_prefetch((const void *)(uintptr_t)(s & ((1ull << 48) - 1)));
 }
 /* Inserts or updates. *old gets a copy of the previous location (old->key_len = 0 when new).
    Returns 0 or HANU_ERR_NOMEM. */

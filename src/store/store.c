@@ -912,6 +912,7 @@ void store_get_stats(store *s, store_stats *st)
     st->rotations = ls.rotations;
     st->compactions = atomic_load(&s->compactions);
     st->compaction_bytes_written = atomic_load(&s->compaction_bytes);
+    st->compaction_lock_max_us = atomic_load(&s->compaction_lock_max_us);
     st->durable_txn = log_writer_durable_txn(s->log);
     st->startup_ms = s->startup_ms;
 }

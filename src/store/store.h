@@ -128,6 +128,7 @@ typedef struct store_stats {
     uint64_t keys, databases, files, disk_bytes, dead_bytes, memory_bytes;
     uint64_t log_bytes_written, prealloc_bytes, syncs, sync_ns, frames, rotations;
     uint64_t compactions, compaction_bytes_written, durable_txn, last_txn;
+    uint64_t compaction_lock_max_us;   /* longest time a compaction held the store lock */
     uint64_t startup_ms;
 } store_stats;
 void store_get_stats(store *s, store_stats *st);

@@ -56,6 +56,7 @@ struct store {
     int compact_stop;
     _Atomic int compact_abort;    /* store_close: a running compaction gives up early */
     _Atomic uint64_t compactions, compaction_bytes;
+    _Atomic uint64_t compaction_lock_max_us;   /* longest install under the store lock */
     uint64_t startup_ms;
 };
 
