@@ -148,10 +148,15 @@ int quad_close(quad *q);
 int quad_append(quad *q, const quad_fact *facts, size_t n, int durability,
                 quad_id *first_id, uint64_t *epoch_out);
 
-/* Like quad_append, but takes ownership of facts: the store encodes straight
- * from the caller's buffer (no copy) and hands it back through
- * release(ctx, facts) once it no longer needs it; release NULL means free().
- * release is called exactly once, before return, on success and on error. */
+/* Like quad_append, but takes ownership of facts (n facts, any allocator).
+ * Ownership: from the call on the buffer belongs to the store; the caller must
+ * neither read, write nor free it until it is handed back. The store encodes
+ * straight from the buffer (no copy is taken) and hands the same pointer back
+ * through release(ctx, facts) as soon as the commit is encoded and written,
+ * before a durable wait; release NULL means the store calls free(facts).
+ * release is called exactly once and before this function returns, on success
+ * and on every error (bad arguments included); a NULL facts is never released.
+ * release runs outside the store's locks and may call into the store. */
 int quad_append_owned(quad *q, quad_fact *facts, size_t n, int durability,
                       void (*release)(void *ctx, quad_fact *facts), void *ctx,
                       quad_id *first_id, uint64_t *epoch_out);

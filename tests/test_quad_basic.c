@@ -325,12 +325,11 @@ static void test_gather_scattered_missing_ids(void)
     quad_close(q);
 }
 
-/* Chunks whose row images mix every kind of field: a 3-bit lane, a full
- * 64-bit lane at an odd bit offset, a 60-bit lane (both read with two loads),
- * a constant; then rows of 57 bits or less (one load per row) next to rows of
- * a few bits. Ordered, random, descending and single-lane gathers, cached and
- * after the cache is dropped, return exactly what was appended. */
-static void test_row_images_every_field_width(void)
+/* Chunks that mix every kind of field: a 3-bit lane, a full 64-bit lane, a
+ * 60-bit lane, a constant; then narrow rows next to rows of a few bits.
+ * Ordered, random, descending and single-lane gathers, cached and after the
+ * cache is dropped, return exactly what was appended. */
+static void test_every_field_width(void)
 {
     set_path("row_widths");
     quad *q = open_with(1024, 64, QUAD_IO_INLINE, 1 << 20);
@@ -650,7 +649,7 @@ int main(void)
     RUN(test_io_uring_backend);
     RUN(test_retire_snapshot_sparse_and_dense);
     RUN(test_scan_pages_in_id_order);
-    RUN(test_row_images_every_field_width);
+    RUN(test_every_field_width);
     RUN(test_gather_scattered_missing_ids);
     RUN(test_dense_retire_epochs_survive_reopen);
     RUN(test_dense_reretire_keeps_epochs);
