@@ -14,7 +14,8 @@ run_one() {
   local start=$(date +%s.%N)
   local log="$BUILD/test-logs/$name.log"
   mkdir -p "$BUILD/test-logs"
-  if "$@" >"$log" 2>&1; then
+  # A hung test fails (exit 124) instead of hanging the whole run.
+  if timeout --kill-after=10 "${TEST_TIMEOUT:-600}" "$@" >"$log" 2>&1; then
     passed=$((passed + 1)); status=ok
   else
     failed=$((failed + 1)); status=FAIL; failed_names+=("$name")
