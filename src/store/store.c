@@ -407,11 +407,19 @@ static int merged_leftover(const store_file *f, const log_file_header *h, uint64
 {
     if (!expected) return 0;
     if (f->compacted) return h->covers_last < expected;
-    log_frame fr;
-    return size > LOG_FILE_HEADER_SIZE &&
-           log_frame_decode(f->map + LOG_FILE_HEADER_SIZE, size - LOG_FILE_HEADER_SIZE, &fr, NULL) ==
-               LOG_FRAME_OK &&
-           fr.txn < expected;
+    /* A plain file: every frame it holds must lie below expected (a file only partly
+       covered is not a merge's leftover; it goes on to the checks that report damage). */
+    uint64_t off = LOG_FILE_HEADER_SIZE;
+    int frames = 0;
+    for (;;) {
+        log_frame fr;
+        if (off >= size ||
+            log_frame_decode(f->map + off, size - off, &fr, NULL) != LOG_FRAME_OK) break;
+        if (fr.txn >= expected) return 0;
+        frames++;
+        off += fr.size;
+    }
+    return frames > 0;
 }
 
 static void drop_merged_leftover(store *s, uint32_t id)
