@@ -48,7 +48,7 @@ $(BUILD)/libhanudb.a: $(LIB_OBJ)
 
 # The executable exports phr_parse_request so that libh2o uses src/server/http_guard.c's.
 $(BUILD)/hanudb: $(CLI_OBJ) $(BUILD)/libhanudb.a
-	$(CC) $(CFLAGS) $^ -o $@ -Wl,--export-dynamic-symbol=phr_parse_request $(LDLIBS) -ldl
+	$(CC) $(CFLAGS) $^ -o $@ -Wl,--export-dynamic-symbol=phr_parse_request -Wl,--export-dynamic-symbol=h2o_send_error_generic $(LDLIBS) -ldl
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libhanudb.a $(HEADERS)
 	@mkdir -p $(dir $@)

@@ -16,12 +16,21 @@
  * "x-hanu-body-too-large", so that h2o hands the request over without reading
  * the body and the handler answers 413 with a JSON error and closes, instead
  * of h2o's own plain-text 413. Nothing else is changed.
+ *
+ * The errors h2o answers by itself (a chunked body that grows over the limit,
+ * which no header announces; a malformed request; an Expect it does not
+ * support) go through h2o_send_error_generic, also through the PLT: the
+ * executable defines it too (exported the same way) and answers them with the
+ * API's JSON error body instead of plain text, with h2o's status, reason and
+ * connection handling.
  */
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <strings.h>
+#include <h2o.h>
 
 static uint64_t body_limit = UINT64_MAX;
 
@@ -86,6 +95,45 @@ int phr_parse_request(const char *buf, size_t len, const char **method, size_t *
         }
     }
     return r;
+}
+
+typedef void (*send_error_fn)(h2o_req_t *, int, const char *, const char *, int);
+
+void h2o_send_error_generic(h2o_req_t *req, int status, const char *reason, const char *body, int flags)
+{
+    static send_error_fn real;
+    if (!real) real = (send_error_fn)dlsym(RTLD_NEXT, "h2o_send_error_generic");
+    h2o_hostconf_t **hosts = req->conn && req->conn->ctx ? req->conn->ctx->globalconf->hosts : NULL;
+    if (req->pathconf == NULL) {
+        /* Not routed yet (the body was still being read): bind it to our only host,
+           as h2o's own setup would. */
+        if (!hosts || !hosts[0]) {
+            if (real) real(req, status, reason, body, flags);
+            return;
+        }
+        h2o_req_bind_conf(req, hosts[0], &hosts[0]->fallback_path);
+    }
+    if (flags & H2O_SEND_ERROR_HTTP1_CLOSE_CONNECTION) req->http1_is_persistent = 0;
+    char msg[256];
+    size_t m = 0;
+    for (const char *p = body ? body : ""; *p && m + 7 < sizeof msg; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch == '"' || ch == '\\') { msg[m++] = '\\'; msg[m++] = (char)ch; }
+        else if (ch < 0x20) m += (size_t)snprintf(msg + m, sizeof msg - m, "\\u%04x", ch);
+        else msg[m++] = (char)ch;
+    }
+    msg[m] = '\0';
+    const char *code = status == 413 ? "too_large" : status == 400 ? "invalid_request"
+                     : status == 417 ? "expectation_failed" : "http_error";
+    size_t cap = m + 64;
+    char *json = h2o_mem_alloc_pool(&req->pool, cap);
+    int n = snprintf(json, cap, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code, msg);
+    req->res.status = status;
+    req->res.reason = reason;
+    req->res.content_length = (size_t)n;
+    if (!(flags & H2O_SEND_ERROR_KEEP_HEADERS)) memset(&req->res.headers, 0, sizeof req->res.headers);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, H2O_STRLIT("application/json"));
+    h2o_send_inline(req, json, (size_t)n);
 }
 
 /* Referenced from http.c so that the linker keeps this object in the executable. */
