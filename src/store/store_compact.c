@@ -183,6 +183,20 @@ static void file_covers(const store_file *f, uint64_t *first, uint64_t *last)
     }
 }
 
+/* The last database looked up: relocations come in long runs of one database, and
+   store_db_by_id walks the database list (mu held). */
+typedef struct db_memo {
+    uint32_t id;
+    store_db *db;
+    int valid;
+} db_memo;
+
+static store_db *db_lookup(store *s, db_memo *m, uint32_t id)
+{
+    if (!m->valid || m->id != id) *m = (db_memo){ id, store_db_by_id(s, id), 1 };
+    return m->db;
+}
+
 /* Rewrites the live records of the sealed files ids[0..n), adjacent in the log, into
    one file with id ids[0]; the others are deleted once it is in place. */
 static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_t errcap)
@@ -329,16 +343,17 @@ static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_
            relocations ahead and the entry 8 ahead are prefetched (two cache misses each
            otherwise). */
         enum { AHEAD = 16 };
+        db_memo memo = { 0, NULL, 0 };
         for (size_t i = 0; rc == HANU_OK && i < nrel; i++) {
             if (i + AHEAD < nrel) {
-                store_db *da = store_db_by_id(s, rel[i + AHEAD].db);
+                store_db *da = db_lookup(s, &memo, rel[i + AHEAD].db);
                 if (da) keydir_prefetch(&da->kd, rel[i + AHEAD].hash);
             }
             if (i + AHEAD / 2 < nrel) {
-                store_db *da = store_db_by_id(s, rel[i + AHEAD / 2].db);
+                store_db *da = db_lookup(s, &memo, rel[i + AHEAD / 2].db);
                 if (da) keydir_prefetch_entry(&da->kd, rel[i + AHEAD / 2].hash);
             }
-            store_db *d = store_db_by_id(s, rel[i].db);
+            store_db *d = db_lookup(s, &memo, rel[i].db);
             kd_entry *k = d ? keydir_get_at(&d->kd, rel[i].hash, rel[i].src_fid, rel[i].old_off) : NULL;
             if (k) {
                 k->file_id = fid;
