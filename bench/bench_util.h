@@ -7,6 +7,8 @@
 
 #include <errno.h>
 #include <math.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,6 +22,28 @@ static inline int bench_parse_long(const char *s, long min, long max, long *out)
     if (errno || end == s || *end || v < min || v > max)
         return -1;
     *out = v;
+    return 0;
+}
+
+/* Sends buf[*off, len) on a non-blocking socket registered with epfd (event data
+   ptr). When the socket is full it arms EPOLLOUT and returns 0, to be called again
+   when writable; 0 once all is sent; -1 on a send error (errno set). */
+static inline int bench_send_pending(int epfd, int fd, void *ptr, const void *buf, size_t len, size_t *off)
+{
+    while (*off < len) {
+        ssize_t n = send(fd, (const char *)buf + *off, len - *off, MSG_NOSIGNAL);
+        if (n > 0) {
+            *off += (size_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.ptr = ptr };
+            epoll_ctl(epfd, EPOLL_CTL_MOD, fd, &ev);
+            return 0;
+        } else {
+            return -1;
+        }
+    }
     return 0;
 }
 

@@ -261,21 +261,8 @@ static void client_kill(struct run *r, struct client *c, const char *why)
 /* Writes what is left of c's request; arms EPOLLOUT when the socket is full. */
 static void client_flush(struct run *r, struct client *c)
 {
-    while (c->woff < c->wbuf.len) {
-        ssize_t n = send(c->fd, c->wbuf.data + c->woff, c->wbuf.len - c->woff, MSG_NOSIGNAL);
-        if (n > 0) {
-            c->woff += (size_t)n;
-        } else if (n < 0 && errno == EINTR) {
-            continue;
-        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.ptr = c };
-            epoll_ctl(r->epfd, EPOLL_CTL_MOD, c->fd, &ev);
-            return;
-        } else {
-            client_kill(r, c, "send failed");
-            return;
-        }
-    }
+    if (bench_send_pending(r->epfd, c->fd, c, c->wbuf.data, c->wbuf.len, &c->woff) != 0)
+        client_kill(r, c, "send failed");
 }
 
 static const char *key_at(const struct run *r, uint32_t idx) { return r->keys + (size_t)idx * KEY_LEN; }
