@@ -49,17 +49,21 @@ static int apply_store_flags(const store_flags *f, store_options *so)
     return 0;
 }
 
+/* The flags start from the store's own defaults, so that both say the same. */
 static void default_store_flags(store_flags *f)
 {
+    store_options d;
+    store_options_default(&d);
     memset(f, 0, sizeof *f);
-    f->data = "./data";
-    f->prealloc = "zerofill";
-    f->file_size = 64ull << 20;
-    f->max_key = 1024;
-    f->max_value = 1u << 20;
-    f->compact_ratio = 0.5;
-    f->commit_window_us = 100;
-    f->lazy_sync_ms = 10;
+    f->data = d.data_dir;
+    f->prealloc = log_prealloc_name(d.prealloc);
+    f->file_size = d.file_size;
+    f->max_key = d.max_key;
+    f->max_value = d.max_value;
+    f->compact_ratio = d.compact_ratio;
+    f->commit_window_us = d.commit_window_us;
+    f->lazy_sync_ms = d.lazy_sync_ms;
+    f->no_compaction = !d.background_compaction;
 }
 
 int cli_serve_main(int argc, char **argv)
