@@ -31,6 +31,25 @@ static quad *open_with(uint32_t rows, uint32_t mb, int backend, size_t cache)
     return q;
 }
 
+/* Gathers req[0..n) with each of the 15 lane masks into out; returns the
+ * lanes that differ from facts[src[i]] plus lanes outside the mask that
+ * were written. */
+static size_t check_every_mask(quad *q, const quad_id *req, size_t n, const quad_fact *facts,
+                               const size_t *src, quad_fact *out)
+{
+    size_t bad = 0;
+    for (unsigned mask = 1; mask <= QUAD_LANES_ALL; mask++) {
+        memset(out, 0xCD, n * sizeof *out);
+        CHECK_EQ(quad_gather(q, 0, req, n, mask, out, NULL), 0);
+        for (size_t i = 0; i < n; i++) {
+            bad += !tq_fact_eq(&out[i], &facts[src[i]], mask);
+            for (unsigned l = 0; l < 4; l++)
+                if (!(mask & (1u << l))) bad += out[i].lane[l] != 0xCDCDCDCDCDCDCDCDULL;
+        }
+    }
+    return bad;
+}
+
 /* Checks every id of the store in several orders against facts[]. */
 static void verify_all(quad *q, const quad_fact *facts, const quad_id *ids, size_t n)
 {
@@ -366,15 +385,7 @@ static void test_every_field_width(void)
         CHECK_EQ(quad_gather(q, 0, ids, N, QUAD_LANES_ALL, out, NULL), 0);
         for (size_t i = 0; i < N; i++) bad += !tq_fact_eq(&out[i], &facts[i], 0xF);
         for (size_t i = 0; i < N; i++) { src[i] = tq_rand() % N; req[i] = ids[src[i]]; }
-        for (unsigned mask = 1; mask <= QUAD_LANES_ALL; mask++) {
-            memset(out, 0xCD, sizeof out);
-            CHECK_EQ(quad_gather(q, 0, req, N, mask, out, NULL), 0);
-            for (size_t i = 0; i < N; i++) {
-                bad += !tq_fact_eq(&out[i], &facts[src[i]], mask);
-                for (unsigned l = 0; l < 4; l++)
-                    if (!(mask & (1u << l))) bad += out[i].lane[l] != 0xCDCDCDCDCDCDCDCDULL;
-            }
-        }
+        bad += check_every_mask(q, req, N, facts, src, out);
         for (size_t i = 0; i < N; i++) { src[i] = N - 1 - (i * 3) % N; req[i] = ids[src[i]]; }
         CHECK_EQ(quad_gather(q, 0, req, N, QUAD_LANE(1) | QUAD_LANE(2), out, NULL), 0);
         for (size_t i = 0; i < N; i++) bad += !tq_fact_eq(&out[i], &facts[src[i]], 0x6);
@@ -382,6 +393,96 @@ static void test_every_field_width(void)
         if (pass == 0) quad_cache_drop(q);
     }
     quad_close(q);
+}
+
+/* Random reads of chunks whose lanes are cached build each chunk's row form
+ * on the second visit (the cache grows then, and only then) and read through
+ * it: exact values for every lane mask, ids past a chunk's rows absent with
+ * zeroed lanes, retired ids absent except in an older snapshot, partial last
+ * chunk, microblocks larger than the build slice, and again after the cache
+ * is dropped. */
+static void test_row_form_random_reads(void)
+{
+    static const uint32_t geo[][2] = { { 4096, 256 }, { 1024, 1024 }, { 64, 64 } };
+    enum { N = 10000 };
+    static quad_fact facts[N], out[N];
+    static quad_id ids[N], req[N];
+    static size_t src[N];
+    static uint8_t present[N];
+    for (size_t g = 0; g < sizeof geo / sizeof geo[0]; g++) {
+        set_path("row_form");
+        uint32_t rows = geo[g][0];
+        quad *q = open_with(rows, geo[g][1], QUAD_IO_INLINE, 64 << 20);
+        REQUIRE(q);
+        uint64_t ts = 7;
+        for (size_t i = 0; i < N; i += 500) {   /* shapes alternate every 500 facts */
+            if ((i / 500) % 3 == 0) tq_structured(facts + i, 500, &ts);
+            else if ((i / 500) % 3 == 1) tq_entropy(facts + i, 500);
+            else for (size_t k = i; k < i + 500; k++) {   /* a lane at the top of the range */
+                facts[k].lane[0] = UINT64_MAX - (tq_rand() & 0xFFFF);
+                facts[k].lane[1] = k;
+                facts[k].lane[2] = 3;
+                facts[k].lane[3] = tq_rand() & 1;
+            }
+        }
+        quad_id first;
+        REQUIRE(quad_append(q, facts, N, QUAD_BUFFERED, &first, NULL) == 0);
+        for (size_t i = 0; i < N; i++) ids[i] = quad_batch_id(first, rows, i);
+        CHECK_EQ(quad_gather(q, 0, ids, N, QUAD_LANES_ALL, out, NULL), 0);   /* caches every lane */
+        for (size_t i = 0; i < N; i++) { src[i] = tq_rand() % N; req[i] = ids[src[i]]; }
+        quad_stats a, b, c;
+        quad_stats_get(q, &a);
+        CHECK_EQ(quad_gather(q, 0, req, N, QUAD_LANES_ALL, out, NULL), 0);   /* marks the chunks */
+        quad_stats_get(q, &b);
+        CHECK_EQ(b.cache_bytes, a.cache_bytes);
+        size_t bad = 0;
+        for (size_t i = 0; i < N; i++) bad += !tq_fact_eq(&out[i], &facts[src[i]], 0xF);
+        bad += check_every_mask(q, req, N, facts, src, out);   /* the first builds the row forms */
+        quad_stats_get(q, &c);
+        CHECK(c.cache_bytes > b.cache_bytes);
+        CHECK_EQ(bad, 0);
+        /* ids past the rows of the partial last chunk and of a full one */
+        uint64_t last = QUAD_ID_CHUNK(ids[N - 1]);
+        req[7] = QUAD_ID(last, (uint32_t)(N % rows ? N % rows : rows - 1) + (N % rows ? 0 : 1));
+        req[8] = QUAD_ID(QUAD_ID_CHUNK(ids[0]), rows + 5);
+        memset(out, 0xCD, sizeof out);
+        CHECK_EQ(quad_gather(q, 0, req, N, QUAD_LANES_ALL, out, present), 0);
+        for (size_t i = 0; i < N; i++) {
+            if (i == 7 || i == 8) {
+                int absent_ok = N % rows == 0 && i == 7 ? 1 : !present[i];
+                bad += !absent_ok || (!present[i] && (out[i].lane[0] | out[i].lane[3]) != 0);
+            } else {
+                bad += !present[i] || !tq_fact_eq(&out[i], &facts[src[i]], 0xF);
+            }
+        }
+        CHECK_EQ(bad, 0);
+        /* retirements: absent now, present in the snapshot before them */
+        uint64_t before;
+        quad_snapshot(q, &before);
+        quad_id gone[3] = { req[0], req[100], req[N - 1] };
+        REQUIRE(quad_retire(q, gone, 3, QUAD_BUFFERED, NULL) == 0);
+        CHECK_EQ(quad_gather(q, 0, req, N, QUAD_LANES_ALL, out, present), 0);
+        for (size_t i = 0; i < N; i++) {
+            if (i == 7 || i == 8) continue;
+            int dead = req[i] == gone[0] || req[i] == gone[1] || req[i] == gone[2];
+            bad += present[i] == dead || (!dead && !tq_fact_eq(&out[i], &facts[src[i]], 0xF));
+        }
+        CHECK_EQ(quad_gather(q, before, req, N, QUAD_LANE(1) | QUAD_LANE(3), out, present), 0);
+        for (size_t i = 0; i < N; i++)
+            if (i != 7 && i != 8) bad += !present[i] || !tq_fact_eq(&out[i], &facts[src[i]], 0xA);
+        CHECK_EQ(bad, 0);
+        quad_cache_drop(q);
+        quad_stats_get(q, &c);
+        CHECK_EQ(c.cache_bytes, 0);
+        for (int pass = 0; pass < 3; pass++) {   /* cold, marked, row forms again */
+            memset(out, 0xCD, sizeof out);
+            CHECK_EQ(quad_gather(q, before, req, N, QUAD_LANES_ALL, out, present), 0);
+            for (size_t i = 0; i < N; i++)
+                if (i != 7 && i != 8) bad += !present[i] || !tq_fact_eq(&out[i], &facts[src[i]], 0xF);
+        }
+        CHECK_EQ(bad, 0);
+        quad_close(q);
+    }
 }
 
 /* A dense chunk retired again and again (ids already retired keep their
@@ -650,6 +751,7 @@ int main(void)
     RUN(test_retire_snapshot_sparse_and_dense);
     RUN(test_scan_pages_in_id_order);
     RUN(test_every_field_width);
+    RUN(test_row_form_random_reads);
     RUN(test_gather_scattered_missing_ids);
     RUN(test_dense_retire_epochs_survive_reopen);
     RUN(test_dense_reretire_keeps_epochs);

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "quad.h"
 #include "test.h"
@@ -175,9 +176,84 @@ static void test_group_commit_many_writers(void)
     CHECK_EQ(quad_close(q), 0);
 }
 
+/* Readers gather at random (building row forms) from a cache a tenth the
+ * size of the data while another thread empties it again and again: entries
+ * are evicted under the readers' feet and must stay readable until their
+ * gathers end (the ASan build catches a use after free), and every value is
+ * exact. */
+enum { EN = 20000, ER = 2, EROUNDS = 3000 };
+static quad_fact evict_facts[EN];
+static quad_id evict_ids[EN];
+static _Atomic int evict_bad, evict_stop;
+
+static void *evict_reader(void *arg)
+{
+    uint64_t s = 0x9E3779B97F4A7C15ULL * (uint64_t)((intptr_t)arg + 1);
+    quad_id req[512];
+    size_t src[512];
+    quad_fact out[512];
+    for (int round = 0; round < EROUNDS; round++) {
+        for (int i = 0; i < 512; i++) {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+            src[i] = s % EN;
+            req[i] = evict_ids[src[i]];
+        }
+        unsigned mask = round % 3 ? QUAD_LANES_ALL : 1u + (unsigned)(s % 15);
+        if (quad_gather(q, 0, req, 512, mask, out, NULL) != 0) { atomic_fetch_add(&evict_bad, 1); continue; }
+        for (int i = 0; i < 512; i++)
+            for (int l = 0; l < 4; l++)
+                if ((mask & (1u << l)) && out[i].lane[l] != evict_facts[src[i]].lane[l]) {
+                    atomic_fetch_add(&evict_bad, 1);
+                    break;
+                }
+    }
+    return NULL;
+}
+
+static void *evict_dropper(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&evict_stop)) {
+        quad_cache_drop(q);
+        usleep(200);
+    }
+    return NULL;
+}
+
+static void test_readers_while_cache_evicts(void)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/e.quad", test_tmpdir("evict"));
+    quad_options o;
+    quad_options_default(&o);
+    o.chunk_rows = 256;
+    o.microblock_rows = 64;
+    o.cache_bytes = 64 << 10;
+    REQUIRE(quad_open(path, &o, &q) == 0);
+    for (size_t i = 0; i < EN; i++)
+        for (int l = 0; l < 4; l++) evict_facts[i].lane[l] = l == 1 ? 9 : lane_of(7, (int)i, 0, l) >> (l * 16);
+    quad_id first;
+    REQUIRE(quad_append(q, evict_facts, EN, QUAD_BUFFERED, &first, NULL) == 0);
+    for (size_t i = 0; i < EN; i++) evict_ids[i] = quad_batch_id(first, 256, i);
+    pthread_t rt[ER], dt;
+    pthread_create(&dt, NULL, evict_dropper, NULL);
+    for (intptr_t i = 0; i < ER; i++) pthread_create(&rt[i], NULL, evict_reader, (void *)i);
+    for (int i = 0; i < ER; i++) pthread_join(rt[i], NULL);
+    atomic_store(&evict_stop, 1);
+    pthread_join(dt, NULL);
+    CHECK_EQ(atomic_load(&evict_bad), 0);
+    quad_stats st;
+    quad_stats_get(q, &st);
+    CHECK(st.cache_hits > 0);
+    CHECK(st.cache_misses > 0);
+    CHECK_EQ(quad_close(q), 0);
+    q = NULL;
+}
+
 int main(void)
 {
     RUN(test_readers_during_writes);
     RUN(test_group_commit_many_writers);
+    RUN(test_readers_while_cache_evicts);
     TEST_DONE();
 }

@@ -99,8 +99,10 @@ int quad_open(const char *path, const quad_options *opt, quad **out)
     if (o.io_threads == 0) o.io_threads = 1;
     if (o.io_threads > 64) o.io_threads = 64;
 
-    quad *q = calloc(1, sizeof *q);
+    /* aligned: the cache's reader slots are one cache line each */
+    quad *q = aligned_alloc(_Alignof(quad), (sizeof *q + _Alignof(quad) - 1) / _Alignof(quad) * _Alignof(quad));
     if (!q) return HANU_ERR_NOMEM;
+    memset(q, 0, sizeof *q);
     q->fd = -1;
     q->opt = o;
     q->chunk_rows = o.chunk_rows;
@@ -200,10 +202,10 @@ int quad_stats_get(quad *q, quad_stats *st)
         qc_shard *s = &q->cache.shard[i];
         pthread_mutex_lock(&s->mu);
         st->cache_bytes += s->bytes;
-        st->cache_hits += s->hits;
-        st->cache_misses += s->misses;
         pthread_mutex_unlock(&s->mu);
     }
+    st->cache_hits = atomic_load_explicit(&q->cache.hits, memory_order_relaxed);
+    st->cache_misses = atomic_load_explicit(&q->cache.misses, memory_order_relaxed);
     st->chunk_rows = q->chunk_rows;
     st->microblock_rows = q->mb_rows;
     return 0;

@@ -102,13 +102,31 @@ static uint32_t mb_rows_of(const quad *q, uint32_t rows, uint32_t m)
     return rows - start < q->mb_rows ? rows - start : q->mb_rows;
 }
 
+/* Writes ch's microblock descriptors in file order (lane-major: code, then
+ * base unless raw); returns the bytes written. */
+static size_t descriptors_put(const quad_chunk *ch, uint8_t *out)
+{
+    uint8_t *p = out;
+    for (unsigned l = 0; l < 4; l++) {
+        for (uint32_t m = 0; m < ch->nmb; m++) {
+            const quad_mb *mb = quad_mb_at(ch, l, m);
+            *p++ = mb->code;
+            if (mb->code != CODEC_RAW) {
+                hanu_put_u64(p, mb->base);
+                p += 8;
+            }
+        }
+    }
+    return (size_t)(p - out);
+}
+
 static void chunk_lane_offsets(quad *q, quad_chunk *ch)
 {
     uint32_t off = 0;
     for (unsigned l = 0; l < 4; l++) {
         ch->lane_off[l] = off;
         for (uint32_t m = 0; m < ch->nmb; m++) {
-            quad_mb *mb = &ch->mb[l * ch->nmb + m];
+            quad_mb *mb = quad_mb_at(ch, l, m);
             mb->off = off;
             off += (uint32_t)codec_payload_size(mb->code, mb_rows_of(q, ch->rows, m));
         }
@@ -129,17 +147,16 @@ size_t qf_chunk_encode(quad *q, const quad_fact *facts, uint32_t rows, uint64_t 
     ch->rows = rows;
     ch->nmb = nmb;
     ch->ret = NULL;
-    memset(ch->cached, 0, sizeof ch->cached);
-    memset(ch->crefs, 0, sizeof ch->crefs);
-    ch->cused = 0;
+    for (unsigned l = 0; l <= QC_ROWS; l++) atomic_init(&ch->cached[l], NULL);
+    atomic_init(&ch->cused, 0);
     for (uint32_t m = 0; m < nmb; m++) {
         const quad_fact *f = facts + ((size_t)m << q->mb_shift);
         uint32_t r = mb_rows_of(q, rows, m);
         codec_desc d[4];
         codec_plan4(f[0].lane, r, d);
         for (unsigned l = 0; l < 4; l++) {
-            ch->mb[l * nmb + m].code = d[l].code;
-            ch->mb[l * nmb + m].base = d[l].base;
+            quad_mb_at(ch, l, m)->code = d[l].code;
+            quad_mb_at(ch, l, m)->base = d[l].base;
         }
     }
     chunk_lane_offsets(q, ch);
@@ -148,17 +165,11 @@ size_t qf_chunk_encode(quad *q, const quad_fact *facts, uint32_t rows, uint64_t 
     hanu_put_u32(p + 8, rows);
     hanu_put_u32(p + 12, ch->lane_off[4]);
     p += QF_CHUNK_HDR;
-    for (uint32_t i = 0; i < 4 * nmb; i++) {
-        *p++ = ch->mb[i].code;
-        if (ch->mb[i].code != CODEC_RAW) {
-            hanu_put_u64(p, ch->mb[i].base);
-            p += 8;
-        }
-    }
+    p += descriptors_put(ch, p);
     ch->off = (uint64_t)(p - out);
     for (unsigned l = 0; l < 4; l++) {
         for (uint32_t m = 0; m < nmb; m++) {
-            const quad_mb *mb = &ch->mb[l * nmb + m];
+            const quad_mb *mb = quad_mb_at(ch, l, m);
             codec_desc d = { mb->code, mb->base };
             const quad_fact *f = facts + ((size_t)m << q->mb_shift);
             p += codec_pack(d, &f[0].lane[l], mb_rows_of(q, rows, m), 4, p);
@@ -183,14 +194,17 @@ static int chunk_parse(quad *q, const uint8_t *p, const uint8_t *end, uint64_t w
     if (!ch->mb) return HANU_ERR_NOMEM;
     ch->rows = rows;
     ch->nmb = nmb;
-    for (uint32_t i = 0; i < 4 * nmb; i++) {
-        if (p >= end || !codec_code_valid(*p)) goto bad;
-        ch->mb[i].code = *p++;
-        ch->mb[i].base = 0;
-        if (ch->mb[i].code != CODEC_RAW) {
-            if (end - p < 8) goto bad;
-            ch->mb[i].base = hanu_get_u64(p);
-            p += 8;
+    for (unsigned l = 0; l < 4; l++) {
+        for (uint32_t m = 0; m < nmb; m++) {
+            quad_mb *mb = quad_mb_at(ch, l, m);
+            if (p >= end || !codec_code_valid(*p)) goto bad;
+            mb->code = *p++;
+            mb->base = 0;
+            if (mb->code != CODEC_RAW) {
+                if (end - p < 8) goto bad;
+                mb->base = hanu_get_u64(p);
+                p += 8;
+            }
         }
     }
     chunk_lane_offsets(q, ch);
@@ -405,13 +419,7 @@ static size_t put_ckpt_chunk(uint8_t *p, uint64_t c, const quad_chunk *ch)
     hanu_put_u32(p + 24, ch->rows);
     hanu_put_u32(p + 28, ch->lane_off[4]);
     p += 32;
-    for (uint32_t i = 0; i < 4 * ch->nmb; i++) {
-        *p++ = ch->mb[i].code;
-        if (ch->mb[i].code != CODEC_RAW) {
-            hanu_put_u64(p, ch->mb[i].base);
-            p += 8;
-        }
-    }
+    p += descriptors_put(ch, p);
     return (size_t)(p - s);
 }
 

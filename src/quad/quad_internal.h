@@ -62,25 +62,39 @@ typedef struct quad_chunk {
     uint32_t rows;
     uint32_t nmb;          /* microblocks per lane */
     uint32_t lane_off[5];  /* lane payload starts within the payload area; [4] = total */
-    quad_mb *mb;           /* 4 * nmb descriptors, lane-major */
+    quad_mb *mb;           /* 4 * nmb descriptors, microblock-major in memory
+                              (a point read finds its four in one cache line;
+                              quad_mb_at), lane-major in the file */
     quad_retset *ret;      /* NULL when nothing retired */
-    /* cache state of the lanes, under the chunk's cache shard lock: the entry,
-     * its readers (a referenced entry is never evicted) and CLOCK use bits;
-     * kept here because a gather touches the chunk anyway */
-    struct qc_entry *cached[4];
-    uint32_t crefs[4];
-    uint8_t cused;
+    /* cache state of the lanes, kept here because a gather touches the chunk
+     * anyway: the cached entries (set and cleared under the chunk's shard
+     * lock, read without it inside a reader section, see qc_cache) and CLOCK
+     * use bits (set by readers only when clear, so hits write nothing shared) */
+    struct qc_entry *_Atomic cached[5];   /* lanes 0-3, then QC_ROWS */
+    _Atomic uint8_t cused;                /* bit per entry, and QC_SCATTERED */
 } quad_chunk;
+
+/* cached[QC_ROWS]: the chunk's row form, built for chunks read at random
+ * (quad_read.c). QC_SCATTERED: a scattered read found all lanes cached once. */
+#define QC_ROWS 4
+#define QC_SCATTERED 0x80u
 
 /* ---- payload cache: compressed lane payloads of (chunk, lane) ----
  * An entry is reachable from its chunk (quad_chunk.cached[lane]) and listed in
- * its shard's CLOCK array; both are guarded by the shard's lock (shard chosen
- * by chunk number). */
+ * its shard's CLOCK array; both change only under the shard's lock (shard
+ * chosen by chunk number). Readers take no lock and write nothing shared on a
+ * hit: a gather runs inside a reader section (epoch-based reclamation), and an
+ * evicted entry is unlinked, tagged with the cache generation and freed only
+ * once every reader section open at that time has ended. Measured: reference
+ * counts under the shard locks made two threads slower than one (random
+ * gathers touch ~1 000 chunks, each a cache line bouncing between cores). */
 typedef struct qc_entry {
     struct quad_chunk *chunk;
-    uint32_t lane;
+    uint32_t lane;                     /* 0-3, or QC_ROWS */
     uint32_t len;
     uint32_t idx;                      /* position in the shard's array */
+    uint64_t dead_gen;                 /* evicted: generation when unlinked */
+    struct qc_entry *next_dead;
     uint8_t data[];                    /* len + CODEC_SLACK bytes */
 } qc_entry;
 
@@ -90,12 +104,23 @@ typedef struct qc_shard {
     qc_entry **arr;
     uint32_t count, cap, hand;
     size_t bytes;
-    uint64_t hits, misses;
+    qc_entry *dead;                    /* evicted, waiting for older readers */
+    size_t dead_bytes;
 } qc_shard;
+
+/* Reader sections: a thread announces the generation it entered at in one
+ * of these slots (0 = free); threads share slots only past QC_READERS at once. */
+#define QC_READERS 64
+typedef struct qc_reader {
+    _Alignas(64) _Atomic uint64_t gen;
+} qc_reader;
 
 typedef struct qc_cache {
     qc_shard shard[QC_SHARDS];
     size_t shard_limit;
+    _Atomic uint64_t gen;              /* starts at 1 */
+    _Atomic uint64_t hits, misses;
+    qc_reader readers[QC_READERS];
 } qc_cache;
 
 /* ---- cold reads ---- */
@@ -152,6 +177,12 @@ struct quad {
     quad_io *io;
 };
 
+/* The descriptor of lane l, microblock m. */
+static inline quad_mb *quad_mb_at(const quad_chunk *ch, unsigned l, uint32_t m)
+{
+    return &ch->mb[(size_t)m * 4 + l];
+}
+
 /* quad.c */
 static inline quad_chunk *quad_chunk_at(const quad *q, uint64_t c)
 {
@@ -179,6 +210,8 @@ size_t qf_ids_encode(const uint64_t *ids, size_t n, uint8_t *out);
 int qc_init(qc_cache *c, size_t limit);
 void qc_free(qc_cache *c);
 void qc_drop(qc_cache *c);
+qc_reader *qc_read_begin(qc_cache *c);
+void qc_read_end(qc_reader *r);
 uint64_t quad_retire_epoch(const quad_retset *r, uint32_t slot);
 
 /* quad_write.c */

@@ -5,8 +5,8 @@
  * Gather groups ids by chunk without sorting when the chunks of the request
  * are monotonic (ascending or descending runs), otherwise with a counting sort
  * on the chunk number (qsort for very sparse requests). Pass 1 takes the lane
- * payloads it needs from the cache (a shard lock held across neighbouring
- * chunks). Pass 2 reads all misses of the request together through quad_io.c:
+ * payloads it needs from the cache without locks, inside a reader section
+ * (quad_internal.h, qc_cache). Pass 2 reads all misses of the request together through quad_io.c:
  * one read per chunk covering its adjacent missing lanes (then cached), or,
  * for a chunk with few requested ids, one read per run of needed microblocks
  * (not cached). Pass 3 decodes straight into the caller's array: microblock
@@ -16,56 +16,103 @@
  */
 #include "quad/quad_internal.h"
 
+#include <sched.h>
 #include <stdlib.h>
 
 /* ---- cache ---- */
 
-/* Runs of 16 consecutive chunks share a shard: a gather visits chunks in
- * order and keeps a shard locked across them (measured: one lock pair per
- * chunk cost about 15 ns per id in random 4096-id gathers over 1024 chunks). */
+/* Runs of 16 consecutive chunks share a shard, so a miss-heavy gather that
+ * visits chunks in order finds the shard it just used. */
 static uint32_t qc_shard_of(uint64_t chunk)
 {
     return (uint32_t)(chunk >> 4) & (QC_SHARDS - 1);
-}
-
-/* Switches the held shard lock to the one of chunk (cur: index held or -1). */
-static void shard_switch(qc_cache *c, int *cur, uint64_t chunk)
-{
-    int want = (int)qc_shard_of(chunk);
-    if (*cur == want) return;
-    if (*cur >= 0) pthread_mutex_unlock(&c->shard[*cur].mu);
-    pthread_mutex_lock(&c->shard[want].mu);
-    *cur = want;
-}
-
-static void shard_release(qc_cache *c, int *cur)
-{
-    if (*cur >= 0) pthread_mutex_unlock(&c->shard[*cur].mu);
-    *cur = -1;
 }
 
 int qc_init(qc_cache *c, size_t limit)
 {
     memset(c, 0, sizeof *c);
     c->shard_limit = limit / QC_SHARDS;
+    atomic_init(&c->gen, 1);
     for (int i = 0; i < QC_SHARDS; i++) pthread_mutex_init(&c->shard[i].mu, NULL);
     return 0;
 }
 
-/* Removes e, unreferenced, from its shard and its chunk and frees it (lock held). */
-static void qc_evict(qc_shard *s, qc_entry *e)
+/* ---- reader sections (epoch-based reclamation) ---- */
+
+static _Atomic unsigned reader_seq;
+static _Thread_local unsigned tls_reader_slot = UINT32_MAX;
+
+/* Opens a reader section: entries reachable now stay allocated until
+ * qc_read_end. Never fails; spins only with more than QC_READERS sections
+ * open at once. */
+qc_reader *qc_read_begin(qc_cache *c)
 {
-    e->chunk->cached[e->lane] = NULL;
+    if (tls_reader_slot == UINT32_MAX)
+        tls_reader_slot = atomic_fetch_add_explicit(&reader_seq, 1, memory_order_relaxed) % QC_READERS;
+    uint64_t g = atomic_load(&c->gen);
+    for (unsigned k = 0;; k++) {
+        qc_reader *r = &c->readers[(tls_reader_slot + k) % QC_READERS];
+        uint64_t idle = 0;
+        /* seq_cst: the slot is visible before any entry pointer is loaded */
+        if (atomic_compare_exchange_strong(&r->gen, &idle, g)) return r;
+        if (k && k % QC_READERS == 0) sched_yield();
+    }
+}
+
+void qc_read_end(qc_reader *r)
+{
+    atomic_store_explicit(&r->gen, 0, memory_order_release);
+}
+
+/* The oldest generation a reader section is open at (UINT64_MAX: none). */
+static uint64_t qc_oldest_reader(qc_cache *c)
+{
+    uint64_t m = UINT64_MAX;
+    for (unsigned i = 0; i < QC_READERS; i++) {
+        uint64_t g = atomic_load(&c->readers[i].gen);
+        if (g && g < m) m = g;
+    }
+    return m;
+}
+
+/* Frees the shard's evicted entries no open reader section can hold (lock held). */
+static void qc_reclaim(qc_cache *c, qc_shard *s)
+{
+    if (!s->dead) return;
+    uint64_t oldest = qc_oldest_reader(c);
+    qc_entry **pp = &s->dead;
+    while (*pp) {
+        qc_entry *e = *pp;
+        if (e->dead_gen < oldest) {
+            *pp = e->next_dead;
+            s->dead_bytes -= e->len;
+            free(e);
+        } else {
+            pp = &e->next_dead;
+        }
+    }
+}
+
+/* Unlinks e from its chunk and its shard (lock held); it is freed by
+ * qc_reclaim once the reader sections that might hold it have ended. */
+static void qc_evict(qc_cache *c, qc_shard *s, qc_entry *e)
+{
+    atomic_store(&e->chunk->cached[e->lane], NULL);   /* seq_cst: before the generation moves */
     qc_entry *last = s->arr[--s->count];
     s->arr[e->idx] = last;
     last->idx = e->idx;
     s->bytes -= e->len;
-    free(e);
+    /* readers that entered at a generation <= dead_gen may hold e; later ones
+     * load the pointer after this unlink and cannot */
+    e->dead_gen = atomic_fetch_add(&c->gen, 1);
+    e->next_dead = s->dead;
+    s->dead = e;
+    s->dead_bytes += e->len;
 }
 
-/* CLOCK: evicts unreferenced entries not used since the hand last passed
- * until the shard is within limit (or nothing more can go). */
-static void qc_shrink(qc_shard *s, size_t limit)
+/* CLOCK: evicts entries not used since the hand last passed until the shard
+ * is within limit (everything when limit is 0), then frees what it can. */
+static void qc_shrink(qc_cache *c, qc_shard *s, size_t limit)
 {
     uint32_t steps = 2 * s->count + 2;
     while (s->bytes > limit && s->count && steps--) {
@@ -73,13 +120,14 @@ static void qc_shrink(qc_shard *s, size_t limit)
         qc_entry *e = s->arr[s->hand];
         quad_chunk *ch = e->chunk;
         uint8_t bit = (uint8_t)(1u << e->lane);
-        if (ch->crefs[e->lane] == 0 && (!(ch->cused & bit) || limit == 0)) {
-            qc_evict(s, e);   /* the last entry moved into the hand's slot */
+        if (!(atomic_load_explicit(&ch->cused, memory_order_relaxed) & bit) || limit == 0) {
+            qc_evict(c, s, e);   /* the last entry moved into the hand's slot */
         } else {
-            ch->cused &= (uint8_t)~bit;
+            atomic_fetch_and_explicit(&ch->cused, (uint8_t)~bit, memory_order_relaxed);
             s->hand++;
         }
     }
+    qc_reclaim(c, s);
 }
 
 void qc_drop(qc_cache *c)
@@ -87,16 +135,22 @@ void qc_drop(qc_cache *c)
     for (int i = 0; i < QC_SHARDS; i++) {
         qc_shard *s = &c->shard[i];
         pthread_mutex_lock(&s->mu);
-        qc_shrink(s, 0);
+        qc_shrink(c, s, 0);
         pthread_mutex_unlock(&s->mu);
     }
 }
 
+/* At close: no reader is left. */
 void qc_free(qc_cache *c)
 {
     for (int i = 0; i < QC_SHARDS; i++) {
         qc_shard *s = &c->shard[i];
         for (uint32_t k = 0; k < s->count; k++) free(s->arr[k]);
+        while (s->dead) {
+            qc_entry *e = s->dead;
+            s->dead = e->next_dead;
+            free(e);
+        }
         free(s->arr);
         s->arr = NULL;
         s->count = 0;
@@ -104,27 +158,22 @@ void qc_free(qc_cache *c)
     }
 }
 
-/* Inserts a copy of data as the payload of (ch, lane) and returns it
- * referenced (ch->crefs); when another thread cached it first, returns that
- * entry referenced instead. When the shard cannot grow, returns an entry that
- * is not cached and sets *detached: the caller frees it after use. NULL when
- * out of memory. */
-static qc_entry *qc_insert(qc_cache *c, uint64_t chunk_no, quad_chunk *ch, unsigned lane,
-                           const void *data, size_t len, int *detached)
+/* Caches ne (allocated by the caller with CODEC_SLACK bytes after its len)
+ * as entry `lane` (0-3 or QC_ROWS) of ch and returns it, valid until the
+ * caller's reader section ends; when another thread cached it first, frees
+ * ne and returns that entry. When the shard cannot grow, returns ne uncached
+ * and sets *detached: the caller frees it after use. */
+static qc_entry *qc_insert_entry(qc_cache *c, uint64_t chunk_no, quad_chunk *ch, unsigned lane,
+                                 qc_entry *ne, int *detached)
 {
     *detached = 0;
-    qc_entry *ne = malloc(sizeof *ne + len + CODEC_SLACK);
-    if (!ne) return NULL;
-    memcpy(ne->data, data, len);
-    memset(ne->data + len, 0, CODEC_SLACK);
     ne->chunk = ch;
     ne->lane = lane;
-    ne->len = (uint32_t)len;
+    ne->next_dead = NULL;
     qc_shard *s = &c->shard[qc_shard_of(chunk_no)];
     pthread_mutex_lock(&s->mu);
-    qc_entry *e = ch->cached[lane];
+    qc_entry *e = atomic_load(&ch->cached[lane]);
     if (e) {
-        ch->crefs[lane]++;
         pthread_mutex_unlock(&s->mu);
         free(ne);
         return e;
@@ -142,13 +191,25 @@ static qc_entry *qc_insert(qc_cache *c, uint64_t chunk_no, quad_chunk *ch, unsig
     }
     ne->idx = s->count;
     s->arr[s->count++] = ne;
-    ch->cached[lane] = ne;
-    ch->crefs[lane]++;
-    ch->cused |= (uint8_t)(1u << lane);
-    s->bytes += len;
-    qc_shrink(s, c->shard_limit);
+    atomic_store(&ch->cached[lane], ne);
+    atomic_fetch_or_explicit(&ch->cused, (uint8_t)(1u << lane), memory_order_relaxed);
+    s->bytes += ne->len;
+    qc_shrink(c, s, c->shard_limit);
     pthread_mutex_unlock(&s->mu);
     return ne;
+}
+
+/* qc_insert_entry with a copy of data as the payload of lane `lane`; NULL
+ * when out of memory. */
+static qc_entry *qc_insert(qc_cache *c, uint64_t chunk_no, quad_chunk *ch, unsigned lane,
+                           const void *data, size_t len, int *detached)
+{
+    qc_entry *ne = malloc(sizeof *ne + len + CODEC_SLACK);
+    if (!ne) return NULL;
+    memcpy(ne->data, data, len);
+    memset(ne->data + len, 0, CODEC_SLACK);
+    ne->len = (uint32_t)len;
+    return qc_insert_entry(c, chunk_no, ch, lane, ne, detached);
 }
 
 /* ---- retirement lookups ---- */
@@ -172,9 +233,10 @@ typedef struct grun {
     uint8_t consec;          /* identity order, ids consecutive ascending */
     uint8_t valid;           /* chunk exists at the snapshot */
     uint8_t missing;         /* lanes to read from the file */
-    uint8_t detached;        /* lanes whose entry is not cached (freed after use) */
+    uint8_t detached;        /* entries (bit per ent[]) not cached, freed after use */
     uint8_t sparse;          /* missing lanes read by microblock, not cached */
-    qc_entry *ent[4];
+    uint8_t vis_done;        /* visibility settled while listing tasks */
+    qc_entry *ent[5];        /* lane payloads, or ent[QC_ROWS] alone: the row form */
     size_t rbuf_off;         /* where the missing lanes were read */
     uint32_t rlane_lo;       /* first lane of that read */
 } grun;
@@ -197,6 +259,9 @@ typedef struct gscratch {
     quad_ioreq *reqs; size_t reqs_cap;
     quad_id *ids; size_t ids_cap;
     struct gtask *tasks; size_t tasks_cap;
+    struct rtask *rtasks; size_t rtasks_cap;
+    quad_fact *rowtmp;       /* ROW_SLICE rows decoded while building a row form */
+    int any_detached;        /* some run holds an uncached entry to free */
 } gscratch;
 
 static pthread_key_t scratch_key;
@@ -209,6 +274,7 @@ static void scratch_free(void *p)
     if (!g) return;
     free(g->perm); free(g->runs); free(g->hist); free(g->keys);
     free(g->rbuf); free(g->reqs); free(g->ids); free(g->tasks);
+    free(g->rtasks); free(g->rowtmp);
     free(g);
 }
 
@@ -324,16 +390,40 @@ static inline uint32_t lane_len(const quad_chunk *ch, unsigned l)
 static void run_decode_range(const quad *q, const quad_chunk *ch, const grun *r, unsigned l,
                              const uint8_t *lp, const quad_id *ids, quad_fact *out)
 {
-    const quad_mb *mbs = &ch->mb[l * ch->nmb];
     const uint32_t base_off = ch->lane_off[l], shift = q->mb_shift;
     uint32_t s0 = QUAD_ID_SLOT(ids[r->start]), s1 = s0 + r->len;
     for (uint32_t m = s0 >> shift; m < ch->nmb && (m << shift) < s1; m++) {
         uint32_t ms = m << shift, me = ms + q->mb_rows;
         uint32_t a = s0 > ms ? s0 : ms, b = s1 < me ? s1 : me;
-        codec_desc d = { mbs[m].code, mbs[m].base };
-        codec_unpack(d, lp + (mbs[m].off - base_off), a - ms, b - a,
+        const quad_mb *mb = quad_mb_at(ch, l, m);
+        codec_desc d = { mb->code, mb->base };
+        codec_unpack(d, lp + (mb->off - base_off), a - ms, b - a,
                      &out[r->start + (a - s0)].lane[l], 4);
     }
+}
+
+/* Visibility of a scattered id settled while its tasks are listed, for a
+ * run whose chunk is visible and has no retirement to consult: only the slot
+ * decides. NULL: settled later by run_visibility. */
+typedef struct gvis {
+    uint8_t *present;
+    size_t *not_visible;
+    unsigned mask;
+} gvis;
+
+static inline int slot_visible(const gvis *v, const quad_chunk *ch, uint32_t slot, uint32_t pos,
+                               quad_fact *out)
+{
+    int ok = slot < ch->rows;
+    if (v) {
+        if (v->present) v->present[pos] = (uint8_t)ok;
+        if (!ok) {
+            (*v->not_visible)++;
+            for (unsigned l = 0; l < 4; l++)
+                if (v->mask & (1u << l)) out[pos].lane[l] = 0;
+        }
+    }
+    return ok;
 }
 
 /* Lists the values to extract for a run of scattered ids (constants are
@@ -342,17 +432,17 @@ static void run_decode_range(const quad *q, const quad_chunk *ch, const grun *r,
  * is bound by cache misses on the payloads (measured). */
 static gtask *run_point_tasks(const quad *q, const quad_chunk *ch, const grun *r, unsigned mask,
                               const uint8_t *const lp[4], const quad_id *ids,
-                              const uint32_t *perm, quad_fact *out, gtask *t)
+                              const uint32_t *perm, quad_fact *out, const gvis *v, gtask *t)
 {
-    const uint32_t mbmask = q->mb_rows - 1, shift = q->mb_shift, nmb = ch->nmb;
+    const uint32_t mbmask = q->mb_rows - 1, shift = q->mb_shift;
     for (uint32_t k = 0; k < r->len; k++) {
         uint32_t pos = perm ? perm[r->start + k] : r->start + k;
         uint32_t slot = QUAD_ID_SLOT(ids[pos]);
-        if (slot >= ch->rows) continue;
+        if (!slot_visible(v, ch, slot, pos, out)) continue;
         uint32_t m = slot >> shift, sm = slot & mbmask;
         for (unsigned l = 0; l < 4; l++) {
             if (!(mask & (1u << l))) continue;
-            const quad_mb *mb = &ch->mb[l * nmb + m];
+            const quad_mb *mb = quad_mb_at(ch, l, m);
             if (mb->code == CODEC_CONST) {
                 out[pos].lane[l] = mb->base;
                 continue;
@@ -377,6 +467,128 @@ static void run_tasks(const gtask *t, size_t n)
         uint64_t w = hanu_get_u64(t[k].p);
         if (t[k].code == CODEC_RAW) *t[k].dst = w;
         else *t[k].dst = t[k].base + ((w >> t[k].sh) & ((UINT64_C(1) << t[k].code) - 1));
+    }
+}
+
+/* ---- row form ----
+ * Scattered reads of all lanes cost one cache miss per lane in the
+ * lane-major payloads. For a chunk read at random more than once, the cache
+ * also keeps a row form: each row's lanes side by side, each lane as an
+ * offset from the chunk's smallest value in as few whole bytes as its range
+ * needs (constant lanes take none). Still compressed (6 bytes a structured
+ * fact against 4.3 in lane form, 32 for entropy), and a point read of every
+ * lane touches one cache line. Built from cached lanes only, never on a cold
+ * read, and evicted like any entry. */
+typedef struct qrow_form {
+    uint64_t base[4];
+    uint64_t mask[4];          /* of lane l's bytes; 0 for a constant lane */
+    uint32_t off[4];           /* lane l's byte offset in a row */
+    uint32_t row_bytes;
+    uint32_t pad;
+} qrow_form;
+
+typedef struct rtask {
+    const uint8_t *p;          /* the row */
+    const qrow_form *f;
+    uint64_t *dst;             /* out[pos].lane */
+} rtask;
+
+#define ROW_SLICE 256u
+
+/* Builds the row form of ch from the payloads of its lanes (lp[l], NULL for
+ * a lane without payload); NULL when out of memory. */
+static qc_entry *row_form_build(const quad *q, gscratch *g, const quad_chunk *ch, const uint8_t *const lp[4])
+{
+    qrow_form f;
+    memset(&f, 0, sizeof f);
+    for (unsigned l = 0; l < 4; l++) {
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (uint32_t m = 0; m < ch->nmb; m++) {
+            const quad_mb *mb = quad_mb_at(ch, l, m);
+            uint64_t top = mb->base;
+            if (mb->code == CODEC_RAW) { lo = 0; hi = UINT64_MAX; break; }
+            if (mb->code != CODEC_CONST) {
+                uint64_t span = (UINT64_C(1) << mb->code) - 1;
+                top = mb->base > UINT64_MAX - span ? UINT64_MAX : mb->base + span;
+            }
+            if (mb->base < lo) lo = mb->base;
+            if (top > hi) hi = top;
+        }
+        uint64_t range = hi - lo;
+        unsigned bytes = range ? (unsigned)(64 - __builtin_clzll(range) + 7) / 8 : 0;
+        f.base[l] = lo;
+        f.mask[l] = bytes == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * bytes)) - 1;
+        f.off[l] = bytes ? f.row_bytes : 0;
+        f.row_bytes += bytes;
+    }
+    size_t body = (size_t)ch->rows * f.row_bytes;
+    size_t len = sizeof f + body;
+    qc_entry *e = malloc(sizeof *e + len + CODEC_SLACK);
+    if (!e) return NULL;
+    e->len = (uint32_t)len;
+    memcpy(e->data, &f, sizeof f);
+    uint8_t *rows = e->data + sizeof f;
+    memset(rows + body, 0, CODEC_SLACK);
+    if (!g->rowtmp && !(g->rowtmp = malloc(ROW_SLICE * sizeof *g->rowtmp))) { free(e); return NULL; }
+    /* decode ROW_SLICE rows at a time (never a whole microblock, which may be
+     * as large as the chunk), then lay them out; each 8-byte store spills
+     * into bytes written after it, the last into the slack */
+    for (uint32_t r0 = 0; r0 < ch->rows; r0 += ROW_SLICE) {
+        uint32_t n = ch->rows - r0 < ROW_SLICE ? ch->rows - r0 : ROW_SLICE;
+        for (unsigned l = 0; l < 4; l++) {
+            if (!f.mask[l]) continue;
+            for (uint32_t done = 0; done < n;) {
+                uint32_t row = r0 + done, m = row >> q->mb_shift, in_mb = row & (q->mb_rows - 1);
+                uint32_t k = q->mb_rows - in_mb < n - done ? q->mb_rows - in_mb : n - done;
+                const quad_mb *mb = quad_mb_at(ch, l, m);
+                codec_desc d = { mb->code, mb->base };
+                codec_unpack(d, lp[l] + (mb->off - ch->lane_off[l]), in_mb, k, &g->rowtmp[done].lane[l], 4);
+                done += k;
+            }
+        }
+        uint8_t *dst = rows + (size_t)r0 * f.row_bytes;
+        for (uint32_t i = 0; i < n; i++, dst += f.row_bytes)
+            for (unsigned l = 0; l < 4; l++)
+                if (f.mask[l]) hanu_put_u64(dst + f.off[l], g->rowtmp[i].lane[l] - f.base[l]);
+    }
+    return e;
+}
+
+/* Lists one task per id of a scattered run read through the row form. */
+static rtask *run_row_tasks(const quad_chunk *ch, const grun *r, const quad_id *ids,
+                            const uint32_t *perm, quad_fact *out, const gvis *v, rtask *t)
+{
+    const qrow_form *f = (const qrow_form *)r->ent[QC_ROWS]->data;
+    const uint8_t *rows = r->ent[QC_ROWS]->data + sizeof *f;
+    for (uint32_t k = 0; k < r->len; k++) {
+        uint32_t pos = perm ? perm[r->start + k] : r->start + k;
+        uint32_t slot = QUAD_ID_SLOT(ids[pos]);
+        if (!slot_visible(v, ch, slot, pos, out)) continue;
+        t->p = rows + (size_t)slot * f->row_bytes;
+        t->f = f;
+        t->dst = out[pos].lane;
+        t++;
+    }
+    return t;
+}
+
+static void run_rtasks(const rtask *t, size_t n, unsigned mask)
+{
+    enum { PF = 16 };
+    if (mask == QUAD_LANES_ALL) {
+        for (size_t k = 0; k < n; k++) {
+            if (k + PF < n) __builtin_prefetch(t[k + PF].p);
+            const qrow_form *f = t[k].f;
+            for (unsigned l = 0; l < 4; l++)   /* a constant lane loads row bytes and masks them to 0 */
+                t[k].dst[l] = f->base[l] + (hanu_get_u64(t[k].p + f->off[l]) & f->mask[l]);
+        }
+        return;
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (k + PF < n) __builtin_prefetch(t[k + PF].p);
+        const qrow_form *f = t[k].f;
+        for (unsigned l = 0; l < 4; l++)
+            if (mask & (1u << l)) t[k].dst[l] = f->base[l] + (hanu_get_u64(t[k].p + f->off[l]) & f->mask[l]);
     }
 }
 
@@ -427,12 +639,12 @@ static int sparse_requests(const quad *q, gscratch *g, const quad_chunk *ch, con
     uint8_t *area = g->rbuf + r->rbuf_off - ch->lane_off[r->rlane_lo];
     for (unsigned l = 0; l < 4; l++) {
         if (!(r->missing & (1u << l))) continue;
-        const quad_mb *mbs = &ch->mb[l * ch->nmb];
         for (uint32_t m = 0; m < ch->nmb;) {
             if (!(bits[m / 64] & (UINT64_C(1) << (m % 64)))) { m++; continue; }
             uint32_t e = m;
             while (e + 1 < ch->nmb && (bits[(e + 1) / 64] & (UINT64_C(1) << ((e + 1) % 64)))) e++;
-            uint32_t from = mbs[m].off, to = e + 1 < ch->nmb ? mbs[e + 1].off : ch->lane_off[l + 1];
+            uint32_t from = quad_mb_at(ch, l, m)->off;
+            uint32_t to = e + 1 < ch->nmb ? quad_mb_at(ch, l, e + 1)->off : ch->lane_off[l + 1];
             if (to > from) {
                 if (GROW(g, reqs, *k + 1)) return HANU_ERR_NOMEM;
                 area = g->rbuf + r->rbuf_off - ch->lane_off[r->rlane_lo];
@@ -444,6 +656,30 @@ static int sparse_requests(const quad *q, gscratch *g, const quad_chunk *ch, con
             }
             m = e + 1;
         }
+    }
+    return 0;
+}
+
+/* Builds and caches the row form of ch when every lane with a payload is
+ * cached (*rf stays NULL otherwise). Returns 0 or HANU_ERR_NOMEM. */
+static int row_form_try(quad *q, gscratch *g, uint64_t chunk_no, quad_chunk *ch, qc_entry **rf,
+                        uint8_t *detached)
+{
+    const uint8_t *lp[4];
+    for (unsigned l = 0; l < 4; l++) {
+        lp[l] = NULL;
+        if (!lane_len(ch, l)) continue;
+        qc_entry *e = atomic_load(&ch->cached[l]);
+        if (!e) return 0;
+        lp[l] = e->data;
+    }
+    qc_entry *ne = row_form_build(q, g, ch, lp);
+    if (!ne) return HANU_ERR_NOMEM;
+    int det;
+    *rf = qc_insert_entry(&q->cache, chunk_no, ch, QC_ROWS, ne, &det);
+    if (det) {
+        *detached |= (uint8_t)(1u << QC_ROWS);
+        g->any_detached = 1;
     }
     return 0;
 }
@@ -460,32 +696,46 @@ static int gather_block(quad *q, gscratch *g, uint64_t snap, uint64_t nch, int w
     if (rc) return rc;
     const uint32_t *perm = use_perm ? g->perm : NULL;
 
-    /* pass 1: cache lookups, a shard lock held across the chunks it covers */
+    /* pass 1: cache lookups, without locks (the caller's reader section
+     * keeps every entry found here allocated) */
     size_t nmiss = 0, rbytes = 0;
-    int held = -1;
+    uint64_t hits = 0, misses = 0;
     for (size_t i = 0; i < nruns; i++) {
         grun *r = &g->runs[i];
         r->valid = r->chunk < nch && quad_chunk_at(q, r->chunk)->epoch <= snap;
         if (!r->valid) continue;
-        if (r->consec && QUAD_ID_SLOT(ids[r->start]) + (uint64_t)r->len > quad_chunk_at(q, r->chunk)->rows)
+        quad_chunk *ch = quad_chunk_at(q, r->chunk);
+        if (r->consec && QUAD_ID_SLOT(ids[r->start]) + (uint64_t)r->len > ch->rows)
             r->consec = 0;
-        const quad_chunk *ch = quad_chunk_at(q, r->chunk);
         unsigned need = 0;
         for (unsigned l = 0; l < 4; l++)
             if ((mask & (1u << l)) && lane_len(ch, l)) need |= 1u << l;
         if (!need) continue;
-        shard_switch(&q->cache, &held, r->chunk);
-        qc_shard *s = &q->cache.shard[held];
+        unsigned used = atomic_load_explicit(&ch->cused, memory_order_relaxed);
+        if (!r->consec) {
+            qc_entry *rf = atomic_load(&ch->cached[QC_ROWS]);
+            if (!rf && (used & QC_SCATTERED)) {
+                rc = row_form_try(q, g, r->chunk, ch, &rf, &r->detached);
+                if (rc) goto release;
+            }
+            if (rf) {
+                hits++;
+                r->ent[QC_ROWS] = rf;
+                if (!(used & (1u << QC_ROWS)))
+                    atomic_fetch_or_explicit(&ch->cused, (uint8_t)(1u << QC_ROWS), memory_order_relaxed);
+                continue;
+            }
+        }
         for (unsigned l = 0; l < 4; l++) {
             if (!(need & (1u << l))) continue;
-            qc_entry *e = ch->cached[l];
+            qc_entry *e = atomic_load(&ch->cached[l]);
             if (e) {
-                quad_chunk_at(q, r->chunk)->crefs[l]++;
-                quad_chunk_at(q, r->chunk)->cused |= (uint8_t)(1u << l);
-                s->hits++;
+                hits++;
                 r->ent[l] = e;
+                if (!(used & (1u << l)))   /* CLOCK bit: written only when clear */
+                    atomic_fetch_or_explicit(&ch->cused, (uint8_t)(1u << l), memory_order_relaxed);
             } else {
-                s->misses++;
+                misses++;
                 r->missing |= (uint8_t)(1u << l);
             }
         }
@@ -498,10 +748,13 @@ static int gather_block(quad *q, gscratch *g, uint64_t snap, uint64_t nch, int w
              * microblocks and leave the cache alone */
             r->sparse = (uint64_t)r->len * QUAD_SPARSE_DIV <= ch->nmb;
             nmiss++;
+        } else if (!r->consec && !(used & QC_SCATTERED)) {
+            /* read at random with its lanes cached: the next such read builds the row form */
+            atomic_fetch_or_explicit(&ch->cused, (uint8_t)QC_SCATTERED, memory_order_relaxed);
         }
     }
-
-    shard_release(&q->cache, &held);
+    if (hits) atomic_fetch_add_explicit(&q->cache.hits, hits, memory_order_relaxed);
+    if (misses) atomic_fetch_add_explicit(&q->cache.misses, misses, memory_order_relaxed);
 
     /* pass 2: read every miss of the request together (one read per chunk
      * covering its adjacent missing lanes, or per run of needed microblocks
@@ -538,7 +791,10 @@ static int gather_block(quad *q, gscratch *g, uint64_t snap, uint64_t nch, int w
                 r->ent[l] = qc_insert(&q->cache, r->chunk, quad_chunk_at(q, r->chunk), l,
                                       base + ch->lane_off[l], lane_len(ch, l), &detached);
                 if (!r->ent[l]) { rc = HANU_ERR_NOMEM; goto release; }
-                if (detached) r->detached |= (uint8_t)(1u << l);
+                if (detached) {
+                    r->detached |= (uint8_t)(1u << l);
+                    g->any_detached = 1;
+                }
             }
         }
     }
@@ -547,11 +803,23 @@ static int gather_block(quad *q, gscratch *g, uint64_t snap, uint64_t nch, int w
      * scattered ids through the task list, then visibility */
     size_t nlanes = (size_t)__builtin_popcount(mask);
     if (GROW(g, tasks, n * nlanes)) { rc = HANU_ERR_NOMEM; goto release; }
+    if (GROW(g, rtasks, n)) { rc = HANU_ERR_NOMEM; goto release; }
     gtask *t = g->tasks;
+    rtask *rt = g->rtasks;
+    const gvis vis = { present, not_visible, mask };
     for (size_t i = 0; i < nruns; i++) {
         grun *r = &g->runs[i];
         if (!r->valid) continue;
         const quad_chunk *ch = quad_chunk_at(q, r->chunk);
+        const gvis *v = NULL;
+        if (!r->consec && !(with_ret && ch->ret)) {
+            v = &vis;
+            r->vis_done = 1;
+        }
+        if (r->ent[QC_ROWS]) {
+            rt = run_row_tasks(ch, r, ids, perm, out, v, rt);
+            continue;
+        }
         const uint8_t *lp[4];
         for (unsigned l = 0; l < 4; l++) {
             lp[l] = r->ent[l] ? r->ent[l]->data : NULL;
@@ -562,12 +830,14 @@ static int gather_block(quad *q, gscratch *g, uint64_t snap, uint64_t nch, int w
             for (unsigned l = 0; l < 4; l++)
                 if (mask & (1u << l)) run_decode_range(q, ch, r, l, lp[l], ids, out);
         } else {
-            t = run_point_tasks(q, ch, r, mask, lp, ids, perm, out, t);
+            t = run_point_tasks(q, ch, r, mask, lp, ids, perm, out, v, t);
         }
     }
     run_tasks(g->tasks, (size_t)(t - g->tasks));
+    run_rtasks(g->rtasks, (size_t)(rt - g->rtasks), mask);
     for (size_t i = 0; i < nruns; i++) {
         grun *r = &g->runs[i];
+        if (r->vis_done) continue;
         const quad_chunk *ch = r->valid ? quad_chunk_at(q, r->chunk) : NULL;
         const quad_retset *ret = ch && with_ret ? ch->ret : NULL;
         if (!ch || ret || !r->consec)
@@ -577,19 +847,12 @@ static int gather_block(quad *q, gscratch *g, uint64_t snap, uint64_t nch, int w
     }
 
 release:
-    for (size_t i = 0; i < nruns; i++) {
+    for (size_t i = 0; i < nruns && g->any_detached; i++) {
         grun *r = &g->runs[i];
-        if (!r->ent[0] && !r->ent[1] && !r->ent[2] && !r->ent[3]) continue;
-        shard_switch(&q->cache, &held, r->chunk);
-        quad_chunk *ch = quad_chunk_at(q, r->chunk);
-        for (unsigned l = 0; l < 4; l++) {
-            if (!r->ent[l]) continue;
+        for (unsigned l = 0; l <= QC_ROWS; l++)
             if (r->detached & (1u << l)) free(r->ent[l]);
-            else ch->crefs[l]--;
-            r->ent[l] = NULL;
-        }
     }
-    shard_release(&q->cache, &held);
+    g->any_detached = 0;
     return rc;
 }
 
@@ -607,11 +870,13 @@ static int gather_at(quad *q, uint64_t snap, const quad_id *ids, size_t n, unsig
     int locked = atomic_load_explicit(&q->retired, memory_order_acquire) != 0;
     if (locked) pthread_rwlock_rdlock(&q->rlock);
     int rc = 0;
+    qc_reader *rd = qc_read_begin(&q->cache);
     for (size_t i = 0; i < n && rc == 0; i += GATHER_BLOCK) {
         size_t k = n - i < GATHER_BLOCK ? n - i : GATHER_BLOCK;
         rc = gather_block(q, g, snap, nch, locked, ids + i, k, mask, out + i,
                           present ? present + i : NULL, not_visible);
     }
+    qc_read_end(rd);
     if (locked) pthread_rwlock_unlock(&q->rlock);
     return rc;
 }
