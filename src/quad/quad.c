@@ -77,8 +77,6 @@ static void quad_free(quad *q)
     free(q->path);
     pthread_rwlock_destroy(&q->rlock);
     pthread_mutex_destroy(&q->wlock);
-    pthread_mutex_destroy(&q->sync_mu);
-    pthread_cond_destroy(&q->sync_cv);
     free(q);
 }
 
@@ -110,8 +108,6 @@ int quad_open(const char *path, const quad_options *opt, quad **out)
     q->mb_shift = (uint32_t)__builtin_ctz(o.microblock_rows);
     pthread_rwlock_init(&q->rlock, NULL);
     pthread_mutex_init(&q->wlock, NULL);
-    pthread_mutex_init(&q->sync_mu, NULL);
-    pthread_cond_init(&q->sync_cv, NULL);
     q->path = strdup(path);
     q->pages = calloc(QUAD_MAX_PAGES, sizeof *q->pages);
     int rc = (!q->path || !q->pages) ? HANU_ERR_NOMEM : qc_init(&q->cache, o.cache_bytes);
@@ -195,9 +191,7 @@ int quad_stats_get(quad *q, quad_stats *st)
     st->retired = atomic_load(&q->retired);
     st->epoch = atomic_load(&q->epoch);
     st->durable_epoch = atomic_load(&q->durable);
-    pthread_mutex_lock(&q->sync_mu);
-    st->syncs = q->syncs;
-    pthread_mutex_unlock(&q->sync_mu);
+    st->syncs = atomic_load(&q->syncs);
     for (int i = 0; i < QC_SHARDS; i++) {
         qc_shard *s = &q->cache.shard[i];
         pthread_mutex_lock(&s->mu);

@@ -492,9 +492,7 @@ int qf_checkpoint_locked(quad *q)
     q->ckpt_seq = seq;
     q->ckpt_tail = q->tail;
     q->ckpt_epoch = epoch;
-    pthread_mutex_lock(&q->sync_mu);
-    if (atomic_load(&q->durable) < epoch) atomic_store(&q->durable, epoch);
-    pthread_mutex_unlock(&q->sync_mu);
+    quad_durable_raise(q, epoch);
     return 0;
 }
 

@@ -163,15 +163,14 @@ struct quad {
     uint32_t *whist;
     size_t whist_cap;
 
-    /* group commit */
-    pthread_mutex_t sync_mu;
-    pthread_cond_t sync_cv;
+    /* group commit (quad_write.c): no mutex; waiters sleep on sync_seq */
     _Atomic uint64_t written_epoch;
     _Atomic uint64_t durable;
-    int leader;
-    int sync_failed;
+    _Atomic int leader;                /* a thread is running the sync */
+    _Atomic int sync_failed;
+    _Atomic uint32_t sync_seq;         /* futex word: bumped after every sync */
     uint64_t last_group;               /* commits covered by the last sync (leader only) */
-    uint64_t syncs;
+    _Atomic uint64_t syncs;
 
     qc_cache cache;
     quad_io *io;
@@ -216,6 +215,7 @@ uint64_t quad_retire_epoch(const quad_retset *r, uint32_t slot);
 
 /* quad_write.c */
 int quad_wait_durable(quad *q, uint64_t e, uint32_t window_us);
+void quad_durable_raise(quad *q, uint64_t epoch);   /* durable = max(durable, epoch) */
 
 /* quad_io.c */
 int quad_io_open(quad *q);
