@@ -5,6 +5,8 @@
  * change while writers go on. Meant to run under ThreadSanitizer too.
  */
 #include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -29,6 +31,14 @@ static uint64_t lane_of(int w, int s, int i, int l)
     uint64_t x = ((uint64_t)w << 40) ^ ((uint64_t)s << 16) ^ ((uint64_t)i << 2) ^ (uint64_t)l;
     x *= 0x9E3779B97F4A7C15ULL;
     return x ^ (x >> 29);
+}
+
+/* Runs fn(i) for i in [0, n) on n threads (n <= 64) and waits for all. */
+static void run_threads(void *(*fn)(void *), int n)
+{
+    pthread_t th[64];
+    for (intptr_t i = 0; i < n; i++) pthread_create(&th[i], NULL, fn, (void *)i);
+    for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
 }
 
 static void *writer(void *arg)
@@ -161,9 +171,7 @@ static void test_group_commit_many_writers(void)
     quad_options_default(&o);
     o.group_window_us = 50;
     REQUIRE(quad_open(path, &o, &q) == 0);
-    pthread_t th[GW];
-    for (intptr_t i = 0; i < GW; i++) pthread_create(&th[i], NULL, group_writer, (void *)i);
-    for (int i = 0; i < GW; i++) pthread_join(th[i], NULL);
+    run_threads(group_writer, GW);
     CHECK_EQ(atomic_load(&group_bad), 0);
     quad_stats st;
     quad_stats_get(q, &st);
@@ -174,6 +182,184 @@ static void test_group_commit_many_writers(void)
     fprintf(stderr, "  %llu commits, %llu fdatasyncs\n", (unsigned long long)st.epoch,
             (unsigned long long)st.syncs);
     CHECK_EQ(quad_close(q), 0);
+}
+
+/* Writers of every durability at once, borrowed and owned, with a batch
+ * that is too large now and then, all going through the combined write:
+ * every call gets its own epoch and its own ids, a failed request leaves no
+ * trace, durable calls return durable, and a reopen reads every fact back. */
+enum { MW = 12, MROUNDS = 150 };
+typedef struct mixed_rec {
+    quad_id first;
+    uint64_t epoch;
+    uint32_t n;
+} mixed_rec;
+static mixed_rec mixed[MW][MROUNDS];
+static _Atomic int mixed_bad;
+
+static uint32_t mixed_n(int w, int r) { return 1 + (uint32_t)((w * 131 + r * 29) % 300); }
+
+static void mixed_fill(quad_fact *f, int w, int r, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        for (int l = 0; l < 4; l++) f[i].lane[l] = l == 1 ? (uint64_t)w : lane_of(w, r, (int)i, l) >> (l * 8);
+}
+
+static void *mixed_writer(void *arg)
+{
+    int w = (int)(intptr_t)arg;
+    quad_fact *f = malloc(300 * sizeof *f);
+    for (int r = 0; r < MROUNDS; r++) {
+        uint32_t n = mixed_n(w, r);
+        int dur = (w + r) % 3 == 0 ? QUAD_BUFFERED : (w + r) % 3 == 1 ? QUAD_DURABLE : QUAD_GROUP;
+        mixed_rec *m = &mixed[w][r];
+        m->n = n;
+        if (r % 37 == 5) {   /* too large (over 2^24 facts): refused, nothing written */
+            static const quad_fact big;
+            if (quad_append(q, &big, ((size_t)1 << 24) + 1, dur, &m->first, &m->epoch) != HANU_ERR_TOO_LARGE)
+                atomic_fetch_add(&mixed_bad, 1);
+            m->n = 0;
+            continue;
+        }
+        int rc;
+        if (r % 4 == 3) {
+            quad_fact *own = malloc(n * sizeof *own);
+            mixed_fill(own, w, r, n);
+            rc = quad_append_owned(q, own, n, dur, NULL, NULL, &m->first, &m->epoch);
+        } else {
+            mixed_fill(f, w, r, n);
+            rc = quad_append(q, f, n, dur, &m->first, &m->epoch);
+        }
+        if (rc != 0 || (dur != QUAD_BUFFERED && quad_durable_epoch(q) < m->epoch)) atomic_fetch_add(&mixed_bad, 1);
+    }
+    free(f);
+    return NULL;
+}
+
+static void test_mixed_writers_combined(void)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/x.quad", test_tmpdir("mixed"));
+    quad_options o;
+    quad_options_default(&o);
+    o.chunk_rows = 128;
+    o.microblock_rows = 64;
+    o.group_window_us = 30;
+    REQUIRE(quad_open(path, &o, &q) == 0);
+    run_threads(mixed_writer, MW);
+    CHECK_EQ(atomic_load(&mixed_bad), 0);
+    /* epochs: each call its own, together exactly 1..commits */
+    static uint8_t seen_epoch[MW * MROUNDS + 1];
+    uint64_t commits = 0, facts = 0;
+    for (int w = 0; w < MW; w++)
+        for (int r = 0; r < MROUNDS; r++) {
+            if (!mixed[w][r].n) continue;
+            commits++;
+            facts += mixed[w][r].n;
+            uint64_t e = mixed[w][r].epoch;
+            CHECK(e >= 1 && e <= MW * MROUNDS && !seen_epoch[e]);
+            if (e >= 1 && e <= MW * MROUNDS) seen_epoch[e] = 1;
+        }
+    quad_stats st;
+    quad_stats_get(q, &st);
+    CHECK_EQ(st.epoch, commits);
+    CHECK_EQ(st.facts, facts);
+    CHECK_EQ(quad_close(q), 0);
+    REQUIRE(quad_open(path, &o, &q) == 0);
+    quad_fact want[300], got[300];
+    quad_id ids[300];
+    size_t bad = 0;
+    for (int w = 0; w < MW; w++)
+        for (int r = 0; r < MROUNDS; r++) {
+            uint32_t n = mixed[w][r].n;
+            if (!n) continue;
+            mixed_fill(want, w, r, n);
+            for (uint32_t i = 0; i < n; i++) ids[i] = quad_batch_id(mixed[w][r].first, 128, i);
+            if (quad_gather(q, 0, ids, n, QUAD_LANES_ALL, got, NULL) != 0) { bad++; continue; }
+            for (uint32_t i = 0; i < n; i++)
+                for (int l = 0; l < 4; l++) bad += got[i].lane[l] != want[i].lane[l];
+        }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(quad_close(q), 0);
+    q = NULL;
+}
+
+/* A write that fails (the file size limit, RLIMIT_FSIZE, stands in for a
+ * full disk) fails only the commits combined into it: writers racing into
+ * the limit each get either success or HANU_ERR_IO, every success reads back
+ * after a reopen, and writes go on once the limit is lifted. */
+enum { FW = 4, FROUNDS = 60 };
+static quad_id fail_first[FW][FROUNDS];
+static int fail_rc[FW][FROUNDS];
+
+static void *limit_writer(void *arg)
+{
+    int w = (int)(intptr_t)arg;
+    quad_fact f[64];
+    for (int r = 0; r < FROUNDS; r++) {
+        mixed_fill(f, w, r, 64);
+        fail_rc[w][r] = quad_append(q, f, 64, QUAD_BUFFERED, &fail_first[w][r], NULL);
+    }
+    return NULL;
+}
+
+static void test_write_failure_fails_its_batch_only(void)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/f.quad", test_tmpdir("fsize"));
+    quad_options o;
+    quad_options_default(&o);
+    o.chunk_rows = 64;
+    o.microblock_rows = 64;
+    o.checkpoint_bytes = 0;
+    REQUIRE(quad_open(path, &o, &q) == 0);
+    quad_stats st;
+    quad_stats_get(q, &st);
+    struct rlimit old, lim;
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    signal(SIGXFSZ, SIG_IGN);
+    lim = old;
+    lim.rlim_cur = st.file_bytes + 40 * 1024;   /* room for about half the commits */
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    run_threads(limit_writer, FW);
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    int ok = 0, failed = 0, other = 0;
+    for (int w = 0; w < FW; w++)
+        for (int r = 0; r < FROUNDS; r++) {
+            if (fail_rc[w][r] == 0) ok++;
+            else if (fail_rc[w][r] == HANU_ERR_IO) failed++;
+            else other++;
+        }
+    fprintf(stderr, "  %d commits written, %d refused at the size limit\n", ok, failed);
+    CHECK(ok > 0);
+    CHECK(failed > 0);
+    CHECK_EQ(other, 0);
+    quad_fact extra[64];
+    mixed_fill(extra, 99, 0, 64);
+    quad_id xfirst;
+    CHECK_EQ(quad_append(q, extra, 64, QUAD_DURABLE, &xfirst, NULL), 0);
+    quad_stats_get(q, &st);
+    CHECK_EQ(st.facts, (uint64_t)(ok + 1) * 64);
+    CHECK_EQ(quad_close(q), 0);
+    REQUIRE(quad_open(path, &o, &q) == 0);
+    quad_stats_get(q, &st);
+    CHECK_EQ(st.facts, (uint64_t)(ok + 1) * 64);
+    quad_fact want[64], got[64];
+    quad_id ids[64];
+    size_t bad = 0;
+    for (int w = 0; w <= FW; w++)
+        for (int r = 0; r < (w == FW ? 1 : FROUNDS); r++) {
+            if (w < FW && fail_rc[w][r]) continue;
+            mixed_fill(want, w == FW ? 99 : w, r, 64);
+            quad_id first = w == FW ? xfirst : fail_first[w][r];
+            for (int i = 0; i < 64; i++) ids[i] = quad_batch_id(first, 64, (size_t)i);
+            if (quad_gather(q, 0, ids, 64, QUAD_LANES_ALL, got, NULL) != 0) { bad++; continue; }
+            for (int i = 0; i < 64; i++)
+                for (int l = 0; l < 4; l++) bad += got[i].lane[l] != want[i].lane[l];
+        }
+    CHECK_EQ(bad, 0);
+    CHECK_EQ(quad_close(q), 0);
+    q = NULL;
 }
 
 /* Readers gather at random (building row forms) from a cache a tenth the
@@ -254,6 +440,8 @@ int main(void)
 {
     RUN(test_readers_during_writes);
     RUN(test_group_commit_many_writers);
+    RUN(test_mixed_writers_combined);
+    RUN(test_write_failure_fails_its_batch_only);
     RUN(test_readers_while_cache_evicts);
     TEST_DONE();
 }

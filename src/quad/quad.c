@@ -146,7 +146,7 @@ int quad_close(quad *q)
     if (!(q->opt.flags & QUAD_RDONLY) && !atomic_load(&q->stopped)) {
         pthread_mutex_lock(&q->wlock);
         if (q->tail != q->ckpt_tail) rc = qf_checkpoint_locked(q);
-        pthread_mutex_unlock(&q->wlock);
+        quad_wlock_release(q);
     }
     quad_free(q);
     return rc;
@@ -170,7 +170,7 @@ int quad_checkpoint(quad *q)
     if (atomic_load(&q->stopped)) return HANU_ERR_STOPPED;
     pthread_mutex_lock(&q->wlock);
     int rc = qf_checkpoint_locked(q);
-    pthread_mutex_unlock(&q->wlock);
+    quad_wlock_release(q);
     return rc;
 }
 
@@ -187,7 +187,7 @@ int quad_stats_get(quad *q, quad_stats *st)
     st->lanes_for = q->lanes_for;
     st->lanes_raw = q->lanes_raw;
     st->recovered_frames = q->recovered_frames;
-    pthread_mutex_unlock(&q->wlock);
+    quad_wlock_release(q);
     st->retired = atomic_load(&q->retired);
     st->epoch = atomic_load(&q->epoch);
     st->durable_epoch = atomic_load(&q->durable);

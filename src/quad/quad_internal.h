@@ -158,6 +158,9 @@ struct quad {
     uint64_t ckpt_epoch;
     uint64_t recovered_frames;
     _Atomic int stopped;
+    struct quad_append_req *_Atomic append_pending;   /* appends waiting for wlock */
+    _Atomic uint32_t append_seq;       /* futex word: bumped when appends complete */
+    _Atomic uint32_t append_sleepers;
     quad_id *wids;                     /* retire: ids grouped by chunk (writer scratch) */
     size_t wids_cap;
     uint32_t *whist;
@@ -216,6 +219,7 @@ uint64_t quad_retire_epoch(const quad_retset *r, uint32_t slot);
 /* quad_write.c */
 int quad_wait_durable(quad *q, uint64_t e, uint32_t window_us);
 void quad_durable_raise(quad *q, uint64_t epoch);   /* durable = max(durable, epoch) */
+void quad_wlock_release(quad *q);   /* completes pending appends, then unlocks wlock */
 
 /* quad_io.c */
 int quad_io_open(quad *q);

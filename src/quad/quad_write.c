@@ -3,9 +3,10 @@
  * retire, and group commit with a durable watermark.
  *
  * A commit is built in the handle's one frame buffer under wlock, written
- * with one positional write at the end of the log, and published (chunks,
- * then epoch) before wlock is released. Durable commits then wait outside the
- * lock: the first waiter becomes the leader, waits the group window, reads
+ * with one positional write at the end of the log (appends waiting at the
+ * same time are combined into that write, each its own frame), and published
+ * (chunks, then epoch) before wlock is released. Durable commits then wait
+ * outside the lock: the first waiter becomes the leader, waits the group window, reads
  * written_epoch, runs one fdatasync and advances the durable watermark to what
  * it read, waking everyone it covered. A failed fdatasync stops the store
  * (DESIGN.md, "When the disk says no"). Relies on quad_file.c for encoding.
@@ -63,33 +64,51 @@ static void seq_wake_all(_Atomic uint32_t *w)
 /* Waits until epoch e is durable. Without a mutex: a pthread mutex and
  * condition variable made every woken waiter queue for the mutex in turn
  * (with 64 writers, futex lock handoffs were the largest cost of a commit). */
+/* The leader's sync (q->leader taken by the caller): covers everything
+ * written by the end of the window, then hands leadership back and wakes
+ * every sleeper on sync_seq. */
+static void lead_sync(quad *q, uint32_t window_us)
+{
+    if (window_us) leader_window(q, window_us);
+    uint64_t target = atomic_load(&q->written_epoch);
+    uint64_t before = atomic_load(&q->durable);
+    if (target > before) {
+        if (fdatasync(q->fd) == 0) {
+            q->last_group = target - before;
+            quad_durable_raise(q, target);
+        } else {
+            atomic_store(&q->sync_failed, 1);
+            atomic_store(&q->stopped, 1);
+        }
+        atomic_fetch_add(&q->syncs, 1);
+    }
+    atomic_store(&q->leader, 0);
+    atomic_fetch_add(&q->sync_seq, 1);
+    seq_wake_all(&q->sync_seq);
+}
+
+static int take_leader(quad *q)
+{
+    int idle = 0;
+    return atomic_compare_exchange_strong(&q->leader, &idle, 1);
+}
+
 int quad_wait_durable(quad *q, uint64_t e, uint32_t window_us)
 {
     for (;;) {
         if (atomic_load(&q->durable) >= e) return 0;
         if (atomic_load(&q->sync_failed)) return HANU_ERR_IO;
         uint32_t seen = atomic_load(&q->sync_seq);   /* before the leader check: no lost wake-up */
-        int idle = 0;
-        if (!atomic_compare_exchange_strong(&q->leader, &idle, 1)) {
-            seq_wait(&q->sync_seq, seen);
+        if (take_leader(q)) {
+            if (atomic_load(&q->durable) < e) lead_sync(q, window_us);
+            else {
+                atomic_store(&q->leader, 0);
+                atomic_fetch_add(&q->sync_seq, 1);
+                seq_wake_all(&q->sync_seq);
+            }
             continue;
         }
-        if (atomic_load(&q->durable) < e) {
-            if (window_us) leader_window(q, window_us);
-            uint64_t target = atomic_load(&q->written_epoch);
-            uint64_t before = atomic_load(&q->durable);
-            if (fdatasync(q->fd) == 0) {
-                if (target > before) q->last_group = target - before;
-                quad_durable_raise(q, target);
-            } else {
-                atomic_store(&q->sync_failed, 1);
-                atomic_store(&q->stopped, 1);
-            }
-            atomic_fetch_add(&q->syncs, 1);
-        }
-        atomic_store(&q->leader, 0);
-        atomic_fetch_add(&q->sync_seq, 1);
-        seq_wake_all(&q->sync_seq);
+        seq_wait(&q->sync_seq, seen);
     }
 }
 
@@ -99,7 +118,7 @@ static int finish_commit(quad *q, uint64_t epoch, int durability)
     return quad_wait_durable(q, epoch, durability == QUAD_GROUP ? q->opt.group_window_us : 0);
 }
 
-/* Writes the frame in q->fbuf ([0, len)) at the tail; on failure zeroes what
+/* Writes the frames in q->fbuf ([0, len)) at the tail; on failure zeroes what
  * may have been written so that no partial frame is left behind. */
 static int frame_write(quad *q, size_t len)
 {
@@ -122,11 +141,36 @@ static int valid_durability(int d)
     return d == QUAD_BUFFERED || d == QUAD_DURABLE || d == QUAD_GROUP;
 }
 
-static int append_locked(quad *q, const quad_fact *facts, size_t n, quad_id *first_id,
-                         uint64_t *epoch_out)
+/* ---- appends, combined ----
+ * A writer pushes its request on q->append_pending and whoever holds wlock
+ * (the writer itself when the lock is free) encodes every pending request as
+ * its own frame, one after the other in the frame buffer, writes them with
+ * one pwrite and publishes them. Buffered writers sleep on append_seq until
+ * their request is marked done; durable ones sleep on sync_seq only, and the
+ * writer of a batch becomes the sync leader at once when none is running
+ * (else the running leader's wake-up lets one of them lead): one sleep and
+ * one wake-up per durable commit. Measured with 64 writers of 64 facts: each
+ * commit taking the lock, writing and handing the lock on cost about 10 us of
+ * serialised lock hand-offs and system calls per commit, which bounded group
+ * commit well below what one fdatasync per group allows. */
+typedef struct quad_append_req {
+    const quad_fact *facts;
+    size_t n;
+    uint64_t c0, nch, epoch;   /* set when encoded */
+    int durability;
+    int rc;
+    _Atomic int done;
+    struct quad_append_req *next;
+} quad_append_req;
+
+#define QUAD_COMBINE_BYTES (1u << 20)   /* frames written by one pwrite, about */
+
+/* Encodes facts as one append frame at q->fbuf + off, chunks from c0, at
+ * epoch; chunk structs are filled but not published. */
+static int append_encode(quad *q, const quad_fact *facts, size_t n, size_t off, uint64_t c0,
+                         uint64_t epoch, size_t *flen_out, uint64_t *nch_out)
 {
     const uint32_t R = q->chunk_rows;
-    uint64_t c0 = atomic_load_explicit(&q->nchunks, memory_order_relaxed);
     size_t nch = (n + R - 1) / R;
     size_t bound = QF_FRAME_HDR + 4;
     for (size_t i = 0; i < nch; i++) {
@@ -134,44 +178,151 @@ static int append_locked(quad *q, const quad_fact *facts, size_t n, quad_id *fir
         bound += qf_chunk_bound(q, rows);
     }
     if (bound > QF_MAX_BODY) return HANU_ERR_TOO_LARGE;
-    int rc = qf_fbuf_reserve(q, bound);
+    int rc = qf_fbuf_reserve(q, off + bound);
     if (rc) return rc;
     for (size_t i = 0; i < nch; i++) {
         rc = quad_chunk_slot_reserve(q, c0 + i);
         if (rc) return rc;
     }
-    uint64_t epoch = atomic_load_explicit(&q->epoch, memory_order_relaxed) + 1;
-    uint8_t *f = q->fbuf, *p = f + QF_FRAME_HDR;
+    uint8_t *f = q->fbuf + off, *p = f + QF_FRAME_HDR;
     hanu_put_u32(p, (uint32_t)nch);
     p += 4;
-    size_t done;
-    for (done = 0; done < nch; done++) {
+    for (size_t done = 0; done < nch; done++) {
         uint32_t rows = (uint32_t)(n - done * R < R ? n - done * R : R);
         quad_chunk *ch = quad_chunk_at(q, c0 + done);
         size_t len = qf_chunk_encode(q, facts + done * R, rows, c0 + done, p, ch);
-        if (len == 0) { rc = HANU_ERR_NOMEM; break; }
-        ch->off += q->tail + (uint64_t)(p - f);
+        if (len == 0) {
+            for (size_t i = 0; i < done; i++) quad_chunk_free(quad_chunk_at(q, c0 + i));
+            return HANU_ERR_NOMEM;
+        }
+        ch->off += q->tail + off + (uint64_t)(p - f);
         ch->epoch = epoch;
         p += len;
     }
     size_t flen = (size_t)(p - f);
-    if (rc == 0) {
-        qf_frame_finish(f, QF_T_APPEND, epoch, c0, flen - QF_FRAME_HDR);
-        rc = frame_write(q, flen);
+    qf_frame_finish(f, QF_T_APPEND, epoch, c0, flen - QF_FRAME_HDR);
+    *flen_out = flen;
+    *nch_out = nch;
+    return 0;
+}
+
+/* Encodes, writes and publishes the requests [r, ...) up to about
+ * QUAD_COMBINE_BYTES of frames (wlock held); returns the first request not
+ * taken. Completed requests are marked done last: their memory belongs to
+ * writers that return as soon as they see it. */
+/* What a drain completed, for the wake-ups after wlock is released. */
+enum { DONE_BUFFERED = 1, DONE_DURABLE_FAILED = 2, DONE_GROUP = 4, DONE_DURABLE = 8 };
+
+static quad_append_req *append_batch(quad *q, quad_append_req *r, unsigned *done)
+{
+    uint64_t c = atomic_load_explicit(&q->nchunks, memory_order_relaxed);
+    uint64_t e = atomic_load_explicit(&q->epoch, memory_order_relaxed);
+    size_t off = 0;
+    quad_append_req *first = r;
+    for (; r && off < QUAD_COMBINE_BYTES; r = r->next) {
+        if (atomic_load(&q->stopped)) { r->rc = HANU_ERR_STOPPED; continue; }
+        size_t flen;
+        r->rc = append_encode(q, r->facts, r->n, off, c, e + 1, &flen, &r->nch);
+        if (r->rc) continue;
+        r->c0 = c;
+        r->epoch = ++e;
+        c += r->nch;
+        off += flen;
     }
-    if (rc) {
-        for (size_t i = 0; i < done; i++) quad_chunk_free(quad_chunk_at(q, c0 + i));
-        return rc;
+    int wrc = off ? frame_write(q, off) : 0;
+    for (quad_append_req *x = first; x != r; x = x->next) {
+        if (x->rc) continue;
+        if (wrc) {
+            x->rc = wrc;
+            for (uint64_t i = 0; i < x->nch; i++) quad_chunk_free(quad_chunk_at(q, x->c0 + i));
+            continue;
+        }
+        for (uint64_t i = 0; i < x->nch; i++) quad_chunk_count_lanes(q, quad_chunk_at(q, x->c0 + i));
+        q->facts += x->n;
     }
-    for (size_t i = 0; i < nch; i++) quad_chunk_count_lanes(q, quad_chunk_at(q, c0 + i));
-    q->facts += n;
-    q->tail += flen;
-    atomic_store_explicit(&q->nchunks, c0 + nch, memory_order_release);
-    atomic_store_explicit(&q->epoch, epoch, memory_order_release);
-    atomic_store_explicit(&q->written_epoch, epoch, memory_order_release);
-    if (first_id) *first_id = QUAD_ID(c0, 0);
-    if (epoch_out) *epoch_out = epoch;
-    maybe_checkpoint(q);
+    if (off && !wrc) {
+        q->tail += off;
+        atomic_store_explicit(&q->nchunks, c, memory_order_release);
+        atomic_store_explicit(&q->epoch, e, memory_order_release);
+        atomic_store_explicit(&q->written_epoch, e, memory_order_release);
+        maybe_checkpoint(q);
+    }
+    for (quad_append_req *x = first; x != r;) {
+        quad_append_req *next = x->next;
+        if (x->durability == QUAD_BUFFERED) *done |= DONE_BUFFERED;
+        else if (x->rc) *done |= DONE_DURABLE_FAILED;
+        else *done |= x->durability == QUAD_DURABLE ? DONE_DURABLE : DONE_GROUP;
+        atomic_store_explicit(&x->done, 1, memory_order_release);
+        x = next;
+    }
+    return r;
+}
+
+/* Takes every pending request, oldest first (wlock held); returns the
+ * DONE_ flags of what it completed. */
+static unsigned append_drain(quad *q)
+{
+    quad_append_req *list = atomic_exchange(&q->append_pending, NULL), *fifo = NULL;
+    unsigned done = 0;
+    while (list) {
+        quad_append_req *next = list->next;
+        list->next = fifo;
+        fifo = list;
+        list = next;
+    }
+    while (fifo) fifo = append_batch(q, fifo, &done);
+    return done;
+}
+
+void quad_wlock_release(quad *q)
+{
+    for (;;) {
+        unsigned done = append_drain(q);
+        pthread_mutex_unlock(&q->wlock);
+        if (done & DONE_BUFFERED) {
+            atomic_fetch_add(&q->append_seq, 1);
+            if (atomic_load(&q->append_sleepers)) seq_wake_all(&q->append_seq);
+        }
+        if (done & (DONE_DURABLE | DONE_GROUP)) {
+            /* lead the sync that covers them, unless one is running: its
+             * wake-up lets a writer of this batch lead the next */
+            if (take_leader(q)) lead_sync(q, done & DONE_DURABLE ? 0 : q->opt.group_window_us);
+        } else if (done & DONE_DURABLE_FAILED) {
+            atomic_fetch_add(&q->sync_seq, 1);   /* their writers sleep on sync_seq */
+            seq_wake_all(&q->sync_seq);
+        }
+        /* a request pushed while the lock was held but after the drain is
+         * seen here, or its writer's trylock succeeds */
+        atomic_thread_fence(memory_order_seq_cst);
+        if (!atomic_load(&q->append_pending)) return;
+        if (pthread_mutex_trylock(&q->wlock) != 0) return;
+    }
+}
+
+/* Appends through the combining queue and waits until the frame is written. */
+static int append_combined(quad *q, const quad_fact *facts, size_t n, int durability,
+                           quad_id *first_id, uint64_t *epoch_out)
+{
+    quad_append_req r = { .facts = facts, .n = n, .durability = durability };
+    atomic_init(&r.done, 0);
+    quad_append_req *head = atomic_load(&q->append_pending);
+    do r.next = head; while (!atomic_compare_exchange_weak(&q->append_pending, &head, &r));
+    if (pthread_mutex_trylock(&q->wlock) == 0) quad_wlock_release(q);
+    _Atomic uint32_t *word = durability == QUAD_BUFFERED ? &q->append_seq : &q->sync_seq;
+    while (!atomic_load_explicit(&r.done, memory_order_acquire)) {
+        uint32_t seen = atomic_load(word);
+        if (atomic_load_explicit(&r.done, memory_order_acquire)) break;
+        if (durability != QUAD_BUFFERED && pthread_mutex_trylock(&q->wlock) == 0) {
+            quad_wlock_release(q);   /* woken by a sync while still pending: write it */
+            continue;
+        }
+        if (durability == QUAD_BUFFERED) atomic_fetch_add(&q->append_sleepers, 1);
+        seq_wait(word, seen);
+        if (durability == QUAD_BUFFERED) atomic_fetch_sub(&q->append_sleepers, 1);
+    }
+    if (r.rc) return r.rc;
+    if (first_id) *first_id = QUAD_ID(r.c0, 0);
+    *epoch_out = r.epoch;
     return 0;
 }
 
@@ -181,11 +332,8 @@ int quad_append(quad *q, const quad_fact *facts, size_t n, int durability,
     if (!q || !facts || n == 0 || !valid_durability(durability)) return HANU_ERR_INVALID;
     if (q->opt.flags & QUAD_RDONLY) return HANU_ERR_INVALID;
     if (n > QUAD_MAX_BATCH) return HANU_ERR_TOO_LARGE;
-    pthread_mutex_lock(&q->wlock);
     uint64_t epoch = 0;
-    int rc = atomic_load(&q->stopped) ? HANU_ERR_STOPPED
-                                      : append_locked(q, facts, n, first_id, &epoch);
-    pthread_mutex_unlock(&q->wlock);
+    int rc = append_combined(q, facts, n, durability, first_id, &epoch);
     if (rc) return rc;
     if (epoch_out) *epoch_out = epoch;
     return finish_commit(q, epoch, durability);
@@ -197,16 +345,8 @@ int quad_append_owned(quad *q, quad_fact *facts, size_t n, int durability,
 {
     int rc = HANU_ERR_INVALID;
     uint64_t epoch = 0;
-    if (q && facts && n > 0 && valid_durability(durability) && !(q->opt.flags & QUAD_RDONLY)) {
-        if (n > QUAD_MAX_BATCH) {
-            rc = HANU_ERR_TOO_LARGE;
-        } else {
-            pthread_mutex_lock(&q->wlock);
-            rc = atomic_load(&q->stopped) ? HANU_ERR_STOPPED
-                                          : append_locked(q, facts, n, first_id, &epoch);
-            pthread_mutex_unlock(&q->wlock);
-        }
-    }
+    if (q && facts && n > 0 && valid_durability(durability) && !(q->opt.flags & QUAD_RDONLY))
+        rc = n > QUAD_MAX_BATCH ? HANU_ERR_TOO_LARGE : append_combined(q, facts, n, durability, first_id, &epoch);
     /* the buffer is handed back as soon as it is encoded, before the durable wait */
     if (facts) {
         if (release) release(ctx, facts); else free(facts);
@@ -327,7 +467,7 @@ int quad_retire(quad *q, const quad_id *ids, size_t n, int durability, uint64_t 
     pthread_mutex_lock(&q->wlock);
     uint64_t epoch = 0;
     int rc = atomic_load(&q->stopped) ? HANU_ERR_STOPPED : retire_locked(q, ids, n, &epoch);
-    pthread_mutex_unlock(&q->wlock);
+    quad_wlock_release(q);
     if (rc) return rc;
     if (epoch_out) *epoch_out = epoch;
     return finish_commit(q, epoch, durability);
