@@ -531,6 +531,72 @@ static void test_dense_reretire_keeps_epochs(void)
     quad_close(q);
 }
 
+/* One chunk retired by more commits than its 16-bit dense index can name
+ * (70 000 commits of one new row each): the set goes wide on the way and
+ * every row keeps exactly its own epoch, in memory, after a replay of the
+ * log (a copy of the file taken before any checkpoint) and from the
+ * checkpoint written at close. */
+static size_t wide_check(quad *q, const quad_id *ids, const uint64_t *ep, int rows)
+{
+    static quad_fact out[1 << 17];
+    static uint8_t present[1 << 17];
+    static const int probes[] = { 0, 1, 8191, 8192, 65534, 65535, 65536, 69999 };
+    size_t bad = 0;
+    for (size_t p = 0; p < sizeof probes / sizeof probes[0]; p++) {
+        int k = probes[p];
+        CHECK_EQ(quad_gather(q, ep[k] - 1, ids, (size_t)rows, QUAD_LANE(0), out, present), 0);
+        for (int i = 0; i < rows; i++) bad += present[i] != (i >= k);
+        CHECK_EQ(quad_gather(q, ep[k], &ids[k], 1, QUAD_LANE(0), out, present), 0);
+        bad += present[0] != 0;
+    }
+    return bad;
+}
+
+static void test_dense_goes_wide_past_65535_epochs(void)
+{
+    enum { ROWS = 1 << 17, N = 70000 };
+    set_path("wide");
+    quad *q = open_with(ROWS, 1024, QUAD_IO_INLINE, 8 << 20);
+    REQUIRE(q);
+    static quad_fact facts[ROWS];
+    static quad_id ids[ROWS];
+    static uint64_t ep[N];
+    uint64_t ts = 1;
+    tq_structured(facts, ROWS, &ts);
+    quad_id first;
+    REQUIRE(quad_append(q, facts, ROWS, QUAD_BUFFERED, &first, NULL) == 0);
+    for (size_t i = 0; i < ROWS; i++) ids[i] = quad_batch_id(first, ROWS, i);
+    int fails = 0;
+    for (int k = 0; k < N; k++) fails += quad_retire(q, &ids[k], 1, QUAD_BUFFERED, &ep[k]) != 0;
+    CHECK_EQ(fails, 0);
+    CHECK_EQ(wide_check(q, ids, ep, ROWS), 0);
+    char live[600], copy[600];
+    memcpy(live, path, sizeof live);
+    snprintf(copy, sizeof copy, "%s", test_tmpdir("wide_copy"));
+    REQUIRE(strlen(copy) + 12 < sizeof copy);
+    strcat(copy, "/facts.quad");
+    char cmd[1300];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", live, copy);
+    REQUIRE(system(cmd) == 0);
+    CHECK_EQ(quad_close(q), 0);
+    memcpy(path, copy, sizeof path);   /* replay */
+    q = open_with(ROWS, 1024, QUAD_IO_INLINE, 8 << 20);
+    REQUIRE(q);
+    quad_stats st;
+    quad_stats_get(q, &st);
+    CHECK_EQ(st.retired, N);
+    CHECK(st.recovered_frames >= N);
+    CHECK_EQ(wide_check(q, ids, ep, ROWS), 0);
+    quad_close(q);
+    memcpy(path, live, sizeof path);   /* checkpoint */
+    q = open_with(ROWS, 1024, QUAD_IO_INLINE, 8 << 20);
+    REQUIRE(q);
+    quad_stats_get(q, &st);
+    CHECK_EQ(st.retired, N);
+    CHECK_EQ(wide_check(q, ids, ep, ROWS), 0);
+    quad_close(q);
+}
+
 static void test_scan_pages_in_id_order(void)
 {
     set_path("scan");
@@ -755,6 +821,7 @@ int main(void)
     RUN(test_gather_scattered_missing_ids);
     RUN(test_dense_retire_epochs_survive_reopen);
     RUN(test_dense_reretire_keeps_epochs);
+    RUN(test_dense_goes_wide_past_65535_epochs);
     RUN(test_owned_append_releases_once);
     RUN(test_bad_arguments);
     RUN(test_checkpoint_limits_replay);

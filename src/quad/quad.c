@@ -43,6 +43,8 @@ void quad_chunk_free(quad_chunk *ch)
         free(ch->ret->slots);
         free(ch->ret->epochs);
         free(ch->ret->dense);
+        free(ch->ret->depochs);
+        free(ch->ret->wide);
         free(ch->ret);
     }
     memset(ch, 0, sizeof *ch);

@@ -244,8 +244,66 @@ size_t qf_ids_encode(const uint64_t *ids, size_t n, uint8_t *out)
     return (size_t)(p - out);
 }
 
-/* Makes ch's retirement set dense (one epoch per row), allocating it if
- * absent. Caller holds rlock for writing, or is alone at open. */
+/* Switches a dense set to an epoch per row. */
+static int retset_widen(quad_retset *r, uint32_t rows)
+{
+    uint64_t *w = malloc((size_t)rows * sizeof *w);
+    if (!w) return HANU_ERR_NOMEM;
+    for (uint32_t s = 0; s < rows; s++) w[s] = quad_dense_epoch(r, s);
+    free(r->dense);
+    free(r->depochs);
+    r->dense = NULL;
+    r->depochs = NULL;
+    r->ndepochs = r->depochs_cap = 0;
+    r->wide = w;
+    return 0;
+}
+
+/* The index rows retired at epoch take in r->dense (the newest index when it
+ * is that epoch's, else a new one): >= 1; 0 when the set had to go wide (use
+ * r->wide); HANU_ERR_NOMEM. */
+int qf_dense_index(quad_retset *r, uint32_t rows, uint64_t epoch)
+{
+    if (r->wide) return 0;
+    if (r->ndepochs && r->depochs[r->ndepochs - 1] == epoch) return (int)r->ndepochs;
+    if (r->ndepochs == UINT16_MAX) {
+        int rc = retset_widen(r, rows);
+        return rc ? rc : 0;
+    }
+    if (r->ndepochs == r->depochs_cap) {
+        uint32_t nc = r->depochs_cap ? r->depochs_cap * 2 : 4;
+        if (nc > UINT16_MAX) nc = UINT16_MAX;
+        uint64_t *ne = realloc(r->depochs, nc * sizeof *ne);
+        if (!ne) return HANU_ERR_NOMEM;
+        r->depochs = ne;
+        r->depochs_cap = nc;
+    }
+    r->depochs[r->ndepochs++] = epoch;
+    return (int)r->ndepochs;
+}
+
+/* Puts slot at epoch into a dense set (the slot is live). */
+static int dense_put(quad_retset *r, uint32_t rows, uint32_t slot, uint64_t epoch)
+{
+    int k = qf_dense_index(r, rows, epoch);
+    if (k < 0) return k;
+    if (k == 0) r->wide[slot] = epoch; else r->dense[slot] = (uint16_t)k;
+    return 0;
+}
+
+/* Retires slot at epoch in a dense set: 1 when newly retired, 0 when it was
+ * already (it keeps its epoch), HANU_ERR_NOMEM. */
+int qf_dense_set(quad_retset *r, uint32_t rows, uint32_t slot, uint64_t epoch)
+{
+    if (quad_dense_epoch(r, slot)) return 0;
+    int rc = dense_put(r, rows, slot, epoch);
+    if (rc) return rc;
+    r->count++;
+    return 1;
+}
+
+/* Makes ch's retirement set dense, allocating it if absent. Caller holds
+ * rlock for writing, or is alone at open. */
 int qf_retset_make_dense(quad_chunk *ch)
 {
     quad_retset *r = ch->ret;
@@ -254,16 +312,28 @@ int qf_retset_make_dense(quad_chunk *ch)
         if (!r) return HANU_ERR_NOMEM;
         ch->ret = r;
     }
-    if (r->dense) return 0;
-    uint64_t *d = calloc(ch->rows, sizeof *d);
+    if (quad_retset_is_dense(r)) return 0;
+    uint16_t *d = calloc(ch->rows, sizeof *d);
     if (!d) return HANU_ERR_NOMEM;
-    for (uint32_t i = 0; i < r->count; i++) d[r->slots[i]] = r->epochs[i];
+    r->dense = d;
+    for (uint32_t i = 0; i < r->count; i++) {
+        int rc = dense_put(r, ch->rows, r->slots[i], r->epochs[i]);
+        if (rc) {   /* back to sparse, unchanged */
+            free(r->dense);
+            free(r->depochs);
+            free(r->wide);
+            r->dense = NULL;
+            r->depochs = NULL;
+            r->wide = NULL;
+            r->ndepochs = r->depochs_cap = 0;
+            return rc;
+        }
+    }
     free(r->slots);
     free(r->epochs);
     r->slots = NULL;
     r->epochs = NULL;
     r->cap = 0;
-    r->dense = d;
     return 0;
 }
 
@@ -284,14 +354,7 @@ int qf_retire_apply(quad *q, quad_id id, uint64_t epoch)
         if (!r) return HANU_ERR_NOMEM;
         ch->ret = r;
     }
-    if (r->dense) {
-        if (r->dense[slot] == 0) {
-            r->dense[slot] = epoch;
-            r->count++;
-            return 1;
-        }
-        return 0;
-    }
+    if (quad_retset_is_dense(r)) return qf_dense_set(r, ch->rows, slot, epoch);
     /* sparse: binary search, insert keeping order; appending is the common case */
     uint32_t lo = 0, hi = r->count;
     if (hi > 0 && r->slots[hi - 1] < slot) {
@@ -305,10 +368,7 @@ int qf_retire_apply(quad *q, quad_id id, uint64_t epoch)
     }
     if (r->count + 1 > ch->rows / QUAD_DENSE_DIV) {
         int rc = qf_retset_make_dense(ch);
-        if (rc) return rc;
-        r->dense[slot] = epoch;
-        r->count++;
-        return 1;
+        return rc ? rc : qf_dense_set(r, ch->rows, slot, epoch);
     }
     if (r->count == r->cap) {
         uint32_t nc = r->cap ? r->cap * 2 : 4;
@@ -446,11 +506,12 @@ int qf_checkpoint_locked(quad *q)
         const quad_chunk *ch = quad_chunk_at(q, c);
         const quad_retset *r = ch->ret;
         if (!r) continue;
-        if (r->dense) {
+        if (quad_retset_is_dense(r)) {
             for (uint32_t s = 0; s < ch->rows; s++) {
-                if (!r->dense[s]) continue;
+                uint64_t e = quad_dense_epoch(r, s);
+                if (!e) continue;
                 hanu_put_u64(p, QUAD_ID(c, s));
-                hanu_put_u64(p + 8, r->dense[s]);
+                hanu_put_u64(p + 8, e);
                 p += 16;
                 cnt++;
             }

@@ -216,7 +216,7 @@ static qc_entry *qc_insert(qc_cache *c, uint64_t chunk_no, quad_chunk *ch, unsig
 
 uint64_t quad_retire_epoch(const quad_retset *r, uint32_t slot)
 {
-    if (r->dense) return r->dense[slot];
+    if (quad_retset_is_dense(r)) return quad_dense_epoch(r, slot);
     uint32_t lo = 0, hi = r->count;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;

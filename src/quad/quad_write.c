@@ -426,18 +426,27 @@ static int retire_locked(quad *q, const quad_id *ids, size_t n, uint64_t *epoch_
         while (j < n && QUAD_ID_CHUNK(ids[j]) == c) j++;
         quad_chunk *ch = quad_chunk_at(q, c);
         uint32_t have = ch->ret ? ch->ret->count : 0;
-        if ((ch->ret && ch->ret->dense) || have + (j - i) > ch->rows / QUAD_DENSE_DIV) {
+        if ((ch->ret && quad_retset_is_dense(ch->ret)) || have + (j - i) > ch->rows / QUAD_DENSE_DIV) {
             rc = qf_retset_make_dense(ch);
-            if (rc == 0) {
-                uint64_t *d = ch->ret->dense;
-                uint32_t fresh = 0;
-                for (size_t k = i; k < j; k++) {
-                    uint32_t slot = QUAD_ID_SLOT(ids[k]);
-                    fresh += d[slot] == 0;
-                    d[slot] = d[slot] ? d[slot] : epoch;
+            quad_retset *rs = ch->ret;
+            size_t k = i;
+            int idx = 0;   /* this commit's index in rs->dense, taken at its first new row */
+            uint32_t fresh = 0;
+            for (; rc == 0 && k < j && !rs->wide; k++) {
+                uint32_t slot = QUAD_ID_SLOT(ids[k]);
+                if (rs->dense[slot]) continue;
+                if (!idx && (idx = qf_dense_index(rs, ch->rows, epoch)) <= 0) {
+                    rc = idx < 0 ? idx : 0;
+                    break;   /* gone wide: the loop below */
                 }
-                ch->ret->count += fresh;
-                added += fresh;
+                rs->dense[slot] = (uint16_t)idx;
+                fresh++;
+            }
+            if (rs) rs->count += fresh;
+            added += fresh;
+            for (; rc == 0 && k < j; k++) {
+                int r = qf_dense_set(rs, ch->rows, QUAD_ID_SLOT(ids[k]), epoch);
+                if (r < 0) rc = r; else added += (uint64_t)r;
             }
         } else {
             for (size_t k = i; k < j && rc == 0; k++) {
