@@ -32,8 +32,11 @@
  *
  * Threads
  *   A quad handle may be used from any number of threads at once: appends and
- *   retires are serialised internally (the durable wait happens outside the
- *   lock), gathers and scans run concurrently with each other and with writers.
+ *   retires are serialised internally (appends arriving together are written
+ *   by one of their threads with one write, each still its own commit and
+ *   epoch; a failed write fails exactly the commits in it; the durable wait
+ *   happens outside the lock), gathers and scans run concurrently with each
+ *   other and with writers without taking locks on cached data.
  *   quad_open and quad_close must not race with any other call on the handle.
  *   One file must be opened by at most one handle at a time (not checked).
  *
