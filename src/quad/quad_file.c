@@ -132,6 +132,9 @@ static void chunk_lane_offsets(quad *q, quad_chunk *ch)
         }
     }
     ch->lane_off[4] = off;
+    qrow_form f;
+    quad_row_layout(ch, &f);
+    ch->row_bytes = f.row_bytes;
 }
 
 /* Encodes rows facts as one chunk record into out (qf_chunk_bound bytes plus

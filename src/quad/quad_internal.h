@@ -82,6 +82,7 @@ typedef struct quad_chunk {
     uint32_t rows;
     uint32_t nmb;          /* microblocks per lane */
     uint32_t lane_off[5];  /* lane payload starts within the payload area; [4] = total */
+    uint32_t row_bytes;    /* bytes a row takes in the chunk's row form (quad_row_layout) */
     quad_mb *mb;           /* 4 * nmb descriptors, microblock-major in memory
                               (a point read finds its four in one cache line;
                               quad_mb_at), lane-major in the file */
@@ -95,7 +96,15 @@ typedef struct quad_chunk {
 } quad_chunk;
 
 /* cached[QC_ROWS]: the chunk's row form, built for chunks read at random
- * (quad_read.c). QC_SCATTERED: a scattered read found all lanes cached once. */
+ * (quad_read.c). QC_SCATTERED: a scattered read found all lanes cached once.
+ * The row form's entry data starts with its layout, then the rows. */
+typedef struct qrow_form {
+    uint64_t base[4];
+    uint64_t mask[4];          /* of lane l's bytes; 0 for a constant lane */
+    uint32_t off[4];           /* lane l's byte offset in a row */
+    uint32_t row_bytes;
+    uint32_t pad;
+} qrow_form;
 #define QC_ROWS 4
 #define QC_SCATTERED 0x80u
 
@@ -231,6 +240,7 @@ int qf_dense_set(quad_retset *r, uint32_t rows, uint32_t slot, uint64_t epoch);
 size_t qf_ids_encode(const uint64_t *ids, size_t n, uint8_t *out);
 
 /* quad_read.c */
+void quad_row_layout(const quad_chunk *ch, qrow_form *f);   /* from the descriptors */
 int qc_init(qc_cache *c, size_t limit);
 void qc_free(qc_cache *c);
 void qc_drop(qc_cache *c);

@@ -479,14 +479,6 @@ static void run_tasks(const gtask *t, size_t n)
  * fact against 4.3 in lane form, 32 for entropy), and a point read of every
  * lane touches one cache line. Built from cached lanes only, never on a cold
  * read, and evicted like any entry. */
-typedef struct qrow_form {
-    uint64_t base[4];
-    uint64_t mask[4];          /* of lane l's bytes; 0 for a constant lane */
-    uint32_t off[4];           /* lane l's byte offset in a row */
-    uint32_t row_bytes;
-    uint32_t pad;
-} qrow_form;
-
 typedef struct rtask {
     const uint8_t *p;          /* the row */
     const qrow_form *f;
@@ -495,12 +487,11 @@ typedef struct rtask {
 
 #define ROW_SLICE 256u
 
-/* Builds the row form of ch from the payloads of its lanes (lp[l], NULL for
- * a lane without payload); NULL when out of memory. */
-static qc_entry *row_form_build(const quad *q, gscratch *g, const quad_chunk *ch, const uint8_t *const lp[4])
+/* The row layout of ch: per lane, the lowest value any microblock may hold
+ * and as many whole bytes as the lane's range needs. */
+void quad_row_layout(const quad_chunk *ch, qrow_form *f)
 {
-    qrow_form f;
-    memset(&f, 0, sizeof f);
+    memset(f, 0, sizeof *f);
     for (unsigned l = 0; l < 4; l++) {
         uint64_t lo = UINT64_MAX, hi = 0;
         for (uint32_t m = 0; m < ch->nmb; m++) {
@@ -516,11 +507,19 @@ static qc_entry *row_form_build(const quad *q, gscratch *g, const quad_chunk *ch
         }
         uint64_t range = hi - lo;
         unsigned bytes = range ? (unsigned)(64 - __builtin_clzll(range) + 7) / 8 : 0;
-        f.base[l] = lo;
-        f.mask[l] = bytes == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * bytes)) - 1;
-        f.off[l] = bytes ? f.row_bytes : 0;
-        f.row_bytes += bytes;
+        f->base[l] = lo;
+        f->mask[l] = bytes == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * bytes)) - 1;
+        f->off[l] = bytes ? f->row_bytes : 0;
+        f->row_bytes += bytes;
     }
+}
+
+/* Builds the row form of ch from the payloads of its lanes (lp[l], NULL for
+ * a lane without payload); NULL when out of memory. */
+static qc_entry *row_form_build(const quad *q, gscratch *g, const quad_chunk *ch, const uint8_t *const lp[4])
+{
+    qrow_form f;
+    quad_row_layout(ch, &f);
     size_t body = (size_t)ch->rows * f.row_bytes;
     size_t len = sizeof f + body;
     qc_entry *e = malloc(sizeof *e + len + CODEC_SLACK);
@@ -684,12 +683,85 @@ static int row_form_try(quad *q, gscratch *g, uint64_t chunk_no, quad_chunk *ch,
     return 0;
 }
 
+/* A request that looks random: its first ids fall in many chunks, not in
+ * one direction. Ordered requests decode microblock ranges faster. */
+static int looks_random(const quad_id *ids, size_t n)
+{
+    if (n < 64) return 0;
+    int up = 0, down = 0;
+    for (size_t i = 1; i < 16; i++) {
+        uint64_t a = QUAD_ID_CHUNK(ids[i - 1]), b = QUAD_ID_CHUNK(ids[i]);
+        up += b > a;
+        down += b < a;
+    }
+    return up >= 3 && down >= 3;
+}
+
+/* A random request whose chunks all have a row form: every id in the
+ * caller's order, its row prefetched ROW_AHEAD ids before it is read, with
+ * no grouping by chunk (measured on a 4M-fact store: grouping, the per-chunk
+ * bookkeeping and the task list took more time than the rows' cache misses).
+ * Returns 1 when done; 0 as soon as an id's chunk has no row form, leaving
+ * the request to the general path (which rewrites every output). */
+#define ROW_AHEAD 16
+static int gather_rows_direct(quad *q, uint64_t snap, uint64_t nch, int with_ret, const quad_id *ids,
+                              size_t n, unsigned mask, quad_fact *out, uint8_t *present,
+                              size_t *not_visible)
+{
+    struct { const uint8_t *p; const qrow_form *f; } ring[ROW_AHEAD];
+    size_t nv = 0;
+    for (size_t i = 0; i < n + ROW_AHEAD; i++) {
+        if (i >= ROW_AHEAD) {   /* id i - ROW_AHEAD: its row was prefetched, read it */
+            size_t k = i - ROW_AHEAD;
+            const uint8_t *p = ring[k % ROW_AHEAD].p;
+            const qrow_form *f = ring[k % ROW_AHEAD].f;
+            if (present) present[k] = p != NULL;
+            if (!p) nv++;
+            for (unsigned l = 0; l < 4; l++)
+                if (mask & (1u << l))
+                    out[k].lane[l] = p ? f->base[l] + (hanu_get_u64(p + f->off[l]) & f->mask[l]) : 0;
+        }
+        if (i >= n) continue;
+        uint64_t c = QUAD_ID_CHUNK(ids[i]);
+        uint32_t slot = QUAD_ID_SLOT(ids[i]);
+        const uint8_t *p = NULL;
+        const qrow_form *f = NULL;
+        if (c < nch) {
+            quad_chunk *ch = quad_chunk_at(q, c);
+            if (ch->epoch <= snap && slot < ch->rows) {
+                uint64_t e = with_ret && ch->ret ? quad_retire_epoch(ch->ret, slot) : 0;
+                if (e == 0 || e > snap) {
+                    qc_entry *rf = atomic_load(&ch->cached[QC_ROWS]);
+                    if (!rf) return 0;
+                    if (!(atomic_load_explicit(&ch->cused, memory_order_relaxed) & (1u << QC_ROWS)))
+                        atomic_fetch_or_explicit(&ch->cused, (uint8_t)(1u << QC_ROWS), memory_order_relaxed);
+                    /* the row's address from the chunk, not the entry's header,
+                     * so both misses are in flight at once */
+                    f = (const qrow_form *)rf->data;
+                    p = rf->data + sizeof *f + (size_t)slot * ch->row_bytes;
+                    __builtin_prefetch(p);
+                    __builtin_prefetch(f);
+                    __builtin_prefetch((const uint8_t *)f + 64);
+                }
+            }
+        }
+        ring[i % ROW_AHEAD].p = p;
+        ring[i % ROW_AHEAD].f = f;
+    }
+    atomic_fetch_add_explicit(&q->cache.hits, n - nv, memory_order_relaxed);
+    *not_visible += nv;
+    return 1;
+}
+
 /* with_ret: retirement state may be read (rlock held); without it no retire
  * is at an epoch <= snap, so retirements are ignored (see gather_at). */
 static int gather_block(quad *q, gscratch *g, uint64_t snap, uint64_t nch, int with_ret,
                         const quad_id *ids, size_t n, unsigned mask, quad_fact *out,
                         uint8_t *present, size_t *not_visible)
 {
+    if (looks_random(ids, n) &&
+        gather_rows_direct(q, snap, nch, with_ret, ids, n, mask, out, present, not_visible))
+        return 0;
     size_t nruns;
     int use_perm;
     int rc = group_ids(g, ids, n, &nruns, &use_perm);
