@@ -3,11 +3,18 @@
  * kernel store file (read-only and read-write, with and without QUAD_SALVAGE)
  * and, when it opens, scans and gathers everything it claims to hold. It must
  * never crash, leak or read out of bounds; errors are fine.
- * The input is written to a private file under $TMPDIR (or /tmp).
+ * The input is written to a private file under $TMPDIR (or /tmp). An input
+ * ending in 'R' loses that byte and gets valid checksums (header, both
+ * checkpoint slots, every frame whose length fits), so that mutations reach
+ * the parsers behind the checksums: chunk records, retire frames, dense
+ * retirement sets, checkpoints. The seed corpus (fuzz/corpus/fuzz_quad_file)
+ * holds small valid stores, each followed by 'R', made by quad_seed_store
+ * below when FUZZ_QUAD_SEEDS names a directory.
  */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "quad.h"
@@ -44,8 +51,79 @@ static void exercise(const char *path, unsigned flags)
     quad_close(q);
 }
 
+/* Layout (docs/QUAD.md): 4096-byte header with its checksum over [4, 64),
+ * checkpoint slots at 64 and 128 (checksum over [4, 64) of each), frames from
+ * 4096: u32 checksum over [4, 32 + body_len), u32 magic, u32 body_len, ... */
+static void repair(uint8_t *b, size_t n)
+{
+    if (n >= 64) hanu_put_u32(b, hanu_checksum32(b + 4, 60));
+    for (size_t slot = 64; slot <= 128; slot += 64)
+        if (n >= slot + 64) hanu_put_u32(b + slot, hanu_checksum32(b + slot + 4, 60));
+    for (size_t off = 4096; off + 32 <= n;) {
+        uint32_t len = hanu_get_u32(b + off + 8);
+        if (len > n - off - 32) break;
+        hanu_put_u32(b + off, hanu_checksum32(b + off + 4, 28 + (size_t)len));
+        off += 32 + (size_t)len;
+    }
+}
+
+/* Writes small valid stores to dir (seed corpus; run once by hand with
+ * FUZZ_QUAD_SEEDS=dir), each followed by 'R'. */
+static void quad_seed_store(const char *dir)
+{
+    for (int k = 0; k < 4; k++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/seed%d.quad", dir, k);
+        unlink(path);
+        quad_options o;
+        quad_options_default(&o);
+        o.chunk_rows = 64;
+        o.microblock_rows = 64;
+        o.checkpoint_bytes = 0;
+        quad *q = NULL;
+        if (quad_open(path, &o, &q) != 0) return;
+        quad_fact f[150];
+        for (int i = 0; i < 150; i++)
+            for (int l = 0; l < 4; l++)
+                f[i].lane[l] = k == 1 ? (uint64_t)rand() * 7919 : l == 1 ? 5 : (uint64_t)(i * (l + 1) + k);
+        quad_id first;
+        (void)quad_append(q, f, 150, QUAD_BUFFERED, &first, NULL);
+        quad_id ids[64];
+        for (int i = 0; i < 64; i++) ids[i] = quad_batch_id(first, 64, (size_t)i);
+        (void)quad_retire(q, ids, k >= 2 ? 40 : 2, QUAD_BUFFERED, NULL);   /* dense past 4 of 64 */
+        if (k == 3) (void)quad_checkpoint(q);
+        (void)quad_append(q, f, 10, QUAD_BUFFERED, NULL, NULL);
+        quad_close(q);
+        int fd = open(path, O_WRONLY | O_APPEND);
+        if (fd >= 0) {
+            (void)hanu_write_full(fd, "R", 1);
+            close(fd);
+        }
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    static int seeded;
+    if (!seeded) {
+        seeded = 1;
+        const char *d = getenv("FUZZ_QUAD_SEEDS");
+        if (d) quad_seed_store(d);
+    }
+    static uint8_t *copy;
+    static size_t copy_cap;
+    if (size && data[size - 1] == 'R') {   /* repaired variant */
+        if (copy_cap < size) {
+            free(copy);
+            copy = malloc(size);
+            copy_cap = copy ? size : 0;
+            if (!copy) return 0;
+        }
+        memcpy(copy, data, size - 1);
+        repair(copy, size - 1);
+        data = copy;
+        size--;
+    }
     static char path[512];
     if (!path[0]) {
         const char *t = getenv("TMPDIR");

@@ -385,6 +385,13 @@ static inline uint32_t lane_len(const quad_chunk *ch, unsigned l)
     return ch->lane_off[l + 1] - ch->lane_off[l];
 }
 
+/* A microblock's payload within its lane's payload; NULL for a lane without
+ * payload (all constant: nothing is read, and NULL + 0 is undefined). */
+static inline const uint8_t *payload_at(const uint8_t *lane, uint32_t off)
+{
+    return lane ? lane + off : NULL;
+}
+
 /* Decodes lane l of a run of consecutive ids (r->consec) into out: whole
  * microblock ranges with the unrolled unpackers. */
 static void run_decode_range(const quad *q, const quad_chunk *ch, const grun *r, unsigned l,
@@ -397,7 +404,7 @@ static void run_decode_range(const quad *q, const quad_chunk *ch, const grun *r,
         uint32_t a = s0 > ms ? s0 : ms, b = s1 < me ? s1 : me;
         const quad_mb *mb = quad_mb_at(ch, l, m);
         codec_desc d = { mb->code, mb->base };
-        codec_unpack(d, lp + (mb->off - base_off), a - ms, b - a,
+        codec_unpack(d, payload_at(lp, mb->off - base_off), a - ms, b - a,
                      &out[r->start + (a - s0)].lane[l], 4);
     }
 }
@@ -541,7 +548,8 @@ static qc_entry *row_form_build(const quad *q, gscratch *g, const quad_chunk *ch
                 uint32_t k = q->mb_rows - in_mb < n - done ? q->mb_rows - in_mb : n - done;
                 const quad_mb *mb = quad_mb_at(ch, l, m);
                 codec_desc d = { mb->code, mb->base };
-                codec_unpack(d, lp[l] + (mb->off - ch->lane_off[l]), in_mb, k, &g->rowtmp[done].lane[l], 4);
+                codec_unpack(d, payload_at(lp[l], mb->off - ch->lane_off[l]), in_mb, k,
+                             &g->rowtmp[done].lane[l], 4);
                 done += k;
             }
         }
