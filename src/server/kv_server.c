@@ -318,6 +318,7 @@ static void on_read(h2o_socket_t *sock, const char *err)
     if (!c) return;
     if (err) { conn_close(c); return; }
     server *srv = c->srv;
+    server_poll_durable(srv);
     c->last_active_ns = hanu_now_ns();
     for (;;) {
         h2o_buffer_t *in = sock->input;

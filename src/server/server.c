@@ -56,16 +56,26 @@ static void on_durable_from_log(void *ctx, uint64_t txn, int failed)
         h2o_multithread_send_message(&srv->durable_receiver, &srv->durable_msg);
 }
 
+/* Loop thread: releases what waited for a sync when the durable txn moved
+ * since the last look (or the store failed). */
+void server_poll_durable(server *srv)
+{
+    uint64_t durable = atomic_load(&srv->durable_txn);
+    int failed = atomic_load(&srv->store_failed);
+    if (durable == srv->seen_durable && failed == srv->seen_failed) return;
+    srv->seen_durable = durable;
+    srv->seen_failed = failed;
+    kv_on_durable(srv, durable, failed);
+    http_on_durable(srv, durable, failed);
+}
+
 /* Loop thread. */
 static void on_durable_messages(h2o_multithread_receiver_t *receiver, h2o_linklist_t *messages)
 {
     server *srv = H2O_STRUCT_FROM_MEMBER(server, durable_receiver, receiver);
     while (!h2o_linklist_is_empty(messages)) h2o_linklist_unlink(messages->next);
     atomic_store(&srv->durable_msg_pending, 0);
-    uint64_t durable = atomic_load(&srv->durable_txn);
-    int failed = atomic_load(&srv->store_failed);
-    kv_on_durable(srv, durable, failed);
-    http_on_durable(srv, durable, failed);
+    server_poll_durable(srv);
 }
 
 static void on_signal(h2o_socket_t *sock, const char *err)
