@@ -458,6 +458,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     (void)self;
     server *srv = *(server **)(self + 1);
+    server_poll_durable(srv);   /* answers waiting for a finished sync go first */
     http_call call = { .srv = srv, .req = req, .route = ROUTE_OTHER, .start_ns = hanu_now_ns() };
     http_call *c = &call;
     if (conflicting_content_length(req)) {
