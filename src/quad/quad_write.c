@@ -61,9 +61,6 @@ static void seq_wake_all(_Atomic uint32_t *w)
     (void)syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
 }
 
-/* Waits until epoch e is durable. Without a mutex: a pthread mutex and
- * condition variable made every woken waiter queue for the mutex in turn
- * (with 64 writers, futex lock handoffs were the largest cost of a commit). */
 /* The leader's sync (q->leader taken by the caller): covers everything
  * written by the end of the window, then hands leadership back and wakes
  * every sleeper on sync_seq. */
@@ -93,6 +90,9 @@ static int take_leader(quad *q)
     return atomic_compare_exchange_strong(&q->leader, &idle, 1);
 }
 
+/* Waits until epoch e is durable. Without a mutex: a pthread mutex and
+ * condition variable made every woken waiter queue for the mutex in turn
+ * (with 64 writers, futex lock handoffs were the largest cost of a commit). */
 int quad_wait_durable(quad *q, uint64_t e, uint32_t window_us)
 {
     for (;;) {
@@ -274,7 +274,10 @@ static unsigned append_drain(quad *q)
     return done;
 }
 
-void quad_wlock_release(quad *q)
+/* may_lead: the caller is a durable writer, which may run the sync for the
+ * batches it wrote; anyone else (a buffered writer, retire, stats) wakes the
+ * durable writers instead, so that a buffered call never waits for a sync. */
+static void wlock_release(quad *q, int may_lead)
 {
     for (;;) {
         unsigned done = append_drain(q);
@@ -283,11 +286,11 @@ void quad_wlock_release(quad *q)
             atomic_fetch_add(&q->append_seq, 1);
             if (atomic_load(&q->append_sleepers)) seq_wake_all(&q->append_seq);
         }
-        if (done & (DONE_DURABLE | DONE_GROUP)) {
+        if ((done & (DONE_DURABLE | DONE_GROUP)) && may_lead) {
             /* lead the sync that covers them, unless one is running: its
              * wake-up lets a writer of this batch lead the next */
             if (take_leader(q)) lead_sync(q, done & DONE_DURABLE ? 0 : q->opt.group_window_us);
-        } else if (done & DONE_DURABLE_FAILED) {
+        } else if (done & (DONE_DURABLE | DONE_GROUP | DONE_DURABLE_FAILED)) {
             atomic_fetch_add(&q->sync_seq, 1);   /* their writers sleep on sync_seq */
             seq_wake_all(&q->sync_seq);
         }
@@ -299,6 +302,11 @@ void quad_wlock_release(quad *q)
     }
 }
 
+void quad_wlock_release(quad *q)
+{
+    wlock_release(q, 0);
+}
+
 /* Appends through the combining queue and waits until the frame is written. */
 static int append_combined(quad *q, const quad_fact *facts, size_t n, int durability,
                            quad_id *first_id, uint64_t *epoch_out)
@@ -307,13 +315,14 @@ static int append_combined(quad *q, const quad_fact *facts, size_t n, int durabi
     atomic_init(&r.done, 0);
     quad_append_req *head = atomic_load(&q->append_pending);
     do r.next = head; while (!atomic_compare_exchange_weak(&q->append_pending, &head, &r));
-    if (pthread_mutex_trylock(&q->wlock) == 0) quad_wlock_release(q);
+    int durable = durability != QUAD_BUFFERED;
+    if (pthread_mutex_trylock(&q->wlock) == 0) wlock_release(q, durable);
     _Atomic uint32_t *word = durability == QUAD_BUFFERED ? &q->append_seq : &q->sync_seq;
     while (!atomic_load_explicit(&r.done, memory_order_acquire)) {
         uint32_t seen = atomic_load(word);
         if (atomic_load_explicit(&r.done, memory_order_acquire)) break;
-        if (durability != QUAD_BUFFERED && pthread_mutex_trylock(&q->wlock) == 0) {
-            quad_wlock_release(q);   /* woken by a sync while still pending: write it */
+        if (durable && pthread_mutex_trylock(&q->wlock) == 0) {
+            wlock_release(q, 1);   /* woken by a sync while still pending: write it */
             continue;
         }
         if (durability == QUAD_BUFFERED) atomic_fetch_add(&q->append_sleepers, 1);
