@@ -579,6 +579,13 @@ static rtask *run_row_tasks(const quad_chunk *ch, const grun *r, const quad_id *
     return t;
 }
 
+/* Lane l of the row at p: one unaligned load and a mask (a constant lane
+ * loads row bytes and masks them to 0; the entry has slack after its rows). */
+static inline uint64_t row_lane(const qrow_form *f, const uint8_t *p, unsigned l)
+{
+    return f->base[l] + (hanu_get_u64(p + f->off[l]) & f->mask[l]);
+}
+
 static void run_rtasks(const rtask *t, size_t n, unsigned mask)
 {
     enum { PF = 16 };
@@ -586,8 +593,7 @@ static void run_rtasks(const rtask *t, size_t n, unsigned mask)
         for (size_t k = 0; k < n; k++) {
             if (k + PF < n) __builtin_prefetch(t[k + PF].p);
             const qrow_form *f = t[k].f;
-            for (unsigned l = 0; l < 4; l++)   /* a constant lane loads row bytes and masks them to 0 */
-                t[k].dst[l] = f->base[l] + (hanu_get_u64(t[k].p + f->off[l]) & f->mask[l]);
+            for (unsigned l = 0; l < 4; l++) t[k].dst[l] = row_lane(f, t[k].p, l);
         }
         return;
     }
@@ -595,7 +601,7 @@ static void run_rtasks(const rtask *t, size_t n, unsigned mask)
         if (k + PF < n) __builtin_prefetch(t[k + PF].p);
         const qrow_form *f = t[k].f;
         for (unsigned l = 0; l < 4; l++)
-            if (mask & (1u << l)) t[k].dst[l] = f->base[l] + (hanu_get_u64(t[k].p + f->off[l]) & f->mask[l]);
+            if (mask & (1u << l)) t[k].dst[l] = row_lane(f, t[k].p, l);
     }
 }
 
@@ -727,7 +733,7 @@ static int gather_rows_direct(quad *q, uint64_t snap, uint64_t nch, int with_ret
             if (!p) nv++;
             for (unsigned l = 0; l < 4; l++)
                 if (mask & (1u << l))
-                    out[k].lane[l] = p ? f->base[l] + (hanu_get_u64(p + f->off[l]) & f->mask[l]) : 0;
+                    out[k].lane[l] = p ? row_lane(f, p, l) : 0;
         }
         if (i >= n) continue;
         uint64_t c = QUAD_ID_CHUNK(ids[i]);
