@@ -1,0 +1,48 @@
+"""e2e_crash_states.py: every crash state of a recorded server run (docs/TESTING.md,
+"Crash states"). Runs tests/crash/crash_workload.py against a real `hanudb serve` under
+the recorder (build/tests/libcrash_record.so), then build/tests/crash_check builds the
+process-crash and power-loss states of the trace, recovers each with store_open and
+checks every promise the answers had made. Fails on the first violation it reports.
+
+Environment (the longer run, docs/TESTING.md):
+  HANUDB_CRASH_SEEDS   workload seeds, space-separated (default "1")
+  HANUDB_CRASH_STATES  states checked per seed, sampled evenly (default 12000; 0: all)
+  HANUDB_CRASH_RUNS    server runs per seed (default 4; one offline compaction between)
+  HANUDB_CRASH_OPS     requests per run (default 600)
+  HANUDB_CRASH_KEEP    directory to keep the first failing states in
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD = os.environ.get("HANUDB_BUILD", os.path.join(os.path.dirname(HERE), "build"))
+
+
+def main():
+    seeds = os.environ.get("HANUDB_CRASH_SEEDS", "1").split()
+    states = os.environ.get("HANUDB_CRASH_STATES", "12000")
+    runs = os.environ.get("HANUDB_CRASH_RUNS", "4")
+    ops = os.environ.get("HANUDB_CRASH_OPS", "600")
+    keep = os.environ.get("HANUDB_CRASH_KEEP")
+    failed = 0
+    for seed in seeds:
+        work = tempfile.mkdtemp(prefix="hanudb-crash-")
+        try:
+            subprocess.run([sys.executable, os.path.join(HERE, "crash", "crash_workload.py"), work, "--seed", seed,
+                            "--runs", runs, "--ops", ops], check=True)
+            cmd = [os.path.join(BUILD, "tests", "crash_check"), work, "--states", states, "--seed", seed]
+            if keep:
+                cmd += ["--keep", os.path.join(keep, "seed-" + seed)]
+            rc = subprocess.run(cmd).returncode
+            print("seed %s: %s" % (seed, "ok" if rc == 0 else "VIOLATIONS (exit %d)" % rc), flush=True)
+            failed += rc != 0
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
