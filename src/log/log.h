@@ -159,6 +159,8 @@ int log_writer_append(log_writer *w, hanu_buf *b, uint64_t *txn, log_location *l
                       uint32_t *rotated_from);
 uint64_t log_writer_next_txn(const log_writer *w);
 uint64_t log_writer_durable_txn(const log_writer *w);
+/* Highest txn whose frame is in the file (page cache): appended and flushed. */
+uint64_t log_writer_written_txn(log_writer *w);
 uint32_t log_writer_active_id(const log_writer *w);
 int log_writer_failed(const log_writer *w);
 /* Seals the active file now and starts the next one (used by snapshots, tests). */

@@ -59,6 +59,11 @@ struct log_writer {
     int syncing_fd;               /* fd being synced now, -1 if none; under mu */
     int close_after_sync_fd;      /* old fd to close once its sync ends; under mu */
     int commit_waiting;           /* commit thread sleeps on work_cv; under mu */
+    /* Rotation asks the commit thread for a sync of the file it seals instead of
+       calling fdatasync itself: one thread syncs the active file, so a writeback
+       error (reported once per open file) cannot be seen by one caller and missed
+       by the other. Under mu. */
+    uint64_t sync_requests, syncs_done;
     int stop;                     /* under mu */
     _Atomic uint64_t durable_txn;
     _Atomic uint64_t wanted_txn;  /* highest txn someone waits to be durable */
@@ -191,12 +196,14 @@ static void *commit_main(void *arg)
     log_writer *w = arg;
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        while (!w->stop && w->written_txn == atomic_load(&w->durable_txn)) {
+        while (!w->stop && w->written_txn == atomic_load(&w->durable_txn) &&
+               w->sync_requests == w->syncs_done) {
             w->commit_waiting = 1;
             pthread_cond_wait(&w->work_cv, &w->mu);
             w->commit_waiting = 0;
         }
-        if (w->written_txn == atomic_load(&w->durable_txn) || atomic_load(&w->failed)) {
+        if ((w->written_txn == atomic_load(&w->durable_txn) && w->sync_requests == w->syncs_done) ||
+            atomic_load(&w->failed)) {
             if (w->stop) break;
             if (atomic_load(&w->failed)) { /* nothing more is ever durable */
                 pthread_cond_wait(&w->work_cv, &w->mu);
@@ -206,14 +213,15 @@ static void *commit_main(void *arg)
         /* Nobody waits for these frames (durability none): let them gather for up to
            lazy_sync_ms, unless a waiter turns up. Each sync costs the core I/O
            submissions and wake-ups: measured, see docs/PERFORMANCE.md. */
-        if (w->opt.lazy_sync_ms && !w->stop && atomic_load(&w->wanted_txn) <= atomic_load(&w->durable_txn)) {
+        if (w->opt.lazy_sync_ms && !w->stop && w->sync_requests == w->syncs_done &&
+            atomic_load(&w->wanted_txn) <= atomic_load(&w->durable_txn)) {
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
             uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)w->opt.lazy_sync_ms * 1000000ull;
             until.tv_sec += (time_t)(ns / 1000000000ull);
             until.tv_nsec = (long)(ns % 1000000000ull);
             atomic_store(&w->lazy_waiting, 1);
-            while (!w->stop && !atomic_load(&w->failed) &&
+            while (!w->stop && !atomic_load(&w->failed) && w->sync_requests == w->syncs_done &&
                    atomic_load(&w->wanted_txn) <= atomic_load(&w->durable_txn))
                 if (pthread_cond_timedwait(&w->work_cv, &w->mu, &until) != 0) break;
             atomic_store(&w->lazy_waiting, 0);
@@ -221,6 +229,7 @@ static void *commit_main(void *arg)
         }
         /* Wait for as many frames as the last sync covered, for at most the window. */
         if (w->opt.commit_window_us && w->group_target > 1 && !w->stop &&
+            w->sync_requests == w->syncs_done &&
             w->written_txn - atomic_load(&w->durable_txn) < w->group_target) {
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
@@ -234,8 +243,8 @@ static void *commit_main(void *arg)
             w->commit_waiting = w->commit_waiting_group = 0;
             if (atomic_load(&w->failed)) continue;
         }
-        uint64_t target = w->written_txn;
-        w->group_target = target - atomic_load(&w->durable_txn);
+        uint64_t target = w->written_txn, request = w->sync_requests;
+        if (target > atomic_load(&w->durable_txn)) w->group_target = target - atomic_load(&w->durable_txn);
         int fd = w->commit_fd;
         w->syncing_fd = fd;
         pthread_mutex_unlock(&w->mu);
@@ -264,7 +273,10 @@ static void *commit_main(void *arg)
             pthread_mutex_lock(&w->mu);
             continue;
         }
+        /* A write that failed meanwhile (flush_locked) froze the durable mark too. */
+        if (atomic_load(&w->failed)) continue;
         atomic_store(&w->durable_txn, target);
+        w->syncs_done = request;
         pthread_cond_broadcast(&w->durable_cv);
         pthread_mutex_unlock(&w->mu);
         if (w->opt.on_durable) w->opt.on_durable(w->opt.ctx, target, 0);
@@ -372,6 +384,19 @@ void log_writer_close(log_writer *w)
     free(w);
 }
 
+/* Waits for a sync of the active file that starts after this call (everything
+   written to it so far is then on disk). STOPPED when it or an earlier one failed. */
+static int sync_by_commit_thread(log_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    uint64_t ticket = ++w->sync_requests;
+    pthread_cond_signal(&w->work_cv);
+    while (!atomic_load(&w->failed) && w->syncs_done < ticket) pthread_cond_wait(&w->durable_cv, &w->mu);
+    int rc = atomic_load(&w->failed) ? HANU_ERR_STOPPED : HANU_OK;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
 static int rotate(log_writer *w, uint32_t *sealed_id)
 {
     if (atomic_load(&w->failed)) return HANU_ERR_STOPPED;
@@ -384,16 +409,7 @@ static int rotate(log_writer *w, uint32_t *sealed_id)
         undo_partial_write(w, w->write_offset, sizeof seal);
         return src;
     }
-    if (fdatasync(w->fd) != 0) {
-        atomic_store(&w->failed, 1);
-        fprintf(stderr, "hanudb: FATAL: fdatasync of log file %06u failed at rotation: %s; "
-                "the store refuses writes until restarted.\n", w->active_id, strerror(errno));
-        pthread_mutex_lock(&w->mu);
-        pthread_cond_broadcast(&w->durable_cv);
-        pthread_mutex_unlock(&w->mu);
-        if (w->opt.on_durable) w->opt.on_durable(w->opt.ctx, atomic_load(&w->durable_txn), 1);
-        return HANU_ERR_STOPPED;
-    }
+    if (sync_by_commit_thread(w) != HANU_OK) return HANU_ERR_STOPPED;
     pthread_mutex_lock(&w->mu);
     while (w->prep_wanted && !w->stop) pthread_cond_wait(&w->prep_cv, &w->mu);
     int new_fd = w->prep_fd, rc = w->prep_error;
@@ -511,6 +527,14 @@ int log_writer_append(log_writer *w, hanu_buf *b, uint64_t *txn, log_location *l
 uint64_t log_writer_next_txn(const log_writer *w) { return w->next_txn; }
 uint64_t log_writer_durable_txn(const log_writer *w) { return atomic_load(&((log_writer *)w)->durable_txn); }
 uint32_t log_writer_active_id(const log_writer *w) { return w->active_id; }
+
+uint64_t log_writer_written_txn(log_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    uint64_t t = w->written_txn;
+    pthread_mutex_unlock(&w->mu);
+    return t;
+}
 int log_writer_failed(const log_writer *w) { return atomic_load(&((log_writer *)w)->failed); }
 
 void log_writer_want_durable(log_writer *w, uint64_t txn)

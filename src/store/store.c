@@ -206,6 +206,53 @@ int store_apply_entry(store *s, const log_entry *e, uint64_t txn, uint32_t file_
     }
 }
 
+/* ---- writes above the compaction floor ---- */
+
+#define UNSETTLED_MAX 65536   /* beyond: compaction keeps every deleted key's records */
+
+static uint64_t unsettled_key(uint32_t db, uint64_t hash)
+{
+    return hash ^ ((uint64_t)db * 0x9E3779B97F4A7C15ull);
+}
+
+void store_settle(store *s, uint64_t durable)
+{
+    while (s->unsettled_len && s->unsettled[s->unsettled_head].txn <= durable) {
+        s->unsettled_head = (s->unsettled_head + 1) % s->unsettled_cap;
+        s->unsettled_len--;
+    }
+}
+
+void store_note_unsettled(store *s, const log_entry *e, uint64_t txn)
+{
+    if (e->op == LOG_OP_CREATE_DB || e->op == LOG_OP_DROP_DB) { s->db_change_txn = txn; return; }
+    if (e->op != LOG_OP_DELETE) return;   /* a put's txn is in the key directory */
+    if (s->unsettled_len == s->unsettled_cap) {
+        size_t ncap = s->unsettled_cap ? s->unsettled_cap * 2 : 256;
+        store_unsettled_delete *n = ncap <= UNSETTLED_MAX ? malloc(ncap * sizeof *n) : NULL;
+        if (!n) { s->unsettled_overflow_txn = txn; return; }
+        for (size_t i = 0; i < s->unsettled_len; i++)
+            n[i] = s->unsettled[(s->unsettled_head + i) % s->unsettled_cap];
+        free(s->unsettled);
+        s->unsettled = n;
+        s->unsettled_cap = ncap;
+        s->unsettled_head = 0;
+    }
+    s->unsettled[(s->unsettled_head + s->unsettled_len++) % s->unsettled_cap] =
+        (store_unsettled_delete){ unsettled_key(e->db, keydir_hash(e->key, e->key_len)), txn };
+}
+
+int store_deleted_above(store *s, uint32_t db, uint64_t hash, uint64_t floor)
+{
+    if (s->unsettled_overflow_txn > floor) return 1;
+    uint64_t k = unsettled_key(db, hash);
+    for (size_t i = 0; i < s->unsettled_len; i++) {
+        const store_unsettled_delete *u = &s->unsettled[(s->unsettled_head + i) % s->unsettled_cap];
+        if (u->key == k && u->txn > floor) return 1;
+    }
+    return 0;
+}
+
 /* ---- recovery ---- */
 
 static int cmp_u32(const void *a, const void *b)
@@ -626,6 +673,7 @@ void store_close(store *s)
     free(s->dbs);
     for (uint32_t i = 0; i < s->files_cap; i++) file_free(s->files[i]);
     free(s->files);
+    free(s->unsettled);
     hanu_buf_free(&s->frame);
     if (s->lock_fd >= 0) close(s->lock_fd);
     pthread_mutex_destroy(&s->mu);
@@ -722,8 +770,11 @@ static int append_and_apply(store *s, uint64_t *txn)
                      .entry_count = hanu_get_u32(s->frame.data + 16) };
     uint32_t pos = 0;
     log_entry e;
-    while (rc == HANU_OK && log_frame_next_entry(&fr, &pos, &e))
+    store_settle(s, log_writer_durable_txn(s->log));
+    while (rc == HANU_OK && log_frame_next_entry(&fr, &pos, &e)) {
         rc = store_apply_entry(s, &e, *txn, loc.file_id, loc.offset + e.value_offset);
+        store_note_unsettled(s, &e, *txn);
+    }
     s->last_txn = *txn;
     pthread_mutex_unlock(&s->mu);
     if (rotated) wake_compactor(s);
@@ -745,7 +796,9 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
     pthread_mutex_lock(&s->mu);
     store_db *d = store_db_by_id(s, db);
     if (!d) { pthread_mutex_unlock(&s->mu); return HANU_ERR_NOT_FOUND; }
-    if (cond != STORE_COND_NONE || (n == 1 && ops[0].kind == STORE_DELETE)) {
+    /* A delete of a missing key is no error in itself (a batch may hold one); a
+       caller that wants NOT_FOUND for it asks with STORE_COND_EXISTS. */
+    if (cond != STORE_COND_NONE) {
         kd_entry *e = keydir_get(&d->kd, ops[0].key, (uint16_t)ops[0].key_len,
                                  keydir_hash(ops[0].key, ops[0].key_len));
         int rc = HANU_OK;
@@ -876,6 +929,7 @@ size_t store_db_list(store *s, store_db_info *infos, size_t cap)
 
 uint64_t store_durable_txn(store *s) { return log_writer_durable_txn(s->log); }
 uint64_t store_last_txn(store *s) { return s->last_txn; }
+uint64_t store_written_txn(store *s) { return log_writer_written_txn(s->log); }
 int store_failed(store *s) { return log_writer_failed(s->log); }
 int store_sync(store *s) { return log_writer_sync(s->log); }
 void store_want_durable(store *s, uint64_t txn) { log_writer_want_durable(s->log, txn); }
