@@ -186,11 +186,14 @@ static int entry_live(store *s, uint32_t fid, uint32_t out_fid, const log_entry 
 static void file_covers(const store_file *f, uint64_t *first, uint64_t *last)
 {
     log_file_header h;
-    if (log_file_header_decode(f->map, &h) == HANU_OK && (h.flags & LOG_FLAG_COMPACTED)) {
+    int ok = log_file_header_decode(f->map, &h) == HANU_OK;
+    if (!ok) h.covers_first = 0;
+    if (ok && (h.flags & LOG_FLAG_COMPACTED)) {
         *first = h.covers_first;
         *last = h.covers_last;
     } else {
-        *first = f->first_txn;
+        /* A file started after a crash covers the txns it skipped too (log.h). */
+        *first = h.covers_first && h.covers_first < f->first_txn ? h.covers_first : f->first_txn;
         *last = f->last_txn;
     }
 }
