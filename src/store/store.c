@@ -34,6 +34,10 @@ void store_options_default(store_options *o)
 int store_db_name_valid(const char *name, size_t len)
 {
     if (len == 0 || len > STORE_DB_NAME_MAX || name[0] == '_') return 0;
+    /* "." and ".." (and all dots) are path segments to every HTTP client. */
+    size_t dots = 0;
+    while (dots < len && name[dots] == '.') dots++;
+    if (dots == len) return 0;
     for (size_t i = 0; i < len; i++) {
         char c = name[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -564,6 +568,21 @@ static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err,
             if (rc == HANU_OK && !s->opt.quiet)
                 fprintf(stderr, "hanudb: sealed log/%06u.log after its last complete frame (offset %llu)\n",
                         ids[n - 1], (unsigned long long)stop);
+        }
+        /* A clean stop or a sealed rotation synced it; a crash right after a seal's
+           pwrite did not: what recovery found is made durable before anything
+           built on it is acknowledged. */
+        size_t last = n;
+        while (last > 0 && !store_file_get(s, ids[last - 1])) last--;   /* merge leftovers went */
+        if (rc == HANU_OK && last && sealed) {
+            char path[1200];
+            log_file_path(path, sizeof path, s->log_dir, ids[last - 1], "log");
+            int fd = open(path, O_RDWR | O_CLOEXEC);
+            if (fd < 0 || fdatasync(fd) != 0) {
+                snprintf(err, errcap, "log/%06u.log: cannot sync it: %s", ids[last - 1], strerror(errno));
+                rc = HANU_ERR_IO;
+            }
+            if (fd >= 0) close(fd);
         }
         if (!s->opt.quiet && n)
             fprintf(stderr, "hanudb: recovered %zu log files (%zu from hint files), next txn %llu\n",
