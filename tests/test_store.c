@@ -10,10 +10,14 @@
 #include "store/store.h"
 #include "log/log.h"
 
+static int salvage_next_open;   /* the next open_store passes --salvage */
+
 static store *open_store(const char *dir, int prealloc, uint64_t file_size, char *err)
 {
     store_options o;
     store_options_default(&o);
+    o.salvage = salvage_next_open;
+    salvage_next_open = 0;
     o.data_dir = dir;
     o.prealloc = prealloc;
     o.file_size = file_size;
@@ -220,8 +224,13 @@ static void test_torn_tail_keeps_prefix(void)
     snprintf(path, sizeof path, "%s/log/000001.log", dir);
     off_t size = file_size_of(path);
     REQUIRE(size > 100);
-    /* Cut the last frame in half. */
+    /* Cut the last frame in half. It was synced (a clean stop): that is damage
+       below the durable mark, refused unless salvaging. */
     REQUIRE(truncate(path, size - 10) == 0);
+    s = open_store(dir, LOG_PREALLOC_APPEND, 1 << 20, err);
+    CHECK(s == NULL);
+    CHECK(strstr(err, "the log ends at txn 99") != NULL && strstr(err, "up to 100 were durable") != NULL);
+    salvage_next_open = 1;
     s = open_store(dir, LOG_PREALLOC_APPEND, 1 << 20, err);
     REQUIRE(s);
     CHECK_EQ(get_str(s, 0, "key00098", v, sizeof v, NULL), HANU_OK);
@@ -259,7 +268,16 @@ static void test_bit_flip_in_tail_and_garbage(void)
     REQUIRE(pwrite(fd, "garbage", 7, 100000) == 7);
     close(fd);
     s = open_store(dir, LOG_PREALLOC_ZEROFILL, 1 << 20, err);
+    CHECK(s == NULL);   /* damage below the durable mark */
+    CHECK(strstr(err, "the log ends at txn 40") != NULL);
+    salvage_next_open = 1;
+    s = open_store(dir, LOG_PREALLOC_ZEROFILL, 1 << 20, err);
     REQUIRE(s);
+    /* The bytes after the last good frame were kept, garbage included. */
+    char qpath[700];
+    snprintf(qpath, sizeof qpath, "%s/quarantine/000001.log.from-%zu", dir, off);
+    off_t qsize = file_size_of(qpath);
+    CHECK_EQ(qsize, 100000 + 7 - (off_t)off);
     CHECK_EQ(get_str(s, 0, "key00039", v, sizeof v, NULL), HANU_OK);
     CHECK_EQ(get_str(s, 0, "key00040", v, sizeof v, NULL), HANU_ERR_NOT_FOUND);
     CHECK_EQ(get_str(s, 0, "key00041", v, sizeof v, NULL), HANU_ERR_NOT_FOUND);

@@ -385,6 +385,74 @@ static void test_damaged_reservation_refused(void)
     CHECK_EQ(store_open(&o, &s, err, sizeof err), HANU_ERR_CORRUPT);
 }
 
+/* ---- torn tail or damage: the durable mark decides ---- */
+
+static void child_synced_then_unsynced(const char *dir, int fd)
+{
+    char err[512];
+    store *s = open_with(dir, LOG_PREALLOC_APPEND, err);
+    if (!s) _exit(2);
+    if (put(s, "six", "6", NULL) || store_sync(s)) _exit(2);
+    if (put(s, "seven", "7", NULL)) _exit(2);   /* written, never synced */
+    report(fd, 1);
+}
+
+/* Flips one byte of frame n (0-based) of the given file. */
+static int flip_in_frame(const char *dir, uint32_t file_id, int n)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/log/%06u.log", dir, file_id);
+    int fd = open(path, O_RDWR);
+    if (fd < 0) return -1;
+    uint64_t off = LOG_FILE_HEADER_SIZE;
+    for (int i = 0; i < n; i++) {
+        uint8_t h[4];
+        if (pread(fd, h, 4, (off_t)off) != 4) { close(fd); return -1; }
+        off += LOG_FRAME_HEADER_SIZE + hanu_get_u32(h);
+    }
+    uint8_t c;
+    int rc = pread(fd, &c, 1, (off_t)off + LOG_FRAME_HEADER_SIZE + 3) == 1 ? 0 : -1;
+    c ^= 0x40;
+    if (rc == 0 && pwrite(fd, &c, 1, (off_t)off + LOG_FRAME_HEADER_SIZE + 3) != 1) rc = -1;
+    close(fd);
+    return rc;
+}
+
+static void test_torn_tail_opens_damage_refused(void)
+{
+    char err[512];
+    const char *dir = test_tmpdir("mark");
+    store *s = open_with(dir, LOG_PREALLOC_APPEND, err);
+    REQUIRE(s);
+    for (int i = 0; i < 5; i++) CHECK_EQ(put(s, "k", "v", NULL), HANU_OK);
+    store_close(s);                         /* durable mark: txn 5, in file 1 */
+    REQUIRE(in_crashing_child(child_synced_then_unsynced, dir, NULL) == 0);   /* file 2 */
+    char copy[700];
+    snprintf(copy, sizeof copy, "rm -rf '%s.copy' && cp -a '%s' '%s.copy'", dir, dir, dir);
+    REQUIRE(system(copy) == 0);
+    /* Garbage in the unsynced frame (txn 7): a torn tail, opens without salvage. */
+    REQUIRE(flip_in_frame(dir, 2, 1) == 0);
+    s = open_with(dir, LOG_PREALLOC_APPEND, err);
+    REQUIRE(s);
+    CHECK(strcmp(get(s, "six", NULL), "6") == 0);
+    CHECK(strcmp(get(s, "seven", NULL), "") == 0);
+    store_close(s);
+    char q[700];
+    snprintf(q, sizeof q, "%s/quarantine", dir);
+    struct stat st;
+    CHECK(stat(q, &st) == 0);               /* the torn bytes were kept */
+    /* Damage in a frame at or below the durable mark (txn 5): refused. */
+    snprintf(copy, sizeof copy, "%s.copy", dir);
+    REQUIRE(flip_in_frame(copy, 1, 4) == 0);
+    store_options o;
+    store_options_default(&o);
+    o.data_dir = copy;
+    o.quiet = 1;
+    o.background_compaction = 0;
+    CHECK_EQ(store_open(&o, &s, err, sizeof err), HANU_ERR_CORRUPT);
+    CHECK(strstr(err, "log/000001.log") != NULL);
+}
+
 /* ---- smaller ones ---- */
 
 static void test_batch_delete_of_missing_key(void)
@@ -419,6 +487,7 @@ int main(void)
     RUN(test_rotation_sync_error_is_never_acknowledged);
     RUN(test_tokens_never_repeat_after_power_loss);
     RUN(test_damaged_reservation_refused);
+    RUN(test_torn_tail_opens_damage_refused);
     RUN(test_batch_delete_of_missing_key);
     RUN(test_dot_names_refused);
     TEST_DONE();

@@ -148,11 +148,15 @@ typedef struct log_options {
 } log_options;
 
 #define LOG_TXN_RESERVE_BLOCK (1ull << 20)
-#define LOG_TXN_RESERVE_SIZE 20   /* "HANUTXN\0" | u64 reserved | u32 checksum */
-/* Reads the reservation: OK (*reserved set), NOT_FOUND, or CORRUPT. */
-int log_txn_reserve_read(const char *path, uint64_t *reserved);
+/* "HANUTXN\0" | u64 reserved | u64 durable mark | u32 checksum of the 24 bytes before.
+   The durable mark is a txn known durable when the file was written (it is
+   rewritten at most once a second while it moves, and at a clean stop): recovery
+   tells damage (frames missing at or below it) from a torn tail (above it). */
+#define LOG_TXN_RESERVE_SIZE 28
+/* Reads the reservation: OK (*reserved, *durable set), NOT_FOUND, or CORRUPT. */
+int log_txn_reserve_read(const char *path, uint64_t *reserved, uint64_t *durable);
 /* Replaces it atomically and durably (temp file, fdatasync, rename, fsync dir). */
-int log_txn_reserve_write(const char *path, uint64_t reserved);
+int log_txn_reserve_write(const char *path, uint64_t reserved, uint64_t durable);
 
 /* Starts writing at write_offset of file active_id (created when missing) with next_txn,
    or above the reserved txn when that is higher (a crash lost txns that may have been

@@ -75,6 +75,8 @@ struct log_writer {
     uint64_t reserved, reserve_target;
     int reserve_error;
     uint64_t reserve_asked;       /* writer thread's copy of reserve_target */
+    uint64_t recovered_last;      /* last txn recovery found: the durable mark at open */
+    uint64_t first_txn_of_run;    /* the mark moves only once a txn of this run is durable */
     char reserve_path[1100];
 
     /* Next file prepared ahead: under mu. */
@@ -179,17 +181,32 @@ static void *prep_main(void *arg)
     /* Background work: lower this thread's priority (Linux: per-thread nice). */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
     pthread_mutex_lock(&w->mu);
+    uint64_t mark = w->recovered_last, mark_ns = 0;   /* durable mark last recorded, and when */
     for (;;) {
-        while (!w->stop && !w->prep_wanted && w->reserve_target <= w->reserved)
-            pthread_cond_wait(&w->prep_cv, &w->mu);
+        while (!w->stop && !w->prep_wanted && w->reserve_target <= w->reserved) {
+            if (!w->reserve_path[0]) { pthread_cond_wait(&w->prep_cv, &w->mu); continue; }
+            /* Once a second, record how far the log is durable (a cheap mark that
+               lets recovery tell damage from a torn tail). */
+            uint64_t now = hanu_now_ns();
+            if (now - mark_ns >= 1000000000ull && atomic_load(&w->durable_txn) > mark &&
+                atomic_load(&w->durable_txn) >= w->first_txn_of_run && !atomic_load(&w->failed))
+                break;
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += 1;
+            pthread_cond_timedwait(&w->prep_cv, &w->mu, &until);
+        }
         if (w->stop) break;
-        if (w->reserve_target > w->reserved) {
-            uint64_t target = w->reserve_target;
+        uint64_t durable = atomic_load(&w->durable_txn);
+        if (durable < w->first_txn_of_run) durable = mark;
+        if (w->reserve_path[0] && (w->reserve_target > w->reserved || (!w->prep_wanted && durable > mark))) {
+            uint64_t target = HANU_MAX(w->reserve_target, w->reserved);
             pthread_mutex_unlock(&w->mu);
-            int rc = log_txn_reserve_write(w->reserve_path, target);
+            int rc = log_txn_reserve_write(w->reserve_path, target, durable);
             pthread_mutex_lock(&w->mu);
-            if (rc == HANU_OK) w->reserved = target;
+            if (rc == HANU_OK) { w->reserved = target; mark = durable; }
             else { w->reserve_error = rc; w->reserve_target = w->reserved; }
+            mark_ns = hanu_now_ns();
             pthread_cond_broadcast(&w->prep_cv);
             continue;
         }
@@ -329,18 +346,20 @@ int log_writer_open(const log_options *opt, uint32_t active_id, uint64_t write_o
     uint64_t continues_from = 0;
     if (opt->reserve_path) {
         snprintf(w->reserve_path, sizeof w->reserve_path, "%s", opt->reserve_path);
-        uint64_t r = 0;
-        int rc = log_txn_reserve_read(w->reserve_path, &r);
+        uint64_t r = 0, mark = 0;
+        w->recovered_last = next_txn - 1;
+        int rc = log_txn_reserve_read(w->reserve_path, &r, &mark);
         if (rc != HANU_OK && rc != HANU_ERR_NOT_FOUND) { free(w); return rc; }
         if (rc == HANU_OK && r >= next_txn) {
             continues_from = next_txn;
             next_txn = r + 1;
         }
         w->reserved = w->reserve_target = w->reserve_asked = next_txn - 1 + LOG_TXN_RESERVE_BLOCK;
-        rc = log_txn_reserve_write(w->reserve_path, w->reserved);
+        rc = log_txn_reserve_write(w->reserve_path, w->reserved, w->recovered_last);
         if (rc) { free(w); return rc; }
     }
     w->next_txn = next_txn;
+    w->first_txn_of_run = next_txn;
     w->written_txn = next_txn - 1;
     atomic_store(&w->durable_txn, next_txn - 1);
     w->syncing_fd = w->close_after_sync_fd = -1;
@@ -413,8 +432,12 @@ void log_writer_close(log_writer *w)
     close(w->fd);
     /* Everything handed out is durable: the next start goes on without a gap. */
     if (w->reserve_path[0] && !atomic_load(&w->failed) &&
-        atomic_load(&w->durable_txn) == w->next_txn - 1)
-        (void)log_txn_reserve_write(w->reserve_path, w->next_txn - 1);
+        atomic_load(&w->durable_txn) == w->next_txn - 1) {
+        /* Nothing written in this run: its empty file goes at the next start, so
+           the durable mark stays where recovery found it. */
+        uint64_t mark = w->next_txn > w->first_txn_of_run ? w->next_txn - 1 : w->recovered_last;
+        (void)log_txn_reserve_write(w->reserve_path, w->next_txn - 1, mark);
+    }
     hanu_buf_free(&w->pending);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->work_cv);
@@ -509,25 +532,27 @@ static int reserve_txns(log_writer *w)
     return rc;
 }
 
-int log_txn_reserve_read(const char *path, uint64_t *reserved)
+int log_txn_reserve_read(const char *path, uint64_t *reserved, uint64_t *durable)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return errno == ENOENT ? HANU_ERR_NOT_FOUND : HANU_ERR_IO;
     uint8_t b[LOG_TXN_RESERVE_SIZE];
     int rc = hanu_pread_full(fd, b, sizeof b, 0);
     close(fd);
-    if (rc || memcmp(b, "HANUTXN", 8) != 0 || hanu_get_u32(b + 16) != hanu_checksum32(b, 16))
+    if (rc || memcmp(b, "HANUTXN", 8) != 0 || hanu_get_u32(b + 24) != hanu_checksum32(b, 24))
         return HANU_ERR_CORRUPT;
     *reserved = hanu_get_u64(b + 8);
+    *durable = hanu_get_u64(b + 16);
     return HANU_OK;
 }
 
-int log_txn_reserve_write(const char *path, uint64_t reserved)
+int log_txn_reserve_write(const char *path, uint64_t reserved, uint64_t durable)
 {
     uint8_t b[LOG_TXN_RESERVE_SIZE];
     memcpy(b, "HANUTXN", 8);
     hanu_put_u64(b + 8, reserved);
-    hanu_put_u32(b + 16, hanu_checksum32(b, 16));
+    hanu_put_u64(b + 16, durable);
+    hanu_put_u32(b + 24, hanu_checksum32(b, 24));
     char tmp[1200], dir[1200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     snprintf(dir, sizeof dir, "%s", path);

@@ -428,8 +428,87 @@ static int scan_file(store *s, store_file *f, const log_file_header *h, uint64_t
     return HANU_OK;
 }
 
+/* ---- quarantine: bytes recovery will not read again are kept, not destroyed ---- */
+
+static int quarantine_dir(store *s, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/quarantine", s->data_dir);
+    return hanu_mkdir_p(out);
+}
+
+/* Copies bytes [from, end of the last non-zero byte) of fd to quarantine/NAME;
+   nothing when they are all zero (a preallocated file's unused end). */
+static void quarantine_tail(store *s, int fd, uint32_t id, uint64_t from, uint64_t size)
+{
+    uint8_t buf[65536];
+    uint64_t end = size;
+    /* Find the last non-zero byte, from the end back. */
+    while (end > from) {
+        uint64_t at = end - HANU_MIN((uint64_t)sizeof buf, end - from);
+        if (hanu_pread_full(fd, buf, (size_t)(end - at), (off_t)at) != HANU_OK) return;
+        size_t i = (size_t)(end - at);
+        while (i > 0 && buf[i - 1] == 0) i--;
+        if (i > 0) { end = at + i; break; }
+        end = at;
+    }
+    if (end <= from) return;
+    char dir[1200], path[1300];
+    if (quarantine_dir(s, dir, sizeof dir) != HANU_OK) return;
+    snprintf(path, sizeof path, "%s/%06u.log.from-%llu", dir, id, (unsigned long long)from);
+    int out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) return;
+    int rc = HANU_OK;
+    for (uint64_t at = from; at < end && rc == HANU_OK; at += sizeof buf) {
+        size_t n = (size_t)HANU_MIN((uint64_t)sizeof buf, end - at);
+        rc = hanu_pread_full(fd, buf, n, (off_t)at);
+        if (rc == HANU_OK) rc = hanu_write_full(out, buf, n);
+    }
+    if (rc == HANU_OK && fdatasync(out) != 0) rc = HANU_ERR_IO;
+    close(out);
+    if (rc == HANU_OK) hanu_fsync_dir(dir);
+    fprintf(stderr, "hanudb: log/%06u.log: %llu bytes after offset %llu that recovery does not read "
+            "again were %s quarantine/%06u.log.from-%llu\n", id, (unsigned long long)(end - from),
+            (unsigned long long)from, rc == HANU_OK ? "copied to" : "NOT fully copied to", id,
+            (unsigned long long)from);
+}
+
+/* Moves a whole file into quarantine/ (it held no frame recovery could read). */
+static int quarantine_file(store *s, uint32_t id)
+{
+    char dir[1200], from[1200], to[1300];
+    int rc = quarantine_dir(s, dir, sizeof dir);
+    if (rc) return rc;
+    log_file_path(from, sizeof from, s->log_dir, id, "log");
+    snprintf(to, sizeof to, "%s/%06u.log", dir, id);
+    if (rename(from, to) != 0) return HANU_ERR_IO;
+    hanu_fsync_dir(dir);
+    hanu_fsync_dir(s->log_dir);
+    fprintf(stderr, "hanudb: log/%06u.log holds no readable frame but is not empty: moved to "
+            "quarantine/%06u.log\n", id, id);
+    return HANU_OK;
+}
+
+/* Does the file hold any non-zero byte after its header? */
+static int file_has_content(store *s, uint32_t id)
+{
+    char path[1200];
+    log_file_path(path, sizeof path, s->log_dir, id, "log");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    uint8_t buf[65536];
+    int found = 0;
+    for (off_t at = LOG_FILE_HEADER_SIZE; !found; at += (off_t)sizeof buf) {
+        ssize_t n = pread(fd, buf, sizeof buf, at);
+        if (n <= 0) break;
+        for (ssize_t i = 0; i < n && !found; i++) found = buf[i] != 0;
+    }
+    close(fd);
+    return found;
+}
+
 /* Seals the newest file at its last complete frame: whatever follows (a torn write,
-   stale bytes) is never read again. The space after the seal is given back. */
+   stale bytes) is never read again; it is copied to quarantine/ when it is not all
+   zeros, then the space after the seal is given back. */
 static int seal_tail(store *s, uint32_t id, uint64_t at, uint64_t last_txn, char *err, size_t errcap)
 {
     char path[1200];
@@ -439,7 +518,9 @@ static int seal_tail(store *s, uint32_t id, uint64_t at, uint64_t last_txn, char
     struct stat st;
     uint8_t seal[LOG_FRAME_HEADER_SIZE];
     log_seal_encode(seal, last_txn);
-    int rc = fstat(fd, &st) == 0 ? hanu_pwrite_full(fd, seal, sizeof seal, (off_t)at) : HANU_ERR_IO;
+    int rc = fstat(fd, &st) == 0 ? HANU_OK : HANU_ERR_IO;
+    if (rc == HANU_OK) quarantine_tail(s, fd, id, at, (uint64_t)st.st_size);
+    if (rc == HANU_OK) rc = hanu_pwrite_full(fd, seal, sizeof seal, (off_t)at);
     /* Also makes frames recovered from the page cache (never synced) durable now. */
     if (rc == HANU_OK && fdatasync(fd) != 0) rc = HANU_ERR_IO;
     uint64_t end = at + sizeof seal;
@@ -506,7 +587,7 @@ static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err,
     while (n > 0 && !file_has_frames(s, ids[n - 1])) {
         char path[1200];
         log_file_path(path, sizeof path, s->log_dir, ids[n - 1], "log");
-        unlink(path);
+        if (!file_has_content(s, ids[n - 1]) || quarantine_file(s, ids[n - 1]) != HANU_OK) unlink(path);
         n--;
     }
     /* Size the default database's table once from the hint files' entry counts
@@ -558,6 +639,36 @@ static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err,
             continue;
         }
         rc = scan_file(s, f, &h, size, newest, &expected, &stop, &sealed, err, errcap);
+    }
+    /* Damage or a torn tail? Frames at or below the durable mark were synced: if
+       the log ends before it, they are damaged or missing, not torn. */
+    uint64_t reserved = 0, mark = 0;
+    if (rc == HANU_OK) {
+        char rp[1200];
+        snprintf(rp, sizeof rp, "%s/meta/txn", s->data_dir);
+        int mrc = log_txn_reserve_read(rp, &reserved, &mark);
+        if (mrc == HANU_ERR_CORRUPT) {
+            snprintf(err, errcap, "meta/txn is damaged: it says which txns were handed out; restore it "
+                     "(or write a larger reservation) before starting");
+            rc = mrc;
+        }
+    }
+    uint64_t last = expected ? expected - 1 : 0;
+    if (rc == HANU_OK && mark > last) {
+        uint32_t at_id = n ? ids[n - 1] : 0;
+        if (!s->opt.salvage) {
+            snprintf(err, errcap, "log/%06u.log: the log ends at txn %llu (offset %llu) but txns up to %llu "
+                     "were durable: frames are damaged or missing. Restore the data directory from a "
+                     "copy, or start with --salvage to keep the log up to txn %llu (the bytes after it "
+                     "go to quarantine/)", at_id, (unsigned long long)last, (unsigned long long)stop,
+                     (unsigned long long)mark, (unsigned long long)last);
+            rc = HANU_ERR_CORRUPT;
+        } else {
+            fprintf(stderr, "hanudb: SALVAGE: the log ends at txn %llu in log/%06u.log (offset %llu) but "
+                    "txns up to %llu were durable; keeping what is readable, the rest goes to "
+                    "quarantine/\n", (unsigned long long)last, at_id, (unsigned long long)stop,
+                    (unsigned long long)mark);
+        }
     }
     if (rc == HANU_OK) {
         *next_txn = expected ? expected : 1;

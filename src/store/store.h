@@ -41,6 +41,9 @@ typedef struct store_options {
     uint64_t compact_min_dead;      /* ... and at least this many dead bytes (1 MiB) */
     int background_compaction;      /* 1: a low-priority thread compacts on its own */
     int quiet;                      /* no start-up log lines */
+    /* Start even when frames below the durable mark are damaged: keep what is
+       readable, copy the rest to DATA/quarantine/ (default 0: refuse). */
+    int salvage;
     void (*on_durable)(void *ctx, uint64_t durable_txn, int failed);
     void *ctx;
     /* Progress of compaction, called after each file (any thread). */
