@@ -14,6 +14,7 @@ typedef struct store_flags {
     uint64_t file_size, commit_window_us, lazy_sync_ms, max_key, max_value;
     double compact_ratio;
     int no_compaction;
+    int salvage;
 } store_flags;
 
 static int apply_store_flags(const store_flags *f, store_options *so)
@@ -28,6 +29,7 @@ static int apply_store_flags(const store_flags *f, store_options *so)
     so->lazy_sync_ms = (uint32_t)f->lazy_sync_ms;
     so->compact_ratio = f->compact_ratio;
     so->background_compaction = !f->no_compaction;
+    so->salvage = f->salvage;
     if (f->file_size < (64u << 10) || f->file_size > (1ull << 31)) {
         fprintf(stderr, "hanudb: --file-size must be between 64K and 2G\n");
         return 2;
@@ -89,6 +91,8 @@ int cli_serve_main(int argc, char **argv)
         { "max-connections", CLI_U64, &max_conns, "most concurrent connections (default 10000)" },
         { "compact-ratio", CLI_DOUBLE, &f.compact_ratio, "compact a sealed file past this dead fraction (default 0.5)" },
         { "no-compaction", CLI_FLAG, &f.no_compaction, "no background compaction" },
+        { "salvage", CLI_FLAG, &f.salvage, "start although synced frames are damaged: keep what is readable, "
+          "copy the rest to DATA/quarantine/ (docs/OPERATIONS.md)" },
         { "http-addr", CLI_STR, &o.http_addr, "documents API address HOST:PORT, or off (default 127.0.0.1:8080)" },
         { "tls-cert", CLI_STR, &o.tls_cert, "PEM certificate chain: serve HTTPS" },
         { "tls-key", CLI_STR, &o.tls_key, "PEM private key for --tls-cert" },

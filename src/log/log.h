@@ -8,7 +8,9 @@
  *
  *   file header (40 bytes): "HANULOG\0" | u8 version=1 | u8 flags (bit 0:
  *     compacted) | u16 0 | u32 file_id | u64 covers_first | u64 covers_last |
- *     u32 generation | u32 checksum of bytes 0..36
+ *     u32 generation | u32 checksum of bytes 0..36. A plain file with
+ *     covers_first != 0 continues the log at that txn, but its first frame may
+ *     carry a higher one: the txns between were lost in a crash and are skipped.
  *
  *   frame: u32 body_len | u32 checksum (XXH3 low 32 bits of bytes 8..end) |
  *          u64 txn | u32 entry_count | entries
@@ -138,9 +140,28 @@ typedef struct log_options {
        now durable, failed != 0 when fdatasync failed (then nothing more ever is). */
     void (*on_durable)(void *ctx, uint64_t durable_txn, int failed);
     void *ctx;
+    /* Txns never repeat, also across crashes: no txn is handed out above the value
+       durably recorded in this file (reserved ahead in blocks of LOG_TXN_RESERVE_BLOCK
+       by the preparing thread), and after a crash numbering resumes above it.
+       NULL: no reservation (tests of the log alone). */
+    const char *reserve_path;
 } log_options;
 
-/* Starts writing at write_offset of file active_id (created when missing) with next_txn. */
+#define LOG_TXN_RESERVE_BLOCK (1ull << 20)
+/* "HANUTXN\0" | u64 reserved | u64 durable mark | u32 checksum of the 24 bytes before.
+   The durable mark is a txn known durable when the file was written (it is
+   rewritten at most once a second while it moves, and at a clean stop): recovery
+   tells damage (frames missing at or below it) from a torn tail (above it). */
+#define LOG_TXN_RESERVE_SIZE 28
+/* Reads the reservation: OK (*reserved, *durable set), NOT_FOUND, or CORRUPT. */
+int log_txn_reserve_read(const char *path, uint64_t *reserved, uint64_t *durable);
+/* Replaces it atomically and durably (temp file, fdatasync, rename, fsync dir). */
+int log_txn_reserve_write(const char *path, uint64_t reserved, uint64_t durable);
+
+/* Starts writing at write_offset of file active_id (created when missing) with next_txn,
+   or above the reserved txn when that is higher (a crash lost txns that may have been
+   seen): then the new file's header says the log continues from next_txn
+   (covers_first), and log_writer_next_txn tells where numbering resumed. */
 int log_writer_open(const log_options *opt, uint32_t active_id, uint64_t write_offset,
                     uint64_t next_txn, log_writer **out);
 /* Stops the commit thread after a final sync, closes files. */
@@ -159,6 +180,8 @@ int log_writer_append(log_writer *w, hanu_buf *b, uint64_t *txn, log_location *l
                       uint32_t *rotated_from);
 uint64_t log_writer_next_txn(const log_writer *w);
 uint64_t log_writer_durable_txn(const log_writer *w);
+/* Highest txn whose frame is in the file (page cache): appended and flushed. */
+uint64_t log_writer_written_txn(log_writer *w);
 uint32_t log_writer_active_id(const log_writer *w);
 int log_writer_failed(const log_writer *w);
 /* Seals the active file now and starts the next one (used by snapshots, tests). */

@@ -304,12 +304,12 @@ static void reply_status(http_call *c)
     int n = snprintf(body, sizeof body,
         "{\"txn\":%llu,\"durable_txn\":%llu,\"collections\":%llu,\"keys\":%llu,\"disk_bytes\":%llu,"
         "\"memory_bytes\":%llu,\"log_bytes_written\":%llu,\"syncs\":%llu,\"parked_writes\":%zu,"
-        "\"uptime_s\":%llu,\"store_failed\":%s}",
+        "\"files\":%llu,\"compactions\":%llu,\"uptime_s\":%llu,\"store_failed\":%s}",
         (unsigned long long)st.last_txn, (unsigned long long)st.durable_txn,
         (unsigned long long)st.databases, (unsigned long long)st.keys, (unsigned long long)st.disk_bytes,
         (unsigned long long)st.memory_bytes, (unsigned long long)st.log_bytes_written,
-        (unsigned long long)st.syncs, srv->parked_count,
-        (unsigned long long)((hanu_wall_ms() - srv->started_ms) / 1000),
+        (unsigned long long)st.syncs, srv->parked_count, (unsigned long long)st.files,
+        (unsigned long long)st.compactions, (unsigned long long)((hanu_wall_ms() - srv->started_ms) / 1000),
         store_failed(srv->store) ? "true" : "false");
     http_reply(c, 200, body, (size_t)n, 0);
 }
@@ -365,6 +365,7 @@ static void reply_metrics(http_call *c)
     metric(&b, "# TYPE hanudb_keys gauge\nhanudb_keys %llu\n", (unsigned long long)st.keys);
     metric(&b, "# TYPE hanudb_collections gauge\nhanudb_collections %llu\n", (unsigned long long)st.databases);
     metric(&b, "# TYPE hanudb_disk_bytes gauge\nhanudb_disk_bytes %llu\n", (unsigned long long)st.disk_bytes);
+    metric(&b, "# TYPE hanudb_log_files gauge\nhanudb_log_files %llu\n", (unsigned long long)st.files);
     metric(&b, "# TYPE hanudb_keydir_bytes gauge\nhanudb_keydir_bytes %llu\n", (unsigned long long)st.memory_bytes);
     metric(&b, "# TYPE hanudb_compactions_total counter\nhanudb_compactions_total %llu\n",
            (unsigned long long)st.compactions);

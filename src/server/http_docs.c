@@ -92,6 +92,16 @@ static size_t idem_store_key(const http_call *c, const h2o_iovec_t *k, char *out
 }
 
 /* Replays the stored answer of an idempotency key; 1 when it did. */
+/* A `none` answer leaves once its frame is in the page cache (a process crash
+   cannot lose it): the log's buffered frames are written first. */
+static int written_for_none(http_call *c)
+{
+    if (c->durability != KV_DURABLE_NONE || store_flush(c->srv->store) == HANU_OK) return 1;
+    http_error(c, 500, "internal", "writing the log failed: this write is not acknowledged and its "
+               "outcome is unknown; the store refuses writes until it is restarted");
+    return 0;
+}
+
 static int idem_replay(http_call *c, const h2o_iovec_t *k)
 {
     char key[5 + STORE_DB_NAME_MAX + 1 + IDEM_KEY_MAX];
@@ -113,6 +123,7 @@ static int idem_replay(http_call *c, const h2o_iovec_t *k)
     h2o_add_header_by_str(&c->req->pool, &c->req->res.headers, H2O_STRLIT("idempotent-replayed"), 0, NULL,
                           H2O_STRLIT("true"));
     /* The first request may still be waiting for its sync: so does its replay. */
+    if (!written_for_none(c)) { hanu_buf_free(&body); hanu_buf_free(&v); return 1; }
     http_reply(c, status, (const char *)body.data, body.len,
                c->durability == KV_DURABLE_LOCAL ? token : 0);
     hanu_buf_free(&body);
@@ -134,6 +145,7 @@ static void idem_record(http_call *c, int status, const char *rest, size_t rest_
 /* Sends {"txn":N + rest, parked until durable when asked. */
 static void reply_written(http_call *c, int status, uint64_t txn, const char *rest, size_t rest_len)
 {
+    if (!written_for_none(c)) return;
     hanu_buf b = {0};
     char head[48];
     int n = snprintf(head, sizeof head, "{\"txn\":%llu", (unsigned long long)txn);
@@ -327,6 +339,7 @@ void http_doc_write(http_call *c)
     } else if (inm && inm->len == 1 && inm->base[0] == '*') {
         cond = STORE_COND_NOT_EXISTS;
     }
+    if (is_delete && cond == STORE_COND_NONE) cond = STORE_COND_EXISTS;   /* 404 for a missing id */
     int existed = store_lookup(st, db, c->id, c->id_len, &old) == HANU_OK;
     /* The answer, without its txn, is known before the write: it goes into the same
        log record as the idempotency key. */

@@ -32,6 +32,8 @@ typedef struct server {
     _Atomic uint64_t durable_txn;
     _Atomic int store_failed;
     uint64_t seen_durable;          /* durable txn last released (loop thread) */
+    uint64_t written_txn;           /* every txn up to it is in the page cache (loop thread) */
+    int written_gates;              /* some kv answer waits for its frame's pwrite */
     int seen_failed;
 
     h2o_linklist_t conns;           /* every kv connection */
@@ -75,6 +77,8 @@ typedef struct server {
 
 int kv_listen(server *srv, const char *addr, char *err, size_t errcap);
 void kv_on_durable(server *srv, uint64_t durable_txn, int failed);
+/* After the loop's store_flush: releases answers of `none` writes now in the page cache. */
+void kv_on_written(server *srv, uint64_t written_txn);
 /* Releases answers gated on syncs that completed since the last call; the
  * kv read path calls it too, so that a busy loop answers without waiting
  * for the commit thread's message (measured: 73-79 us later on average). */

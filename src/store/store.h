@@ -41,6 +41,9 @@ typedef struct store_options {
     uint64_t compact_min_dead;      /* ... and at least this many dead bytes (1 MiB) */
     int background_compaction;      /* 1: a low-priority thread compacts on its own */
     int quiet;                      /* no start-up log lines */
+    /* Start even when frames below the durable mark are damaged: keep what is
+       readable, copy the rest to DATA/quarantine/ (default 0: refuse). */
+    int salvage;
     void (*on_durable)(void *ctx, uint64_t durable_txn, int failed);
     void *ctx;
     /* Progress of compaction, called after each file (any thread). */
@@ -105,7 +108,7 @@ enum store_cond {
 };
 
 /* Applies ops atomically as one log record; the condition applies to ops[0].
-   A single delete of an absent key is NOT_FOUND. *current gets the key's token on
+   A delete of an absent key is no error (pass STORE_COND_EXISTS to get NOT_FOUND). *current gets the key's token on
    MISMATCH. Errors: INVALID, TOO_LARGE, NOSPACE, IO, STOPPED, NOMEM. */
 int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
                 uint64_t cond_token, uint64_t *txn, uint64_t *current);
@@ -113,6 +116,7 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
 /* ---- durability and maintenance ---- */
 uint64_t store_durable_txn(store *s);
 uint64_t store_last_txn(store *s);
+uint64_t store_written_txn(store *s);      /* highest txn whose frame is in the page cache */
 int store_failed(store *s);
 int store_sync(store *s);                 /* wait until all writes are durable */
 void store_want_durable(store *s, uint64_t txn);   /* a caller waits for txn: sync it now */
