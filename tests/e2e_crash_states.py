@@ -9,7 +9,8 @@ Environment (the longer run, docs/TESTING.md):
   HANUDB_CRASH_STATES  states checked per seed, sampled evenly (default 12000; 0: all)
   HANUDB_CRASH_RUNS    server runs per seed (default 4; one offline compaction between)
   HANUDB_CRASH_OPS     requests per run (default 600)
-  HANUDB_CRASH_KEEP    directory to keep the first failing states in
+  HANUDB_CRASH_KEEP    directory to keep the first failing states in, and the trace of a
+                       failing seed (seed-N-work: crash_check --dump, --at OP)
 """
 import os
 import re
@@ -48,6 +49,10 @@ def main():
                 rc = 3
             print("seed %s: %s" % (seed, "ok" if rc == 0 else "FAILED (exit %d)" % rc), flush=True)
             failed += rc != 0
+            if rc != 0 and keep:
+                # the trace and the requests, to rerun crash_check --dump / --at on them
+                shutil.copytree(work, os.path.join(keep, "seed-%s-work" % seed), ignore=shutil.ignore_patterns("data"),
+                                dirs_exist_ok=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return 1 if failed else 0

@@ -424,7 +424,7 @@ static void fs_copy(fsmodel *dst, const fsmodel *src, const uint64_t *keep, size
         *n = src->in[i];
         n->cap = n->size;
         n->data = malloc(n->size ? n->size : 1);
-        memcpy(n->data, src->in[i].data, n->size);
+        if (n->size) memcpy(n->data, src->in[i].data, n->size);
     }
     dst->nm = malloc((src->n_nm ? src->n_nm : 1) * sizeof *dst->nm);
     dst->n_nm = dst->cap_nm = src->n_nm;
