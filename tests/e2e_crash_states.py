@@ -37,6 +37,7 @@ def main():
                             "--runs", runs, "--ops", ops], check=True)
             cmd = [os.path.join(BUILD, "tests", "crash_check"), work, "--states", states, "--seed", seed]
             if keep:
+                os.makedirs(keep, exist_ok=True)
                 cmd += ["--keep", os.path.join(keep, "seed-" + seed)]
             res = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
             print(res.stdout, end="", flush=True)
