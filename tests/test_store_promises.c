@@ -26,6 +26,15 @@ static _Atomic int fail_next_sync;        /* the next fdatasync reports EIO (onc
 static _Atomic int stall_next_bg_sync;    /* the next one from another thread waits 100 ms */
 static _Atomic int bg_sync_stalled;
 static pthread_t main_thread;
+static _Atomic int fail_next_fsync;       /* the next fsync (directories) reports EIO */
+
+int fsync(int fd)
+{
+    static int (*real)(int);
+    if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+    if (atomic_exchange(&fail_next_fsync, 0)) { errno = EIO; return -1; }
+    return real(fd);
+}
 
 int fdatasync(int fd)
 {
@@ -235,6 +244,48 @@ static void test_no_compaction_after_failed_sync(void)
     s = open_with(dir, LOG_PREALLOC_ZEROFILL, err);
     REQUIRE(s);
     CHECK(strcmp(get(s, "k7", NULL), "old") == 0 || strcmp(get(s, "k7", NULL), "new") == 0);
+    store_close(s);
+}
+
+/* A merge whose directory fsync fails keeps the files it replaced. */
+static void test_merge_keeps_sources_when_dir_fsync_fails(void)
+{
+    char err[512], cerr[512], path[700];
+    const char *dir = test_tmpdir("merge-dirsync");
+    store *s = open_with(dir, LOG_PREALLOC_APPEND, err);
+    REQUIRE(s);
+    for (int f = 0; f < 4; f++) {   /* files 1..4, small, sealed */
+        char k[16];
+        snprintf(k, sizeof k, "k%d", f);
+        CHECK_EQ(put(s, k, "v", NULL), HANU_OK);
+        CHECK_EQ(store_rotate(s), HANU_OK);
+    }
+    CHECK_EQ(store_sync(s), HANU_OK);
+    for (uint32_t f = 1; f <= 4; f++) CHECK_EQ(store_compact_file(s, f, cerr, sizeof cerr), HANU_OK);
+    usleep(100000);   /* the next file is prepared: its own directory fsync is done */
+    store_stats st;
+    store_get_stats(s, &st);
+    atomic_store(&fail_next_fsync, 1);   /* the merge's fsync after its rename */
+    int rc = store_compact(s, 1, cerr, sizeof cerr);
+    atomic_store(&fail_next_fsync, 0);
+    CHECK(rc != HANU_OK);
+    int present = 0;
+    for (int f = 1; f <= 4; f++) {
+        snprintf(path, sizeof path, "%s/log/%06d.log", dir, f);
+        present += access(path, F_OK) == 0;
+    }
+    CHECK_EQ(present, 4);   /* was: the sources unlinked after the failed fsync */
+    store_stats st2;
+    store_get_stats(s, &st2);
+    CHECK_EQ(st2.compactions, st.compactions + 1);   /* it was the merge that failed */
+    store_close(s);
+    s = open_with(dir, LOG_PREALLOC_APPEND, err);
+    REQUIRE(s);
+    for (int f = 0; f < 4; f++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%d", f);
+        CHECK(strcmp(get(s, k, NULL), "v") == 0);
+    }
     store_close(s);
 }
 
@@ -484,6 +535,7 @@ int main(void)
     RUN(test_compaction_keeps_tombstone_an_unsynced_write_replaces);
     RUN(test_compaction_drops_what_a_durable_write_replaces);
     RUN(test_no_compaction_after_failed_sync);
+    RUN(test_merge_keeps_sources_when_dir_fsync_fails);
     RUN(test_rotation_sync_error_is_never_acknowledged);
     RUN(test_tokens_never_repeat_after_power_loss);
     RUN(test_damaged_reservation_refused);
