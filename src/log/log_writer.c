@@ -670,6 +670,18 @@ void log_writer_want_durable(log_writer *w, uint64_t txn)
     }
 }
 
+int log_writer_wait_durable(log_writer *w, uint64_t txn)
+{
+    log_writer_want_durable(w, txn);
+    pthread_mutex_lock(&w->mu);
+    pthread_cond_signal(&w->work_cv);
+    while (!atomic_load(&w->failed) && atomic_load(&w->durable_txn) < txn && !w->stop)
+        pthread_cond_wait(&w->durable_cv, &w->mu);
+    int rc = atomic_load(&w->durable_txn) >= txn ? HANU_OK : HANU_ERR_STOPPED;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
 int log_writer_sync(log_writer *w)
 {
     log_writer_flush(w);
