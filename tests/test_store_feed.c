@@ -93,10 +93,15 @@ static void test_feed_in_txn_order_across_files(void)
     CHECK_EQ(store_feed_position(f), 5);
     /* A buffered write is delivered once it is in the file. */
     CHECK_EQ(put(s, 0, "c", "3", NULL), HANU_OK);
+    hanu_buf v = {0};
+    uint64_t tok;
+    CHECK_EQ(store_get(s, 0, "c", 1, &v, &tok), HANU_OK);   /* read from the pending buffer */
+    CHECK(v.len == 1 && v.data[0] == '3' && tok == 5);
+    hanu_buf_free(&v);
     size_t n;
     got = (seen){0};
     CHECK_EQ(store_feed_next(f, 10, collect, &got, &n), HANU_OK);
-    CHECK_EQ(n, 0);
+    CHECK_EQ(n, 0);   /* the read did not write it */
     CHECK_EQ(store_flush(s), HANU_OK);
     CHECK_EQ(store_feed_next(f, 10, collect, &got, &n), HANU_OK);
     CHECK_EQ(n, 1);

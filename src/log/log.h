@@ -29,7 +29,7 @@
  * records (increasing, with gaps) and say which range they cover.
  *
  * Threads: log_writer_append and log_writer_rotate are called by one thread
- * (the store's single writer); log_writer_flush and log_writer_flush_until by
+ * (the store's single writer); log_writer_flush and log_writer_read_pending by
  * any thread. The group-commit thread is internal; it calls options.on_durable
  * from its own thread after every sync.
  */
@@ -223,8 +223,10 @@ int log_writer_sync(log_writer *w);
 void log_writer_want_durable(log_writer *w, uint64_t txn);
 /* Writes pending frames to the file (one pwrite); call once per batch of appends. */
 int log_writer_flush(log_writer *w);
-/* Flushes when bytes of file_id before end are still pending (readers call it). */
-int log_writer_flush_until(log_writer *w, uint32_t file_id, uint64_t end);
+/* Readers of a frame that may still sit in the pending buffer (not in the file yet):
+   appends bytes [off, off + len) of file_id to out and returns 1 when they are
+   pending, 0 when they are in the file (read them there), NOMEM. Never writes. */
+int log_writer_read_pending(log_writer *w, uint32_t file_id, uint64_t off, size_t len, hanu_buf *out);
 
 typedef struct log_writer_stats {
     uint64_t bytes_written;       /* frame bytes passed to pwrite */

@@ -166,11 +166,14 @@ int log_writer_flush(log_writer *w)
     return rc;
 }
 
-int log_writer_flush_until(log_writer *w, uint32_t file_id, uint64_t end)
+int log_writer_read_pending(log_writer *w, uint32_t file_id, uint64_t off, size_t len, hanu_buf *out)
 {
-    if (file_id != w->active_id) return HANU_OK;
     pthread_mutex_lock(&w->mu);
-    int rc = (w->pending.len && end > w->pending_offset) ? flush_locked(w) : HANU_OK;
+    int rc = 0;
+    /* A frame is pending whole or written whole: flushes write the buffer at once. */
+    if (file_id == w->active_id && w->pending.len && off >= w->pending_offset &&
+        off + len <= w->pending_offset + w->pending.len)
+        rc = hanu_buf_append(out, w->pending.data + (off - w->pending_offset), len) == HANU_OK ? 1 : HANU_ERR_NOMEM;
     pthread_mutex_unlock(&w->mu);
     return rc;
 }

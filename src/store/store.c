@@ -849,13 +849,14 @@ int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *
     int rc = HANU_ERR_NOT_FOUND;
     if (e) {
         store_file *f = store_file_get(s, e->file_id);
-        /* A write of this loop iteration may still sit in the log's pending buffer. */
-        log_writer_flush_until(s->log, e->file_id, (uint64_t)e->value_off + e->value_len);
-        if (!f || !f->map || (uint64_t)e->value_off + e->value_len > f->map_len) rc = HANU_ERR_IO;
-        else {
-            rc = hanu_buf_append(value, f->map + e->value_off, e->value_len);
-            *token = e->txn;
-        }
+        /* A write of this loop iteration may still sit in the log's pending buffer:
+           it is read there (a read never writes). */
+        int pending = log_writer_read_pending(s->log, e->file_id, e->value_off, e->value_len, value);
+        if (pending < 0) rc = pending;
+        else if (pending) rc = HANU_OK;
+        else if (!f || !f->map || (uint64_t)e->value_off + e->value_len > f->map_len) rc = HANU_ERR_IO;
+        else rc = hanu_buf_append(value, f->map + e->value_off, e->value_len);
+        if (rc == HANU_OK) *token = e->txn;
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
@@ -985,8 +986,11 @@ int store_system_expire(store *s, uint64_t now_ms, size_t max, size_t *expired)
     while (d && n < max && (e = keydir_next(&d->kd, &pos)) != NULL) {
         store_file *f = store_file_get(s, e->file_id);
         if (e->value_len < 8 || !f || !f->map) continue;
-        log_writer_flush_until(s->log, e->file_id, (uint64_t)e->value_off + 8);
-        if (hanu_get_u64(f->map + e->value_off) >= now_ms) continue;
+        hanu_buf head = {0};
+        int pending = log_writer_read_pending(s->log, e->file_id, e->value_off, 8, &head);
+        uint64_t expiry = pending == 1 ? hanu_get_u64(head.data) : hanu_get_u64(f->map + e->value_off);
+        hanu_buf_free(&head);
+        if (pending < 0 || expiry >= now_ms) continue;
         offs[n] = keys.len;
         hanu_buf_append(&keys, e->key, e->key_len);
         ops[n].kind = STORE_SYSTEM_DELETE;
