@@ -22,10 +22,44 @@
 
 /* ---- fdatasync interposition ---- */
 
-static _Atomic int fail_next_sync;        /* the next fdatasync reports EIO (once) */
+/* The next fdatasync of the file at fail_sync_path reports EIO (once): other
+   threads sync other files meanwhile (the next file, meta/txn). */
+static _Atomic int fail_next_sync;
+static char fail_sync_path[700];
+
+static int fd_is(int fd, const char *path)
+{
+    char link[64], got[700];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, got, sizeof got - 1);
+    if (n < 0) return 0;
+    got[n] = '\0';
+    return strcmp(got, path) == 0;
+}
+
+static void arm_sync_failure(const char *dir, const char *log_file)
+{
+    char rel[700];
+    snprintf(rel, sizeof rel, "%s/log/%s", dir, log_file);
+    if (!realpath(rel, fail_sync_path)) snprintf(fail_sync_path, sizeof fail_sync_path, "%s", rel);
+    atomic_store(&fail_next_sync, 1);
+}
 static _Atomic int stall_next_bg_sync;    /* the next one from another thread waits 100 ms */
 static _Atomic int bg_sync_stalled;
 static pthread_t main_thread;
+static _Atomic int fail_next_fsync;       /* the next fsync of fail_fsync_path (a directory) reports EIO */
+static char fail_fsync_path[700];
+
+int fsync(int fd)
+{
+    static int (*real)(int);
+    if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+    if (atomic_load(&fail_next_fsync) && fd_is(fd, fail_fsync_path) && atomic_exchange(&fail_next_fsync, 0)) {
+        errno = EIO;
+        return -1;
+    }
+    return real(fd);
+}
 
 int fdatasync(int fd)
 {
@@ -35,7 +69,10 @@ int fdatasync(int fd)
         atomic_store(&bg_sync_stalled, 1);
         usleep(100000);
     }
-    if (atomic_exchange(&fail_next_sync, 0)) { errno = EIO; return -1; }
+    if (atomic_load(&fail_next_sync) && fd_is(fd, fail_sync_path) && atomic_exchange(&fail_next_sync, 0)) {
+        errno = EIO;
+        return -1;
+    }
     return real(fd);
 }
 
@@ -219,7 +256,7 @@ static void test_no_compaction_after_failed_sync(void)
         snprintf(k, sizeof k, "k%d", i);
         CHECK_EQ(put(s, k, "new", NULL), HANU_OK);
     }
-    atomic_store(&fail_next_sync, 1);
+    arm_sync_failure(dir, "000002.log");
     CHECK_EQ(store_sync(s), HANU_ERR_STOPPED);
     CHECK(store_failed(s));
     store_stats st;
@@ -235,6 +272,51 @@ static void test_no_compaction_after_failed_sync(void)
     s = open_with(dir, LOG_PREALLOC_ZEROFILL, err);
     REQUIRE(s);
     CHECK(strcmp(get(s, "k7", NULL), "old") == 0 || strcmp(get(s, "k7", NULL), "new") == 0);
+    store_close(s);
+}
+
+/* A merge whose directory fsync fails keeps the files it replaced. */
+static void test_merge_keeps_sources_when_dir_fsync_fails(void)
+{
+    char err[512], cerr[512], path[700];
+    const char *dir = test_tmpdir("merge-dirsync");
+    store *s = open_with(dir, LOG_PREALLOC_APPEND, err);
+    REQUIRE(s);
+    for (int f = 0; f < 4; f++) {   /* files 1..4, small, sealed */
+        char k[16];
+        snprintf(k, sizeof k, "k%d", f);
+        CHECK_EQ(put(s, k, "v", NULL), HANU_OK);
+        CHECK_EQ(store_rotate(s), HANU_OK);
+    }
+    CHECK_EQ(store_sync(s), HANU_OK);
+    for (uint32_t f = 1; f <= 4; f++) CHECK_EQ(store_compact_file(s, f, cerr, sizeof cerr), HANU_OK);
+    usleep(100000);   /* the next file is prepared: its own directory fsync is done */
+    store_stats st;
+    store_get_stats(s, &st);
+    char logdir[700];
+    snprintf(logdir, sizeof logdir, "%s/log", dir);
+    if (!realpath(logdir, fail_fsync_path)) snprintf(fail_fsync_path, sizeof fail_fsync_path, "%s", logdir);
+    atomic_store(&fail_next_fsync, 1);   /* the merge's fsync of log/ after its rename */
+    int rc = store_compact(s, 1, cerr, sizeof cerr);
+    atomic_store(&fail_next_fsync, 0);
+    CHECK(rc != HANU_OK);
+    int present = 0;
+    for (int f = 1; f <= 4; f++) {
+        snprintf(path, sizeof path, "%s/log/%06d.log", dir, f);
+        present += access(path, F_OK) == 0;
+    }
+    CHECK_EQ(present, 4);   /* was: the sources unlinked after the failed fsync */
+    store_stats st2;
+    store_get_stats(s, &st2);
+    CHECK_EQ(st2.compactions, st.compactions + 1);   /* it was the merge that failed */
+    store_close(s);
+    s = open_with(dir, LOG_PREALLOC_APPEND, err);
+    REQUIRE(s);
+    for (int f = 0; f < 4; f++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%d", f);
+        CHECK(strcmp(get(s, k, NULL), "v") == 0);
+    }
     store_close(s);
 }
 
@@ -281,7 +363,7 @@ static void test_rotation_sync_error_is_never_acknowledged(void)
     CHECK_EQ(append_one(w, &t2), HANU_OK);   /* written now: the commit thread syncs it */
     for (int i = 0; i < 200 && !atomic_load(&bg_sync_stalled); i++) usleep(1000);
     CHECK(atomic_load(&bg_sync_stalled));
-    atomic_store(&fail_next_sync, 1);        /* the writeback of t2's page failed */
+    arm_sync_failure(dir, "000001.log");     /* the writeback of t2's page failed */
     CHECK_EQ(log_writer_rotate(w, NULL), HANU_ERR_STOPPED);
     usleep(200000);
     CHECK(log_writer_failed(w));
@@ -484,6 +566,7 @@ int main(void)
     RUN(test_compaction_keeps_tombstone_an_unsynced_write_replaces);
     RUN(test_compaction_drops_what_a_durable_write_replaces);
     RUN(test_no_compaction_after_failed_sync);
+    RUN(test_merge_keeps_sources_when_dir_fsync_fails);
     RUN(test_rotation_sync_error_is_never_acknowledged);
     RUN(test_tokens_never_repeat_after_power_loss);
     RUN(test_damaged_reservation_refused);

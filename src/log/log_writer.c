@@ -166,11 +166,14 @@ int log_writer_flush(log_writer *w)
     return rc;
 }
 
-int log_writer_flush_until(log_writer *w, uint32_t file_id, uint64_t end)
+int log_writer_read_pending(log_writer *w, uint32_t file_id, uint64_t off, size_t len, hanu_buf *out)
 {
-    if (file_id != w->active_id) return HANU_OK;
     pthread_mutex_lock(&w->mu);
-    int rc = (w->pending.len && end > w->pending_offset) ? flush_locked(w) : HANU_OK;
+    int rc = 0;
+    /* A frame is pending whole or written whole: flushes write the buffer at once. */
+    if (file_id == w->active_id && w->pending.len && off >= w->pending_offset &&
+        off + len <= w->pending_offset + w->pending.len)
+        rc = hanu_buf_append(out, w->pending.data + (off - w->pending_offset), len) == HANU_OK ? 1 : HANU_ERR_NOMEM;
     pthread_mutex_unlock(&w->mu);
     return rc;
 }
@@ -668,6 +671,18 @@ void log_writer_want_durable(log_writer *w, uint64_t txn)
         pthread_cond_signal(&w->work_cv);
         pthread_mutex_unlock(&w->mu);
     }
+}
+
+int log_writer_wait_durable(log_writer *w, uint64_t txn)
+{
+    log_writer_want_durable(w, txn);
+    pthread_mutex_lock(&w->mu);
+    pthread_cond_signal(&w->work_cv);
+    while (!atomic_load(&w->failed) && atomic_load(&w->durable_txn) < txn && !w->stop)
+        pthread_cond_wait(&w->durable_cv, &w->mu);
+    int rc = atomic_load(&w->durable_txn) >= txn ? HANU_OK : HANU_ERR_STOPPED;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
 }
 
 int log_writer_sync(log_writer *w)

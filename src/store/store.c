@@ -382,10 +382,13 @@ static int scan_file(store *s, store_file *f, const log_file_header *h, uint64_t
                  (unsigned long long)*expected);
         return HANU_ERR_CORRUPT;
     }
+    log_walker wk;
+    log_walker_init(&wk, f->map, size);
     for (;;) {
         log_frame fr;
         const char *why = "";
-        int r = log_frame_decode(f->map + off, size - off, &fr, &why);
+        int r = log_walker_next(&wk, &fr, &off, &why);
+        if (r != LOG_FRAME_OK) off = wk.off;
         if (r == LOG_FRAME_SEAL) { *sealed = 1; break; }
         if (r == LOG_FRAME_END) why = "the file ends without a seal";
         if (r == LOG_FRAME_OK) {
@@ -411,10 +414,10 @@ static int scan_file(store *s, store_file *f, const log_file_header *h, uint64_t
                 f->last_txn = fr.txn;
                 prev_txn = fr.txn;
                 if (!f->compacted) *expected = fr.txn + 1;
-                off += fr.size;
+                off = wk.off;
                 continue;
             }
-            why = "txn out of sequence";
+            why = "txn out of sequence";   /* the walk ends at this frame */
         }
         if (newest && !f->compacted) break;   /* torn tail: keep everything before it */
         snprintf(err, errcap, "log/%06u.log: %s at offset %llu; the file is sealed, so this "
@@ -545,15 +548,14 @@ static int merged_leftover(const store_file *f, const log_file_header *h, uint64
     if (f->compacted) return h->covers_last < expected;
     /* A plain file: every frame it holds must lie below expected (a file only partly
        covered is not a merge's leftover; it goes on to the checks that report damage). */
-    uint64_t off = LOG_FILE_HEADER_SIZE;
+    log_walker wk;
+    log_walker_init(&wk, f->map, size);
+    log_frame fr;
+    uint64_t at;
     int frames = 0;
-    for (;;) {
-        log_frame fr;
-        if (off >= size ||
-            log_frame_decode(f->map + off, size - off, &fr, NULL) != LOG_FRAME_OK) break;
+    while (log_walker_next(&wk, &fr, &at, NULL) == LOG_FRAME_OK) {
         if (fr.txn >= expected) return 0;
         frames++;
-        off += fr.size;
     }
     return frames > 0;
 }
@@ -746,6 +748,8 @@ int store_open(const store_options *o, store **out, char *err, size_t errcap)
     if (rc == HANU_OK) rc = db_add(s, STORE_SYSTEM_DB_ID, "_system", 7, 0);
     uint32_t active_id = 1;
     uint64_t next_txn = 1;
+    /* Before anything can compact: the watermarks hold the floor down. */
+    if (rc == HANU_OK) rc = store_watermarks_load(s, err, errcap);
     if (rc == HANU_OK) rc = recover(s, &active_id, &next_txn, err, errcap);
     if (rc) { store_close(s); return rc; }
 
@@ -845,13 +849,14 @@ int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *
     int rc = HANU_ERR_NOT_FOUND;
     if (e) {
         store_file *f = store_file_get(s, e->file_id);
-        /* A write of this loop iteration may still sit in the log's pending buffer. */
-        log_writer_flush_until(s->log, e->file_id, (uint64_t)e->value_off + e->value_len);
-        if (!f || !f->map || (uint64_t)e->value_off + e->value_len > f->map_len) rc = HANU_ERR_IO;
-        else {
-            rc = hanu_buf_append(value, f->map + e->value_off, e->value_len);
-            *token = e->txn;
-        }
+        /* A write of this loop iteration may still sit in the log's pending buffer:
+           it is read there (a read never writes). */
+        int pending = log_writer_read_pending(s->log, e->file_id, e->value_off, e->value_len, value);
+        if (pending < 0) rc = pending;
+        else if (pending) rc = HANU_OK;
+        else if (!f || !f->map || (uint64_t)e->value_off + e->value_len > f->map_len) rc = HANU_ERR_IO;
+        else rc = hanu_buf_append(value, f->map + e->value_off, e->value_len);
+        if (rc == HANU_OK) *token = e->txn;
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
@@ -912,7 +917,7 @@ static int append_and_apply(store *s, uint64_t *txn)
                      .entry_count = hanu_get_u32(s->frame.data + 16) };
     uint32_t pos = 0;
     log_entry e;
-    store_settle(s, log_writer_durable_txn(s->log));
+    store_settle(s, store_floor_locked(s));
     while (rc == HANU_OK && log_frame_next_entry(&fr, &pos, &e)) {
         rc = store_apply_entry(s, &e, *txn, loc.file_id, loc.offset + e.value_offset);
         store_note_unsettled(s, &e, *txn);
@@ -981,8 +986,11 @@ int store_system_expire(store *s, uint64_t now_ms, size_t max, size_t *expired)
     while (d && n < max && (e = keydir_next(&d->kd, &pos)) != NULL) {
         store_file *f = store_file_get(s, e->file_id);
         if (e->value_len < 8 || !f || !f->map) continue;
-        log_writer_flush_until(s->log, e->file_id, (uint64_t)e->value_off + 8);
-        if (hanu_get_u64(f->map + e->value_off) >= now_ms) continue;
+        hanu_buf head = {0};
+        int pending = log_writer_read_pending(s->log, e->file_id, e->value_off, 8, &head);
+        uint64_t expiry = pending == 1 ? hanu_get_u64(head.data) : hanu_get_u64(f->map + e->value_off);
+        hanu_buf_free(&head);
+        if (pending < 0 || expiry >= now_ms) continue;
         offs[n] = keys.len;
         hanu_buf_append(&keys, e->key, e->key_len);
         ops[n].kind = STORE_SYSTEM_DELETE;

@@ -128,6 +128,51 @@ int store_flush(store *s);
 int store_compact(store *s, int force, char *err, size_t errcap);
 int store_rotate(store *s);               /* seal the active file now */
 
+/* ---- the change feed and watermarks (store_feed.c) ---- */
+
+/* One entry of a record, as the feed delivers it (pointers valid during the call). */
+typedef struct store_change {
+    uint64_t txn;
+    uint8_t op;                 /* 1 put, 2 delete, 3 create db, 4 drop db, 5 system record */
+    uint32_t db;
+    const uint8_t *key;
+    size_t key_len;
+    const uint8_t *value;
+    size_t value_len;
+} store_change;
+/* Called under the store lock: it must not call the store. Non-zero stops the feed
+   after this record. */
+typedef int (*store_change_fn)(void *ctx, const store_change *c);
+
+typedef struct store_feed store_feed;
+/* A cursor over the records with txn >= from_txn, in txn order. A record at or above
+   the floor (below) is always there; below it, compaction may have dropped records
+   that newer ones superseded. Any thread; one thread per cursor. */
+int store_feed_open(store *s, uint64_t from_txn, store_feed **out);
+/* Delivers up to max_records records that are in the log file (the page cache), each
+   entry by entry; *delivered says how many. OK with 0 delivered: nothing new yet. */
+int store_feed_next(store_feed *f, size_t max_records, store_change_fn fn, void *ctx, size_t *delivered);
+uint64_t store_feed_position(const store_feed *f);   /* the txn the next record has at least */
+void store_feed_close(store_feed *f);
+/* Blocks until txn is durable: OK, or STOPPED when the log failed. */
+int store_wait_durable(store *s, uint64_t txn);
+
+/* A projection of the log (index, bucket sealer, replica) registers a named watermark
+   and advances it as it consumes the feed; the compaction floor is the minimum of the
+   durable txn and every watermark. Persisted in meta/watermarks (each change synced). */
+#define STORE_MAX_WATERMARKS 16
+#define STORE_WATERMARK_NAME_MAX 32      /* [a-z0-9_-] */
+typedef struct store_watermark {
+    char name[STORE_WATERMARK_NAME_MAX + 1];
+    uint64_t txn;                        /* every record up to it is consumed */
+} store_watermark;
+/* Creates it at 0 when new; *txn gets its value. INVALID name, TOO_LARGE (16 already). */
+int store_watermark_register(store *s, const char *name, uint64_t *txn);
+int store_watermark_advance(store *s, const char *name, uint64_t txn);   /* never moves back */
+int store_watermark_drop(store *s, const char *name);
+size_t store_watermark_list(store *s, store_watermark *out, size_t cap);
+uint64_t store_floor(store *s);
+
 typedef struct store_stats {
     uint64_t keys, databases, files, disk_bytes, dead_bytes, memory_bytes;
     uint64_t log_bytes_written, prealloc_bytes, syncs, sync_ns, frames, rotations;

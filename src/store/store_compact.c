@@ -264,14 +264,16 @@ static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_
         const uint8_t *map = maps[i];
         uint64_t used = useds[i], off = LOG_FILE_HEADER_SIZE;
         before += used;
-        while (rc == HANU_OK && off < used) {
+        log_walker wk;
+        log_walker_init(&wk, map, used);
+        while (rc == HANU_OK) {
             log_frame fr;
             const char *why = "";
-            int r = log_frame_decode(map + off, used - off, &fr, &why);
+            int r = log_walker_next(&wk, &fr, &off, &why);
             if (r == LOG_FRAME_SEAL || r == LOG_FRAME_END) break;
             if (r != LOG_FRAME_OK) {
                 snprintf(err, errcap, "log/%06u.log: %s at offset %llu during compaction", ids[i],
-                         why, (unsigned long long)off);
+                         why, (unsigned long long)wk.off);
                 rc = HANU_ERR_CORRUPT;
                 break;
             }
@@ -279,7 +281,7 @@ static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_
             uint32_t pos = 0, kept = 0;
             log_entry e;
             pthread_mutex_lock(&s->mu);
-            uint64_t floor = log_writer_durable_txn(s->log);
+            uint64_t floor = store_floor_locked(s);
             store_settle(s, floor);
             if (log_writer_failed(s->log)) rc = HANU_ERR_STOPPED;
             while (rc == HANU_OK && log_frame_next_entry(&fr, &pos, &e)) {
@@ -315,7 +317,6 @@ static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_
             if (rc == HANU_OK && out.len > UINT32_MAX - (1u << 20)) rc = HANU_ERR_TOO_LARGE;
             /* Shutting down: the files stay as they are, the work is redone next time. */
             if (rc == HANU_OK && atomic_load(&s->compact_abort)) rc = HANU_ERR_BUSY;
-            off += fr.size;
         }
     }
     char tmp_log[1300], tmp_hint[1300], log_path[1200], hint_path[1200];

@@ -64,6 +64,9 @@ struct store {
     uint64_t unsettled_overflow_txn;     /* deletes not listed (ring full) up to this txn */
     uint64_t db_change_txn;              /* newest create or drop of a database */
 
+    store_watermark watermarks[STORE_MAX_WATERMARKS];   /* mu held */
+    size_t nwatermarks;
+
     pthread_t compact_thread;
     int compact_started;
     pthread_mutex_t compact_mu;   /* one compaction at a time */
@@ -92,6 +95,10 @@ void store_note_unsettled(store *s, const log_entry *e, uint64_t txn);
 void store_settle(store *s, uint64_t durable);
 /* Was the key deleted by a txn above floor? (mu held; may say yes when unsure) */
 int store_deleted_above(store *s, uint32_t db, uint64_t hash, uint64_t floor);
+
+/* store_feed.c */
+int store_watermarks_load(store *s, char *err, size_t errcap);
+uint64_t store_floor_locked(store *s);   /* mu held */
 
 /* store_compact.c */
 int store_compact_file(store *s, uint32_t file_id, char *err, size_t errcap);
