@@ -5,8 +5,8 @@ process-crash and power-loss states of the trace, recovers each with store_open 
 checks every promise the answers had made. Fails on the first violation it reports.
 
 Environment (the longer run, docs/TESTING.md):
-  HANUDB_CRASH_SEEDS   workload seeds, space-separated (default "1")
-  HANUDB_CRASH_STATES  states checked per seed, sampled evenly (default 12000; 0: all)
+  HANUDB_CRASH_SEEDS   workload seeds, space-separated (default "1 2")
+  HANUDB_CRASH_STATES  states checked per seed, sampled evenly (default 6000; 0: all)
   HANUDB_CRASH_RUNS    server runs per seed (default 4; one offline compaction between)
   HANUDB_CRASH_OPS     requests per run (default 600)
   HANUDB_CRASH_KEEP    directory to keep the first failing states in, and the trace of a
@@ -24,12 +24,14 @@ BUILD = os.environ.get("HANUDB_BUILD", os.path.join(os.path.dirname(HERE), "buil
 
 
 def main():
-    seeds = os.environ.get("HANUDB_CRASH_SEEDS", "1").split()
-    states = os.environ.get("HANUDB_CRASH_STATES", "12000")
+    # Two workloads of 6 000 states beat one of 12 000: the interleavings of background
+    # compaction and syncs differ from run to run, and they are what finds bugs.
+    seeds = os.environ.get("HANUDB_CRASH_SEEDS", "1 2").split()
+    states = os.environ.get("HANUDB_CRASH_STATES", "6000")
     runs = os.environ.get("HANUDB_CRASH_RUNS", "4")
     ops = os.environ.get("HANUDB_CRASH_OPS", "600")
     keep = os.environ.get("HANUDB_CRASH_KEEP")
-    failed = 0
+    failed = total = 0
     for seed in seeds:
         work = tempfile.mkdtemp(prefix="hanudb-crash-")
         try:
@@ -43,10 +45,11 @@ def main():
             print(res.stdout, end="", flush=True)
             rc = res.returncode
             m = re.search(r"; (\d+) of (\d+) candidate states checked", res.stdout)
-            checked = int(m.group(1)) if m else 0
+            checked, candidates = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+            total += checked
             # A trace that yields few states proves little: the recorder or the workload broke.
-            if rc == 0 and checked < min(int(states) or 10000, 10000):
-                print("seed %s: only %d states checked" % (seed, checked))
+            if rc == 0 and candidates < 5000:
+                print("seed %s: only %d candidate states" % (seed, candidates))
                 rc = 3
             print("seed %s: %s" % (seed, "ok" if rc == 0 else "FAILED (exit %d)" % rc), flush=True)
             failed += rc != 0
@@ -56,6 +59,7 @@ def main():
                                 dirs_exist_ok=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)
+    print("%d crash states checked over %d workloads" % (total, len(seeds)))
     return 1 if failed else 0
 
 
