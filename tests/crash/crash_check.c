@@ -64,7 +64,7 @@ static size_t fixed_size(uint32_t type)
     case CRASH_SYNC: return sizeof(crash_rec_sync);
     case CRASH_FALLOC: return sizeof(crash_rec_falloc);
     case CRASH_TRUNC: return sizeof(crash_rec_trunc);
-    case CRASH_SEND: return sizeof(crash_rec_send);
+    case CRASH_SEND: case CRASH_RECV: return sizeof(crash_rec_send);
     default: return 0;
     }
 }
@@ -201,10 +201,11 @@ static void describe_op(const op *o, char *out, size_t cap)
     case CRASH_UNLINK: snprintf(out, cap, "unlink %s", o->path); break;
     case CRASH_MKDIR: snprintf(out, cap, "mkdir %s", o->path); break;
     case CRASH_RMDIR: snprintf(out, cap, "rmdir %s", o->path); break;
-    case CRASH_SEND: {
+    case CRASH_SEND: case CRASH_RECV: {
         crash_rec_send r;
         memcpy(&r, o->fixed, sizeof r);
-        snprintf(out, cap, "send %u bytes to port %u", o->len, r.port);
+        snprintf(out, cap, "%s %u bytes %s port %u", o->type == CRASH_SEND ? "send" : "read", o->len,
+                 o->type == CRASH_SEND ? "to" : "from", r.port);
         break;
     }
     default: snprintf(out, cap, "record type %u", o->type);
@@ -223,6 +224,7 @@ typedef struct request {
     item *items;
     size_t n_items;
     size_t sent_at;        /* index of the op before which its answer had wholly left; SIZE_MAX: never */
+    size_t recv_at;        /* index of the op at which the server had read all of it */
 } request;
 
 static request *reqs;
@@ -259,7 +261,7 @@ static int load_requests(const char *path)
         q->token = strtoull(strtok_r(NULL, " ", &save), NULL, 10);
         q->n_items = strtoul(strtok_r(NULL, " ", &save), NULL, 10);
         q->items = calloc(q->n_items ? q->n_items : 1, sizeof *q->items);
-        q->sent_at = SIZE_MAX;
+        q->sent_at = q->recv_at = SIZE_MAX;
         for (size_t i = 0; i < q->n_items; i++) {
             char *it = strtok_r(NULL, " ", &save), *s2 = NULL;
             if (!it) return -1;
@@ -281,7 +283,7 @@ static uint64_t *max_token_before;   /* [n_ops + 1]: highest token any answer ca
 
 static int pair_answers(void)
 {
-    typedef struct conn { uint32_t run, port; hanu_buf in; size_t next; } conn;
+    typedef struct conn { uint32_t run, port; hanu_buf in, req; size_t next, rnext; } conn;
     conn *cs = NULL;
     size_t n_cs = 0;
     uint64_t maxtok = 0;
@@ -289,7 +291,7 @@ static int pair_answers(void)
     for (size_t i = 0; i < n_ops; i++) {
         max_token_before[i] = maxtok;
         op *o = &ops[i];
-        if (o->type != CRASH_SEND) continue;
+        if (o->type != CRASH_SEND && o->type != CRASH_RECV) continue;
         crash_rec_send r;
         memcpy(&r, o->fixed, sizeof r);
         conn *c = NULL;
@@ -301,6 +303,20 @@ static int pair_answers(void)
             memset(c, 0, sizeof *c);
             c->run = o->run;
             c->port = r.port;
+        }
+        if (o->type == CRASH_RECV) {
+            /* request frames: u8 op | u8 flags | u32 length | payload */
+            hanu_buf_append(&c->req, o->data, o->len);
+            while (c->req.len >= 6) {
+                uint32_t plen;
+                memcpy(&plen, c->req.data + 2, 4);
+                if (c->req.len < 6 + (size_t)plen) break;
+                while (c->rnext < n_reqs && !(reqs[c->rnext].run == c->run && reqs[c->rnext].port == c->port))
+                    c->rnext++;
+                if (c->rnext < n_reqs) reqs[c->rnext++].recv_at = i;
+                hanu_buf_consume(&c->req, 6 + plen);
+            }
+            continue;
         }
         hanu_buf_append(&c->in, o->data, o->len);
         while (c->in.len >= 5) {
@@ -332,12 +348,15 @@ static int pair_answers(void)
     /* The client logged a request once it had its answer: one not found in the
        trace means the recorder missed sends, and the states would prove nothing. */
     for (size_t r = 0; r < n_reqs; r++)
-        if (reqs[r].sent_at == SIZE_MAX) {
-            fprintf(stderr, "run %u port %u: request %zu has no answer in the trace (was the recorder loaded?)\n",
+        if (reqs[r].sent_at == SIZE_MAX || reqs[r].recv_at > reqs[r].sent_at) {
+            fprintf(stderr, "run %u port %u: request %zu has no answer, or no read before it, in the trace (was the recorder loaded?)\n",
                     reqs[r].run, reqs[r].port, r);
             return -1;
         }
-    for (size_t j = 0; j < n_cs; j++) hanu_buf_free(&cs[j].in);
+    for (size_t j = 0; j < n_cs; j++) {
+        hanu_buf_free(&cs[j].in);
+        hanu_buf_free(&cs[j].req);
+    }
     free(cs);
     return 0;
 }
@@ -616,11 +635,11 @@ static keyres *key_of(const char *k)
 }
 
 /* A successful delete of key with a txn in (after, last]. */
-static int deleted_after(const char *key, uint64_t after, uint64_t last)
+static int deleted_after(const char *key, uint64_t after, uint64_t last, size_t at)
 {
     for (size_t r = 0; r < n_reqs; r++) {
         const request *q = &reqs[r];
-        if (q->kind != 'w' || q->status != 0 || q->token <= after || q->token > last) continue;
+        if (q->kind != 'w' || q->status != 0 || q->token <= after || q->token > last || q->recv_at >= at) continue;
         for (size_t j = 0; j < q->n_items; j++)
             if (q->items[j].kind == 'd' && !strcmp(q->items[j].key, key)) return 1;
     }
@@ -674,7 +693,7 @@ static int check_state(const state_desc *sd)
         for (size_t w = 0; w < k->nw; w++) {
             const request *q = k->w[w].q;
             const item *it = k->w[w].it;
-            if (q->token > last) continue;
+            if (q->token > last || q->recv_at >= sd->at) continue;   /* not in the state's past */
             if (k->found && it->kind == 's' && q->token == k->token && it->vlen == k->value.len &&
                 !memcmp(it->value, k->value.data, k->value.len))
                 match = q;
@@ -702,7 +721,7 @@ static int check_state(const state_desc *sd)
     /* Batches: all of one or none of it. */
     for (size_t r = 0; r < n_reqs; r++) {
         request *q = &reqs[r];
-        if (q->kind != 'w' || q->status != 0 || q->n_items < 2 || q->token > last) continue;
+        if (q->kind != 'w' || q->status != 0 || q->n_items < 2 || q->token > last || q->recv_at >= sd->at) continue;
         int visible = 0;
         for (size_t j = 0; j < q->n_items; j++) {
             keyres *k = &keys[q->items[j].k];
@@ -711,7 +730,7 @@ static int check_state(const state_desc *sd)
         if (!visible) continue;
         for (size_t j = 0; j < q->n_items; j++) {
             keyres *k = &keys[q->items[j].k];
-            int ok = q->items[j].kind == 's' ? (k->found ? k->token >= q->token : deleted_after(k->key, q->token, last))
+            int ok = q->items[j].kind == 's' ? (k->found ? k->token >= q->token : deleted_after(k->key, q->token, last, sd->at))
                                              : !k->found || k->token > q->token;
             if (!ok) {
                 report(sd, 3, "batch with token %llu: key %s shows %s%llu while another key shows the batch",
@@ -745,7 +764,7 @@ static int check_state(const state_desc *sd)
 enum { PART_DATA = 1, PART_NAME = 2 };
 typedef struct pend { size_t idx; int part; } pend;
 
-static int is_file_op(const op *o) { return o->type != CRASH_SEND; }
+static int is_file_op(const op *o) { return o->type != CRASH_SEND && o->type != CRASH_RECV; }
 
 static void parent_of(const char *path, char *out, size_t cap)
 {

@@ -193,8 +193,24 @@ int close(int fd)
 
 static int is_tracked(int fd) { return fd >= 0 && fd < MAX_FDS && fds[fd].on; }
 
-/* Sends: recorded before the call, with the peer's port to name the connection. */
-static void note_send(int fd, const struct iovec *iov, int n)
+/* Sends: recorded before the call, with the peer's port to name the connection.
+   Reads (type CRASH_RECV, n bytes): after the call, when the request is in. */
+static void note_sock(uint32_t type, int fd, const struct iovec *iov, int n);
+static void note_send(int fd, const struct iovec *iov, int n) { note_sock(CRASH_SEND, fd, iov, n); }
+
+static void note_recv(int fd, const struct iovec *iov, int cnt, ssize_t n)
+{
+    struct iovec v[64];
+    int k = 0;
+    for (; k < cnt && k < 64 && n > 0; k++) {
+        v[k].iov_base = iov[k].iov_base;
+        v[k].iov_len = iov[k].iov_len < (size_t)n ? iov[k].iov_len : (size_t)n;
+        n -= (ssize_t)v[k].iov_len;
+    }
+    if (k) note_sock(CRASH_RECV, fd, v, k);
+}
+
+static void note_sock(uint32_t type, int fd, const struct iovec *iov, int n)
 {
     if (trace_fd < 0 || fd < 0) return;
     struct sockaddr_storage ss;
@@ -212,7 +228,7 @@ static void note_send(int fd, const struct iovec *iov, int n)
     for (int i = 0; i < n; i++) { memcpy(b + at, iov[i].iov_base, iov[i].iov_len); at += iov[i].iov_len; }
     crash_rec_send r = { .port = port };
     pthread_mutex_lock(&mu);
-    emit(CRASH_SEND, 2, &r, sizeof r, b, total);
+    emit(type, 2, &r, sizeof r, b, total);
     pthread_mutex_unlock(&mu);
     free(b);
 }
@@ -450,4 +466,60 @@ int mkdirat(int d, const char *p, mode_t m)
     int rc = real_mkdirat(d, p, m);
     if (rc == 0) note_path_op(CRASH_MKDIR, d, p, 0, NULL);
     return rc;
+}
+
+/* ---- reads from sockets: when each request had reached the server ---- */
+
+ssize_t read(int fd, void *buf, size_t len)
+{
+    REAL(ssize_t, read, int, void *, size_t);
+    setup();
+    ssize_t n = real_read(fd, buf, len);
+    if (n > 0 && trace_fd >= 0 && is_socket(fd)) {
+        struct iovec v = { buf, len };
+        note_recv(fd, &v, 1, n);
+    }
+    return n;
+}
+
+ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+    REAL(ssize_t, readv, int, const struct iovec *, int);
+    setup();
+    ssize_t n = real_readv(fd, iov, cnt);
+    if (n > 0 && trace_fd >= 0 && is_socket(fd)) note_recv(fd, iov, cnt, n);
+    return n;
+}
+
+ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+    REAL(ssize_t, recv, int, void *, size_t, int);
+    setup();
+    ssize_t n = real_recv(fd, buf, len, flags);
+    if (n > 0 && trace_fd >= 0 && !(flags & MSG_PEEK)) {
+        struct iovec v = { buf, len };
+        note_recv(fd, &v, 1, n);
+    }
+    return n;
+}
+
+ssize_t recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *a, socklen_t *al)
+{
+    REAL(ssize_t, recvfrom, int, void *, size_t, int, struct sockaddr *, socklen_t *);
+    setup();
+    ssize_t n = real_recvfrom(fd, buf, len, flags, a, al);
+    if (n > 0 && trace_fd >= 0 && !(flags & MSG_PEEK)) {
+        struct iovec v = { buf, len };
+        note_recv(fd, &v, 1, n);
+    }
+    return n;
+}
+
+ssize_t recvmsg(int fd, struct msghdr *m, int flags)
+{
+    REAL(ssize_t, recvmsg, int, struct msghdr *, int);
+    setup();
+    ssize_t n = real_recvmsg(fd, m, flags);
+    if (n > 0 && trace_fd >= 0 && !(flags & MSG_PEEK)) note_recv(fd, m->msg_iov, (int)m->msg_iovlen, n);
+    return n;
 }

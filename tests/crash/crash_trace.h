@@ -21,6 +21,7 @@ enum crash_rec_type {
     CRASH_MKDIR = 8,   /* path */
     CRASH_RMDIR = 9,   /* path */
     CRASH_SEND = 10,   /* crash_rec_send, then the bytes sent on the socket */
+    CRASH_RECV = 11,   /* crash_rec_send, then the bytes read from the socket */
 };
 
 typedef struct crash_rec_open { uint64_t ino; uint8_t created, truncated, pad[6]; } crash_rec_open;
