@@ -733,9 +733,12 @@ static int check_state(const state_desc *sd)
             int ok = q->items[j].kind == 's' ? (k->found ? k->token >= q->token : deleted_after(k->key, q->token, last, sd->at))
                                              : !k->found || k->token > q->token;
             if (!ok) {
-                report(sd, 3, "batch with token %llu: key %s shows %s%llu while another key shows the batch",
-                       (unsigned long long)q->token, k->key, k->found ? "token " : "nothing, token ",
-                       (unsigned long long)k->token);
+                char shows[64];
+                if (k->found) snprintf(shows, sizeof shows, "token %llu", (unsigned long long)k->token);
+                else snprintf(shows, sizeof shows, "nothing (no later delete)");
+                report(sd, 3, "batch with token %llu (%s): key %s shows %s while another key shows the batch",
+                       (unsigned long long)q->token, q->dur ? "durability none" : "durability local", k->key,
+                       shows);
                 break;
             }
         }
