@@ -52,6 +52,8 @@ struct store {
 
     log_writer *log;
     hanu_buf frame;            /* writer thread's reusable frame buffer */
+    log_entry *entries;        /* the entries of that frame, applied after the append */
+    size_t nentries, entries_cap;
     uint64_t last_txn;
 
     /* What compaction must know of writes above the durable txn (the floor): the
