@@ -595,20 +595,7 @@ static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err,
     /* Size the default database's table once from the hint files' entry counts
        rather than growing it step by step (most keys usually live there). */
     uint64_t hinted = 0;
-    for (size_t i = 0; i < n; i++) {
-        char hp[1200];
-        uint8_t hh[24];
-        log_file_path(hp, sizeof hp, s->log_dir, ids[i], "hint");
-        int hfd = open(hp, O_RDONLY | O_CLOEXEC);
-        if (hfd < 0) continue;
-        struct stat st;
-        /* The count is not checked yet (the hint is, when loaded): believe no more
-           entries than the file can hold, or a damaged count sizes a huge table. */
-        if (hanu_pread_full(hfd, hh, sizeof hh, 0) == HANU_OK && !memcmp(hh, "HANUHNT", 8) &&
-            fstat(hfd, &st) == 0)
-            hinted += HANU_MIN((uint64_t)hanu_get_u32(hh + 20), (uint64_t)st.st_size / 23);
-        close(hfd);
-    }
+    for (size_t i = 0; i < n; i++) hinted += store_hint_peek_count(s, ids[i]);
     store_db *d0 = store_db_by_id(s, STORE_DEFAULT_DB_ID);
     if (d0 && hinted) keydir_reserve(&d0->kd, (size_t)hinted);
     uint64_t expected = 0, stop = LOG_FILE_HEADER_SIZE;

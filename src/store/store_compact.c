@@ -77,6 +77,23 @@ static int hint_add(hanu_buf *h, const log_entry *e, uint64_t txn, uint32_t valu
     return HANU_OK;
 }
 
+uint64_t store_hint_peek_count(store *s, uint32_t file_id)
+{
+    char path[1200];
+    uint8_t hh[24];
+    log_file_path(path, sizeof path, s->log_dir, file_id, "hint");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    uint64_t count = 0;
+    /* The count is not checked yet (the hint is, when loaded): believe no more
+       entries than the file can hold, or a damaged count sizes a huge table. */
+    if (hanu_pread_full(fd, hh, sizeof hh, 0) == HANU_OK && !memcmp(hh, HINT_MAGIC, 8) && fstat(fd, &st) == 0)
+        count = HANU_MIN((uint64_t)hanu_get_u32(hh + 20), (uint64_t)st.st_size / HINT_ENTRY_SIZE);
+    close(fd);
+    return count;
+}
+
 int store_hint_load(store *s, store_file *f, char *err, size_t errcap)
 {
     (void)err; (void)errcap;
