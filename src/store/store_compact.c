@@ -183,16 +183,19 @@ static int entry_live(store *s, uint32_t fid, uint32_t out_fid, const log_entry 
         return store_deleted_above(s, e->db, h, floor);
     }
     case LOG_OP_DELETE: {
-        /* Needed only while an older file may still hold a put of the key, and
-           until a put that replaces it is durable. */
-        if (!d || out_fid == s->oldest_file) return 0;
-        kd_entry *k = keydir_get(&d->kd, e->key, e->key_len, keydir_hash(e->key, e->key_len));
-        return k == NULL || k->txn > floor;
+        /* Needed while an older file may still hold a put of the key, and while a
+           change of the key above the floor keeps older puts (in this very output
+           too, even in the oldest file) that it must go on hiding. */
+        if (!d) return 0;
+        uint64_t h = keydir_hash(e->key, e->key_len);
+        kd_entry *k = keydir_get(&d->kd, e->key, e->key_len, h);
+        if (k) return k->txn > floor;
+        return out_fid != s->oldest_file || store_deleted_above(s, e->db, h, floor);
     }
     case LOG_OP_CREATE_DB:
         return d && d->create_txn == txn;
     case LOG_OP_DROP_DB:
-        return out_fid != s->oldest_file;
+        return out_fid != s->oldest_file || s->db_change_txn > floor;
     default:
         return 0;
     }
