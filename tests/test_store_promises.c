@@ -206,6 +206,32 @@ static void test_compaction_keeps_tombstone_an_unsynced_write_replaces(void)
     store_close(s);
 }
 
+/* In the oldest file: k=v1 and its acknowledged delete, then k=v9 not written;
+   the oldest file compacted; crash. The put is kept (v9 may be lost), so the
+   delete that hides it must be kept too (found by the crash-state checker). */
+static void child_oldest_tombstone(const char *dir, int fd)
+{
+    char err[512], cerr[512];
+    store *s = open_with(dir, LOG_PREALLOC_ZEROFILL, err);
+    if (!s) _exit(2);
+    if (put(s, "k", "v1", NULL) || del(s, "k") || store_sync(s) || store_rotate(s)) _exit(2);
+    if (put(s, "k", "v9", NULL)) _exit(2);
+    report(fd, (uint64_t)store_compact_file(s, 1, cerr, sizeof cerr));
+}
+
+static void test_oldest_file_keeps_tombstone_of_a_kept_put(void)
+{
+    char err[512];
+    const char *dir = test_tmpdir("floor-oldest");
+    uint64_t rc;
+    REQUIRE(in_crashing_child(child_oldest_tombstone, dir, &rc) == 0);
+    CHECK_EQ(rc, HANU_OK);
+    store *s = open_with(dir, LOG_PREALLOC_ZEROFILL, err);
+    REQUIRE(s);
+    CHECK(strcmp(get(s, "k", NULL), "") == 0);   /* was: v1, a deleted value back */
+    store_close(s);
+}
+
 /* Once the durable mark settles, the same records do go. */
 static void test_compaction_drops_what_a_durable_write_replaces(void)
 {
@@ -564,6 +590,7 @@ int main(void)
     main_thread = pthread_self();
     RUN(test_compaction_keeps_value_an_unsynced_write_replaces);
     RUN(test_compaction_keeps_tombstone_an_unsynced_write_replaces);
+    RUN(test_oldest_file_keeps_tombstone_of_a_kept_put);
     RUN(test_compaction_drops_what_a_durable_write_replaces);
     RUN(test_no_compaction_after_failed_sync);
     RUN(test_merge_keeps_sources_when_dir_fsync_fails);

@@ -595,20 +595,7 @@ static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err,
     /* Size the default database's table once from the hint files' entry counts
        rather than growing it step by step (most keys usually live there). */
     uint64_t hinted = 0;
-    for (size_t i = 0; i < n; i++) {
-        char hp[1200];
-        uint8_t hh[24];
-        log_file_path(hp, sizeof hp, s->log_dir, ids[i], "hint");
-        int hfd = open(hp, O_RDONLY | O_CLOEXEC);
-        if (hfd < 0) continue;
-        struct stat st;
-        /* The count is not checked yet (the hint is, when loaded): believe no more
-           entries than the file can hold, or a damaged count sizes a huge table. */
-        if (hanu_pread_full(hfd, hh, sizeof hh, 0) == HANU_OK && !memcmp(hh, "HANUHNT", 8) &&
-            fstat(hfd, &st) == 0)
-            hinted += HANU_MIN((uint64_t)hanu_get_u32(hh + 20), (uint64_t)st.st_size / 23);
-        close(hfd);
-    }
+    for (size_t i = 0; i < n; i++) hinted += store_hint_peek_count(s, ids[i]);
     store_db *d0 = store_db_by_id(s, STORE_DEFAULT_DB_ID);
     if (d0 && hinted) keydir_reserve(&d0->kd, (size_t)hinted);
     uint64_t expected = 0, stop = LOG_FILE_HEADER_SIZE;
@@ -820,6 +807,7 @@ void store_close(store *s)
     for (uint32_t i = 0; i < s->files_cap; i++) file_free(s->files[i]);
     free(s->files);
     free(s->unsettled);
+    free(s->entries);
     hanu_buf_free(&s->frame);
     if (s->lock_fd >= 0) close(s->lock_fd);
     pthread_mutex_destroy(&s->mu);
@@ -885,6 +873,31 @@ static void wake_compactor(store *s)
     pthread_mutex_unlock(&s->compact_mu);
 }
 
+/* Adds an entry to the frame in s->frame and remembers it for the apply that
+   follows the append (the frame is not decoded again). */
+static int frame_add(store *s, uint8_t op, uint32_t db, const void *key, uint16_t key_len,
+                     const void *value, uint32_t value_len)
+{
+    if (s->nentries == s->entries_cap) {
+        size_t ncap = s->entries_cap ? s->entries_cap * 2 : 64;
+        log_entry *n = realloc(s->entries, ncap * sizeof *n);
+        if (!n) return HANU_ERR_NOMEM;
+        s->entries = n;
+        s->entries_cap = ncap;
+    }
+    uint32_t value_offset = (uint32_t)(s->frame.len + LOG_ENTRY_HEADER_SIZE + key_len);
+    int rc = log_frame_add(&s->frame, op, db, key, key_len, value, value_len);
+    if (rc) return rc;
+    s->entries[s->nentries++] = (log_entry){ op, db, key, key_len, value, value_len, value_offset };
+    return HANU_OK;
+}
+
+static int frame_begin(store *s)
+{
+    s->nentries = 0;
+    return log_frame_begin(&s->frame);
+}
+
 /* Appends the frame in s->frame and applies its entries. mu is NOT held on entry. */
 static int append_and_apply(store *s, uint64_t *txn)
 {
@@ -913,14 +926,11 @@ static int append_and_apply(store *s, uint64_t *txn)
     f->used = loc.offset + s->frame.len;
     if (!f->first_txn) f->first_txn = *txn;
     f->last_txn = *txn;
-    log_frame fr = { .txn = *txn, .size = (uint32_t)s->frame.len, .start = s->frame.data,
-                     .entry_count = hanu_get_u32(s->frame.data + 16) };
-    uint32_t pos = 0;
-    log_entry e;
     store_settle(s, store_floor_locked(s));
-    while (rc == HANU_OK && log_frame_next_entry(&fr, &pos, &e)) {
-        rc = store_apply_entry(s, &e, *txn, loc.file_id, loc.offset + e.value_offset);
-        store_note_unsettled(s, &e, *txn);
+    for (size_t i = 0; rc == HANU_OK && i < s->nentries; i++) {
+        const log_entry *e = &s->entries[i];
+        rc = store_apply_entry(s, e, *txn, loc.file_id, loc.offset + e->value_offset);
+        store_note_unsettled(s, e, *txn);
     }
     s->last_txn = *txn;
     pthread_mutex_unlock(&s->mu);
@@ -959,11 +969,11 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
     }
     pthread_mutex_unlock(&s->mu);
 
-    int rc = log_frame_begin(&s->frame);
+    int rc = frame_begin(s);
     for (size_t i = 0; rc == HANU_OK && i < n; i++) {
         int del = ops[i].kind == STORE_DELETE || ops[i].kind == STORE_SYSTEM_DELETE;
         int sys = ops[i].kind == STORE_SYSTEM_SET || ops[i].kind == STORE_SYSTEM_DELETE;
-        rc = log_frame_add(&s->frame, del ? LOG_OP_DELETE : sys ? LOG_OP_IDEMPOTENCY : LOG_OP_PUT,
+        rc = frame_add(s, del ? LOG_OP_DELETE : sys ? LOG_OP_IDEMPOTENCY : LOG_OP_PUT,
                            sys ? STORE_SYSTEM_DB_ID : db, ops[i].key, (uint16_t)ops[i].key_len,
                            del ? NULL : ops[i].value, del ? 0 : (uint32_t)ops[i].value_len);
     }
@@ -1022,8 +1032,8 @@ int store_db_create(store *s, const char *name, size_t len, uint64_t *txn)
     pthread_mutex_unlock(&s->mu);
     if (exists) return HANU_ERR_EXISTS;
     if (full) return HANU_ERR_TOO_LARGE;
-    int rc = log_frame_begin(&s->frame);
-    if (rc == HANU_OK) rc = log_frame_add(&s->frame, LOG_OP_CREATE_DB, id, name, (uint16_t)len, NULL, 0);
+    int rc = frame_begin(s);
+    if (rc == HANU_OK) rc = frame_add(s, LOG_OP_CREATE_DB, id, name, (uint16_t)len, NULL, 0);
     if (rc == HANU_OK) rc = append_and_apply(s, txn);
     return rc;
 }
@@ -1038,8 +1048,8 @@ int store_db_drop(store *s, const char *name, size_t len, uint64_t *txn)
     uint32_t id = d ? d->id : 0;
     pthread_mutex_unlock(&s->mu);
     if (!d) return HANU_ERR_NOT_FOUND;
-    int rc = log_frame_begin(&s->frame);
-    if (rc == HANU_OK) rc = log_frame_add(&s->frame, LOG_OP_DROP_DB, id, name, (uint16_t)len, NULL, 0);
+    int rc = frame_begin(s);
+    if (rc == HANU_OK) rc = frame_add(s, LOG_OP_DROP_DB, id, name, (uint16_t)len, NULL, 0);
     if (rc == HANU_OK) rc = append_and_apply(s, txn);
     return rc;
 }

@@ -77,6 +77,23 @@ static int hint_add(hanu_buf *h, const log_entry *e, uint64_t txn, uint32_t valu
     return HANU_OK;
 }
 
+uint64_t store_hint_peek_count(store *s, uint32_t file_id)
+{
+    char path[1200];
+    uint8_t hh[24];
+    log_file_path(path, sizeof path, s->log_dir, file_id, "hint");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    uint64_t count = 0;
+    /* The count is not checked yet (the hint is, when loaded): believe no more
+       entries than the file can hold, or a damaged count sizes a huge table. */
+    if (hanu_pread_full(fd, hh, sizeof hh, 0) == HANU_OK && !memcmp(hh, HINT_MAGIC, 8) && fstat(fd, &st) == 0)
+        count = HANU_MIN((uint64_t)hanu_get_u32(hh + 20), (uint64_t)st.st_size / HINT_ENTRY_SIZE);
+    close(fd);
+    return count;
+}
+
 int store_hint_load(store *s, store_file *f, char *err, size_t errcap)
 {
     (void)err; (void)errcap;
@@ -166,16 +183,19 @@ static int entry_live(store *s, uint32_t fid, uint32_t out_fid, const log_entry 
         return store_deleted_above(s, e->db, h, floor);
     }
     case LOG_OP_DELETE: {
-        /* Needed only while an older file may still hold a put of the key, and
-           until a put that replaces it is durable. */
-        if (!d || out_fid == s->oldest_file) return 0;
-        kd_entry *k = keydir_get(&d->kd, e->key, e->key_len, keydir_hash(e->key, e->key_len));
-        return k == NULL || k->txn > floor;
+        /* Needed while an older file may still hold a put of the key, and while a
+           change of the key above the floor keeps older puts (in this very output
+           too, even in the oldest file) that it must go on hiding. */
+        if (!d) return 0;
+        uint64_t h = keydir_hash(e->key, e->key_len);
+        kd_entry *k = keydir_get(&d->kd, e->key, e->key_len, h);
+        if (k) return k->txn > floor;
+        return out_fid != s->oldest_file || store_deleted_above(s, e->db, h, floor);
     }
     case LOG_OP_CREATE_DB:
         return d && d->create_txn == txn;
     case LOG_OP_DROP_DB:
-        return out_fid != s->oldest_file;
+        return out_fid != s->oldest_file || s->db_change_txn > floor;
     default:
         return 0;
     }

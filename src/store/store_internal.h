@@ -52,6 +52,8 @@ struct store {
 
     log_writer *log;
     hanu_buf frame;            /* writer thread's reusable frame buffer */
+    log_entry *entries;        /* the entries of that frame, applied after the append */
+    size_t nentries, entries_cap;
     uint64_t last_txn;
 
     /* What compaction must know of writes above the durable txn (the floor): the
@@ -103,6 +105,9 @@ uint64_t store_floor_locked(store *s);   /* mu held */
 /* store_compact.c */
 int store_compact_file(store *s, uint32_t file_id, char *err, size_t errcap);
 int store_hint_load(store *s, store_file *f, char *err, size_t errcap);
+/* The entry count a hint file claims, capped by its size (0 without one): start-up
+   sizes the key directory from it before loading anything. */
+uint64_t store_hint_peek_count(store *s, uint32_t file_id);
 void *store_compact_main(void *arg);
 /* Applies one recovered entry to the in-memory state (mu held or single-threaded). */
 int store_apply_entry(store *s, const log_entry *e, uint64_t txn, uint32_t file_id,
