@@ -17,7 +17,6 @@ Keys and values are [A-Za-z0-9] so the format needs no escaping.
 import os
 import random
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -141,14 +140,12 @@ class Workload:
             c = kv.Conn(srv.port)
             c.port = c.sock.getsockname()[1]
             conns.append(c)
-        t_end = time.time() + 0.0
         for i in range(self.ops):
             c = self.rng.choice(conns)
             for p in self.one(c):
                 self.finish(c, p)
             if i % 50 == 0:
                 time.sleep(self.rng.choice((0.0, 0.02, 0.1)))   # lets lazy syncs and compaction run
-        del t_end
         # End with a local write so that a SIGKILL loses nothing the page cache holds.
         c = conns[0]
         v = self.value()
