@@ -352,6 +352,8 @@ int log_writer_open(const log_options *opt, uint32_t active_id, uint64_t write_o
         uint64_t r = 0, mark = 0;
         w->recovered_last = next_txn - 1;
         int rc = log_txn_reserve_read(w->reserve_path, &r, &mark);
+        /* 2^63 txns are never reached: a larger value is damage, not a position. */
+        if (rc == HANU_OK && (r > (UINT64_MAX >> 1) || mark > r)) rc = HANU_ERR_CORRUPT;
         if (rc != HANU_OK && rc != HANU_ERR_NOT_FOUND) { free(w); return rc; }
         if (rc == HANU_OK && r >= next_txn) {
             continues_from = next_txn;

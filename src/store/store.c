@@ -636,6 +636,7 @@ static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err,
         char rp[1200];
         snprintf(rp, sizeof rp, "%s/meta/txn", s->data_dir);
         int mrc = log_txn_reserve_read(rp, &reserved, &mark);
+        if (mrc == HANU_OK && (reserved > (UINT64_MAX >> 1) || mark > reserved)) mrc = HANU_ERR_CORRUPT;
         if (mrc == HANU_ERR_CORRUPT) {
             snprintf(err, errcap, "meta/txn is damaged: it says which txns were handed out; restore it "
                      "(or write a larger reservation) before starting");
