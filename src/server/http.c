@@ -254,25 +254,28 @@ void http_reply_doc(http_call *c, const uint8_t *doc, size_t len, uint64_t txn)
 h2o_iovec_t http_location(http_call *c, const char *id, size_t id_len)
 {
     static const char hex[] = "0123456789ABCDEF";
-    hanu_buf b = {0};
-    hanu_buf_append(&b, "/c/", 3);
-    hanu_buf_append(&b, c->col, strlen(c->col));   /* names need no escaping */
+    size_t cl = strlen(c->col);
+    /* Built in the request's pool, at most 3 bytes an id byte: no malloc on the write path. */
+    char *out = h2o_mem_alloc_pool(&c->req->pool, 3 + cl + 6 + 3 * id_len), *p = out;
+    memcpy(p, "/c/", 3);
+    memcpy(p + 3, c->col, cl);   /* collection names need no escaping */
+    p += 3 + cl;
     if (id) {
-        hanu_buf_append(&b, "/docs/", 6);
+        memcpy(p, "/docs/", 6);
+        p += 6;
         for (size_t i = 0; i < id_len; i++) {
             unsigned char ch = (unsigned char)id[i];
             if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
                 ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-                hanu_buf_append(&b, &ch, 1);
+                *p++ = (char)ch;
             } else {
-                char pct[3] = { '%', hex[ch >> 4], hex[ch & 15] };
-                hanu_buf_append(&b, pct, 3);
+                *p++ = '%';
+                *p++ = hex[ch >> 4];
+                *p++ = hex[ch & 15];
             }
         }
     }
-    h2o_iovec_t v = h2o_strdup(&c->req->pool, (const char *)b.data, b.len);
-    hanu_buf_free(&b);
-    return v;
+    return h2o_iovec_init(out, (size_t)(p - out));
 }
 
 /* ---- auth ---- */
