@@ -9,6 +9,8 @@ import shutil
 import socket
 import sys
 import tempfile
+import threading
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from hanuhttp import *  # noqa
@@ -350,6 +352,48 @@ def run_token_scope(tmp):
     srv.stop()
 
 
+def run_concurrent_retry(tmp):
+    """A retry that arrives while the first write still waits for its fdatasync waits
+    for the same sync and gets the same answer: no 409, no second write. The sync is
+    held with tests/fault_fsync.c (LD_PRELOAD) while a file exists."""
+    build = os.environ.get("HANUDB_BUILD", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))
+    hold = os.path.join(tmp, "hold-fsync")
+    saved = dict(os.environ)
+    os.environ["LD_PRELOAD"] = os.path.join(build, "tests", "libfault_fsync.so")
+    os.environ["HANUDB_FAULT_FSYNC_HOLD"] = hold
+    # Under ASan (make asan) the preloaded library comes before ASan's runtime, which
+    # is harmless here: it only wraps fsync.
+    os.environ["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
+    try:
+        srv = HttpServer(os.path.join(tmp, "retry"))
+        srv.start()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    check(Http(srv.http_port).json("PUT", "/c/r")[0] == 201, "collection")
+    open(hold, "w").close()
+    results = {}
+
+    def send(name):
+        results[name] = Http(srv.http_port).json("POST", "/c/r/docs", {"v": 1}, {"Idempotency-Key": "once"})
+    first = threading.Thread(target=send, args=("first",))
+    first.start()
+    time.sleep(0.3)   # applied, its answer parked until the held sync
+    retry = threading.Thread(target=send, args=("retry",))
+    retry.start()
+    time.sleep(0.3)
+    waiting = dict(results)
+    os.unlink(hold)
+    first.join(15)
+    retry.join(15)
+    check(not waiting, "neither is answered before the sync: %r" % waiting)
+    (s1, h1, b1), (s2, h2, b2) = results["first"], results["retry"]
+    check(s1 == 201 and s2 == 201 and b1 == b2 and h2.get("idempotent-replayed") == "true" and
+          "idempotent-replayed" not in h1, "the retry waited and got the first answer: %r %r" % (b1, b2))
+    check(Http(srv.http_port).json("GET", "/c/r")[2]["count"] == 1, "one document")
+    srv.stop()
+
+
 STARTED = []
 
 
@@ -367,6 +411,8 @@ def main():
         print("ok   allowed hosts")
         run_token_scope(tmp)
         print("ok   idempotency keys scoped to tokens")
+        run_concurrent_retry(tmp)
+        print("ok   a concurrent retry waits for the first write's sync")
     finally:
         for srv in STARTED:
             srv.kill()
