@@ -324,10 +324,10 @@ static int parse_txn(const char *p, const char *e, uint64_t *txn)
    document's txn; 0 when none is; -1 when it does not parse. A weak tag W/"n" counts
    only when weak is set: If-Match compares strongly, so it never matches there. A
    bare txn (42) is read as "42". Every header line of the name counts. */
-static int etags_match(h2o_req_t *req, const char *name, size_t name_len, int exists, uint64_t txn, int weak)
+static int etags_match(h2o_req_t *req, const h2o_token_t *name, int exists, uint64_t txn, int weak)
 {
     int found = 0;
-    for (ssize_t i = -1; (i = h2o_find_header_by_str(&req->headers, name, name_len, i)) >= 0;) {
+    for (ssize_t i = -1; (i = h2o_find_header(&req->headers, name, i)) >= 0;) {
         const h2o_iovec_t *v = &req->headers.entries[i].value;
         const char *p = v->base, *end = p + v->len;
         for (;;) {
@@ -362,12 +362,16 @@ static int etags_match(h2o_req_t *req, const char *name, size_t name_len, int ex
 }
 
 /* If-Match, then If-None-Match (RFC 9110 13.2.2), against a document that exists
-   (at txn) or not. 1: go on; otherwise the answer (304, 400 or 412) was sent. */
-static int preconditions_hold(http_call *c, int exists, uint64_t txn, int is_read)
+   (at txn) or not. 1: go on (*conditional tells whether there was a condition);
+   otherwise the answer (304, 400 or 412) was sent. */
+static int preconditions_hold(http_call *c, int exists, uint64_t txn, int is_read, int *conditional)
 {
     h2o_req_t *req = c->req;
-    if (http_header(req, H2O_STRLIT("if-match"))) {
-        int r = etags_match(req, H2O_STRLIT("if-match"), exists, txn, 0);
+    int has_im = h2o_find_header(&req->headers, H2O_TOKEN_IF_MATCH, -1) >= 0;
+    int has_inm = h2o_find_header(&req->headers, H2O_TOKEN_IF_NONE_MATCH, -1) >= 0;
+    *conditional = has_im || has_inm;
+    if (has_im) {
+        int r = etags_match(req, H2O_TOKEN_IF_MATCH, exists, txn, 0);
         if (r < 0) {
             http_error(c, 400, "invalid_request", "If-Match must be * or entity-tags like \"42\"");
             return 0;
@@ -382,8 +386,8 @@ static int preconditions_hold(http_call *c, int exists, uint64_t txn, int is_rea
             return 0;
         }
     }
-    if (http_header(req, H2O_STRLIT("if-none-match"))) {
-        int r = etags_match(req, H2O_STRLIT("if-none-match"), exists, txn, 1);
+    if (has_inm) {
+        int r = etags_match(req, H2O_TOKEN_IF_NONE_MATCH, exists, txn, 1);
         if (r < 0) {
             http_error(c, 400, "invalid_request", "If-None-Match must be * or entity-tags like \"42\"");
             return 0;
@@ -417,7 +421,8 @@ void http_doc_get(http_call *c)
         http_error(c, 404, "not_found", "no document \"%s\" in collection \"%s\"", c->id, c->col);
         return;
     }
-    if (!preconditions_hold(c, 1, txn, 1)) return;
+    int conditional;
+    if (!preconditions_hold(c, 1, txn, 1, &conditional)) return;
     http_reply_doc(c, b->data, b->len, txn);
 }
 
@@ -457,10 +462,10 @@ void http_doc_write(http_call *c)
     if (find_collection(c, !is_delete, &db)) return;
     uint64_t txn = 0, current = 0, old = 0;
     int existed = store_lookup(st, db, c->id, c->id_len, &old) == HANU_OK;
-    if (!preconditions_hold(c, existed, old, 0)) return;
+    int conditional;
+    if (!preconditions_hold(c, existed, old, 0, &conditional)) return;
     /* Checked above; the store checks again in the write: the document must still be as seen. */
     int cond = STORE_COND_NONE;
-    int conditional = http_header(req, H2O_STRLIT("if-match")) || http_header(req, H2O_STRLIT("if-none-match"));
     if (conditional && existed) cond = STORE_COND_TOKEN;
     else if (conditional && !is_delete) cond = STORE_COND_NOT_EXISTS;
     /* The answer, without its txn, is known before the write: it goes into the same

@@ -64,6 +64,8 @@ typedef struct server {
     char **allowed_hosts;           /* --allowed-hosts, lower case */
     size_t nallowed_hosts;
     uint16_t http_port;             /* the port HTTP listens on (Host check) */
+    char http_authority[24];        /* "127.0.0.1:PORT": the Host check's fast path */
+    size_t http_authority_len;
     hanu_buf http_scratch;
     uint64_t id_last_ms, id_seq;
     uint64_t http_requests[16][HTTP_STATUS_SLOTS];        /* route x status slot */
