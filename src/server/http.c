@@ -1,8 +1,9 @@
 /*
  * http.c: the documents API's HTTP/1.1 side on h2o (libh2o-evloop), in the
- * same event loop as the key-value protocol: listener and TLS, routing, bearer
- * tokens, CORS, Prometheus metrics, status, and answers to writes parked until
- * the group commit that covers them (never blocking the loop).
+ * same event loop as the key-value protocol: listener and TLS, routing (exact
+ * paths, Allow, OPTIONS), bearer tokens or, without them, the Host check, the
+ * JSON-only body rule, CORS, Prometheus metrics, status, and answers to writes
+ * parked until the group commit that covers them (never blocking the loop).
  *
  * HTTP/2 is never registered and upgrades are off: Debian's h2o 2.2.5 predates
  * the fix for HTTP/2 "rapid reset" (CVE-2023-44487).
