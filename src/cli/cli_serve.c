@@ -99,6 +99,10 @@ int cli_serve_main(int argc, char **argv)
         { "tokens", CLI_STR, &o.tokens_file, "bearer tokens: a FILE of lines \"TOKEN ro|rw *|col1,col2\", "
                                              "or those lines inline separated by ';'" },
         { "cors-origins", CLI_STR, &o.cors_origins, "allowed CORS origins, comma-separated, or *" },
+        { "cors-allow-headers", CLI_STR, &o.cors_allow_headers, "request headers a CORS request may send "
+                                                               "besides the API's and tracing ones, comma-separated" },
+        { "allowed-hosts", CLI_STR, &o.allowed_hosts, "without --tokens: Host names accepted besides loopback, "
+                                                     "comma-separated (NAME or NAME:PORT, or *)" },
         { "max-body", CLI_SIZE, &max_body, "largest HTTP request body (default 16M)" },
         { "idempotency-ttl", CLI_U64, &idem_ttl, "seconds an Idempotency-Key is remembered (default 86400)" },
         { "open-metrics", CLI_FLAG, &o.open_metrics, "serve /metrics and /_status without a token" },

@@ -22,6 +22,8 @@ typedef struct server_options {
     const char *tokens_file;        /* "TOKEN ro|rw *|col1,col2" lines */
     const char *tokens;             /* the same lines inline (HANUDB_TOKENS), ';' or newline separated */
     const char *cors_origins;       /* comma-separated origins, or "*" */
+    const char *cors_allow_headers; /* request headers allowed besides the built-in ones */
+    const char *allowed_hosts;      /* without tokens: Host values accepted besides loopback */
     uint32_t max_body;              /* request body limit, default 16 MiB */
     uint64_t idempotency_ttl_s;     /* default 86 400 */
     int open_metrics;               /* /metrics and /_status without a token */

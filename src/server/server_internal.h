@@ -15,7 +15,7 @@ typedef struct http_parked http_parked;
 struct http_token;
 
 #define HTTP_LATENCY_BUCKETS 16
-#define HTTP_STATUS_SLOTS 16
+#define HTTP_STATUS_SLOTS 20
 
 typedef struct server {
     server_options opt;
@@ -62,6 +62,12 @@ typedef struct server {
     size_t ntokens;
     char **cors;
     size_t ncors;
+    char *cors_allow_headers;       /* the Access-Control-Allow-Headers value */
+    char **allowed_hosts;           /* --allowed-hosts, lower case */
+    size_t nallowed_hosts;
+    uint16_t http_port;             /* the port HTTP listens on (Host check) */
+    char http_authority[24];        /* "127.0.0.1:PORT": the Host check's fast path */
+    size_t http_authority_len;
     hanu_buf http_scratch;
     uint64_t id_last_ms, id_seq;
     uint64_t http_requests[16][HTTP_STATUS_SLOTS];        /* route x status slot */
