@@ -507,7 +507,8 @@ void http_doc_write(http_call *c)
         if (location.len)
             h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_LOCATION, NULL, location.base, location.len);
         reply_written(c, status, txn, (const char *)rest.data, rest.len);
-    } else if (rc == HANU_ERR_MISMATCH || rc == HANU_ERR_EXISTS || (rc == HANU_ERR_NOT_FOUND && cond)) {
+    } else if (rc == HANU_ERR_MISMATCH || rc == HANU_ERR_EXISTS ||
+               (rc == HANU_ERR_NOT_FOUND && (cond == STORE_COND_TOKEN || conditional))) {
         http_error(c, 412, "precondition_failed", "document \"%s\" changed while the request was checked", c->id);
     } else if (rc == HANU_ERR_NOT_FOUND) {
         http_error(c, 404, "not_found", "no document \"%s\" in collection \"%s\"", c->id, c->col);
