@@ -129,6 +129,12 @@ typedef struct quad_stats {
     uint32_t chunk_rows, microblock_rows;
 } quad_stats;
 
+/* A message naming the file and, for damage, the offset, of the last
+ * quad_open in the calling thread that failed with HANU_ERR_CORRUPT,
+ * HANU_ERR_BUSY or HANU_ERR_UNSUPPORTED; "" when there is none. Owned by the
+ * library (thread-local), valid until the thread's next quad_open. */
+const char *quad_last_error(void);
+
 /* Fills o with the defaults above. */
 void quad_options_default(quad_options *o);
 

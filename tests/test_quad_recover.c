@@ -20,8 +20,10 @@ static quad_id ids[COMMITS * PER];
 static uint64_t ends[COMMITS + 1];   /* file_bytes after commit i (ends[0]: empty) */
 static char dir[512], base_path[600];
 
-/* Builds a store of COMMITS appends plus one retire, left as after a crash
- * (copied before close, so no closing checkpoint). */
+/* Builds a store of COMMITS appends, left as after a crash (copied before
+ * close, so no closing checkpoint). All but the last are durable, so the
+ * durable mark covers them: damage there is refused, the last frame is the
+ * unsynced tail. */
 static void build_base(int checkpoint_first)
 {
     snprintf(dir, sizeof dir, "%s", test_tmpdir("recover"));
@@ -41,7 +43,8 @@ static void build_base(int checkpoint_first)
     ends[0] = st.file_bytes;
     for (int c = 0; c < COMMITS; c++) {
         quad_id first;
-        CHECK_EQ(quad_append(q, facts + c * PER, PER, QUAD_BUFFERED, &first, NULL), 0);
+        CHECK_EQ(quad_append(q, facts + c * PER, PER, c < COMMITS - 1 ? QUAD_DURABLE : QUAD_BUFFERED,
+                             &first, NULL), 0);
         for (int i = 0; i < PER; i++) ids[c * PER + i] = quad_batch_id(first, 256, (size_t)i);
         if (c == 1 && checkpoint_first) CHECK_EQ(quad_checkpoint(q), 0);
         quad_stats_get(q, &st);
@@ -113,10 +116,14 @@ static void test_recover_torn_tail_truncated(void)
         if (q) { quad_stats_get(q, &st); CHECK_EQ(st.facts, (COMMITS - 1) * PER + 10); }
         quad_close(q);
     }
-    /* cut exactly at a frame boundary: a clean shorter log */
+    /* cut exactly at a frame boundary before the durable mark: synced
+     * commits are gone, which no power loss does: refused (salvage keeps 3) */
     copy_to(p);
     CHECK_EQ(truncate(p, (off_t)ends[3]), 0);
-    expect_commits(p, 0, 3);
+    quad *q = NULL;
+    CHECK_EQ(quad_open(p, NULL, &q), HANU_ERR_CORRUPT);
+    CHECK(strstr(quad_last_error(), "durable mark") != NULL);
+    expect_commits(p, QUAD_SALVAGE, 3);
 }
 
 static void patch(const char *p, uint64_t off, const void *bytes, size_t n)
