@@ -558,6 +558,62 @@ static void test_handle_refused_in_child_after_fork(void)
     quad_close(q);
 }
 
+/* ---- 8. io_uring reads interrupted by signals ---- */
+
+static void on_signal(int sig) { (void)sig; }
+static _Atomic int uring_running;
+
+static void *signal_storm(void *arg)
+{
+    pthread_t target = *(pthread_t *)arg;
+    while (atomic_load(&uring_running)) {
+        pthread_kill(target, SIGUSR1);
+        usleep(20);
+    }
+    return NULL;
+}
+
+static void test_uring_reads_survive_signals(void)
+{
+    const char *p = path_in("uring.quad");
+    quad_options o;
+    quad_options_default(&o);
+    o.io_backend = QUAD_IO_URING;
+    o.cache_bytes = 4 << 20;
+    quad *q = NULL;
+    if (quad_open(p, &o, &q) != 0) { fprintf(stderr, "  io_uring unavailable here, skipped\n"); return; }
+    enum { N = 1 << 17 };
+    static quad_fact f[N], out[N];
+    static quad_id ids[N];
+    tq_entropy(f, N);   /* 4 MiB: every gather goes through the ring */
+    quad_id first;
+    REQUIRE(quad_append(q, f, N, QUAD_BUFFERED, &first, NULL) == 0);
+    for (size_t i = 0; i < N; i++) ids[i] = quad_batch_id(first, 4096, i);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;   /* no SA_RESTART: waits return EINTR */
+    sigaction(SIGUSR1, &sa, NULL);
+    pthread_t self = pthread_self(), th;
+    atomic_store(&uring_running, 1);
+    pthread_create(&th, NULL, signal_storm, &self);
+    size_t bad = 0, errs = 0;
+    for (int round = 0; round < 60; round++) {
+        quad_cache_drop(q);
+        memset(out, 0, sizeof out);
+        if (quad_gather(q, 0, ids, N, QUAD_LANES_ALL, out, NULL) != 0) { errs++; continue; }
+        for (size_t i = 0; i < N; i++) bad += !tq_fact_eq(&out[i], &f[i], 0xF);
+        /* and from the cache it filled */
+        if (quad_gather(q, 0, ids, N, QUAD_LANES_ALL, out, NULL) != 0) { errs++; continue; }
+        for (size_t i = 0; i < N; i++) bad += !tq_fact_eq(&out[i], &f[i], 0xF);
+    }
+    atomic_store(&uring_running, 0);
+    pthread_join(th, NULL);
+    signal(SIGUSR1, SIG_DFL);
+    CHECK_EQ(errs, 0);
+    CHECK_EQ(bad, 0);
+    quad_close(q);
+}
+
 /* ---- 8. one huge gather keeps memory near cache_bytes ---- */
 
 static _Atomic int sampling;
@@ -617,22 +673,27 @@ static void test_huge_gather_memory_bounded_by_cache(void)
     free(ids);
 }
 
+/* QUAD_TEST_ONLY=name,name runs only those tests (to try one on older code). */
+#define RUN_SEL(fn) do { const char *o_ = getenv("QUAD_TEST_ONLY"); \
+    if (!o_ || strstr(o_, #fn)) RUN(fn); } while (0)
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "%s", test_tmpdir("promises"));
-    RUN(test_failed_sync_in_checkpoint_never_acknowledged);
-    RUN(test_failed_checkpoint_then_sync_is_stopped);
-    RUN(test_failed_leader_sync_freezes_durable_epoch);
-    RUN(test_reopen_syncs_before_claiming_durable);
-    RUN(test_damage_in_durable_log_is_refused);
-    RUN(test_unsynced_damage_opens_without_salvage);
-    RUN(test_failed_checkpoint_not_retried_per_commit);
-    RUN(test_checkpoint_split_across_frames);
-    RUN(test_scan_with_huge_cap);
-    RUN(test_checkpoint_offset_wrap_is_refused);
-    RUN(test_failed_directory_fsync_fails_creation);
-    RUN(test_second_handle_is_refused);
-    RUN(test_handle_refused_in_child_after_fork);
-    RUN(test_huge_gather_memory_bounded_by_cache);
+    RUN_SEL(test_failed_sync_in_checkpoint_never_acknowledged);
+    RUN_SEL(test_failed_checkpoint_then_sync_is_stopped);
+    RUN_SEL(test_failed_leader_sync_freezes_durable_epoch);
+    RUN_SEL(test_reopen_syncs_before_claiming_durable);
+    RUN_SEL(test_damage_in_durable_log_is_refused);
+    RUN_SEL(test_unsynced_damage_opens_without_salvage);
+    RUN_SEL(test_failed_checkpoint_not_retried_per_commit);
+    RUN_SEL(test_checkpoint_split_across_frames);
+    RUN_SEL(test_scan_with_huge_cap);
+    RUN_SEL(test_checkpoint_offset_wrap_is_refused);
+    RUN_SEL(test_failed_directory_fsync_fails_creation);
+    RUN_SEL(test_second_handle_is_refused);
+    RUN_SEL(test_handle_refused_in_child_after_fork);
+    RUN_SEL(test_uring_reads_survive_signals);
+    RUN_SEL(test_huge_gather_memory_bounded_by_cache);
     TEST_DONE();
 }

@@ -599,7 +599,11 @@ int qf_checkpoint_locked(quad *q)
     uint64_t n = atomic_load(&q->nchunks);
     uint64_t epoch = atomic_load(&q->epoch);
     size_t entry_max = 32 + 9 * 4 * (size_t)(q->chunk_rows / q->mb_rows);
-    int rc = qf_fbuf_reserve(q, QF_FRAME_HDR + QF_CKPT_PART + entry_max + 32);
+    /* the frame buffer is kept: size it for this checkpoint's largest part */
+    uint64_t need = 32 + 16 * (uint64_t)atomic_load(&q->retired);
+    for (uint64_t c = 0; c < n && need < QF_CKPT_PART; c++) need += 32 + 9 * 4 * (uint64_t)quad_chunk_at(q, c)->nmb;
+    if (need > QF_CKPT_PART) need = QF_CKPT_PART;
+    int rc = qf_fbuf_reserve(q, QF_FRAME_HDR + (size_t)need + entry_max + 32);
     if (rc) return rc;
     uint64_t start = q->tail, c = 0;
     q->ckpt_bytes = 0;
