@@ -906,5 +906,9 @@ int qf_recover(quad *q)
      * process, not of the machine): sync before calling it durable */
     atomic_store(&q->durable, 0);
     q->durable_off = 0;
-    return qf_sync(q, NULL);
+    rc = qf_sync(q, NULL);
+    /* salvage cut the log before the old mark: put the lowered mark on the
+     * disk too, or the next open would refuse the zeroed range again */
+    if (rc == 0 && pos < mark) rc = qf_sync(q, NULL);
+    return rc;
 }

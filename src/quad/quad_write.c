@@ -8,8 +8,10 @@
  * (chunks, then epoch) before wlock is released. Durable commits then wait
  * outside the lock: the first waiter becomes the leader, waits the group window, reads
  * written_epoch, runs one fdatasync and advances the durable watermark to what
- * it read, waking everyone it covered. A failed fdatasync stops the store
- * (DESIGN.md, "When the disk says no"). Relies on quad_file.c for encoding.
+ * it read, waking everyone it covered. Every fdatasync goes through qf_sync
+ * (quad_file.c): the first failure freezes the durable watermark and stops
+ * the store (DESIGN.md, "When the disk says no"). Relies on quad_file.c for
+ * encoding.
  */
 #include "quad/quad_internal.h"
 
