@@ -141,6 +141,11 @@ static int read_threads(quad_io *io, quad_ioreq *reqs, size_t n)
     return 0;
 }
 
+static int uring_retry(int rc)
+{
+    return rc == -EINTR || rc == -EAGAIN || rc == -ETIME;
+}
+
 /* Reads through the ring, RING_DEPTH requests at a time. A request counts as
  * read only when its own completion arrived (rc starts as HANU_ERR_IO), and
  * every submitted request is reaped before the next batch: a signal that
@@ -148,10 +153,6 @@ static int read_threads(quad_io *io, quad_ioreq *reqs, size_t n)
  * return would leave reads landing in buffers already decoded and their
  * completions in the next batch. A ring that fails otherwise is not used
  * again (pread from then on). */
-static int uring_retry(int rc)
-{
-    return rc == -EINTR || rc == -EAGAIN || rc == -ETIME;
-}
 
 static void read_uring(quad_io *io, quad_ioreq *reqs, size_t n)
 {
