@@ -429,19 +429,20 @@ static void test_scan_with_huge_cap(void)
     quad_close(q);
 }
 
-/* The file offset of the first chunk entry's payload offset in the newest
- * checkpoint (version 2 layout, docs/QUAD.md). */
-static uint64_t first_ckpt_entry(const uint8_t *b)
+/* The frame offset of the newest checkpoint: its slot is found by magic
+ * ("QCKP", seq at +8, frame offset at +16) anywhere in the header region, so
+ * that this also reads a version 1 file (slots at 64 and 128). */
+static uint64_t newest_ckpt_frame(const uint8_t *b)
 {
     uint64_t best = 0, seq = 0;
-    for (int i = 0; i < 2; i++) {
-        const uint8_t *s = b + 512 + 512 * i;
-        if (hanu_get_u32(s + 4) == 0x504B4351u && hanu_get_u64(s + 8) > seq) {
+    for (size_t off = 64; off + 64 <= 4096; off += 64) {
+        const uint8_t *s = b + off;
+        if (hanu_get_u32(s + 4) == 0x504B4351u && hanu_get_u64(s + 8) >= seq) {
             seq = hanu_get_u64(s + 8);
             best = hanu_get_u64(s + 16);
         }
     }
-    return best ? best + 40 + 16 : 0;
+    return best;
 }
 
 static void test_checkpoint_offset_wrap_is_refused(void)
@@ -456,13 +457,21 @@ static void test_checkpoint_offset_wrap_is_refused(void)
     size_t n;
     uint8_t *b = slurp(p, &n);
     REQUIRE(b);
-    uint64_t e = first_ckpt_entry(b);
-    REQUIRE(e > 0 && e < n);
-    hanu_put_u64(b + e, UINT64_MAX - 16);   /* offset + length wraps past 2^64 */
-    uint64_t frame = e - 16 - 40;
+    uint64_t frame = newest_ckpt_frame(b);
+    REQUIRE(frame >= 4096 && frame < n);
+    /* version 2: 40-byte header, body and header checksums; version 1:
+     * 32-byte header, one checksum over [4, 32 + body) */
+    int v2 = b[12] == 2;
+    size_t hdr = v2 ? 40 : 32;
     uint32_t body = hanu_get_u32(b + frame + 8);
-    hanu_put_u32(b + frame + 32, hanu_checksum32(b + frame + 40, body));
-    hanu_put_u32(b + frame, hanu_checksum32(b + frame + 4, 36));
+    uint64_t e = frame + hdr + 16;   /* the first chunk entry's payload offset */
+    hanu_put_u64(b + e, UINT64_MAX - 16);   /* offset + length wraps past 2^64 */
+    if (v2) {
+        hanu_put_u32(b + frame + 32, hanu_checksum32(b + frame + 40, body));
+        hanu_put_u32(b + frame, hanu_checksum32(b + frame + 4, 36));
+    } else {
+        hanu_put_u32(b + frame, hanu_checksum32(b + frame + 4, 28 + (size_t)body));
+    }
     int fd = open(p, O_WRONLY | O_TRUNC);
     CHECK_EQ(hanu_pwrite_full(fd, b, n, 0), 0);
     close(fd);
