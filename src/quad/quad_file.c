@@ -785,6 +785,8 @@ static int try_checkpoint(quad *q, uint64_t size, uint64_t *pos)
     if (best < 0) return 0;
     uint64_t off = hanu_get_u64(s[best] + 16), len = hanu_get_u64(s[best] + 24);
     uint64_t epoch = hanu_get_u64(s[best] + 32);
+    /* even when it fails to load: the next checkpoint must outrank this slot */
+    q->ckpt_seq = hanu_get_u64(s[best] + 8);
     if (off < QF_HEADER_SIZE || off > size || len > size - off) return 0;
     q->tail = off;   /* chunk payloads must lie before the checkpoint */
     uint64_t p = off, total = 0;
@@ -805,7 +807,6 @@ static int try_checkpoint(quad *q, uint64_t size, uint64_t *pos)
         return 0;
     }
     atomic_store(&q->epoch, epoch);
-    q->ckpt_seq = hanu_get_u64(s[best] + 8);
     q->ckpt_epoch = epoch;
     *pos = p;
     return 0;
