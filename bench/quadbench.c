@@ -1,6 +1,6 @@
 /*
- * quadbench: benchmark of the facts kernel (include/quad.h), the workloads of
- * ../shared/BENCH.md "facts". It first measures this machine's limits in the
+ * quadbench: benchmark of the facts kernel (include/quad.h), the facts
+ * workloads of the benchmark plan (docs/QUAD.md, Measurements). It first measures this machine's limits in the
  * same run (memcpy bandwidth, ordered and random 32-byte reads from memory,
  * fdatasync latency after a 4 KiB append; see measure_limits for what each
  * read probe measures) and prints every result beside the limit it is bounded

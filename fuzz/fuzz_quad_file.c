@@ -5,7 +5,8 @@
  * never crash, leak or read out of bounds; errors are fine.
  * The input is written to a private file under $TMPDIR (or /tmp). An input
  * ending in 'R' loses that byte and gets valid checksums (header, both
- * checkpoint slots, every frame whose length fits), so that mutations reach
+ * checkpoint slots, both durable mark slots, every frame whose length fits:
+ * its body, then its header), so that mutations reach
  * the parsers behind the checksums: chunk records, retire frames, dense
  * retirement sets, checkpoints. The seed corpus (fuzz/corpus/fuzz_quad_file)
  * holds small valid stores, each followed by 'R', made by quad_seed_store
@@ -51,19 +52,22 @@ static void exercise(const char *path, unsigned flags)
     quad_close(q);
 }
 
-/* Layout (docs/QUAD.md): 4096-byte header with its checksum over [4, 64),
- * checkpoint slots at 64 and 128 (checksum over [4, 64) of each), frames from
- * 4096: u32 checksum over [4, 32 + body_len), u32 magic, u32 body_len, ... */
+/* Layout (docs/QUAD.md, version 2): 4096-byte header region with the file
+ * header's checksum over [4, 64), checkpoint slots at 512 and 1024, durable
+ * mark slots at 1536 and 2048 (checksum over [4, 64) of each), frames from
+ * 4096: u32 header checksum over [4, 40), u32 magic, u32 body_len, ..., at 32
+ * u32 body checksum; 40-byte header. */
 static void repair(uint8_t *b, size_t n)
 {
     if (n >= 64) hanu_put_u32(b, hanu_checksum32(b + 4, 60));
-    for (size_t slot = 64; slot <= 128; slot += 64)
+    for (size_t slot = 512; slot <= 2048; slot += 512)
         if (n >= slot + 64) hanu_put_u32(b + slot, hanu_checksum32(b + slot + 4, 60));
-    for (size_t off = 4096; off + 32 <= n;) {
+    for (size_t off = 4096; off + 40 <= n;) {
         uint32_t len = hanu_get_u32(b + off + 8);
-        if (len > n - off - 32) break;
-        hanu_put_u32(b + off, hanu_checksum32(b + off + 4, 28 + (size_t)len));
-        off += 32 + (size_t)len;
+        if (len > n - off - 40) break;
+        hanu_put_u32(b + off + 32, hanu_checksum32(b + off + 40, (size_t)len));
+        hanu_put_u32(b + off, hanu_checksum32(b + off + 4, 36));
+        off += 40 + (size_t)len;
     }
 }
 
@@ -126,8 +130,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     static char path[512];
     if (!path[0]) {
+        /* tmpfs by default: a writable open and close sync up to three times */
         const char *t = getenv("TMPDIR");
-        snprintf(path, sizeof path, "%s/fuzz_quad_%d.quad", t ? t : "/tmp", (int)getpid());
+        if (!t) t = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+        snprintf(path, sizeof path, "%s/fuzz_quad_%d.quad", t, (int)getpid());
     }
     const unsigned modes[] = { QUAD_RDONLY, QUAD_RDONLY | QUAD_SALVAGE, 0 };
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {

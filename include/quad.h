@@ -25,10 +25,14 @@
  *                  commits pending as the previous sync covered, else until
  *                  commits stop arriving; at most 4 x `group_window_us`), syncs
  *                  once and wakes every writer whose commit it covered.
- *   A return of 0 with QUAD_DURABLE or QUAD_GROUP always means durable. Readers
- *   may see a commit (gather, scan) before its writer has been acknowledged.
- *   A failed fdatasync is final: the store returns HANU_ERR_STOPPED for every
- *   later write until it is reopened; reads go on.
+ *   A return of 0 with QUAD_DURABLE or QUAD_GROUP always means durable, and so
+ *   does every epoch quad_durable_epoch reports. Readers may see a commit
+ *   (gather, scan) before its writer has been acknowledged.
+ *   A failed fdatasync is final (Linux reports a writeback error only once):
+ *   the durable epoch never moves again, the durable call whose commit it was
+ *   to cover returns HANU_ERR_IO, and every later append, retire, quad_sync,
+ *   quad_checkpoint and quad_close returns HANU_ERR_STOPPED; reads go on.
+ *   Reopen to find out what reached the disk.
  *
  * Threads
  *   A quad handle may be used from any number of threads at once: appends and
@@ -38,17 +42,27 @@
  *   happens outside the lock), gathers and scans run concurrently with each
  *   other and with writers without taking locks on cached data.
  *   quad_open and quad_close must not race with any other call on the handle.
- *   One file must be opened by at most one handle at a time (not checked).
+ *   One file is opened by at most one handle at a time: quad_open locks it
+ *   (an open-file-description lock; read-only handles may share) and refuses
+ *   a second opener, in this process or another, with HANU_ERR_BUSY.
+ *
+ * Fork
+ *   A handle must not be used in a child after fork (it has none of the
+ *   handle's threads, and two writers corrupt the file): every call there
+ *   returns HANU_ERR_INVALID; quad_close there closes the descriptor only.
  *
  * Errors: every function returns 0 or a negative HANU_ERR_* code (base.h):
  *   HANU_ERR_INVALID   bad argument (NULL, n == 0 where not allowed, bad lane
  *                      mask, bad option);
  *   HANU_ERR_NOT_FOUND an id that does not exist (retire), or gather without a
  *                      `present` array hit an id that is not visible;
- *   HANU_ERR_CORRUPT   the file fails a checksum or a format rule;
+ *   HANU_ERR_CORRUPT   the file fails a checksum or a format rule before the
+ *                      point the last recorded sync covered (quad_last_error
+ *                      names the offset);
+ *   HANU_ERR_BUSY      the file is open in another handle;
  *   HANU_ERR_IO / HANU_ERR_NOSPACE  the operating system refused a read or write
  *                      (nothing of that commit is visible afterwards);
- *   HANU_ERR_STOPPED   writes refused after a failed fdatasync;
+ *   HANU_ERR_STOPPED   refused after a failed fdatasync (see Durability);
  *   HANU_ERR_NOMEM, HANU_ERR_TOO_LARGE, HANU_ERR_UNSUPPORTED (io_uring asked
  *                      for but not available).
  */
@@ -96,9 +110,9 @@ enum quad_io_backend {
 
 /* Open flags. */
 #define QUAD_RDONLY 1u    /* no writes at all: no repair of a torn tail, no checkpoint at close */
-#define QUAD_SALVAGE 2u   /* treat the first bad frame as the end of the log instead of
-                             failing with HANU_ERR_CORRUPT (after a power loss with several
-                             unsynced commits); the frames after it are lost */
+#define QUAD_SALVAGE 2u   /* treat the first bad frame as the end of the log even before the
+                             durable mark (damage to synced frames), instead of failing with
+                             HANU_ERR_CORRUPT; the frames after it are lost (zeroed) */
 
 typedef struct quad_options {
     uint32_t chunk_rows;        /* rows per chunk, power of two in [64, 1<<20]; default 4096.
@@ -129,19 +143,33 @@ typedef struct quad_stats {
     uint32_t chunk_rows, microblock_rows;
 } quad_stats;
 
+/* A message naming the file and, for damage, the offset, of the last
+ * quad_open in the calling thread that failed with HANU_ERR_CORRUPT,
+ * HANU_ERR_BUSY or HANU_ERR_UNSUPPORTED; "" when there is none. Owned by the
+ * library (thread-local), valid until the thread's next quad_open. */
+const char *quad_last_error(void);
+
 /* Fills o with the defaults above. */
 void quad_options_default(quad_options *o);
 
-/* Opens (creating if absent, unless QUAD_RDONLY) the store file at path.
- * opt may be NULL for defaults. Recovery replays the log after the newest
- * valid checkpoint, ignores a torn tail (and, unless QUAD_RDONLY, overwrites it
- * with zeros), and fails with HANU_ERR_CORRUPT on a bad frame before the tail.
- * On success *out is a handle the caller releases with quad_close. */
+/* Opens (creating if absent, unless QUAD_RDONLY) the store file at path and
+ * locks it (HANU_ERR_BUSY when another handle has it). opt may be NULL for
+ * defaults. Recovery replays the log after the newest valid checkpoint; what
+ * follows the last valid frame past the durable mark (the log end the last
+ * recorded sync covered) is the unsynced tail, lost to a crash: unless
+ * QUAD_RDONLY it is overwritten with zeros. A bad frame before the mark is
+ * HANU_ERR_CORRUPT and nothing is changed. Unless QUAD_RDONLY the file is
+ * then synced, so the recovered epoch is durable. A file of format version 1
+ * is refused with HANU_ERR_UNSUPPORTED. Creating a file also syncs its
+ * directory (a failure fails the open). On success *out is a handle the
+ * caller releases with quad_close. */
 int quad_open(const char *path, const quad_options *opt, quad **out);
 
 /* Writes a checkpoint when there were commits since the last one (unless
- * read-only or stopped), syncs, and frees the handle. Returns the first error
- * met; the handle is freed in every case. NULL is accepted. */
+ * read-only), syncs, unlocks and frees the handle. Returns the first error
+ * met, HANU_ERR_STOPPED after a failed fdatasync (nothing written then); the
+ * handle is freed in every case (in a child after fork: see Fork). NULL is
+ * accepted. */
 int quad_close(quad *q);
 
 /* Appends n facts (n >= 1) read from the caller's array, which stays the
@@ -181,7 +209,8 @@ int quad_gather(quad *q, uint64_t snapshot, const quad_id *ids, size_t n,
 /* Scans visible facts in id order, starting at the first id >= from: fills up
  * to cap facts (lanes in lane_mask) into out and their ids into ids_out (may be
  * NULL), sets *n_out, and *next to the id to pass as `from` to continue
- * (*n_out == 0 means the end). */
+ * (*n_out == 0 means the end). Any cap is accepted (the page is never larger
+ * than the store). */
 int quad_scan(quad *q, uint64_t snapshot, quad_id from, unsigned lane_mask,
               quad_fact *out, quad_id *ids_out, size_t cap, size_t *n_out, quad_id *next);
 
@@ -193,7 +222,8 @@ uint64_t quad_epoch(quad *q);           /* last committed epoch */
 uint64_t quad_durable_epoch(quad *q);   /* durable watermark */
 uint32_t quad_chunk_rows(quad *q);
 
-/* Makes every commit so far durable (one fdatasync unless already durable). */
+/* Makes every commit so far durable (one fdatasync unless already durable);
+ * HANU_ERR_STOPPED after a failed fdatasync. */
 int quad_sync(quad *q);
 
 /* Writes a checkpoint of the chunk directory and retirements now, so that the

@@ -1,6 +1,6 @@
 /*
  * quad_shapes.h: what the facts kernel's tests share: a xorshift PRNG and the
- * two fact shapes of ../shared/BENCH.md (structured, entropy), and a lane-masked
+ * two fact shapes of the benchmarks (structured, entropy), and a lane-masked
  * comparison.
  */
 #ifndef HANU_TEST_QUAD_SHAPES_H

@@ -3,7 +3,7 @@
  * torn tail (truncated at many offsets, or zeroed in place) loses only the
  * last commit and is repaired; a bit flip before the tail is
  * HANU_ERR_CORRUPT (QUAD_SALVAGE keeps the commits before it); damaged file
- * headers and checkpoint slots. Files are damaged by copying and editing
+ * headers and checkpoint slots; a torn slot sector spares the header. Files are damaged by copying and editing
  * them, as a crash would leave them.
  */
 #include <fcntl.h>
@@ -20,8 +20,10 @@ static quad_id ids[COMMITS * PER];
 static uint64_t ends[COMMITS + 1];   /* file_bytes after commit i (ends[0]: empty) */
 static char dir[512], base_path[600];
 
-/* Builds a store of COMMITS appends plus one retire, left as after a crash
- * (copied before close, so no closing checkpoint). */
+/* Builds a store of COMMITS appends, left as after a crash (copied before
+ * close, so no closing checkpoint). All but the last are durable, so the
+ * durable mark covers them: damage there is refused, the last frame is the
+ * unsynced tail. */
 static void build_base(int checkpoint_first)
 {
     snprintf(dir, sizeof dir, "%s", test_tmpdir("recover"));
@@ -41,7 +43,8 @@ static void build_base(int checkpoint_first)
     ends[0] = st.file_bytes;
     for (int c = 0; c < COMMITS; c++) {
         quad_id first;
-        CHECK_EQ(quad_append(q, facts + c * PER, PER, QUAD_BUFFERED, &first, NULL), 0);
+        CHECK_EQ(quad_append(q, facts + c * PER, PER, c < COMMITS - 1 ? QUAD_DURABLE : QUAD_BUFFERED,
+                             &first, NULL), 0);
         for (int i = 0; i < PER; i++) ids[c * PER + i] = quad_batch_id(first, 256, (size_t)i);
         if (c == 1 && checkpoint_first) CHECK_EQ(quad_checkpoint(q), 0);
         quad_stats_get(q, &st);
@@ -113,10 +116,14 @@ static void test_recover_torn_tail_truncated(void)
         if (q) { quad_stats_get(q, &st); CHECK_EQ(st.facts, (COMMITS - 1) * PER + 10); }
         quad_close(q);
     }
-    /* cut exactly at a frame boundary: a clean shorter log */
+    /* cut exactly at a frame boundary before the durable mark: synced
+     * commits are gone, which no power loss does: refused (salvage keeps 3) */
     copy_to(p);
     CHECK_EQ(truncate(p, (off_t)ends[3]), 0);
-    expect_commits(p, 0, 3);
+    quad *q = NULL;
+    CHECK_EQ(quad_open(p, NULL, &q), HANU_ERR_CORRUPT);
+    CHECK(strstr(quad_last_error(), "durable mark") != NULL);
+    expect_commits(p, QUAD_SALVAGE, 3);
 }
 
 static void patch(const char *p, uint64_t off, const void *bytes, size_t n)
@@ -211,11 +218,38 @@ static void test_recover_damaged_headers(void)
     expect_commits(p, 0, 0);
 }
 
+/* A torn write of a checkpoint slot may leave its whole 512-byte sector
+ * garbage (where sectors are not atomic): that must cost at most that slot.
+ * The slots are found by their magic ("QCKP"), so this reads any layout; in
+ * version 1 the newest slot shared sector 0 with the file header. */
+static void test_recover_torn_slot_sector_keeps_header(void)
+{
+    build_base(1);
+    char p[700];
+    snprintf(p, sizeof p, "%s/slot.quad", dir);
+    copy_to(p);
+    int fd = open(p, O_RDONLY);
+    uint8_t h[4096];
+    REQUIRE(hanu_pread_full(fd, h, sizeof h, 0) == 0);
+    close(fd);
+    uint64_t best = 0, seq = 0;
+    for (size_t off = 64; off + 64 <= sizeof h; off += 64) {
+        if (hanu_get_u32(h + off + 4) != 0x504B4351u) continue;
+        if (hanu_get_u64(h + off + 8) >= seq) { seq = hanu_get_u64(h + off + 8); best = off; }
+    }
+    REQUIRE(best != 0);
+    uint8_t garbage[512];
+    for (size_t i = 0; i < sizeof garbage; i++) garbage[i] = (uint8_t)tq_rand();
+    patch(p, best / 512 * 512, garbage, sizeof garbage);
+    expect_commits(p, 0, COMMITS);
+}
+
 int main(void)
 {
     RUN(test_recover_torn_tail_truncated);
     RUN(test_recover_torn_tail_zeroed_in_place);
     RUN(test_recover_bit_flip_before_tail_is_corrupt);
     RUN(test_recover_damaged_headers);
+    RUN(test_recover_torn_slot_sector_keeps_header);
     TEST_DONE();
 }

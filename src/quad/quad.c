@@ -1,16 +1,39 @@
 /*
- * quad.c: the facts kernel's handle: options, open (create or recover),
- * close (checkpoint, sync, free), the chunk table, snapshots and stats.
- * Relies on quad_file.c for the format, quad_read.c for the cache and
- * quad_io.c for the cold-read backends.
+ * quad.c: the facts kernel's handle: options, open (lock, create or
+ * recover), close (checkpoint, sync, free), the chunk table, snapshots,
+ * stats, the fork check and the open error message. Relies on quad_file.c
+ * for the format, quad_read.c for the cache and quad_io.c for the cold-read
+ * backends.
  */
 #include "quad/quad_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+_Atomic uint64_t quad_fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void fork_child(void) { atomic_fetch_add(&quad_fork_gen, 1); }
+static void fork_register(void) { (void)pthread_atfork(NULL, NULL, fork_child); }
+
+static _Thread_local char last_error[512];
+
+void quad_set_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+}
+
+const char *quad_last_error(void)
+{
+    return last_error;
+}
 
 void quad_options_default(quad_options *o)
 {
@@ -79,6 +102,7 @@ static void quad_free(quad *q)
     free(q->path);
     pthread_rwlock_destroy(&q->rlock);
     pthread_mutex_destroy(&q->wlock);
+    pthread_mutex_destroy(&q->sync_mu);
     free(q);
 }
 
@@ -91,6 +115,8 @@ int quad_open(const char *path, const quad_options *opt, quad **out)
 {
     if (!path || !out) return HANU_ERR_INVALID;
     *out = NULL;
+    last_error[0] = 0;
+    (void)pthread_once(&fork_once, fork_register);
     quad_options o;
     if (opt) o = *opt; else quad_options_default(&o);
     if (!pow2_in(o.chunk_rows, 64, 1u << 20) || !pow2_in(o.microblock_rows, 64, o.chunk_rows))
@@ -110,6 +136,8 @@ int quad_open(const char *path, const quad_options *opt, quad **out)
     q->mb_shift = (uint32_t)__builtin_ctz(o.microblock_rows);
     pthread_rwlock_init(&q->rlock, NULL);
     pthread_mutex_init(&q->wlock, NULL);
+    pthread_mutex_init(&q->sync_mu, NULL);
+    q->fork_gen = atomic_load(&quad_fork_gen);
     q->path = strdup(path);
     q->pages = calloc(QUAD_MAX_PAGES, sizeof *q->pages);
     int rc = (!q->path || !q->pages) ? HANU_ERR_NOMEM : qc_init(&q->cache, o.cache_bytes);
@@ -118,6 +146,16 @@ int quad_open(const char *path, const quad_options *opt, quad **out)
     int rdonly = (o.flags & QUAD_RDONLY) != 0;
     q->fd = open(path, (rdonly ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC, 0644);
     if (q->fd < 0) { rc = errno == ENOENT ? HANU_ERR_NOT_FOUND : HANU_ERR_IO; goto fail; }
+    /* One owner per file: an open-file-description lock (held by this
+     * descriptor, not the process, so a second handle in the same process is
+     * refused too; readers may share with readers). */
+    struct flock fl = { .l_type = rdonly ? F_RDLCK : F_WRLCK, .l_whence = SEEK_SET };
+    if (fcntl(q->fd, F_OFD_SETLK, &fl) != 0) {
+        rc = (errno == EAGAIN || errno == EACCES) ? HANU_ERR_BUSY : HANU_ERR_IO;
+        if (rc == HANU_ERR_BUSY)
+            quad_set_error("%s is open in another handle (this or another process)", path);
+        goto fail;
+    }
     int fresh = 0;
     rc = qf_read_header(q, &fresh);
     if (rc) goto fail;
@@ -125,13 +163,18 @@ int quad_open(const char *path, const quad_options *opt, quad **out)
         if (rdonly) { rc = HANU_ERR_CORRUPT; goto fail; }
         rc = qf_write_header(q);
         if (rc) goto fail;
+        /* the new file's name must be durable before anything in it is */
         char *dup = strdup(path);
-        if (dup) { (void)hanu_fsync_dir(dirname(dup)); free(dup); }
+        if (!dup) { rc = HANU_ERR_NOMEM; goto fail; }
+        rc = hanu_fsync_dir(dirname(dup));
+        free(dup);
+        if (rc) { quad_set_error("%s: fsync of its directory failed", path); goto fail; }
         q->tail = q->ckpt_tail = QF_HEADER_SIZE;
     } else {
         rc = qf_recover(q);
         if (rc) goto fail;
     }
+    q->ckpt_next = q->tail + o.checkpoint_bytes;
     rc = quad_io_open(q);
     if (rc) goto fail;
     *out = q;
@@ -144,11 +187,20 @@ fail:
 int quad_close(quad *q)
 {
     if (!q) return 0;
+    if (quad_forked(q)) {
+        /* the child has none of the handle's threads and must not write:
+         * close the descriptor only (the parent keeps its lock), leak the rest */
+        close(q->fd);
+        return HANU_ERR_INVALID;
+    }
     int rc = 0;
-    if (!(q->opt.flags & QUAD_RDONLY) && !atomic_load(&q->stopped)) {
+    if (!(q->opt.flags & QUAD_RDONLY)) {
         pthread_mutex_lock(&q->wlock);
-        if (q->tail != q->ckpt_tail) rc = qf_checkpoint_locked(q);
+        if (atomic_load(&q->stopped)) rc = HANU_ERR_STOPPED;
+        else if (q->tail != q->ckpt_tail) rc = qf_checkpoint_locked(q);
+        else if (atomic_load(&q->durable) < atomic_load(&q->written_epoch)) rc = qf_sync(q, NULL);
         quad_wlock_release(q);
+        if (rc == 0 && atomic_load(&q->stopped)) rc = HANU_ERR_STOPPED;
     }
     quad_free(q);
     return rc;
@@ -167,7 +219,7 @@ uint32_t quad_chunk_rows(quad *q) { return q->chunk_rows; }
 
 int quad_checkpoint(quad *q)
 {
-    if (!q) return HANU_ERR_INVALID;
+    if (!q || quad_forked(q)) return HANU_ERR_INVALID;
     if (q->opt.flags & QUAD_RDONLY) return HANU_ERR_INVALID;
     if (atomic_load(&q->stopped)) return HANU_ERR_STOPPED;
     pthread_mutex_lock(&q->wlock);
@@ -178,7 +230,7 @@ int quad_checkpoint(quad *q)
 
 int quad_stats_get(quad *q, quad_stats *st)
 {
-    if (!q || !st) return HANU_ERR_INVALID;
+    if (!q || !st || quad_forked(q)) return HANU_ERR_INVALID;
     memset(st, 0, sizeof *st);
     pthread_mutex_lock(&q->wlock);
     st->facts = q->facts;

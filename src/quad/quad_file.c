@@ -1,16 +1,19 @@
 /*
- * quad_file.c: the facts kernel's file format (docs/QUAD.md): the file
- * header, commit frames (append, retire, checkpoint), the checkpoint pointer
- * slots, and recovery at open. The writer side (encoding) and the reader side
- * (parsing) of each record sit next to each other. Relies on base (checksums,
+ * quad_file.c: the facts kernel's file format (docs/QUAD.md, version 2): the
+ * file header, commit frames (append, retire, checkpoint parts), the
+ * checkpoint pointer slots, the durable mark, the one sync path (qf_sync), and
+ * recovery at open. The writer side (encoding) and the reader side (parsing)
+ * of each record sit next to each other. Relies on base (checksums,
  * positional I/O) and codec (lane encodings).
  *
  * Recovery rule: frames are walked from the newest valid checkpoint (or the
- * first frame). A zeroed header or a frame running past the end of the file is
- * the torn tail and ends the log; a frame whose checksum, format or epoch is
- * wrong while more of the file follows it is HANU_ERR_CORRUPT (QUAD_SALVAGE
- * turns that into the end of the log). Frames are never read past their
- * declared length, and every length is checked against the bytes present.
+ * first frame). The durable mark says how far the log was known synced. A
+ * frame that is not valid (header or body checksum, zeros, past the end of
+ * the file) at or past the mark ends the log: a power loss may leave anything
+ * there. Before the mark it is damage to synced frames: HANU_ERR_CORRUPT with
+ * the offset in quad_last_error() (QUAD_SALVAGE turns it into the end of the
+ * log). A valid frame that breaks a format rule is HANU_ERR_CORRUPT anywhere.
+ * A frame's length is trusted only after its header checksum.
  */
 #include "quad/quad_internal.h"
 
@@ -32,8 +35,9 @@ int qf_write_header(quad *q)
     hanu_put_u64(h + 24, hanu_wall_ms());
     hanu_put_u32(h, hanu_checksum32(h + 4, 60));
     int rc = hanu_pwrite_full(q->fd, h, sizeof h, 0);
-    if (rc == 0 && fdatasync(q->fd) != 0) rc = HANU_ERR_IO;
-    return rc;
+    if (rc) return rc;
+    atomic_store(&q->written_off, QF_HEADER_SIZE);
+    return qf_sync(q, NULL);
 }
 
 static int pow2_in(uint32_t v, uint32_t lo, uint32_t hi)
@@ -60,7 +64,11 @@ int qf_read_header(quad *q, int *fresh)
     if (hanu_is_zero(h, sizeof h) && st.st_size == QF_HEADER_SIZE) { *fresh = 1; return 0; }
     if (memcmp(h + 4, "HANUQUAD", 8) != 0 || hanu_get_u32(h) != hanu_checksum32(h + 4, 60))
         return HANU_ERR_CORRUPT;
-    if (h[12] != QF_VERSION) return HANU_ERR_UNSUPPORTED;
+    if (h[12] != QF_VERSION) {
+        quad_set_error("%s: file format version %u, this library reads version %u only",
+                       q->path, h[12], QF_VERSION);
+        return HANU_ERR_UNSUPPORTED;
+    }
     uint32_t cr = hanu_get_u32(h + 16), mr = hanu_get_u32(h + 20);
     if (!pow2_in(cr, 64, 1u << 20) || !pow2_in(mr, 64, cr)) return HANU_ERR_CORRUPT;
     q->chunk_rows = cr;
@@ -71,8 +79,10 @@ int qf_read_header(quad *q, int *fresh)
 
 /* ---- frames ---- */
 
-/* Frame header: u32 checksum of bytes [4, 32 + body_len), u32 magic, u32
- * body_len, u8 type, u8 version, u16 zero, u64 epoch, u64 aux. */
+/* Frame header (40 bytes): u32 checksum of header bytes [4, 40), u32 magic,
+ * u32 body_len, u8 type, u8 version, u16 zero, u64 epoch, u64 aux, u32
+ * checksum of the body, u32 zero. The header has its own checksum so that a
+ * length is never trusted before it is verified. */
 void qf_frame_finish(uint8_t *f, unsigned type, uint64_t epoch, uint64_t aux, size_t body_len)
 {
     hanu_put_u32(f + 4, QF_FRAME_MAGIC);
@@ -82,7 +92,9 @@ void qf_frame_finish(uint8_t *f, unsigned type, uint64_t epoch, uint64_t aux, si
     f[14] = f[15] = 0;
     hanu_put_u64(f + 16, epoch);
     hanu_put_u64(f + 24, aux);
-    hanu_put_u32(f, hanu_checksum32(f + 4, QF_FRAME_HDR - 4 + body_len));
+    hanu_put_u32(f + 32, hanu_checksum32(f + QF_FRAME_HDR, body_len));
+    hanu_put_u32(f + 36, 0);
+    hanu_put_u32(f, hanu_checksum32(f + 4, QF_FRAME_HDR - 4));
 }
 
 /* ---- chunk records ----
@@ -455,10 +467,70 @@ static int append_parse(quad *q, const uint8_t *body, const uint8_t *end,
     return p == end ? 0 : HANU_ERR_CORRUPT;
 }
 
-/* ---- checkpoint frames ----
- * body: u64 nchunks, u64 log_end(unused, 0), then per chunk: u64 payload file
- * offset, u64 epoch, and the chunk record header + descriptors (no payload);
- * then u64 retired count and (u64 id, u64 epoch) pairs. aux = nchunks. */
+/* ---- the one sync path and the durable mark ----
+ * Every fdatasync of the store file goes through qf_sync, under sync_mu. The
+ * first failure freezes the durable watermark for good: Linux reports a
+ * writeback error once per open file, so a later fdatasync that returns 0
+ * says nothing about the pages whose write failed. After a successful sync
+ * the mark slot (seq alternating between two sectors) records the log end it
+ * covered; the mark itself reaches the disk with the next sync (or the
+ * checkpoint slot's), so on disk it lags by at most one sync. */
+
+static void mark_write(quad *q, uint64_t off, uint64_t epoch)
+{
+    uint8_t s[QF_SLOT_SIZE];
+    memset(s, 0, sizeof s);
+    uint64_t seq = ++q->mark_seq;
+    hanu_put_u32(s + 4, QF_MARK_MAGIC);
+    hanu_put_u64(s + 8, seq);
+    hanu_put_u64(s + 16, off);
+    hanu_put_u64(s + 24, epoch);
+    hanu_put_u32(s, hanu_checksum32(s + 4, QF_SLOT_SIZE - 4));
+    /* best effort: a lost mark only weakens the damage check, never durability */
+    (void)hanu_pwrite_full(q->fd, s, sizeof s, QF_MARK_OFF + (off_t)(seq & 1) * QF_SECTOR);
+}
+
+int qf_sync(quad *q, uint64_t *epoch_out)
+{
+    pthread_mutex_lock(&q->sync_mu);
+    uint64_t e = atomic_load_explicit(&q->written_epoch, memory_order_acquire);
+    uint64_t off = atomic_load_explicit(&q->written_off, memory_order_acquire);
+    int rc = HANU_ERR_STOPPED;
+    if (!atomic_load(&q->sync_failed)) {
+        rc = fdatasync(q->fd) == 0 ? 0 : HANU_ERR_IO;
+        atomic_fetch_add(&q->syncs, 1);
+        if (rc) {
+            q->failed_epoch = e;
+            atomic_store(&q->stopped, 1);
+            atomic_store(&q->sync_failed, 1);
+        } else {
+            quad_durable_raise(q, e);
+            if (off > q->durable_off) {
+                q->durable_off = off;
+                mark_write(q, off, e);
+            }
+        }
+    }
+    pthread_mutex_unlock(&q->sync_mu);
+    if (epoch_out) *epoch_out = e;
+    return rc;
+}
+
+void qf_written(quad *q, uint64_t epoch)
+{
+    atomic_store_explicit(&q->written_off, q->tail, memory_order_release);
+    atomic_store_explicit(&q->written_epoch, epoch, memory_order_release);
+}
+
+/* ---- checkpoints ----
+ * A checkpoint is a run of checkpoint frames ("parts", about QF_CKPT_PART
+ * each, so that no store outgrows the frame size limit and the frame buffer
+ * stays small), all with the checkpoint's epoch and aux = its chunk count.
+ * Part body: u64 first chunk, u64 chunks in this part, per chunk u64 payload
+ * file offset, u64 epoch and the chunk record header + descriptors (no
+ * payload); then u64 count and count (u64 id, u64 retire epoch) pairs. Chunks
+ * come before every pair. The slot points at the first part and holds the
+ * run's length. */
 
 int qf_fbuf_reserve(quad *q, size_t need)
 {
@@ -486,86 +558,128 @@ static size_t put_ckpt_chunk(uint8_t *p, uint64_t c, const quad_chunk *ch)
     return (size_t)(p - s);
 }
 
-/* Caller holds wlock. Writes the checkpoint frame, syncs, then points a slot
- * at it and syncs again. */
-int qf_checkpoint_locked(quad *q)
+/* Position in the retirement pairs: chunk c, index i (sparse: into slots;
+ * dense: the row). */
+typedef struct ckpt_cursor {
+    uint64_t c;
+    uint32_t i;
+} ckpt_cursor;
+
+/* Next (id, epoch) pair at or after cur (rlock held); 0 at the end. */
+static int ckpt_next_pair(quad *q, uint64_t n, ckpt_cursor *cur, uint64_t *id, uint64_t *e)
 {
-    uint64_t n = atomic_load(&q->nchunks);
-    uint64_t epoch = atomic_load(&q->epoch);
-    size_t need = QF_FRAME_HDR + 16 + 8 + 16 * (size_t)atomic_load(&q->retired);
-    for (uint64_t c = 0; c < n; c++) need += 32 + 9 * 4 * (size_t)quad_chunk_at(q, c)->nmb;
-    int rc = qf_fbuf_reserve(q, need);
-    if (rc) return rc;
-    uint8_t *f = q->fbuf, *p = f + QF_FRAME_HDR;
-    hanu_put_u64(p, n);
-    hanu_put_u64(p + 8, 0);
-    p += 16;
-    for (uint64_t c = 0; c < n; c++) p += put_ckpt_chunk(p, c, quad_chunk_at(q, c));
-    uint8_t *cntp = p;
-    p += 8;
-    uint64_t cnt = 0;
-    pthread_rwlock_rdlock(&q->rlock);
-    for (uint64_t c = 0; c < n; c++) {
-        const quad_chunk *ch = quad_chunk_at(q, c);
+    for (; cur->c < n; cur->c++, cur->i = 0) {
+        const quad_chunk *ch = quad_chunk_at(q, cur->c);
         const quad_retset *r = ch->ret;
         if (!r) continue;
         if (quad_retset_is_dense(r)) {
-            for (uint32_t s = 0; s < ch->rows; s++) {
-                uint64_t e = quad_dense_epoch(r, s);
-                if (!e) continue;
-                hanu_put_u64(p, QUAD_ID(c, s));
-                hanu_put_u64(p + 8, e);
-                p += 16;
-                cnt++;
+            for (; cur->i < ch->rows; cur->i++) {
+                uint64_t x = quad_dense_epoch(r, cur->i);
+                if (!x) continue;
+                *id = QUAD_ID(cur->c, cur->i);
+                *e = x;
+                cur->i++;
+                return 1;
             }
-        } else {
-            for (uint32_t i = 0; i < r->count; i++) {
-                hanu_put_u64(p, QUAD_ID(c, r->slots[i]));
-                hanu_put_u64(p + 8, r->epochs[i]);
-                p += 16;
-                cnt++;
-            }
+        } else if (cur->i < r->count) {
+            *id = QUAD_ID(cur->c, r->slots[cur->i]);
+            *e = r->epochs[cur->i];
+            cur->i++;
+            return 1;
         }
     }
+    return 0;
+}
+
+/* Caller holds wlock. Writes the checkpoint parts, syncs, then points a slot
+ * at them and syncs again. */
+int qf_checkpoint_locked(quad *q)
+{
+    if (atomic_load(&q->stopped)) return HANU_ERR_STOPPED;
+    uint64_t n = atomic_load(&q->nchunks);
+    uint64_t epoch = atomic_load(&q->epoch);
+    size_t entry_max = 32 + 9 * 4 * (size_t)(q->chunk_rows / q->mb_rows);
+    /* the frame buffer is kept: size it for this checkpoint's largest part */
+    uint64_t need = 32 + 16 * (uint64_t)atomic_load(&q->retired);
+    for (uint64_t c = 0; c < n && need < QF_CKPT_PART; c++) need += 32 + 9 * 4 * (uint64_t)quad_chunk_at(q, c)->nmb;
+    if (need > QF_CKPT_PART) need = QF_CKPT_PART;
+    int rc = qf_fbuf_reserve(q, QF_FRAME_HDR + (size_t)need + entry_max + 32);
+    if (rc) return rc;
+    uint64_t start = q->tail, c = 0;
+    q->ckpt_bytes = 0;
+    ckpt_cursor cur = { 0, 0 };
+    uint64_t pid = 0, pe = 0;
+    pthread_rwlock_rdlock(&q->rlock);
+    int more_pairs = ckpt_next_pair(q, n, &cur, &pid, &pe);
+    do {
+        uint8_t *f = q->fbuf, *p = f + QF_FRAME_HDR, *lim = p + QF_CKPT_PART;
+        hanu_put_u64(p, c);
+        uint8_t *cntc = p + 8;
+        p += 16;
+        uint64_t c0 = c;
+        while (c < n && (c == c0 || p + entry_max <= lim)) {
+            p += put_ckpt_chunk(p, c, quad_chunk_at(q, c));
+            c++;
+        }
+        hanu_put_u64(cntc, c - c0);
+        uint8_t *cntp = p;
+        p += 8;
+        uint64_t cnt = 0;
+        if (c == n) {
+            while (more_pairs && p + 16 <= lim) {
+                hanu_put_u64(p, pid);
+                hanu_put_u64(p + 8, pe);
+                p += 16;
+                cnt++;
+                more_pairs = ckpt_next_pair(q, n, &cur, &pid, &pe);
+            }
+        }
+        hanu_put_u64(cntp, cnt);
+        size_t body = (size_t)(p - f) - QF_FRAME_HDR;
+        qf_frame_finish(f, QF_T_CHECKPOINT, epoch, n, body);
+        uint64_t len = QF_FRAME_HDR + body;
+        q->ckpt_bytes += len;
+        rc = hanu_pwrite_full(q->fd, f, len, (off_t)q->tail);
+        if (rc) {
+            memset(f, 0, len);
+            (void)hanu_pwrite_full(q->fd, f, len, (off_t)q->tail);
+            break;
+        }
+        q->tail += len;
+    } while (c < n || more_pairs);
     pthread_rwlock_unlock(&q->rlock);
-    hanu_put_u64(cntp, cnt);
-    size_t body = (size_t)(p - f) - QF_FRAME_HDR;
-    if (body > QF_MAX_BODY) return HANU_ERR_TOO_LARGE;
-    qf_frame_finish(f, QF_T_CHECKPOINT, epoch, n, body);
-    uint64_t off = q->tail, len = QF_FRAME_HDR + body;
-    rc = hanu_pwrite_full(q->fd, f, len, (off_t)off);
-    if (rc) {
-        memset(f, 0, len);
-        (void)hanu_pwrite_full(q->fd, f, len, (off_t)off);
-        return rc;
-    }
-    q->tail += len;
-    if (fdatasync(q->fd) != 0) { atomic_store(&q->stopped, 1); return HANU_ERR_IO; }
+    /* parts written before a failure stay in the log; replay skips them */
+    qf_written(q, epoch);
+    if (rc) return rc;
+    rc = qf_sync(q, NULL);
+    if (rc) return rc;
     uint8_t s[QF_SLOT_SIZE];
     memset(s, 0, sizeof s);
     uint64_t seq = q->ckpt_seq + 1;
     hanu_put_u32(s + 4, QF_SLOT_MAGIC);
     hanu_put_u64(s + 8, seq);
-    hanu_put_u64(s + 16, off);
-    hanu_put_u64(s + 24, len);
+    hanu_put_u64(s + 16, start);
+    hanu_put_u64(s + 24, q->tail - start);
     hanu_put_u64(s + 32, epoch);
     hanu_put_u32(s, hanu_checksum32(s + 4, QF_SLOT_SIZE - 4));
-    rc = hanu_pwrite_full(q->fd, s, sizeof s, QF_SLOT_OFF + (off_t)(seq & 1) * QF_SLOT_SIZE);
+    rc = hanu_pwrite_full(q->fd, s, sizeof s, QF_SLOT_OFF + (off_t)(seq & 1) * QF_SECTOR);
     if (rc) return rc;
-    if (fdatasync(q->fd) != 0) { atomic_store(&q->stopped, 1); return HANU_ERR_IO; }
+    rc = qf_sync(q, NULL);
+    if (rc) return rc;
     q->ckpt_seq = seq;
     q->ckpt_tail = q->tail;
     q->ckpt_epoch = epoch;
-    quad_durable_raise(q, epoch);
     return 0;
 }
 
-static int ckpt_parse(quad *q, const uint8_t *p, const uint8_t *end, uint64_t epoch)
+/* Loads one checkpoint part (chunks must continue from q->nchunks). */
+static int ckpt_parse(quad *q, const uint8_t *p, const uint8_t *end, uint64_t epoch, uint64_t total)
 {
     if (end - p < 16) return HANU_ERR_CORRUPT;
-    uint64_t n = hanu_get_u64(p);
+    uint64_t first = hanu_get_u64(p), n = hanu_get_u64(p + 8);
     p += 16;
-    for (uint64_t c = 0; c < n; c++) {
+    if (first != atomic_load(&q->nchunks) || n > total - first) return HANU_ERR_CORRUPT;
+    for (uint64_t c = first; c < first + n; c++) {
         if (end - p < 32) return HANU_ERR_CORRUPT;
         uint64_t off = hanu_get_u64(p), cep = hanu_get_u64(p + 8);
         quad_chunk ch;
@@ -573,7 +687,9 @@ static int ckpt_parse(quad *q, const uint8_t *p, const uint8_t *end, uint64_t ep
         /* the stored record header starts at p + 16 (chunk_no, rows, payload_len) */
         int rc = chunk_parse(q, p + 16, end, c, 0, &ch, &next);
         if (rc) return rc;
-        if (cep == 0 || cep > epoch || off < QF_HEADER_SIZE || off + ch.lane_off[4] > q->tail) {
+        /* written so that a crafted offset near 2^64 cannot wrap */
+        if (cep == 0 || cep > epoch || off < QF_HEADER_SIZE || off > q->tail ||
+            ch.lane_off[4] > q->tail - off) {
             free(ch.mb);
             return HANU_ERR_CORRUPT;
         }
@@ -587,6 +703,7 @@ static int ckpt_parse(quad *q, const uint8_t *p, const uint8_t *end, uint64_t ep
     uint64_t cnt = hanu_get_u64(p);
     p += 8;
     if (cnt > (uint64_t)(end - p) / 16) return HANU_ERR_CORRUPT;
+    if (cnt && atomic_load(&q->nchunks) != total) return HANU_ERR_CORRUPT;
     for (uint64_t i = 0; i < cnt; i++, p += 16) {
         uint64_t e = hanu_get_u64(p + 8);
         if (e == 0 || e > epoch) return HANU_ERR_CORRUPT;
@@ -611,61 +728,103 @@ static void state_reset(quad *q)
 }
 
 /* Reads the frame at off into q->fbuf; returns 0 (frame valid, *len set),
- * 1 (end of log: torn tail or zeros), or HANU_ERR_CORRUPT / HANU_ERR_IO. */
-static int frame_read(quad *q, uint64_t off, uint64_t size, size_t *len)
+ * 1 (no valid frame there; *why says what is wrong), or HANU_ERR_IO /
+ * HANU_ERR_NOMEM. The length is used only once the header checksum holds. */
+static int frame_read(quad *q, uint64_t off, uint64_t size, size_t *len, const char **why)
 {
-    if (off + QF_FRAME_HDR > size) return 1;
+    if (off > size || size - off < QF_FRAME_HDR) { *why = "the file ends"; return 1; }
     int rc = qf_fbuf_reserve(q, QF_FRAME_HDR);
     if (rc) return rc;
     uint8_t *h = q->fbuf;
     if (hanu_pread_full(q->fd, h, QF_FRAME_HDR, (off_t)off) != 0) return HANU_ERR_IO;
-    if (hanu_is_zero(h, QF_FRAME_HDR)) return 1;
-    if (hanu_get_u32(h + 4) != QF_FRAME_MAGIC || h[13] != QF_VERSION) return HANU_ERR_CORRUPT;
+    if (hanu_is_zero(h, QF_FRAME_HDR)) { *why = "zeros"; return 1; }
+    if (hanu_get_u32(h) != hanu_checksum32(h + 4, QF_FRAME_HDR - 4)) {
+        *why = "frame header checksum mismatch";
+        return 1;
+    }
+    if (hanu_get_u32(h + 4) != QF_FRAME_MAGIC || h[13] != QF_VERSION) {
+        *why = "bad frame magic or version";
+        return 1;
+    }
     uint64_t body = hanu_get_u32(h + 8);
-    if (body > QF_MAX_BODY) return HANU_ERR_CORRUPT;
-    if (off + QF_FRAME_HDR + body > size) return 1;       /* torn: runs past the end */
+    if (body > QF_MAX_BODY) { *why = "frame length over the limit"; return 1; }
+    if (body > size - off - QF_FRAME_HDR) { *why = "frame runs past the end of the file"; return 1; }
     rc = qf_fbuf_reserve(q, QF_FRAME_HDR + body);
     if (rc) return rc;
     h = q->fbuf;
     if (hanu_pread_full(q->fd, h + QF_FRAME_HDR, body, (off_t)(off + QF_FRAME_HDR)) != 0)
         return HANU_ERR_IO;
     memset(h + QF_FRAME_HDR + body, 0, CODEC_SLACK);
-    if (hanu_get_u32(h) != hanu_checksum32(h + 4, QF_FRAME_HDR - 4 + body)) {
-        /* a frame that ends exactly at the end of the file is the torn tail */
-        return off + QF_FRAME_HDR + body == size ? 1 : HANU_ERR_CORRUPT;
+    if (hanu_get_u32(h + 32) != hanu_checksum32(h + QF_FRAME_HDR, body)) {
+        *why = "frame body checksum mismatch";
+        return 1;
     }
     *len = QF_FRAME_HDR + body;
     return 0;
 }
 
-static int try_checkpoint(quad *q, uint64_t size, uint64_t *pos)
+/* The newest valid slot of the pair at base (seq at +8); -1 when none. */
+static int slot_pick(quad *q, off_t base, uint32_t magic, uint8_t s[2][QF_SLOT_SIZE])
 {
-    uint8_t s[2][QF_SLOT_SIZE];
-    if (hanu_pread_full(q->fd, s, sizeof s, QF_SLOT_OFF) != 0) return 0;
     int best = -1;
     for (int i = 0; i < 2; i++) {
-        if (hanu_get_u32(s[i] + 4) != QF_SLOT_MAGIC) continue;
+        if (hanu_pread_full(q->fd, s[i], QF_SLOT_SIZE, base + (off_t)i * QF_SECTOR) != 0) continue;
+        if (hanu_get_u32(s[i] + 4) != magic) continue;
         if (hanu_get_u32(s[i]) != hanu_checksum32(s[i] + 4, QF_SLOT_SIZE - 4)) continue;
         if (best < 0 || hanu_get_u64(s[i] + 8) > hanu_get_u64(s[best] + 8)) best = i;
     }
+    return best;
+}
+
+/* Loads the newest checkpoint; on success *pos is the end of its parts. A
+ * damaged one is ignored (the full replay then meets it in the log). */
+static int try_checkpoint(quad *q, uint64_t size, uint64_t *pos)
+{
+    uint8_t s[2][QF_SLOT_SIZE];
+    int best = slot_pick(q, QF_SLOT_OFF, QF_SLOT_MAGIC, s);
     if (best < 0) return 0;
     uint64_t off = hanu_get_u64(s[best] + 16), len = hanu_get_u64(s[best] + 24);
-    size_t flen;
-    if (off < QF_HEADER_SIZE || off > size || frame_read(q, off, size, &flen) != 0 || flen != len)
-        return 0;
-    const uint8_t *f = q->fbuf;
-    uint64_t epoch = hanu_get_u64(f + 16);
-    if (f[12] != QF_T_CHECKPOINT) return 0;
+    uint64_t epoch = hanu_get_u64(s[best] + 32);
+    /* even when it fails to load: the next checkpoint must outrank this slot */
+    q->ckpt_seq = hanu_get_u64(s[best] + 8);
+    if (off < QF_HEADER_SIZE || off > size || len > size - off) return 0;
     q->tail = off;   /* chunk payloads must lie before the checkpoint */
-    if (ckpt_parse(q, f + QF_FRAME_HDR, f + flen, epoch) != 0) {
+    uint64_t p = off, total = 0;
+    int ok = 1;
+    while (ok && p < off + len) {
+        size_t flen;
+        const char *why;
+        if (frame_read(q, p, size, &flen, &why) != 0 || flen > off + len - p) { ok = 0; break; }
+        const uint8_t *f = q->fbuf;
+        if (f[12] != QF_T_CHECKPOINT || hanu_get_u64(f + 16) != epoch) { ok = 0; break; }
+        if (p == off) total = hanu_get_u64(f + 24);
+        if (hanu_get_u64(f + 24) != total ||
+            ckpt_parse(q, f + QF_FRAME_HDR, f + flen, epoch, total) != 0) { ok = 0; break; }
+        p += flen;
+    }
+    if (!ok || p != off + len || atomic_load(&q->nchunks) != total) {
         state_reset(q);
         return 0;
     }
     atomic_store(&q->epoch, epoch);
-    q->ckpt_seq = hanu_get_u64(s[best] + 8);
     q->ckpt_epoch = epoch;
-    *pos = off + flen;
+    *pos = p;
     return 0;
+}
+
+/* The durable mark on disk: the log end the last recorded sync covered. */
+static uint64_t mark_read(quad *q)
+{
+    uint8_t s[2][QF_SLOT_SIZE];
+    int best = slot_pick(q, QF_MARK_OFF, QF_MARK_MAGIC, s);
+    if (best < 0) return 0;
+    q->mark_seq = hanu_get_u64(s[best] + 8);
+    return hanu_get_u64(s[best] + 16);
+}
+
+static const char *type_name(unsigned t)
+{
+    return t == QF_T_APPEND ? "append" : t == QF_T_RETIRE ? "retire" : t == QF_T_CHECKPOINT ? "checkpoint" : "unknown";
 }
 
 int qf_recover(quad *q)
@@ -676,16 +835,29 @@ int qf_recover(quad *q)
     int salvage = (q->opt.flags & QUAD_SALVAGE) != 0;
     state_reset(q);
     q->ckpt_seq = 0;
+    uint64_t mark = mark_read(q);
     int rc = try_checkpoint(q, size, &pos);
     if (rc) return rc;
+    if (pos > mark) mark = pos;   /* a checkpoint slot is written only after its parts are synced */
+    if (mark > size && !salvage) {
+        quad_set_error("%s: the durable mark says %llu bytes were synced, the file has %llu",
+                       q->path, (unsigned long long)mark, (unsigned long long)size);
+        return HANU_ERR_CORRUPT;
+    }
     q->ckpt_tail = pos;
     q->recovered_frames = 0;
+    uint64_t durable_epoch = atomic_load(&q->epoch);   /* of the frames before the mark */
     for (;;) {
         size_t len = 0;
-        rc = frame_read(q, pos, size, &len);
-        if (rc == 1) break;
-        if (rc == HANU_ERR_CORRUPT && salvage) break;
-        if (rc) return rc;
+        const char *why = "";
+        rc = frame_read(q, pos, size, &len, &why);
+        if (rc < 0) return rc;
+        if (rc == 1) {
+            if (pos >= mark || salvage) break;   /* the torn tail: unsynced, anything goes */
+            quad_set_error("%s: %s at offset %llu, before the durable mark at %llu (synced frames are damaged)",
+                           q->path, why, (unsigned long long)pos, (unsigned long long)mark);
+            return HANU_ERR_CORRUPT;
+        }
         const uint8_t *f = q->fbuf;
         unsigned type = f[12];
         uint64_t epoch = hanu_get_u64(f + 16), cur = atomic_load(&q->epoch);
@@ -702,24 +874,42 @@ int qf_recover(quad *q)
             rc = HANU_ERR_CORRUPT;
         }
         if (rc == HANU_ERR_CORRUPT && salvage) break;
+        if (rc == HANU_ERR_CORRUPT)
+            quad_set_error("%s: %s frame at offset %llu (epoch %llu, expected %llu) breaks a format rule",
+                           q->path, type_name(type), (unsigned long long)pos,
+                           (unsigned long long)epoch, (unsigned long long)cur + (type != QF_T_CHECKPOINT));
         if (rc) return rc;
         if (type != QF_T_CHECKPOINT) atomic_store(&q->epoch, epoch);
         q->recovered_frames++;
         pos += len;
+        if (pos <= mark) durable_epoch = atomic_load(&q->epoch);
     }
     q->tail = pos;
     uint64_t e = atomic_load(&q->epoch);
-    atomic_store(&q->written_epoch, e);
-    atomic_store(&q->durable, e);     /* what we read back is what the file holds */
-    if (pos < size && !(q->opt.flags & QUAD_RDONLY)) {
-        /* zero the torn tail so that no stale bytes follow a later frame */
+    qf_written(q, e);
+    q->durable_off = pos < mark ? pos : mark;
+    if (q->opt.flags & QUAD_RDONLY) {
+        atomic_store(&q->durable, durable_epoch);   /* no sync: only what the mark covers */
+        return 0;
+    }
+    if (pos < size) {
+        /* zero what follows the log (past the mark: never acknowledged as
+         * synced, or cut off by QUAD_SALVAGE) so that no stale frame can
+         * follow a later one */
         static const uint8_t zeros[65536];
         for (uint64_t o = pos; o < size; o += sizeof zeros) {
             size_t k = size - o < sizeof zeros ? (size_t)(size - o) : sizeof zeros;
             rc = hanu_pwrite_full(q->fd, zeros, k, (off_t)o);
             if (rc) return rc;
         }
-        if (fdatasync(q->fd) != 0) return HANU_ERR_IO;
     }
-    return 0;
+    /* what was read back may still sit only in the page cache (a crash of the
+     * process, not of the machine): sync before calling it durable */
+    atomic_store(&q->durable, 0);
+    q->durable_off = 0;
+    rc = qf_sync(q, NULL);
+    /* salvage cut the log before the old mark: put the lowered mark on the
+     * disk too, or the next open would refuse the zeroed range again */
+    if (rc == 0 && pos < mark) rc = qf_sync(q, NULL);
+    return rc;
 }

@@ -21,13 +21,20 @@
 #include "quad.h"
 
 /* ---- file format constants (docs/QUAD.md) ---- */
-#define QF_VERSION 1
+#define QF_VERSION 2
 #define QF_HEADER_SIZE 4096          /* file header region; frames start here */
-#define QF_SLOT_OFF 64               /* two checkpoint pointer slots of 64 bytes */
+/* Each slot sits in a 512-byte sector of its own, apart from the file header:
+ * a torn slot write can then damage only that slot (version 1 kept the header
+ * and both checkpoint slots in sector 0). */
+#define QF_SECTOR 512
+#define QF_SLOT_OFF 512              /* checkpoint slots at 512 and 1024 */
+#define QF_MARK_OFF 1536             /* durable mark slots at 1536 and 2048 */
 #define QF_SLOT_SIZE 64
-#define QF_FRAME_HDR 32
+#define QF_FRAME_HDR 40
 #define QF_FRAME_MAGIC 0x4D524651u   /* "QFRM" */
 #define QF_SLOT_MAGIC 0x504B4351u    /* "QCKP" */
+#define QF_MARK_MAGIC 0x52554451u    /* "QDUR" */
+#define QF_CKPT_PART (4u << 20)      /* a checkpoint is split into frames of about this size */
 #define QF_T_APPEND 1
 #define QF_T_RETIRE 2
 #define QF_T_CHECKPOINT 3
@@ -149,6 +156,7 @@ typedef struct qc_cache {
     size_t shard_limit;
     _Atomic uint64_t gen;              /* starts at 1 */
     _Atomic uint64_t hits, misses;
+    _Atomic size_t dead_bytes;         /* evicted, not yet freed, all shards */
     qc_reader readers[QC_READERS];
 } qc_cache;
 
@@ -183,6 +191,8 @@ struct quad {
     size_t fcap;
     uint64_t tail;                     /* end of the valid log */
     uint64_t ckpt_tail;                /* log end at the last checkpoint */
+    uint64_t ckpt_next;                /* log end at which the next automatic checkpoint runs */
+    uint64_t ckpt_bytes;               /* bytes the last checkpoint wrote or tried to */
     uint64_t ckpt_seq;
     uint64_t ckpt_epoch;
     uint64_t recovered_frames;
@@ -197,16 +207,30 @@ struct quad {
 
     /* group commit (quad_write.c): no mutex; waiters sleep on sync_seq */
     _Atomic uint64_t written_epoch;
-    _Atomic uint64_t durable;
+    _Atomic uint64_t written_off;      /* log end of written_epoch's frames (stored first) */
+    _Atomic uint64_t durable;          /* frozen for good once a sync failed */
     _Atomic int leader;                /* a thread is running the sync */
     _Atomic int sync_failed;
+    uint64_t failed_epoch;             /* written_epoch read by the sync that failed */
+    pthread_mutex_t sync_mu;           /* every fdatasync of the file: qf_sync */
+    uint64_t mark_seq;                 /* durable mark slots (sync_mu) */
+    uint64_t durable_off;
     _Atomic uint32_t sync_seq;         /* futex word: bumped after every sync */
     uint64_t last_group;               /* commits covered by the last sync (leader only) */
     _Atomic uint64_t syncs;
 
     qc_cache cache;
     quad_io *io;
+    uint64_t fork_gen;                 /* quad_fork_gen at open: a child after fork differs */
 };
+
+/* Bumped in the child at every fork (pthread_atfork, quad.c): a handle
+ * opened before the fork refuses every call there. */
+extern _Atomic uint64_t quad_fork_gen;
+static inline int quad_forked(const quad *q)
+{
+    return q->fork_gen != atomic_load_explicit(&quad_fork_gen, memory_order_relaxed);
+}
 
 /* The descriptor of lane l, microblock m. */
 static inline quad_mb *quad_mb_at(const quad_chunk *ch, unsigned l, uint32_t m)
@@ -228,6 +252,9 @@ int qf_write_header(quad *q);
 int qf_read_header(quad *q, int *fresh);
 int qf_recover(quad *q);
 int qf_checkpoint_locked(quad *q);
+int qf_sync(quad *q, uint64_t *epoch_out);   /* the only fdatasync of the store file */
+void qf_written(quad *q, uint64_t epoch);     /* frames up to q->tail are written: epoch */
+void quad_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int qf_fbuf_reserve(quad *q, size_t need);   /* q->fbuf holds need + CODEC_SLACK bytes */
 void qf_frame_finish(uint8_t *frame, unsigned type, uint64_t epoch, uint64_t aux, size_t body_len);
 size_t qf_chunk_encode(quad *q, const quad_fact *facts, uint32_t rows, uint64_t chunk_no,
@@ -246,6 +273,7 @@ void qc_free(qc_cache *c);
 void qc_drop(qc_cache *c);
 qc_reader *qc_read_begin(qc_cache *c);
 void qc_read_end(qc_reader *r);
+void qc_reclaim_all(qc_cache *c);   /* frees evicted entries no reader section holds */
 uint64_t quad_retire_epoch(const quad_retset *r, uint32_t slot);
 
 /* quad_write.c */

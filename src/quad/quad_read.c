@@ -86,6 +86,7 @@ static void qc_reclaim(qc_cache *c, qc_shard *s)
         if (e->dead_gen < oldest) {
             *pp = e->next_dead;
             s->dead_bytes -= e->len;
+            atomic_fetch_sub_explicit(&c->dead_bytes, e->len, memory_order_relaxed);
             free(e);
         } else {
             pp = &e->next_dead;
@@ -108,6 +109,20 @@ static void qc_evict(qc_cache *c, qc_shard *s, qc_entry *e)
     e->next_dead = s->dead;
     s->dead = e;
     s->dead_bytes += e->len;
+    atomic_fetch_add_explicit(&c->dead_bytes, e->len, memory_order_relaxed);
+}
+
+/* A shard frees its evicted entries only when it evicts again, so with a
+ * sweep that moves from shard to shard they add up to a multiple of
+ * cache_bytes; a gather calls this between its blocks once they pass half of it. */
+void qc_reclaim_all(qc_cache *c)
+{
+    for (int i = 0; i < QC_SHARDS; i++) {
+        qc_shard *s = &c->shard[i];
+        pthread_mutex_lock(&s->mu);
+        qc_reclaim(c, s);
+        pthread_mutex_unlock(&s->mu);
+    }
 }
 
 /* CLOCK: evicts entries not used since the hand last passed until the shard
@@ -294,6 +309,7 @@ static gscratch *scratch_get(void)
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {
     if (*cap >= need) return 0;
+    if (need > SIZE_MAX / 2 / elem) return HANU_ERR_NOMEM;   /* nc * 2 * elem must not wrap */
     size_t nc = *cap ? *cap : 256;
     while (nc < need) nc *= 2;
     void *np = realloc(*p, nc * elem);
@@ -956,13 +972,18 @@ static int gather_at(quad *q, uint64_t snap, const quad_id *ids, size_t n, unsig
     int locked = atomic_load_explicit(&q->retired, memory_order_acquire) != 0;
     if (locked) pthread_rwlock_rdlock(&q->rlock);
     int rc = 0;
-    qc_reader *rd = qc_read_begin(&q->cache);
+    /* a reader section per block: entries evicted during a section are freed
+     * only after it ends, so one section over a huge gather would hold every
+     * payload it read (memory bounded by the request, not cache_bytes) */
     for (size_t i = 0; i < n && rc == 0; i += GATHER_BLOCK) {
         size_t k = n - i < GATHER_BLOCK ? n - i : GATHER_BLOCK;
+        qc_reader *rd = qc_read_begin(&q->cache);
         rc = gather_block(q, g, snap, nch, locked, ids + i, k, mask, out + i,
                           present ? present + i : NULL, not_visible);
+        qc_read_end(rd);
+        if (atomic_load_explicit(&q->cache.dead_bytes, memory_order_relaxed) > q->cache.shard_limit * (QC_SHARDS / 2))
+            qc_reclaim_all(&q->cache);
     }
-    qc_read_end(rd);
     if (locked) pthread_rwlock_unlock(&q->rlock);
     return rc;
 }
@@ -978,6 +999,7 @@ int quad_gather(quad *q, uint64_t snapshot, const quad_id *ids, size_t n,
 {
     if (!q || (n && (!ids || !out)) || lane_mask == 0 || lane_mask > QUAD_LANES_ALL)
         return HANU_ERR_INVALID;
+    if (quad_forked(q)) return HANU_ERR_INVALID;
     if (n == 0) return 0;
     uint64_t snap = resolve_snapshot(q, snapshot);
     size_t not_visible = 0;
@@ -991,9 +1013,13 @@ int quad_scan(quad *q, uint64_t snapshot, quad_id from, unsigned lane_mask,
 {
     if (!q || !out || !n_out || !next || lane_mask == 0 || lane_mask > QUAD_LANES_ALL)
         return HANU_ERR_INVALID;
+    if (quad_forked(q)) return HANU_ERR_INVALID;
     *n_out = 0;
     *next = from;
     if (cap == 0) return 0;
+    /* a page never needs more than the store holds (cap may be SIZE_MAX) */
+    uint64_t facts_max = atomic_load_explicit(&q->nchunks, memory_order_acquire) * (uint64_t)q->chunk_rows;
+    if (cap > facts_max) cap = facts_max ? (size_t)facts_max : 1;
     gscratch *g = scratch_get();
     if (!g) return HANU_ERR_NOMEM;
     quad_id *ids = ids_out;

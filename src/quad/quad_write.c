@@ -8,8 +8,10 @@
  * (chunks, then epoch) before wlock is released. Durable commits then wait
  * outside the lock: the first waiter becomes the leader, waits the group window, reads
  * written_epoch, runs one fdatasync and advances the durable watermark to what
- * it read, waking everyone it covered. A failed fdatasync stops the store
- * (DESIGN.md, "When the disk says no"). Relies on quad_file.c for encoding.
+ * it read, waking everyone it covered. Every fdatasync goes through qf_sync
+ * (quad_file.c): the first failure freezes the durable watermark and stops
+ * the store (DESIGN.md, "When the disk says no"). Relies on quad_file.c for
+ * encoding.
  */
 #include "quad/quad_internal.h"
 
@@ -63,22 +65,14 @@ static void seq_wake_all(_Atomic uint32_t *w)
 
 /* The leader's sync (q->leader taken by the caller): covers everything
  * written by the end of the window, then hands leadership back and wakes
- * every sleeper on sync_seq. */
+ * every sleeper on sync_seq. After a failed sync nothing is synced again
+ * (qf_sync refuses), and the sleepers find sync_failed. */
 static void lead_sync(quad *q, uint32_t window_us)
 {
-    if (window_us) leader_window(q, window_us);
+    if (window_us && !atomic_load(&q->sync_failed)) leader_window(q, window_us);
     uint64_t target = atomic_load(&q->written_epoch);
-    uint64_t before = atomic_load(&q->durable);
-    if (target > before) {
-        if (fdatasync(q->fd) == 0) {
-            q->last_group = target - before;
-            quad_durable_raise(q, target);
-        } else {
-            atomic_store(&q->sync_failed, 1);
-            atomic_store(&q->stopped, 1);
-        }
-        atomic_fetch_add(&q->syncs, 1);
-    }
+    uint64_t before = atomic_load(&q->durable), covered;
+    if (target > before && qf_sync(q, &covered) == 0) q->last_group = covered - before;
     atomic_store(&q->leader, 0);
     atomic_fetch_add(&q->sync_seq, 1);
     seq_wake_all(&q->sync_seq);
@@ -96,8 +90,10 @@ static int take_leader(quad *q)
 int quad_wait_durable(quad *q, uint64_t e, uint32_t window_us)
 {
     for (;;) {
+        /* durable is frozen once a sync failed, so this never trusts a later sync */
         if (atomic_load(&q->durable) >= e) return 0;
-        if (atomic_load(&q->sync_failed)) return HANU_ERR_IO;
+        if (atomic_load(&q->sync_failed))   /* IO: the failed sync was to cover e */
+            return e <= q->failed_epoch ? HANU_ERR_IO : HANU_ERR_STOPPED;
         uint32_t seen = atomic_load(&q->sync_seq);   /* before the leader check: no lost wake-up */
         if (take_leader(q)) {
             if (atomic_load(&q->durable) < e) lead_sync(q, window_us);
@@ -130,10 +126,16 @@ static int frame_write(quad *q, size_t len)
     return rc;
 }
 
+/* The next automatic checkpoint waits for at least as many log bytes as this
+ * one took: its cost stays a fraction of the log however large the directory
+ * grows, and a failed checkpoint is not retried by the next commit (a failed
+ * sync stops the store; this commit stands either way). */
 static void maybe_checkpoint(quad *q)
 {
-    if (q->opt.checkpoint_bytes && q->tail - q->ckpt_tail >= q->opt.checkpoint_bytes)
-        (void)qf_checkpoint_locked(q);   /* a failure stops the store; this commit stands */
+    if (!q->opt.checkpoint_bytes || q->tail < q->ckpt_next) return;
+    (void)qf_checkpoint_locked(q);
+    uint64_t took = q->ckpt_bytes;
+    q->ckpt_next = q->tail + (took > q->opt.checkpoint_bytes ? took : q->opt.checkpoint_bytes);
 }
 
 static int valid_durability(int d)
@@ -244,7 +246,7 @@ static quad_append_req *append_batch(quad *q, quad_append_req *r, unsigned *done
         q->tail += off;
         atomic_store_explicit(&q->nchunks, c, memory_order_release);
         atomic_store_explicit(&q->epoch, e, memory_order_release);
-        atomic_store_explicit(&q->written_epoch, e, memory_order_release);
+        qf_written(q, e);
         maybe_checkpoint(q);
     }
     for (quad_append_req *x = first; x != r;) {
@@ -339,7 +341,7 @@ int quad_append(quad *q, const quad_fact *facts, size_t n, int durability,
                 quad_id *first_id, uint64_t *epoch_out)
 {
     if (!q || !facts || n == 0 || !valid_durability(durability)) return HANU_ERR_INVALID;
-    if (q->opt.flags & QUAD_RDONLY) return HANU_ERR_INVALID;
+    if ((q->opt.flags & QUAD_RDONLY) || quad_forked(q)) return HANU_ERR_INVALID;
     if (n > QUAD_MAX_BATCH) return HANU_ERR_TOO_LARGE;
     uint64_t epoch = 0;
     int rc = append_combined(q, facts, n, durability, first_id, &epoch);
@@ -354,7 +356,8 @@ int quad_append_owned(quad *q, quad_fact *facts, size_t n, int durability,
 {
     int rc = HANU_ERR_INVALID;
     uint64_t epoch = 0;
-    if (q && facts && n > 0 && valid_durability(durability) && !(q->opt.flags & QUAD_RDONLY))
+    if (q && facts && n > 0 && valid_durability(durability) && !(q->opt.flags & QUAD_RDONLY) &&
+        !quad_forked(q))
         rc = n > QUAD_MAX_BATCH ? HANU_ERR_TOO_LARGE : append_combined(q, facts, n, durability, first_id, &epoch);
     /* the buffer is handed back as soon as it is encoded, before the durable wait */
     if (facts) {
@@ -471,7 +474,7 @@ static int retire_locked(quad *q, const quad_id *ids, size_t n, uint64_t *epoch_
     pthread_rwlock_unlock(&q->rlock);
     atomic_fetch_add_explicit(&q->retired, added, memory_order_relaxed);
     atomic_store_explicit(&q->epoch, epoch, memory_order_release);
-    atomic_store_explicit(&q->written_epoch, epoch, memory_order_release);
+    qf_written(q, epoch);
     if (epoch_out) *epoch_out = epoch;
     if (rc == 0) maybe_checkpoint(q);
     return rc;
@@ -480,7 +483,7 @@ static int retire_locked(quad *q, const quad_id *ids, size_t n, uint64_t *epoch_
 int quad_retire(quad *q, const quad_id *ids, size_t n, int durability, uint64_t *epoch_out)
 {
     if (!q || !ids || n == 0 || !valid_durability(durability)) return HANU_ERR_INVALID;
-    if (q->opt.flags & QUAD_RDONLY) return HANU_ERR_INVALID;
+    if ((q->opt.flags & QUAD_RDONLY) || quad_forked(q)) return HANU_ERR_INVALID;
     if (n > QUAD_MAX_BATCH) return HANU_ERR_TOO_LARGE;
     pthread_mutex_lock(&q->wlock);
     uint64_t epoch = 0;
@@ -493,8 +496,9 @@ int quad_retire(quad *q, const quad_id *ids, size_t n, int durability, uint64_t 
 
 int quad_sync(quad *q)
 {
-    if (!q) return HANU_ERR_INVALID;
+    if (!q || quad_forked(q)) return HANU_ERR_INVALID;
     if (q->opt.flags & QUAD_RDONLY) return 0;
+    if (atomic_load(&q->sync_failed)) return HANU_ERR_STOPPED;
     uint64_t e = atomic_load(&q->written_epoch);
     if (atomic_load(&q->durable) >= e) return 0;
     return quad_wait_durable(q, e, 0);

@@ -1,0 +1,376 @@
+/*
+ * test_quad_crashstates: the facts kernel under a power-loss simulator. A
+ * single-threaded workload (appends and retires of every durability, syncs,
+ * checkpoints, automatic checkpoints, close and reopen, a crash of the
+ * process and reopen) runs against a store
+ * file; this binary interposes fdatasync (it defines it; the library's calls
+ * resolve here). At every fdatasync of the store file it compares the file
+ * with its image at the previous successful fdatasync and builds the disk
+ * states a power loss at that moment could leave:
+ *   - bytes synced before are kept; a 512-byte sector that is rewritten is
+ *     either old or new (sectors are atomic; a page of 4 KiB is not);
+ *   - each changed 4 KiB page is new, old, torn at 512 bytes (any mix of new
+ *     and old sectors), and its sectors past the synced end of the file are
+ *     new, zero or garbage; or the file keeps its synced length.
+ * With up to three changed pages every combination of page modes is built
+ * (at least 64 states, torn and garbage pages drawn anew), else a random
+ * sample of 96. Each state is opened (no QUAD_SALVAGE: it must open)
+ * and checked: every commit acknowledged durable by then (a durable call that
+ * returned 0, or an epoch quad_durable_epoch reported) is there with its exact
+ * lanes, every acknowledged retirement holds, the epoch is at least the
+ * acknowledged one, and every commit the state recovered is exactly what was
+ * written. Every fourth state is closed and opened again. States at the syncs
+ * of the very first open (creating the file, before anything could be
+ * acknowledged) are skipped.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#include "quad.h"
+#include "test.h"
+#include "quad_shapes.h"
+
+/* The sanitizer build (make asan) runs a third of the workload: it is ten
+ * times slower per state, and the plain build already checks every state. */
+#if defined(__SANITIZE_ADDRESS__)
+#define STEPS 80
+#define MIN_STATES 3000
+#else
+#define STEPS 240
+#define MIN_STATES 10000
+#endif
+
+#define PAGE 4096
+#define SECTOR 512
+#define MAX_OPS 400
+
+/* ---- the workload's model ---- */
+typedef struct op {
+    int kind;              /* 1 append, 2 retire */
+    uint64_t epoch;
+    quad_id first;         /* append: first id */
+    uint32_t n;            /* append: facts */
+    uint64_t seed;         /* append: lanes of fact i come from (seed, i) */
+    quad_id id;            /* retire: one id */
+} op;
+
+static op ops[MAX_OPS];
+static size_t nops;
+static uint64_t acked;     /* highest epoch acknowledged durable */
+static int armed;          /* the store was opened once: states count */
+
+static quad_fact fact_at(uint64_t seed, uint32_t i)
+{
+    quad_fact f;
+    uint64_t x = seed * 0x9E3779B97F4A7C15ULL + i;
+    for (int l = 0; l < 4; l++) {
+        x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ULL; x ^= x >> 29;
+        f.lane[l] = l == 1 ? 7 : (l == 2 ? seed * 1000 + i : x);
+    }
+    return f;
+}
+
+/* ---- the simulator ---- */
+static char store_path[600], state_path[600];
+static uint8_t *prev, *cur, *img;
+static size_t plen, cap;
+static long states, violations, syncs_seen;
+static int checking;
+
+static struct { char what[80]; long n; } kinds[16];
+
+static void report(const char *what, const char *mode)
+{
+    violations++;
+    for (size_t k = 0; k < HANU_ARRAY_LEN(kinds); k++) {
+        if (kinds[k].n && strcmp(kinds[k].what, what) != 0) continue;
+        snprintf(kinds[k].what, sizeof kinds[k].what, "%s", what);
+        kinds[k].n++;
+        break;
+    }
+    if (violations <= 10)
+        fprintf(stderr, "  VIOLATION at sync %ld (%s): %s\n", syncs_seen, mode, what);
+}
+
+static int gather_eq(quad *q, uint64_t snap, const op *o)
+{
+    static quad_fact got[256];
+    static quad_id ids[256];
+    static uint8_t pr[256];
+    for (uint32_t i = 0; i < o->n; i++) ids[i] = quad_batch_id(o->first, 64, i);
+    if (quad_gather(q, snap, ids, o->n, QUAD_LANES_ALL, got, pr) != 0) return 0;
+    for (uint32_t i = 0; i < o->n; i++) {
+        quad_fact w = fact_at(o->seed, i);
+        if (!pr[i] || !tq_fact_eq(&got[i], &w, 0xF)) return 0;
+    }
+    return 1;
+}
+
+/* Opens the state file and checks every promise; returns 0 when it held. */
+static void verify_state(const char *mode, int reopen)
+{
+    quad_options o;
+    quad_options_default(&o);
+    o.io_backend = QUAD_IO_INLINE;
+    o.cache_bytes = 1 << 20;
+    for (int round = 0; round <= reopen; round++) {
+        quad *q = NULL;
+        int rc = quad_open(state_path, &o, &q);
+        if (rc) {
+            char m[80];
+            snprintf(m, sizeof m, "open failed with %d%s", rc, round ? " (second open)" : "");
+            report(m, mode);
+            return;
+        }
+        uint64_t e = quad_epoch(q);
+        if (e < acked) report("epoch below the acknowledged durable epoch", mode);
+        for (size_t i = 0; i < nops; i++) {
+            const op *x = &ops[i];
+            if (x->epoch > e) continue;   /* not recovered: fine unless acknowledged (above) */
+            if (x->kind == 1) {
+                if (!gather_eq(q, x->epoch, x)) report("a recovered append differs or is missing", mode);
+            } else {
+                quad_fact f;
+                uint8_t pr = 1;
+                if (quad_gather(q, 0, &x->id, 1, QUAD_LANES_ALL, &f, &pr) != 0 || pr)
+                    report("a recovered retirement does not hold", mode);
+            }
+        }
+        if (quad_close(q) != 0) report("close failed", mode);
+    }
+}
+
+static void put_state(size_t len)
+{
+    int fd = open(state_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || hanu_pwrite_full(fd, img, len, 0) != 0) { perror("state"); exit(2); }
+    close(fd);
+}
+
+enum { M_NEW, M_OLD, M_TORN, M_ZERO, M_GARBAGE, M_MODES };
+static const char *mode_names = "notzg";
+
+/* Applies mode m to page p of img (img starts as prev). */
+static void apply_page(size_t p, int m, size_t clen)
+{
+    for (size_t s = p * PAGE / SECTOR; s < (p + 1) * PAGE / SECTOR; s++) {
+        size_t off = s * SECTOR;
+        if (off >= clen && off >= plen) break;
+        int fresh = off >= plen;   /* no synced byte in this sector */
+        if (memcmp(prev + off, cur + off, SECTOR) == 0) continue;
+        int take_new;
+        switch (m) {
+        case M_NEW: take_new = 1; break;
+        case M_OLD: take_new = 0; break;
+        case M_TORN: take_new = (int)(tq_rand() & 1); break;
+        default: take_new = fresh ? -1 : (int)(tq_rand() & 1); break;
+        }
+        if (take_new == 1) memcpy(img + off, cur + off, SECTOR);
+        else if (take_new == 0) memcpy(img + off, prev + off, SECTOR);
+        else if (m == M_ZERO) memset(img + off, 0, SECTOR);
+        else for (size_t k = 0; k < SECTOR; k++) img[off + k] = (uint8_t)tq_rand();
+    }
+}
+
+static void crash_states(size_t clen)
+{
+    size_t len = clen > plen ? clen : plen;
+    size_t npages = (len + PAGE - 1) / PAGE;
+    static size_t changed[1 << 16];
+    size_t nch = 0;
+    for (size_t p = 0; p < npages; p++) {
+        size_t a = p * PAGE, b = a + PAGE < len ? a + PAGE : len;
+        if (memcmp(prev + a, cur + a, b - a) != 0 && nch < HANU_ARRAY_LEN(changed)) changed[nch++] = p;
+    }
+    size_t combos = 1;
+    for (size_t i = 0; i < nch && combos <= 4096; i++) combos *= M_MODES;
+    int exhaustive = nch <= 3;
+    /* small combination sets are repeated: torn pages and garbage differ each time */
+    size_t n = exhaustive ? (combos < 64 ? 64 : combos) : 96;
+    char mode[64];
+    for (size_t k = 0; k <= n; k++) {
+        memcpy(img, prev, len);
+        size_t slen = clen;
+        if (k == n) {   /* the file keeps its synced length; rewritten sectors old or new */
+            if (clen <= plen) continue;
+            slen = plen;
+            for (size_t i = 0; i < nch; i++) apply_page(changed[i], M_TORN, plen);
+            snprintf(mode, sizeof mode, "synced length %zu of %zu", plen, clen);
+        } else {
+            size_t code = k % combos;
+            size_t w = 0;
+            for (size_t i = 0; i < nch; i++) {
+                int m = exhaustive ? (int)(code % M_MODES) : (int)(tq_rand() % M_MODES);
+                code /= M_MODES;
+                apply_page(changed[i], m, clen);
+                if (w + 2 < sizeof mode) mode[w++] = mode_names[m];
+            }
+            mode[w] = 0;
+        }
+        put_state(slen);
+        states++;
+        verify_state(mode, (states & 3) == 0);
+    }
+}
+
+static int is_store(int fd)
+{
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && stat(store_path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+int fdatasync(int fd)
+{
+    if (checking || !is_store(fd)) return (int)syscall(SYS_fdatasync, fd);
+    struct stat st;
+    if (fstat(fd, &st) != 0) return -1;
+    size_t clen = (size_t)st.st_size;
+    if (clen + PAGE > cap) {
+        size_t nc = (clen + PAGE) * 2;
+        prev = realloc(prev, nc);
+        cur = realloc(cur, nc);
+        img = realloc(img, nc);
+        if (!prev || !cur || !img) exit(2);
+        memset(prev + cap, 0, nc - cap);
+        cap = nc;
+    }
+    memset(cur, 0, cap);
+    if (hanu_pread_full(fd, cur, clen, 0) != 0) exit(2);
+    if (armed) {
+        checking = 1;
+        syncs_seen++;
+        crash_states(clen);
+        checking = 0;
+    }
+    int rc = (int)syscall(SYS_fdatasync, fd);
+    if (rc == 0) {
+        memcpy(prev, cur, cap);
+        plen = clen;
+    }
+    return rc;
+}
+
+/* ---- the workload ---- */
+
+static quad *wl_open(void)
+{
+    quad_options o;
+    quad_options_default(&o);
+    o.chunk_rows = 64;
+    o.microblock_rows = 64;
+    o.group_window_us = 0;
+    o.io_backend = QUAD_IO_INLINE;
+    o.checkpoint_bytes = 24 << 10;
+    quad *q = NULL;
+    if (quad_open(store_path, &o, &q) != 0) return NULL;
+    return q;
+}
+
+static void note_durable(quad *q)
+{
+    uint64_t d = quad_durable_epoch(q);
+    if (d > acked) acked = d;
+}
+
+/* A crash of the process: what the page cache holds is the file, but only
+ * `prev` is on the disk. Simulated with a copy of the file that takes the
+ * store's place (the checker keeps prev as its synced image); the old handle
+ * is then closed on the old file, which is no longer watched. */
+static quad *crash_process(quad *q, const char *dir)
+{
+    static int gen;
+    char next[600];
+    snprintf(next, sizeof next, "%s/store%d.quad", dir, ++gen);
+    int in = open(store_path, O_RDONLY), out = open(next, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    struct stat st;
+    if (in < 0 || out < 0 || fstat(in, &st) != 0) return NULL;
+    uint8_t *b = malloc((size_t)st.st_size);
+    if (!b || hanu_pread_full(in, b, (size_t)st.st_size, 0) != 0 ||
+        hanu_pwrite_full(out, b, (size_t)st.st_size, 0) != 0) return NULL;
+    free(b);
+    close(in);
+    close(out);
+    char old[600];
+    snprintf(old, sizeof old, "%s", store_path);
+    snprintf(store_path, sizeof store_path, "%s", next);
+    (void)quad_close(q);
+    unlink(old);
+    return wl_open();
+}
+
+static void test_power_loss_at_every_sync(void)
+{
+    /* tmpfs when there is one: a state's open and close sync three times,
+     * which on a disk made the run ten times slower */
+    char dir[520];
+    snprintf(dir, sizeof dir, "/dev/shm/hanudb-crashstates-%d", (int)getpid());
+    if (mkdir(dir, 0700) != 0) snprintf(dir, sizeof dir, "%s", test_tmpdir("crashstates"));
+    snprintf(store_path, sizeof store_path, "%s/store.quad", dir);
+    snprintf(state_path, sizeof state_path, "%s/state.quad", dir);
+    quad *q = wl_open();
+    REQUIRE(q);
+    armed = 1;
+    static const int dur[] = { QUAD_BUFFERED, QUAD_DURABLE, QUAD_GROUP, QUAD_BUFFERED };
+    for (int step = 0; step < STEPS && nops < MAX_OPS; step++) {
+        uint64_t r = tq_rand() % 100;
+        if (r < 55) {
+            op *x = &ops[nops];
+            x->kind = 1;
+            x->n = 1 + (uint32_t)(tq_rand() % (r < 10 ? 200 : 40));
+            x->seed = (uint64_t)step + 1;
+            static quad_fact f[256];
+            for (uint32_t i = 0; i < x->n; i++) f[i] = fact_at(x->seed, i);
+            int d = dur[tq_rand() % 4];
+            REQUIRE(quad_append(q, f, x->n, d, &x->first, &x->epoch) == 0);
+            nops++;
+            if (d != QUAD_BUFFERED) acked = x->epoch;
+        } else if (r < 75 && nops > 0) {
+            const op *a = &ops[tq_rand() % nops];
+            if (a->kind != 1) continue;
+            op *x = &ops[nops];
+            x->kind = 2;
+            x->id = quad_batch_id(a->first, 64, (size_t)(tq_rand() % a->n));
+            int already = 0;
+            for (size_t i = 0; i < nops; i++) already |= ops[i].kind == 2 && ops[i].id == x->id;
+            if (already) continue;
+            int d = dur[tq_rand() % 4];
+            REQUIRE(quad_retire(q, &x->id, 1, d, &x->epoch) == 0);
+            nops++;
+            if (d != QUAD_BUFFERED) acked = x->epoch;
+        } else if (r < 85) {
+            REQUIRE(quad_sync(q) == 0);
+            acked = quad_epoch(q);
+        } else if (r < 90) {
+            REQUIRE(quad_checkpoint(q) == 0);
+        } else if (r < 95) {
+            q = crash_process(q, dir);
+            REQUIRE(q);
+        } else {
+            uint64_t e = quad_epoch(q);
+            REQUIRE(quad_close(q) == 0);
+            acked = e;   /* a successful close leaves everything durable */
+            q = wl_open();
+            REQUIRE(q);
+        }
+        note_durable(q);
+    }
+    CHECK_EQ(quad_close(q), 0);
+    unlink(store_path);
+    unlink(state_path);
+    rmdir(dir);
+    fprintf(stderr, "  %zu operations, %ld syncs, %ld crash states, %ld violations\n",
+            nops, syncs_seen, states, violations);
+    for (size_t k = 0; k < HANU_ARRAY_LEN(kinds) && kinds[k].n; k++)
+        fprintf(stderr, "    %ld x %s\n", kinds[k].n, kinds[k].what);
+    CHECK(states >= MIN_STATES);
+    CHECK_EQ(violations, 0);
+}
+
+int main(void)
+{
+    RUN(test_power_loss_at_every_sync);
+    TEST_DONE();
+}
