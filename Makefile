@@ -46,9 +46,11 @@ $(BUILD)/libhanudb.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-# The executable exports phr_parse_request so that libh2o uses src/server/http_guard.c's.
+# The executable exports the parser functions and h2o_send_error_generic so that libh2o
+# uses src/server/http_guard.c's (see http_guard.h).
 $(BUILD)/hanudb: $(CLI_OBJ) $(BUILD)/libhanudb.a
-	$(CC) $(CFLAGS) $^ -o $@ -Wl,--export-dynamic-symbol=phr_parse_request -Wl,--export-dynamic-symbol=h2o_send_error_generic $(LDLIBS) -ldl
+	$(CC) $(CFLAGS) $^ -o $@ -Wl,--export-dynamic-symbol=phr_parse_request -Wl,--export-dynamic-symbol=phr_decode_chunked \
+	  -Wl,--export-dynamic-symbol=phr_decode_chunked_is_in_data -Wl,--export-dynamic-symbol=h2o_send_error_generic $(LDLIBS) -ldl
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libhanudb.a $(HEADERS)
 	@mkdir -p $(dir $@)

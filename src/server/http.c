@@ -8,6 +8,7 @@
  * the fix for HTTP/2 "rapid reset" (CVE-2023-44487).
  */
 #include "server/http_internal.h"
+#include "server/http_guard.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -444,15 +445,6 @@ static void parse_durability(http_call *c, int *bad)
     else *bad = 1;
 }
 
-int http_guard_linked(void);
-void http_guard_set_body_limit(uint64_t limit);
-
-/* Two Content-Length headers that disagree make the framing ambiguous: refuse.
-   h2o keeps only the first; http_guard.c marks a conflicting second one. */
-static int conflicting_content_length(h2o_req_t *req)
-{
-    return http_guard_linked() && http_header(req, H2O_STRLIT("x-hanu-conflicting-content-length")) != NULL;
-}
 
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
@@ -461,11 +453,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     server_poll_durable(srv);   /* answers waiting for a finished sync go first */
     http_call call = { .srv = srv, .req = req, .route = ROUTE_OTHER, .start_ns = hanu_now_ns() };
     http_call *c = &call;
-    if (conflicting_content_length(req)) {
-        req->http1_is_persistent = 0;
-        http_error(c, 400, "invalid_request", "conflicting Content-Length headers");
-        return 0;
-    }
+    if (http_guard_answer(req)) return 0;   /* framing refused (http_guard.c) */
     const h2o_iovec_t *too_large = http_header(req, H2O_STRLIT("x-hanu-body-too-large"));
     if (too_large) {
         /* The body was not read (http_guard.c): answer and close the connection. */
