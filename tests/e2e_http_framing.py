@@ -342,6 +342,108 @@ def t_table(srv, h):
     check(len(CASES) >= 200, "at least 200 cases: %d" % len(CASES))
 
 
+HEADER_MS, BODY_MS, IDLE_MS = 600, 600, 1500
+
+
+def until_closed(s, limit=10.0):
+    """Reads until the server closes; returns (seconds waited, bytes)."""
+    t0, data = time.time(), b""
+    s.settimeout(limit)
+    try:
+        while True:
+            c = s.recv(65536)
+            if not c:
+                break
+            data += c
+    except ConnectionResetError:
+        pass
+    return time.time() - t0, data
+
+
+def check_408(name, data):
+    head, _, body = data.partition(b"\r\n\r\n")
+    check(head.startswith(b"HTTP/1.1 408 ") and b"Connection: close" in head, "%s: 408 and close: %r" % (name, data[:200]))
+    check(error_code(json.loads(body)) == "request_timeout", "%s: JSON 408 body %r" % (name, body))
+
+
+def t_timeouts(srv):
+    port = srv.http_port
+    conn = lambda: socket.create_connection(("127.0.0.1", port), timeout=10)  # noqa: E731
+    tick = 0.3   # the sweep runs every 1/8 of the shortest deadline; generous for a loaded machine
+    # Connected, nothing sent: closed without an answer after the header deadline.
+    s = conn()
+    waited, data = until_closed(s)
+    check(data == b"" and HEADER_MS / 1000 * 0.9 <= waited <= HEADER_MS / 1000 + tick + 1, "silent: %.2f s %r" % (waited, data))
+    # Part of a head: 408.
+    s = conn()
+    s.sendall(b"GET /_health HTTP/1.1\r\nHo")
+    waited, data = until_closed(s)
+    check_408("partial head", data)
+    check(HEADER_MS / 1000 * 0.9 <= waited <= HEADER_MS / 1000 + tick + 1, "partial head after %.2f s" % waited)
+    # A head dripping a byte every 50 ms: the deadline is for the whole head.
+    s = conn()
+    t0 = time.time()
+    try:
+        for ch in b"PUT /c/t/docs/drip HTTP/1.1\r\nHost: x\r\nX-A: " + b"a" * 200:
+            s.sendall(bytes([ch]))
+            time.sleep(0.05)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    _, data = until_closed(s)
+    check(time.time() - t0 <= HEADER_MS / 1000 + tick + 1.5, "drip cut after %.2f s" % (time.time() - t0))
+    check_408("dripping head", data)
+    # A body that stops: 408, nothing written.
+    for name, head, part in (("length", b"Content-Length: 20\r\n", b'{"a":'),
+                             ("chunked", b"Transfer-Encoding: chunked\r\n", b"14\r\n{\"a\":"),
+                             ("expect", b"Expect: 100-continue\r\nContent-Length: 20\r\n", b"")):
+        s = conn()
+        s.sendall(b"PUT /c/t/docs/stall-" + name.encode() + b" HTTP/1.1\r\nHost: x\r\n" + head + b"\r\n" + part)
+        waited, data = until_closed(s)
+        if name == "expect":
+            check(data.startswith(b"HTTP/1.1 100 Continue\r\n\r\n"), "100 first: %r" % data[:40])
+            data = data[len(b"HTTP/1.1 100 Continue\r\n\r\n"):]
+        check_408("stalled body (%s)" % name, data)
+        check(BODY_MS / 1000 * 0.9 <= waited <= BODY_MS / 1000 + tick + 1, "stalled body after %.2f s" % waited)
+        check(Http(port).call("GET", "/c/t/docs/stall-" + name)[0] == 404, "stalled body not written")
+    # A slow body that keeps coming (3.2 s, longer than every deadline): served.
+    for name, chunked in (("slow-length", False), ("slow-chunked", True)):
+        doc = b'{"v":"' + b"x" * (64 * 1024 - 8) + b'"}'
+        s = conn()
+        s.sendall(b"PUT /c/t/docs/" + name.encode() + b" HTTP/1.1\r\nHost: x\r\n" +
+                  (b"Transfer-Encoding: chunked\r\n\r\n" if chunked else b"Content-Length: %d\r\n\r\n" % len(doc)))
+        t0 = time.time()
+        for i in range(0, len(doc), 4096):
+            piece = doc[i:i + 4096]
+            s.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+            time.sleep(0.2)
+        if chunked:
+            s.sendall(b"0\r\n\r\n")
+        got, closed, _ = read_responses(s, 1, time.time() + 5)
+        check([g[0] for g in got] == [201] and not closed, "%s: %r after %.1f s" % (name, got, time.time() - t0))
+        check(time.time() - t0 > 3 * BODY_MS / 1000, "the slow body took longer than the deadlines")
+        s.close()
+    # Idle keep-alive: open at half the deadline, closed without an answer after it.
+    s = conn()
+    s.sendall(GET.encode() + b"\r\n")
+    read_responses(s, 1, time.time() + 5)
+    time.sleep(IDLE_MS / 1000 / 2)
+    s.sendall(GET.encode() + b"\r\n")
+    got, closed, _ = read_responses(s, 1, time.time() + 5)
+    check([g[0] for g in got] == [200] and not closed, "open at half the idle deadline: %r" % got)
+    waited, data = until_closed(s)
+    check(data == b"" and IDLE_MS / 1000 * 0.8 <= waited <= IDLE_MS / 1000 + tick + 1, "idle closed after %.2f s" % waited)
+    # A connection used every 0.4 s for 3 idle deadlines stays open.
+    s = conn()
+    t0 = time.time()
+    while time.time() - t0 < 3 * IDLE_MS / 1000:
+        s.sendall(GET.encode() + b"\r\n")
+        got, closed, _ = read_responses(s, 1, time.time() + 5)
+        check([g[0] for g in got] == [200] and not closed, "busy keep-alive connection: %r" % got)
+        time.sleep(0.4)
+    s.close()
+    print("ok   timeouts: header %d ms, body %d ms, idle %d ms" % (HEADER_MS, BODY_MS, IDLE_MS))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="hanudb-framing-")
     srv = HttpServer(os.path.join(tmp, "d"), ["--max-body", str(MAX_BODY)])
@@ -350,6 +452,13 @@ def main():
         h = Http(srv.http_port)
         t_table(srv, h)
         h.close()
+        check(srv.proc.poll() is None, "server still running")
+        srv.kill()
+        srv = HttpServer(os.path.join(tmp, "t"), ["--http-header-timeout-ms", str(HEADER_MS), "--http-body-timeout-ms",
+                                                 str(BODY_MS), "--http-idle-timeout-ms", str(IDLE_MS)])
+        srv.start()
+        check(Http(srv.http_port).call("PUT", "/c/t")[0] == 201, "t collection")
+        t_timeouts(srv)
         check(srv.proc.poll() is None, "server still running")
     finally:
         srv.kill()

@@ -693,6 +693,8 @@ int http_start(server *srv, char *err, size_t errcap)
     h2o_config_init(&srv->http_globalconf);
     srv->http_globalconf.http1.upgrade_to_http2 = 0;
     srv->http_globalconf.max_request_entity_size = o->max_body;
+    /* h2o's one deadline (idle, head and body together) is replaced by http_timeout.c's. */
+    srv->http_globalconf.http1.req_timeout = 24ull * 3600 * 1000;
     srv->http_globalconf.server_name = h2o_iovec_init(H2O_STRLIT("hanudb"));
     h2o_hostconf_t *host = h2o_config_register_host(&srv->http_globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
@@ -700,6 +702,10 @@ int http_start(server *srv, char *err, size_t errcap)
     *(server **)(handler + 1) = srv;
     handler->on_req = on_req;
     h2o_context_init(&srv->http_ctx, srv->loop, &srv->http_globalconf);
+    if (http_timeout_start(srv) != HANU_OK) {
+        snprintf(err, errcap, "out of memory");
+        return HANU_ERR_NOMEM;
+    }
     srv->http_accept.ctx = &srv->http_ctx;
     srv->http_accept.hosts = srv->http_globalconf.hosts;
     if (o->tls_cert && *o->tls_cert) {
@@ -756,6 +762,7 @@ void http_stop(server *srv)
     http_on_durable(srv, atomic_load(&srv->durable_txn), store_failed(srv->store));
     if (h2o_timeout_is_linked(&srv->parked_entry)) h2o_timeout_unlink(&srv->parked_entry);
     if (h2o_timeout_is_linked(&srv->expire_entry)) h2o_timeout_unlink(&srv->expire_entry);
+    http_timeout_stop(srv);
     /* The h2o context and its keep-alive connections end with the process: h2o 2.2.5
        has no way to close them gracefully. */
     srv->http_on = 0;

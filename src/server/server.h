@@ -23,6 +23,9 @@ typedef struct server_options {
     const char *tokens;             /* the same lines inline (HANUDB_TOKENS), ';' or newline separated */
     const char *cors_origins;       /* comma-separated origins, or "*" */
     uint32_t max_body;              /* request body limit, default 16 MiB */
+    uint32_t http_header_timeout_ms;  /* a request head, from its first byte: 408; default 10 000 */
+    uint32_t http_body_timeout_ms;    /* longest pause in a request body: 408; default 10 000 */
+    uint32_t http_idle_timeout_ms;    /* keep-alive connection between requests: closed; default 75 000 */
     uint64_t idempotency_ttl_s;     /* default 86 400 */
     int open_metrics;               /* /metrics and /_status without a token */
 } server_options;
