@@ -68,8 +68,8 @@ asan:
 	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
 	  EXTRA_LDLIBS="-fsanitize=address,undefined" all
 	BUILD=build-asan UNIT_ONLY=1 tests/run-tests.sh
-	@# The server itself under ASan+UBSan: protocol, HTTP API, SIGKILL and no-space tests.
-	BUILD=build-asan ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 E2E_ONLY="e2e_kv_protocol.py e2e_http_api.py e2e_kv_kill.py e2e_http_kill.py e2e_kv_nospace.py" \
+	@# The server itself under ASan+UBSan: protocol, HTTP API and framing, SIGKILL and no-space tests.
+	BUILD=build-asan ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 E2E_ONLY="e2e_kv_protocol.py e2e_http_api.py e2e_http_framing.py e2e_kv_kill.py e2e_http_kill.py e2e_kv_nospace.py" \
 	  tests/run-tests.sh
 
 fuzz:

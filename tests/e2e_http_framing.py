@@ -342,6 +342,93 @@ def t_table(srv, h):
     check(len(CASES) >= 200, "at least 200 cases: %d" % len(CASES))
 
 
+def t_clients(srv, tmp):
+    """Real clients keep working: curl (HTTP/1.0, 1.1, chunked uploads, Expect, connection
+    reuse), Python's http.client reading pipelined answers, wrk (when installed)."""
+    import http.client
+    import subprocess
+    base = "http://127.0.0.1:%d" % srv.http_port
+    body = os.path.join(tmp, "doc.json")
+    with open(body, "w") as f:
+        f.write(json.dumps({"v": "x" * 5000}))
+
+    def curl(*args, stdin=b""):
+        p = subprocess.run(["curl", "-sS", "-o", "-", "-w", "\n%{http_code}", "-v"] + list(args),
+                           capture_output=True, timeout=30, input=stdin)
+        out, _, code = p.stdout.decode().rpartition("\n")
+        return int(code or 0), out, p.stderr.decode(errors="replace")
+
+    if shutil.which("curl"):
+        code, out, _ = curl("--http1.0", base + "/_health")
+        check(code == 200 and json.loads(out) == {"ok": True}, "curl HTTP/1.0: %d %r" % (code, out))
+        code, out, _ = curl("--http1.0", "-X", "PUT", "--data-binary", "@" + body, base + "/c/t/docs/curl10")
+        check(code == 201, "curl HTTP/1.0 PUT: %d %r" % (code, out))
+        code, out, _ = curl("--http1.1", "-X", "PUT", "--data-binary", "@" + body, base + "/c/t/docs/curl11")
+        check(code == 201, "curl HTTP/1.1 PUT: %d %r" % (code, out))
+        code, out, err = curl("-X", "PUT", "-H", "Transfer-Encoding: chunked", "--data-binary", "@" + body,
+                              base + "/c/t/docs/curlchunked")
+        check(code == 201 and "chunked" in err, "curl chunked PUT: %d %r" % (code, out))
+        code, out, err = curl("-T", "-", base + "/c/t/docs/curlstdin", stdin=b'{"s":1}')   # stdin: chunked
+        check(code == 201 and "chunked" in err, "curl -T - : %d %r" % (code, out))
+        code, out, err = curl("-X", "PUT", "-H", "Expect: 100-continue", "--data-binary", "@" + body,
+                              base + "/c/t/docs/curlexpect")
+        check(code == 201 and "100 Continue" in err, "curl Expect: %d %r" % (code, err[-300:]))
+        code, out, err = curl(base + "/_health", base + "/c/t/docs/curl11")
+        check(code == 200 and ("Re-using existing connection" in err or "Reusing existing connection" in err),
+              "curl reuses the connection: %r" % err[-400:])
+        for d in ("curl10", "curl11", "curlchunked", "curlexpect"):
+            st, _, got = Http(srv.http_port).call("GET", "/c/t/docs/" + d)
+            check(st == 200 and json.loads(got)["v"] == "x" * 5000, "curl wrote %s" % d)
+        print("ok   curl: HTTP/1.0, 1.1, chunked, Expect, connection reuse")
+    else:
+        print("skip curl: not installed")
+
+    # http.client reading the answers of five pipelined requests sent at once.
+    s = socket.create_connection(("127.0.0.1", srv.http_port), timeout=10)
+    reqs = [b"PUT /c/t/docs/pipe1 HTTP/1.1\r\nHost: x\r\nContent-Length: 8\r\n\r\n{\"a\":1}\n",
+            b"GET /c/t/docs/pipe1 HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"PUT /c/t/docs/pipe2 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n7\r\n{\"b\":2}\r\n0\r\n\r\n",
+            b"DELETE /c/t/docs/pipe1 HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"GET /c/t/docs/pipe2 HTTP/1.1\r\nHost: x\r\n\r\n"]
+    s.sendall(b"".join(reqs))
+    got = []
+    stream = s.makefile("rb")
+
+    class Kept:      # every response reads from the same buffered stream, which stays open
+        def __getattr__(self, name):
+            return getattr(stream, name)
+
+        def close(self):
+            pass
+
+    class OneFile:
+        def makefile(self, *a, **k):
+            return Kept()
+    for method in ("PUT", "GET", "PUT", "DELETE", "GET"):
+        r = http.client.HTTPResponse(OneFile(), method=method)
+        r.begin()
+        got.append((r.status, r.read()))
+        check(not r.will_close, "keep-alive after %s" % method)
+    check([g[0] for g in got] == [201, 200, 201, 200, 200] and got[4][1] == b'{"_id":"pipe2","b":2}',
+          "pipelined answers: %r" % got)
+    s.close()
+    print("ok   http.client: 5 pipelined requests")
+
+    if shutil.which("wrk"):
+        script = os.path.join(tmp, "put.lua")
+        with open(script, "w") as f:
+            f.write('wrk.method = "PUT"\nwrk.body = \'{"w":1}\'\nwrk.headers["Content-Type"] = "application/json"\n'
+                    'request = function() return wrk.format(nil, "/c/t/docs/w" .. math.random(1, 100) .. "?durability=none") end\n')
+        for args in ([base + "/_health"], ["-s", script, base]):
+            p = subprocess.run(["wrk", "-t1", "-c8", "-d1s"] + args, capture_output=True, timeout=60)
+            out = p.stdout.decode()
+            check(p.returncode == 0 and "requests in" in out and "Non-2xx" not in out and "Socket errors" not in out,
+                  "wrk %s: %s" % (args, out))
+        print("ok   wrk: GET and PUT, no errors")
+    else:
+        print("skip wrk: not installed")
+
+
 HEADER_MS, BODY_MS, IDLE_MS = 600, 600, 1500
 
 
@@ -452,6 +539,7 @@ def main():
         h = Http(srv.http_port)
         t_table(srv, h)
         h.close()
+        t_clients(srv, tmp)
         check(srv.proc.poll() is None, "server still running")
         srv.kill()
         srv = HttpServer(os.path.join(tmp, "t"), ["--http-header-timeout-ms", str(HEADER_MS), "--http-body-timeout-ms",
