@@ -445,7 +445,6 @@ static void parse_durability(http_call *c, int *bad)
     else *bad = 1;
 }
 
-
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     (void)self;

@@ -140,7 +140,7 @@ static void on_tick(h2o_timeout_entry_t *entry)
     t->now_ms = ms_of(h2o_get_timestamp(&srv->http_ctx, NULL, NULL));
     t->ncur = 0;
     srv->http_globalconf.http1.callbacks.foreach_request(&srv->http_ctx, collect, t);
-    qsort(t->cur, t->ncur, sizeof *t->cur, by_req);
+    if (t->ncur > 1) qsort(t->cur, t->ncur, sizeof *t->cur, by_req);   /* cur is NULL before the first connection */
     /* Carry the idle and progress clocks over from the last tick when nothing happened
        in between: same connection, same phase, same marker. */
     for (size_t i = 0, j = 0; i < t->ncur; i++) {
