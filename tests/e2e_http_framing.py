@@ -531,6 +531,50 @@ def t_timeouts(srv):
     print("ok   timeouts: header %d ms, body %d ms, idle %d ms" % (HEADER_MS, BODY_MS, IDLE_MS))
 
 
+def t_tls(tmp):
+    """The same rules and deadlines over TLS: a smuggling case, a partial head, an idle connection."""
+    import ssl
+    import subprocess
+    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+    r = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                        "-days", "1", "-subj", "/CN=127.0.0.1"], capture_output=True)
+    check(r.returncode == 0, "openssl req: %r" % r.stderr[-300:])
+    srv = HttpServer(os.path.join(tmp, "tls"), ["--tls-cert", cert, "--tls-key", key, "--http-header-timeout-ms",
+                                                str(HEADER_MS), "--http-idle-timeout-ms", str(IDLE_MS)])
+    Server.start(srv)   # HttpServer.start would poll /_health in plain HTTP until its deadline
+    try:
+        ctx = ssl._create_unverified_context()
+        conn = lambda: ctx.wrap_socket(socket.create_connection(("127.0.0.1", srv.http_port), timeout=10))  # noqa
+        for _ in range(500):
+            try:
+                conn().close()
+                break
+            except OSError:
+                time.sleep(0.02)
+        h = Http(srv.http_port, tls=True)
+        check(h.call("PUT", "/c/smug")[0] == 201, "TLS collection")
+        doc, extra = hidden()
+        s = conn()
+        s.sendall(PUT.encode() + b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + extra)
+        got, closed, _ = read_responses(s, 1, time.time() + 10)
+        check([g[0] for g in got] == [400] and closed, "TLS CL and TE: %r" % got)
+        check(Http(srv.http_port, tls=True).call("GET", "/c/smug/docs/" + doc)[0] == 404, "TLS hidden request did not run")
+        s = conn()
+        s.sendall(b"GET /_health HTTP/1.1\r\nHo")
+        _, data = until_closed(s)
+        check_408("TLS partial head", data)
+        s = conn()
+        s.sendall(GET.encode() + b"\r\n")
+        got, closed, _ = read_responses(s, 1, time.time() + 5)
+        check([g[0] for g in got] == [200] and not closed, "TLS keep-alive: %r" % got)
+        waited, data = until_closed(s)
+        check(data == b"" and waited <= IDLE_MS / 1000 + 1.5, "TLS idle closed after %.2f s: %r" % (waited, data))
+        check(srv.proc.poll() is None, "TLS server still running")
+    finally:
+        srv.kill()
+    print("ok   TLS: CL and TE refused, 408 on a partial head, idle close")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="hanudb-framing-")
     srv = HttpServer(os.path.join(tmp, "d"), ["--max-body", str(MAX_BODY)])
@@ -548,6 +592,8 @@ def main():
         check(Http(srv.http_port).call("PUT", "/c/t")[0] == 201, "t collection")
         t_timeouts(srv)
         check(srv.proc.poll() is None, "server still running")
+        srv.kill()
+        t_tls(tmp)
     finally:
         srv.kill()
         shutil.rmtree(tmp, ignore_errors=True)
