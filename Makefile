@@ -31,12 +31,22 @@ HEADERS   := $(wildcard include/*.h src/*/*.h tests/*.h)
 
 .PHONY: all test asan fuzz fuzz-smoke check clean
 FAULT_LIB := $(BUILD)/tests/libfault_fsync.so
-all: $(BUILD)/hanudb $(TEST_BIN) $(BENCH_BIN) $(FAULT_LIB)
+CRASH_BIN := $(BUILD)/tests/libcrash_record.so $(BUILD)/tests/crash_check
+all: $(BUILD)/hanudb $(TEST_BIN) $(BENCH_BIN) $(FAULT_LIB) $(CRASH_BIN)
 
 # Fault injection for the fsync-failure test (LD_PRELOAD).
 $(BUILD)/tests/libfault_%.so: tests/fault_%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared $< -o $@ -ldl
+
+# The crash-state checker (docs/TESTING.md): a recorder (LD_PRELOAD) and the checker.
+$(BUILD)/tests/libcrash_record.so: tests/crash/crash_record.c tests/crash/crash_trace.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 -Wall -Wextra -Werror -fPIC -shared $< -o $@ -ldl -pthread
+
+$(BUILD)/tests/crash_check: tests/crash/crash_check.c tests/crash/crash_trace.h $(BUILD)/libhanudb.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< $(BUILD)/libhanudb.a -o $@ $(LDLIBS)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -68,8 +78,8 @@ asan:
 	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
 	  EXTRA_LDLIBS="-fsanitize=address,undefined" all
 	BUILD=build-asan UNIT_ONLY=1 tests/run-tests.sh
-	@# The server itself under ASan+UBSan: protocol, HTTP API and framing, SIGKILL and no-space tests.
-	BUILD=build-asan ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 E2E_ONLY="e2e_kv_protocol.py e2e_http_api.py e2e_http_framing.py e2e_kv_kill.py e2e_http_kill.py e2e_kv_nospace.py" \
+	@# The server itself under ASan+UBSan: protocol, HTTP API, semantics and framing, SIGKILL and no-space tests.
+	BUILD=build-asan ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 E2E_ONLY="e2e_kv_protocol.py e2e_http_api.py e2e_http_semantics.py e2e_http_framing.py e2e_kv_kill.py e2e_http_kill.py e2e_kv_nospace.py" \
 	  tests/run-tests.sh
 
 fuzz:

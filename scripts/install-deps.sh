@@ -8,6 +8,7 @@ packages=(
   libh2o-evloop-dev libssl-dev libzstd-dev liblz4-dev libxxhash-dev
   libroaring-dev libutf8proc-dev libcurl4-openssl-dev libjemalloc-dev
   liburing-dev python3 util-linux procps bc openssl
+  chromium   # tests/e2e_http_browser.py: the API from a real browser (CORS, no-cors, dot segments)
 )
 
 missing=()

@@ -18,6 +18,7 @@ from hanuhttp import HttpServer, check  # noqa
 from hanukv import kill_rounds  # noqa
 
 WRITERS = 6
+JSON = {"Content-Type": "application/json"}   # the server reads only JSON bodies
 DOCS = 30
 BATCH = 5
 ROUNDS = 20
@@ -43,7 +44,7 @@ class Writer(threading.Thread):
                     i = "w%d-d%d" % (self.wid, self.rng.randrange(DOCS))
                     body = ('{"w":%d,"seq":%d,"pad":"%s"}' % (self.wid, seq, "p" * self.rng.randrange(200))).encode()
                     self.inflight = {i: b'{"_id":"%s",' % i.encode() + body[1:]}
-                    c.request("PUT", "/c/kill/docs/" + i, body=body)
+                    c.request("PUT", "/c/kill/docs/" + i, body=body, headers=JSON)
                     resp = c.getresponse()
                     out = json.loads(resp.read())
                     if resp.status not in (200, 201):
@@ -64,7 +65,7 @@ class Writer(threading.Thread):
                     docs = {i: '{"batch":%d,"of":"%s"}' % (seq, i) for i in ids}
                     self.inflight = {i: b'{"_id":"%s",' % i.encode() + docs[i].encode()[1:] for i in ids}
                     body = '{"ops":[%s]}' % ",".join('{"op":"put","id":"%s","doc":%s}' % (i, docs[i]) for i in ids)
-                    c.request("POST", "/c/kill/_batch", body=body)
+                    c.request("POST", "/c/kill/_batch", body=body, headers=JSON)
                     resp = c.getresponse()
                     out = json.loads(resp.read())
                     if resp.status != 200:

@@ -2,15 +2,22 @@
  * fault_fsync.c: an LD_PRELOAD library for the fsync-failure test. While the
  * file named by HANUDB_FAULT_FSYNC_TRIGGER exists, fdatasync and fsync fail
  * with EIO, as they do on a real disk error; otherwise they pass through.
+ * While the file named by HANUDB_FAULT_FSYNC_HOLD exists, they wait (a disk
+ * that is slow to answer: writes stay parked until the file is removed).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
 
 static int triggered(void)
 {
+    const char *h = getenv("HANUDB_FAULT_FSYNC_HOLD");
+    while (h && access(h, F_OK) == 0) usleep(1000);
     const char *t = getenv("HANUDB_FAULT_FSYNC_TRIGGER");
     return t && access(t, F_OK) == 0;
 }
@@ -29,4 +36,33 @@ int fsync(int fd)
     if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
     if (triggered()) { errno = EIO; return -1; }
     return real(fd);
+}
+
+/* pwrite to a log file (a name ending in ".log"): while the file named by
+   HANUDB_FAULT_PWRITE_DELAY_TRIGGER exists it sleeps 300 ms first (the process
+   can be killed in between); while HANUDB_FAULT_PWRITE_FAIL_TRIGGER exists it
+   fails with EIO. */
+static int log_fd(int fd)
+{
+    char link[64], path[512];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, path, sizeof path - 1);
+    if (n < 4) return 0;
+    path[n] = '\0';
+    return strcmp(path + n - 4, ".log") == 0;
+}
+
+static int trigger_on(const char *env)
+{
+    const char *t = getenv(env);
+    return t && access(t, F_OK) == 0;
+}
+
+ssize_t pwrite(int fd, const void *buf, size_t len, off_t off)
+{
+    static ssize_t (*real)(int, const void *, size_t, off_t);
+    if (!real) real = (ssize_t (*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
+    if (trigger_on("HANUDB_FAULT_PWRITE_FAIL_TRIGGER") && log_fd(fd)) { errno = EIO; return -1; }
+    if (trigger_on("HANUDB_FAULT_PWRITE_DELAY_TRIGGER") && log_fd(fd)) usleep(300000);
+    return real(fd, buf, len, off);
 }

@@ -46,6 +46,9 @@ class Http:
             body = json.dumps(body)
         if isinstance(body, str):
             body = body.encode()
+        # The server reads a body only when it says it is JSON (415 otherwise).
+        if body is not None and not any(k.lower() == "content-type" for k in h):
+            h["Content-Type"] = "application/json"
         self.c.request(method, path, body=body, headers=h)
         r = self.c.getresponse()
         data = r.read()

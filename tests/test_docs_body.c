@@ -56,6 +56,11 @@ static void test_prepare_errors(void)
     CHECK(docs_prepare(big, sizeof big, 100, id, &id_len, fixed_id, NULL, &out, &e) == HANU_ERR_TOO_LARGE);
     CHECK(e.status == 413);
     CHECK(!docs_id_valid("", 0) && !docs_id_valid("a\nb", 3) && docs_id_valid("\xe2\x9c\x93 ok", 6));
+    /* dot segments: clients collapse them in URLs, so they cannot be ids */
+    CHECK(!docs_id_valid(".", 1) && !docs_id_valid("..", 2));
+    CHECK(docs_id_valid("...", 3) && docs_id_valid(".a", 2) && docs_id_valid("a.", 2));
+    id_len = 0;
+    CHECK(docs_prepare("{\"_id\":\"..\"}", 12, 1024, id, &id_len, fixed_id, NULL, &out, &e) == HANU_ERR_INVALID);
     hanu_buf_free(&out);
 }
 

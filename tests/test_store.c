@@ -10,10 +10,14 @@
 #include "store/store.h"
 #include "log/log.h"
 
+static int salvage_next_open;   /* the next open_store passes --salvage */
+
 static store *open_store(const char *dir, int prealloc, uint64_t file_size, char *err)
 {
     store_options o;
     store_options_default(&o);
+    o.salvage = salvage_next_open;
+    salvage_next_open = 0;
     o.data_dir = dir;
     o.prealloc = prealloc;
     o.file_size = file_size;
@@ -107,7 +111,9 @@ static void test_conditions_and_tokens(void)
     store_op del = { STORE_DELETE, "k", 1, NULL, 0 };
     CHECK_EQ(store_write(s, 0, &del, 1, STORE_COND_TOKEN, t1, &t, &cur), HANU_ERR_MISMATCH);
     CHECK_EQ(store_write(s, 0, &del, 1, STORE_COND_TOKEN, t2, &t, &cur), HANU_OK);
-    CHECK_EQ(store_write(s, 0, &del, 1, STORE_COND_NONE, 0, &t, &cur), HANU_ERR_NOT_FOUND);
+    CHECK_EQ(store_write(s, 0, &del, 1, STORE_COND_EXISTS, 0, &t, &cur), HANU_ERR_NOT_FOUND);
+    /* Without a condition a delete of a missing key is applied, alone as in a batch. */
+    CHECK_EQ(store_write(s, 0, &del, 1, STORE_COND_NONE, 0, &t, &cur), HANU_OK);
     CHECK_EQ(get_str(s, 0, "k", v, sizeof v, NULL), HANU_ERR_NOT_FOUND);
     store_op empty = { STORE_SET, "", 0, "x", 1 };
     CHECK_EQ(store_write(s, 0, &empty, 1, STORE_COND_NONE, 0, &t, NULL), HANU_ERR_INVALID);
@@ -218,15 +224,20 @@ static void test_torn_tail_keeps_prefix(void)
     snprintf(path, sizeof path, "%s/log/000001.log", dir);
     off_t size = file_size_of(path);
     REQUIRE(size > 100);
-    /* Cut the last frame in half. */
+    /* Cut the last frame in half. It was synced (a clean stop): that is damage
+       below the durable mark, refused unless salvaging. */
     REQUIRE(truncate(path, size - 10) == 0);
+    s = open_store(dir, LOG_PREALLOC_APPEND, 1 << 20, err);
+    CHECK(s == NULL);
+    CHECK(strstr(err, "the log ends at txn 99") != NULL && strstr(err, "up to 100 were durable") != NULL);
+    salvage_next_open = 1;
     s = open_store(dir, LOG_PREALLOC_APPEND, 1 << 20, err);
     REQUIRE(s);
     CHECK_EQ(get_str(s, 0, "key00098", v, sizeof v, NULL), HANU_OK);
     CHECK_EQ(get_str(s, 0, "key00099", v, sizeof v, NULL), HANU_ERR_NOT_FOUND);
     uint64_t t;
     CHECK_EQ(put(s, 0, "after", "x", &t), HANU_OK);
-    CHECK_EQ(t, 100);   /* the torn record's txn is reused: no gap */
+    CHECK_EQ(t, 101);   /* the torn record's txn was handed out once: never reused */
     store_close(s);
     s = open_store(dir, LOG_PREALLOC_APPEND, 1 << 20, err);
     REQUIRE(s);
@@ -257,13 +268,22 @@ static void test_bit_flip_in_tail_and_garbage(void)
     REQUIRE(pwrite(fd, "garbage", 7, 100000) == 7);
     close(fd);
     s = open_store(dir, LOG_PREALLOC_ZEROFILL, 1 << 20, err);
+    CHECK(s == NULL);   /* damage below the durable mark */
+    CHECK(strstr(err, "the log ends at txn 40") != NULL);
+    salvage_next_open = 1;
+    s = open_store(dir, LOG_PREALLOC_ZEROFILL, 1 << 20, err);
     REQUIRE(s);
+    /* The bytes after the last good frame were kept, garbage included. */
+    char qpath[700];
+    snprintf(qpath, sizeof qpath, "%s/quarantine/000001.log.from-%zu", dir, off);
+    off_t qsize = file_size_of(qpath);
+    CHECK_EQ(qsize, 100000 + 7 - (off_t)off);
     CHECK_EQ(get_str(s, 0, "key00039", v, sizeof v, NULL), HANU_OK);
     CHECK_EQ(get_str(s, 0, "key00040", v, sizeof v, NULL), HANU_ERR_NOT_FOUND);
     CHECK_EQ(get_str(s, 0, "key00041", v, sizeof v, NULL), HANU_ERR_NOT_FOUND);
     uint64_t t;
     CHECK_EQ(put(s, 0, "later", "x", &t), HANU_OK);
-    CHECK_EQ(t, 41);   /* the lost record's txn is used again: no gap */
+    CHECK_EQ(t, 51);   /* txns 41..50 were handed out once: never reused */
     store_close(s);
     /* The damaged file was sealed at its last good frame; the stale frames and the
        garbage after the seal are never read again, restart after restart. */

@@ -115,7 +115,17 @@ int hanu_mkdir_p(const char *path)
         if (tmp[i] == '/' || tmp[i] == '\0') {
             char c = tmp[i];
             tmp[i] = '\0';
-            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return HANU_ERR_IO;
+            if (mkdir(tmp, 0755) == 0) {
+                /* The new directory's name is durable only once its parent is synced. */
+                char *slash = strrchr(tmp, '/');
+                int rc;
+                if (!slash) rc = hanu_fsync_dir(".");
+                else if (slash == tmp) rc = hanu_fsync_dir("/");
+                else { *slash = '\0'; rc = hanu_fsync_dir(tmp); *slash = '/'; }
+                if (rc) return rc;
+            } else if (errno != EEXIST) {
+                return HANU_ERR_IO;
+            }
             tmp[i] = c;
         }
     }

@@ -14,6 +14,7 @@ typedef struct store_flags {
     uint64_t file_size, commit_window_us, lazy_sync_ms, max_key, max_value;
     double compact_ratio;
     int no_compaction;
+    int salvage;
 } store_flags;
 
 static int apply_store_flags(const store_flags *f, store_options *so)
@@ -28,6 +29,7 @@ static int apply_store_flags(const store_flags *f, store_options *so)
     so->lazy_sync_ms = (uint32_t)f->lazy_sync_ms;
     so->compact_ratio = f->compact_ratio;
     so->background_compaction = !f->no_compaction;
+    so->salvage = f->salvage;
     if (f->file_size < (64u << 10) || f->file_size > (1ull << 31)) {
         fprintf(stderr, "hanudb: --file-size must be between 64K and 2G\n");
         return 2;
@@ -90,12 +92,18 @@ int cli_serve_main(int argc, char **argv)
         { "max-connections", CLI_U64, &max_conns, "most concurrent connections (default 10000)" },
         { "compact-ratio", CLI_DOUBLE, &f.compact_ratio, "compact a sealed file past this dead fraction (default 0.5)" },
         { "no-compaction", CLI_FLAG, &f.no_compaction, "no background compaction" },
+        { "salvage", CLI_FLAG, &f.salvage, "start although synced frames are damaged: keep what is readable, "
+          "copy the rest to DATA/quarantine/ (docs/OPERATIONS.md)" },
         { "http-addr", CLI_STR, &o.http_addr, "documents API address HOST:PORT, or off (default 127.0.0.1:8080)" },
         { "tls-cert", CLI_STR, &o.tls_cert, "PEM certificate chain: serve HTTPS" },
         { "tls-key", CLI_STR, &o.tls_key, "PEM private key for --tls-cert" },
         { "tokens", CLI_STR, &o.tokens_file, "bearer tokens: a FILE of lines \"TOKEN ro|rw *|col1,col2\", "
                                              "or those lines inline separated by ';'" },
         { "cors-origins", CLI_STR, &o.cors_origins, "allowed CORS origins, comma-separated, or *" },
+        { "cors-allow-headers", CLI_STR, &o.cors_allow_headers, "request headers a CORS request may send "
+                                                               "besides the API's and tracing ones, comma-separated" },
+        { "allowed-hosts", CLI_STR, &o.allowed_hosts, "without --tokens: Host names accepted besides loopback, "
+                                                     "comma-separated (NAME or NAME:PORT, or *)" },
         { "max-body", CLI_SIZE, &max_body, "largest HTTP request body (default 16M)" },
         { "http-header-timeout-ms", CLI_U64, &header_ms, "HTTP: 408 when a request head takes longer, from its first byte "
                                                           "(or close a connection that sends nothing) (default 10000)" },

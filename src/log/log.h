@@ -8,7 +8,9 @@
  *
  *   file header (40 bytes): "HANULOG\0" | u8 version=1 | u8 flags (bit 0:
  *     compacted) | u16 0 | u32 file_id | u64 covers_first | u64 covers_last |
- *     u32 generation | u32 checksum of bytes 0..36
+ *     u32 generation | u32 checksum of bytes 0..36. A plain file with
+ *     covers_first != 0 continues the log at that txn, but its first frame may
+ *     carry a higher one: the txns between were lost in a crash and are skipped.
  *
  *   frame: u32 body_len | u32 checksum (XXH3 low 32 bits of bytes 8..end) |
  *          u64 txn | u32 entry_count | entries
@@ -27,7 +29,7 @@
  * records (increasing, with gaps) and say which range they cover.
  *
  * Threads: log_writer_append and log_writer_rotate are called by one thread
- * (the store's single writer); log_writer_flush and log_writer_flush_until by
+ * (the store's single writer); log_writer_flush and log_writer_read_pending by
  * any thread. The group-commit thread is internal; it calls options.on_durable
  * from its own thread after every sync.
  */
@@ -111,6 +113,35 @@ int log_frame_decode(const uint8_t *p, size_t avail, log_frame *f, const char **
 /* Iterates entries: *pos starts at 0; returns 1 with *e filled, 0 at the end. Frame must be OK. */
 int log_frame_next_entry(const log_frame *f, uint32_t *pos, log_entry *e);
 
+/* The one frame walker: recovery, compaction and the change feed read a file's
+   frames through it. */
+typedef struct log_walker {
+    const uint8_t *map;
+    uint64_t end;          /* bytes of the file that may hold frames */
+    uint64_t off;          /* offset of the frame the next call decodes */
+} log_walker;
+
+static inline void log_walker_init(log_walker *w, const uint8_t *map, uint64_t end)
+{
+    w->map = map;
+    w->end = end;
+    w->off = LOG_FILE_HEADER_SIZE;
+}
+
+/* Decodes the frame at w->off. LOG_FRAME_OK: *f is filled and *at is its offset,
+   and w->off moves past it; otherwise (END, SEAL, TORN, BAD, with *why) w->off
+   stays at the frame that ended the walk. */
+static inline int log_walker_next(log_walker *w, log_frame *f, uint64_t *at, const char **why)
+{
+    if (w->off >= w->end) return LOG_FRAME_END;
+    int r = log_frame_decode(w->map + w->off, w->end - w->off, f, why);
+    if (r == LOG_FRAME_OK) {
+        *at = w->off;
+        w->off += f->size;
+    }
+    return r;
+}
+
 /* ---- files ---- */
 /* DATA/log/NNNNNN.log and .hint paths. */
 void log_file_path(char *out, size_t cap, const char *dir, uint32_t file_id, const char *ext);
@@ -138,9 +169,28 @@ typedef struct log_options {
        now durable, failed != 0 when fdatasync failed (then nothing more ever is). */
     void (*on_durable)(void *ctx, uint64_t durable_txn, int failed);
     void *ctx;
+    /* Txns never repeat, also across crashes: no txn is handed out above the value
+       durably recorded in this file (reserved ahead in blocks of LOG_TXN_RESERVE_BLOCK
+       by the preparing thread), and after a crash numbering resumes above it.
+       NULL: no reservation (tests of the log alone). */
+    const char *reserve_path;
 } log_options;
 
-/* Starts writing at write_offset of file active_id (created when missing) with next_txn. */
+#define LOG_TXN_RESERVE_BLOCK (1ull << 20)
+/* "HANUTXN\0" | u64 reserved | u64 durable mark | u32 checksum of the 24 bytes before.
+   The durable mark is a txn known durable when the file was written (it is
+   rewritten at most once a second while it moves, and at a clean stop): recovery
+   tells damage (frames missing at or below it) from a torn tail (above it). */
+#define LOG_TXN_RESERVE_SIZE 28
+/* Reads the reservation: OK (*reserved, *durable set), NOT_FOUND, or CORRUPT. */
+int log_txn_reserve_read(const char *path, uint64_t *reserved, uint64_t *durable);
+/* Replaces it atomically and durably (temp file, fdatasync, rename, fsync dir). */
+int log_txn_reserve_write(const char *path, uint64_t reserved, uint64_t durable);
+
+/* Starts writing at write_offset of file active_id (created when missing) with next_txn,
+   or above the reserved txn when that is higher (a crash lost txns that may have been
+   seen): then the new file's header says the log continues from next_txn
+   (covers_first), and log_writer_next_txn tells where numbering resumed. */
 int log_writer_open(const log_options *opt, uint32_t active_id, uint64_t write_offset,
                     uint64_t next_txn, log_writer **out);
 /* Stops the commit thread after a final sync, closes files. */
@@ -159,18 +209,24 @@ int log_writer_append(log_writer *w, hanu_buf *b, uint64_t *txn, log_location *l
                       uint32_t *rotated_from);
 uint64_t log_writer_next_txn(const log_writer *w);
 uint64_t log_writer_durable_txn(const log_writer *w);
+/* Highest txn whose frame is in the file (page cache): appended and flushed. */
+uint64_t log_writer_written_txn(log_writer *w);
 uint32_t log_writer_active_id(const log_writer *w);
 int log_writer_failed(const log_writer *w);
 /* Seals the active file now and starts the next one (used by snapshots, tests). */
 int log_writer_rotate(log_writer *w, uint32_t *sealed_id);
+/* Blocks until txn is durable: OK, or STOPPED when the log failed first. */
+int log_writer_wait_durable(log_writer *w, uint64_t txn);
 /* Blocks until every appended txn is durable (or the log failed). */
 int log_writer_sync(log_writer *w);
 /* Someone waits for txn to be durable: the commit thread syncs it without delay. */
 void log_writer_want_durable(log_writer *w, uint64_t txn);
 /* Writes pending frames to the file (one pwrite); call once per batch of appends. */
 int log_writer_flush(log_writer *w);
-/* Flushes when bytes of file_id before end are still pending (readers call it). */
-int log_writer_flush_until(log_writer *w, uint32_t file_id, uint64_t end);
+/* Readers of a frame that may still sit in the pending buffer (not in the file yet):
+   appends bytes [off, off + len) of file_id to out and returns 1 when they are
+   pending, 0 when they are in the file (read them there), NOMEM. Never writes. */
+int log_writer_read_pending(log_writer *w, uint32_t file_id, uint64_t off, size_t len, hanu_buf *out);
 
 typedef struct log_writer_stats {
     uint64_t bytes_written;       /* frame bytes passed to pwrite */

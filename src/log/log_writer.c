@@ -59,11 +59,25 @@ struct log_writer {
     int syncing_fd;               /* fd being synced now, -1 if none; under mu */
     int close_after_sync_fd;      /* old fd to close once its sync ends; under mu */
     int commit_waiting;           /* commit thread sleeps on work_cv; under mu */
+    /* Rotation asks the commit thread for a sync of the file it seals instead of
+       calling fdatasync itself: one thread syncs the active file, so a writeback
+       error (reported once per open file) cannot be seen by one caller and missed
+       by the other. Under mu. */
+    uint64_t sync_requests, syncs_done;
     int stop;                     /* under mu */
     _Atomic uint64_t durable_txn;
     _Atomic uint64_t wanted_txn;  /* highest txn someone waits to be durable */
     _Atomic int lazy_waiting;     /* commit thread waits out lazy_sync_ms */
     _Atomic int failed;
+
+    /* Txn reservation (opt.reserve_path): txns up to `reserved` may be handed out;
+       the preparing thread extends it to reserve_target. Under mu. */
+    uint64_t reserved, reserve_target;
+    int reserve_error;
+    uint64_t reserve_asked;       /* writer thread's copy of reserve_target */
+    uint64_t recovered_last;      /* last txn recovery found: the durable mark at open */
+    uint64_t first_txn_of_run;    /* the mark moves only once a txn of this run is durable */
+    char reserve_path[1100];
 
     /* Next file prepared ahead: under mu. */
     int prep_wanted;
@@ -114,6 +128,7 @@ int log_file_create(const char *dir, uint32_t file_id, int prealloc, uint64_t fi
 }
 
 static void undo_partial_write(log_writer *w, uint64_t off, size_t len);
+static int reserve_txns(log_writer *w);
 
 #define PENDING_FLUSH_BYTES (256u << 10)
 
@@ -151,11 +166,14 @@ int log_writer_flush(log_writer *w)
     return rc;
 }
 
-int log_writer_flush_until(log_writer *w, uint32_t file_id, uint64_t end)
+int log_writer_read_pending(log_writer *w, uint32_t file_id, uint64_t off, size_t len, hanu_buf *out)
 {
-    if (file_id != w->active_id) return HANU_OK;
     pthread_mutex_lock(&w->mu);
-    int rc = (w->pending.len && end > w->pending_offset) ? flush_locked(w) : HANU_OK;
+    int rc = 0;
+    /* A frame is pending whole or written whole: flushes write the buffer at once. */
+    if (file_id == w->active_id && w->pending.len && off >= w->pending_offset &&
+        off + len <= w->pending_offset + w->pending.len)
+        rc = hanu_buf_append(out, w->pending.data + (off - w->pending_offset), len) == HANU_OK ? 1 : HANU_ERR_NOMEM;
     pthread_mutex_unlock(&w->mu);
     return rc;
 }
@@ -166,9 +184,35 @@ static void *prep_main(void *arg)
     /* Background work: lower this thread's priority (Linux: per-thread nice). */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
     pthread_mutex_lock(&w->mu);
+    uint64_t mark = w->recovered_last, mark_ns = 0;   /* durable mark last recorded, and when */
     for (;;) {
-        while (!w->stop && !w->prep_wanted) pthread_cond_wait(&w->prep_cv, &w->mu);
+        while (!w->stop && !w->prep_wanted && w->reserve_target <= w->reserved) {
+            if (!w->reserve_path[0]) { pthread_cond_wait(&w->prep_cv, &w->mu); continue; }
+            /* Once a second, record how far the log is durable (a cheap mark that
+               lets recovery tell damage from a torn tail). */
+            uint64_t now = hanu_now_ns();
+            if (now - mark_ns >= 1000000000ull && atomic_load(&w->durable_txn) > mark &&
+                atomic_load(&w->durable_txn) >= w->first_txn_of_run && !atomic_load(&w->failed))
+                break;
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += 1;
+            pthread_cond_timedwait(&w->prep_cv, &w->mu, &until);
+        }
         if (w->stop) break;
+        uint64_t durable = atomic_load(&w->durable_txn);
+        if (durable < w->first_txn_of_run) durable = mark;
+        if (w->reserve_path[0] && (w->reserve_target > w->reserved || (!w->prep_wanted && durable > mark))) {
+            uint64_t target = HANU_MAX(w->reserve_target, w->reserved);
+            pthread_mutex_unlock(&w->mu);
+            int rc = log_txn_reserve_write(w->reserve_path, target, durable);
+            pthread_mutex_lock(&w->mu);
+            if (rc == HANU_OK) { w->reserved = target; mark = durable; }
+            else { w->reserve_error = rc; w->reserve_target = w->reserved; }
+            mark_ns = hanu_now_ns();
+            pthread_cond_broadcast(&w->prep_cv);
+            continue;
+        }
         uint32_t id = w->prep_id;
         pthread_mutex_unlock(&w->mu);
         log_file_header h = { .file_id = id };
@@ -191,12 +235,14 @@ static void *commit_main(void *arg)
     log_writer *w = arg;
     pthread_mutex_lock(&w->mu);
     for (;;) {
-        while (!w->stop && w->written_txn == atomic_load(&w->durable_txn)) {
+        while (!w->stop && w->written_txn == atomic_load(&w->durable_txn) &&
+               w->sync_requests == w->syncs_done) {
             w->commit_waiting = 1;
             pthread_cond_wait(&w->work_cv, &w->mu);
             w->commit_waiting = 0;
         }
-        if (w->written_txn == atomic_load(&w->durable_txn) || atomic_load(&w->failed)) {
+        if ((w->written_txn == atomic_load(&w->durable_txn) && w->sync_requests == w->syncs_done) ||
+            atomic_load(&w->failed)) {
             if (w->stop) break;
             if (atomic_load(&w->failed)) { /* nothing more is ever durable */
                 pthread_cond_wait(&w->work_cv, &w->mu);
@@ -206,14 +252,15 @@ static void *commit_main(void *arg)
         /* Nobody waits for these frames (durability none): let them gather for up to
            lazy_sync_ms, unless a waiter turns up. Each sync costs the core I/O
            submissions and wake-ups: measured, see docs/PERFORMANCE.md. */
-        if (w->opt.lazy_sync_ms && !w->stop && atomic_load(&w->wanted_txn) <= atomic_load(&w->durable_txn)) {
+        if (w->opt.lazy_sync_ms && !w->stop && w->sync_requests == w->syncs_done &&
+            atomic_load(&w->wanted_txn) <= atomic_load(&w->durable_txn)) {
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
             uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)w->opt.lazy_sync_ms * 1000000ull;
             until.tv_sec += (time_t)(ns / 1000000000ull);
             until.tv_nsec = (long)(ns % 1000000000ull);
             atomic_store(&w->lazy_waiting, 1);
-            while (!w->stop && !atomic_load(&w->failed) &&
+            while (!w->stop && !atomic_load(&w->failed) && w->sync_requests == w->syncs_done &&
                    atomic_load(&w->wanted_txn) <= atomic_load(&w->durable_txn))
                 if (pthread_cond_timedwait(&w->work_cv, &w->mu, &until) != 0) break;
             atomic_store(&w->lazy_waiting, 0);
@@ -221,6 +268,7 @@ static void *commit_main(void *arg)
         }
         /* Wait for as many frames as the last sync covered, for at most the window. */
         if (w->opt.commit_window_us && w->group_target > 1 && !w->stop &&
+            w->sync_requests == w->syncs_done &&
             w->written_txn - atomic_load(&w->durable_txn) < w->group_target) {
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);
@@ -234,8 +282,8 @@ static void *commit_main(void *arg)
             w->commit_waiting = w->commit_waiting_group = 0;
             if (atomic_load(&w->failed)) continue;
         }
-        uint64_t target = w->written_txn;
-        w->group_target = target - atomic_load(&w->durable_txn);
+        uint64_t target = w->written_txn, request = w->sync_requests;
+        if (target > atomic_load(&w->durable_txn)) w->group_target = target - atomic_load(&w->durable_txn);
         int fd = w->commit_fd;
         w->syncing_fd = fd;
         pthread_mutex_unlock(&w->mu);
@@ -264,7 +312,10 @@ static void *commit_main(void *arg)
             pthread_mutex_lock(&w->mu);
             continue;
         }
+        /* A write that failed meanwhile (flush_locked) froze the durable mark too. */
+        if (atomic_load(&w->failed)) continue;
         atomic_store(&w->durable_txn, target);
+        w->syncs_done = request;
         pthread_cond_broadcast(&w->durable_cv);
         pthread_mutex_unlock(&w->mu);
         if (w->opt.on_durable) w->opt.on_durable(w->opt.ctx, target, 0);
@@ -295,7 +346,25 @@ int log_writer_open(const log_options *opt, uint32_t active_id, uint64_t write_o
     w->opt.dir = w->dir;
     w->active_id = active_id;
     w->active_limit = w->opt.file_size;
+    uint64_t continues_from = 0;
+    if (opt->reserve_path) {
+        snprintf(w->reserve_path, sizeof w->reserve_path, "%s", opt->reserve_path);
+        uint64_t r = 0, mark = 0;
+        w->recovered_last = next_txn - 1;
+        int rc = log_txn_reserve_read(w->reserve_path, &r, &mark);
+        /* 2^63 txns are never reached: a larger value is damage, not a position. */
+        if (rc == HANU_OK && (r > (UINT64_MAX >> 1) || mark > r)) rc = HANU_ERR_CORRUPT;
+        if (rc != HANU_OK && rc != HANU_ERR_NOT_FOUND) { free(w); return rc; }
+        if (rc == HANU_OK && r >= next_txn) {
+            continues_from = next_txn;
+            next_txn = r + 1;
+        }
+        w->reserved = w->reserve_target = w->reserve_asked = next_txn - 1 + LOG_TXN_RESERVE_BLOCK;
+        rc = log_txn_reserve_write(w->reserve_path, w->reserved, w->recovered_last);
+        if (rc) { free(w); return rc; }
+    }
     w->next_txn = next_txn;
+    w->first_txn_of_run = next_txn;
     w->written_txn = next_txn - 1;
     atomic_store(&w->durable_txn, next_txn - 1);
     w->syncing_fd = w->close_after_sync_fd = -1;
@@ -310,15 +379,17 @@ int log_writer_open(const log_options *opt, uint32_t active_id, uint64_t write_o
            small (8 MiB, about 10 ms to fill) so start-up stays fast, and the files after
            it are prepared ahead at full size. Measured: fdatasync after an append
            2.8 ms median on this VM's disk, after overwriting zero-filled blocks 174 us. */
-        log_file_header h = { .file_id = active_id };
+        log_file_header h = { .file_id = active_id, .covers_first = continues_from };
         if (w->opt.prealloc == LOG_PREALLOC_ZEROFILL && w->active_limit > (8u << 20))
             w->active_limit = 8u << 20;
         int rc = log_file_create(w->dir, active_id, w->opt.prealloc, w->active_limit, &h, &fd);
         if (rc) { free(w); return rc; }
         write_offset = LOG_FILE_HEADER_SIZE;
-    } else if (fd < 0) {
+    } else if (fd < 0 || continues_from) {
+        /* Skipping txns needs a new file whose header says so. */
+        if (fd >= 0) close(fd);
         free(w);
-        return HANU_ERR_IO;
+        return fd < 0 ? HANU_ERR_IO : HANU_ERR_EXISTS;
     }
     w->fd = fd;
     w->commit_fd = fd;
@@ -364,12 +435,33 @@ void log_writer_close(log_writer *w)
     }
     if (w->close_after_sync_fd >= 0) close(w->close_after_sync_fd);
     close(w->fd);
+    /* Everything handed out is durable: the next start goes on without a gap. */
+    if (w->reserve_path[0] && !atomic_load(&w->failed) &&
+        atomic_load(&w->durable_txn) == w->next_txn - 1) {
+        /* Nothing written in this run: its empty file goes at the next start, so
+           the durable mark stays where recovery found it. */
+        uint64_t mark = w->next_txn > w->first_txn_of_run ? w->next_txn - 1 : w->recovered_last;
+        (void)log_txn_reserve_write(w->reserve_path, w->next_txn - 1, mark);
+    }
     hanu_buf_free(&w->pending);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->work_cv);
     pthread_cond_destroy(&w->durable_cv);
     pthread_cond_destroy(&w->prep_cv);
     free(w);
+}
+
+/* Waits for a sync of the active file that starts after this call (everything
+   written to it so far is then on disk). STOPPED when it or an earlier one failed. */
+static int sync_by_commit_thread(log_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    uint64_t ticket = ++w->sync_requests;
+    pthread_cond_signal(&w->work_cv);
+    while (!atomic_load(&w->failed) && w->syncs_done < ticket) pthread_cond_wait(&w->durable_cv, &w->mu);
+    int rc = atomic_load(&w->failed) ? HANU_ERR_STOPPED : HANU_OK;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
 }
 
 static int rotate(log_writer *w, uint32_t *sealed_id)
@@ -384,16 +476,7 @@ static int rotate(log_writer *w, uint32_t *sealed_id)
         undo_partial_write(w, w->write_offset, sizeof seal);
         return src;
     }
-    if (fdatasync(w->fd) != 0) {
-        atomic_store(&w->failed, 1);
-        fprintf(stderr, "hanudb: FATAL: fdatasync of log file %06u failed at rotation: %s; "
-                "the store refuses writes until restarted.\n", w->active_id, strerror(errno));
-        pthread_mutex_lock(&w->mu);
-        pthread_cond_broadcast(&w->durable_cv);
-        pthread_mutex_unlock(&w->mu);
-        if (w->opt.on_durable) w->opt.on_durable(w->opt.ctx, atomic_load(&w->durable_txn), 1);
-        return HANU_ERR_STOPPED;
-    }
+    if (sync_by_commit_thread(w) != HANU_OK) return HANU_ERR_STOPPED;
     pthread_mutex_lock(&w->mu);
     while (w->prep_wanted && !w->stop) pthread_cond_wait(&w->prep_cv, &w->mu);
     int new_fd = w->prep_fd, rc = w->prep_error;
@@ -436,6 +519,62 @@ int log_writer_rotate(log_writer *w, uint32_t *sealed_id)
     return rotate(w, sealed_id);
 }
 
+/* Asks the preparing thread to reserve the next block of txns; waits only when
+   next_txn is not covered yet (it has half a block to finish). */
+static int reserve_txns(log_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    if (w->reserve_target < w->next_txn + LOG_TXN_RESERVE_BLOCK / 2) {
+        w->reserve_target = w->next_txn - 1 + LOG_TXN_RESERVE_BLOCK;
+        pthread_cond_broadcast(&w->prep_cv);
+    }
+    while (w->reserved < w->next_txn && !w->reserve_error && !w->stop)
+        pthread_cond_wait(&w->prep_cv, &w->mu);
+    int rc = w->reserved >= w->next_txn ? HANU_OK : w->reserve_error ? w->reserve_error : HANU_ERR_STOPPED;
+    w->reserve_error = 0;   /* after a failure the next append asks again */
+    w->reserve_asked = w->reserve_target;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+int log_txn_reserve_read(const char *path, uint64_t *reserved, uint64_t *durable)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? HANU_ERR_NOT_FOUND : HANU_ERR_IO;
+    uint8_t b[LOG_TXN_RESERVE_SIZE];
+    int rc = hanu_pread_full(fd, b, sizeof b, 0);
+    close(fd);
+    if (rc || memcmp(b, "HANUTXN", 8) != 0 || hanu_get_u32(b + 24) != hanu_checksum32(b, 24))
+        return HANU_ERR_CORRUPT;
+    *reserved = hanu_get_u64(b + 8);
+    *durable = hanu_get_u64(b + 16);
+    return HANU_OK;
+}
+
+int log_txn_reserve_write(const char *path, uint64_t reserved, uint64_t durable)
+{
+    uint8_t b[LOG_TXN_RESERVE_SIZE];
+    memcpy(b, "HANUTXN", 8);
+    hanu_put_u64(b + 8, reserved);
+    hanu_put_u64(b + 16, durable);
+    hanu_put_u32(b + 24, hanu_checksum32(b, 24));
+    char tmp[1200], dir[1200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    else snprintf(dir, sizeof dir, ".");
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return (errno == ENOSPC || errno == EDQUOT) ? HANU_ERR_NOSPACE : HANU_ERR_IO;
+    int rc = hanu_write_full(fd, b, sizeof b);
+    if (rc == HANU_OK && fdatasync(fd) != 0) rc = HANU_ERR_IO;
+    close(fd);
+    if (rc == HANU_OK && rename(tmp, path) != 0) rc = HANU_ERR_IO;
+    if (rc == HANU_OK) rc = hanu_fsync_dir(dir);
+    if (rc) unlink(tmp);
+    return rc;
+}
+
 /* Puts the bytes a failed write may have left back the way they were. */
 static void undo_partial_write(log_writer *w, uint64_t off, size_t len)
 {
@@ -462,6 +601,10 @@ int log_writer_append(log_writer *w, hanu_buf *b, uint64_t *txn, log_location *l
         if (rc) return rc;
     }
     if (w->write_offset + b->len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
+    if (w->reserve_path[0] && w->next_txn + LOG_TXN_RESERVE_BLOCK / 2 > w->reserve_asked) {
+        int rc = reserve_txns(w);
+        if (rc) return rc;
+    }
     log_frame_finish(b, w->next_txn);
     if (w->active_preallocated && w->write_offset + b->len <= w->active_limit) {
         /* The blocks are reserved: the bytes go to the file with the next flush. */
@@ -511,6 +654,14 @@ int log_writer_append(log_writer *w, hanu_buf *b, uint64_t *txn, log_location *l
 uint64_t log_writer_next_txn(const log_writer *w) { return w->next_txn; }
 uint64_t log_writer_durable_txn(const log_writer *w) { return atomic_load(&((log_writer *)w)->durable_txn); }
 uint32_t log_writer_active_id(const log_writer *w) { return w->active_id; }
+
+uint64_t log_writer_written_txn(log_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    uint64_t t = w->written_txn;
+    pthread_mutex_unlock(&w->mu);
+    return t;
+}
 int log_writer_failed(const log_writer *w) { return atomic_load(&((log_writer *)w)->failed); }
 
 void log_writer_want_durable(log_writer *w, uint64_t txn)
@@ -522,6 +673,18 @@ void log_writer_want_durable(log_writer *w, uint64_t txn)
         pthread_cond_signal(&w->work_cv);
         pthread_mutex_unlock(&w->mu);
     }
+}
+
+int log_writer_wait_durable(log_writer *w, uint64_t txn)
+{
+    log_writer_want_durable(w, txn);
+    pthread_mutex_lock(&w->mu);
+    pthread_cond_signal(&w->work_cv);
+    while (!atomic_load(&w->failed) && atomic_load(&w->durable_txn) < txn && !w->stop)
+        pthread_cond_wait(&w->durable_cv, &w->mu);
+    int rc = atomic_load(&w->durable_txn) >= txn ? HANU_OK : HANU_ERR_STOPPED;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
 }
 
 int log_writer_sync(log_writer *w)

@@ -24,6 +24,8 @@ static int fail(docs_error *e, int status, const char *code, const char *fmt, ..
 int docs_id_valid(const char *id, size_t len)
 {
     if (len == 0 || len > DOCS_ID_MAX) return 0;
+    /* Clients collapse "." and ".." in URLs: ".../docs/.." would name the collection. */
+    if (id[0] == '.' && (len == 1 || (len == 2 && id[1] == '.'))) return 0;
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)id[i] < 0x20 || id[i] == '/') return 0;
     return 1;
@@ -45,7 +47,7 @@ int docs_prepare(const char *in, size_t len, uint32_t max_doc, char id[DOCS_ID_M
     int rc = json_id_find(in, len, found, sizeof found, &flen);
     if (rc == HANU_OK) {
         if (!docs_id_valid(found, flen))
-            return fail(e, 400, "invalid_id", "\"_id\" must be 1-256 bytes without '/' or control characters");
+            return fail(e, 400, "invalid_id", "\"_id\" must be 1-256 bytes without '/' or control characters, and not . or ..");
         if (*id_len && (flen != *id_len || memcmp(found, id, flen)))
             return fail(e, 400, "invalid_id", "the document's \"_id\" differs from the id in the URL");
         memcpy(id, found, flen);

@@ -24,7 +24,7 @@ typedef struct docs_error {
 /* Makes a new id (20 bytes + NUL) when a document has none. */
 typedef void (*docs_id_fn)(void *ctx, char out[21]);
 
-/* 1-256 bytes, no '/' and no control characters. */
+/* 1-256 bytes, no '/' and no control characters, not "." or "..". */
 int docs_id_valid(const char *id, size_t len);
 
 /* Validates a document and appends the bytes to store to out (reset first).

@@ -10,10 +10,15 @@
 #include "server/http_internal.h"
 #include "server/docs_body.h"
 
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define IDEM_KEY_MAX 128
+/* "idem" NUL collection NUL [token scope NUL] key */
+#define IDEM_STORE_KEY_MAX (5 + STORE_DB_NAME_MAX + 1 + 17 + IDEM_KEY_MAX)
+#define IDEM_FINGERPRINT 32
+#define IDEM_RECORD_V1 1
 
 /* ---- helpers ---- */
 
@@ -79,7 +84,9 @@ static const h2o_iovec_t *idempotency_key(http_call *c, int *bad)
     return k;
 }
 
-/* System-database key of an idempotency key: "idem" NUL collection NUL key. */
+/* System-database key of an idempotency key (docs/FORMATS.md): "idem" NUL collection
+   NUL key, or with tokens "idem" NUL collection NUL scope NUL key, so that two tokens
+   never see each other's answers (header values hold no NUL: the forms do not meet). */
 static size_t idem_store_key(const http_call *c, const h2o_iovec_t *k, char *out)
 {
     size_t cl = strlen(c->col), n = 0;
@@ -87,14 +94,45 @@ static size_t idem_store_key(const http_call *c, const h2o_iovec_t *k, char *out
     n = 5;
     memcpy(out + n, c->col, cl + 1);
     n += cl + 1;
+    if (c->token) {
+        memcpy(out + n, c->token->scope, sizeof c->token->scope);
+        n += sizeof c->token->scope;
+    }
     memcpy(out + n, k->base, k->len);
     return n + k->len;
 }
 
-/* Replays the stored answer of an idempotency key; 1 when it did. */
-static int idem_replay(http_call *c, const h2o_iovec_t *k)
+/* A `none` answer leaves once its frame is in the page cache (a process crash
+   cannot lose it): the log's buffered frames are written first. */
+static int written_for_none(http_call *c)
 {
-    char key[5 + STORE_DB_NAME_MAX + 1 + IDEM_KEY_MAX];
+    if (c->durability != KV_DURABLE_NONE || store_flush(c->srv->store) == HANU_OK) return 1;
+    http_error(c, 500, "internal", "writing the log failed: this write is not acknowledged and its "
+               "outcome is unknown; the store refuses writes until it is restarted");
+    return 0;
+}
+
+/* What a key was first used for (the IETF Idempotency-Key draft): SHA-256 of the
+   method, the path without its query, and the body. */
+static void idem_fingerprint(const http_call *c, uint8_t out[IDEM_FINGERPRINT])
+{
+    h2o_req_t *req = c->req;
+    size_t plen = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
+    EVP_MD_CTX *x = EVP_MD_CTX_new();
+    if (!x || !EVP_DigestInit_ex(x, EVP_sha256(), NULL) ||
+        !EVP_DigestUpdate(x, req->method.base, req->method.len) || !EVP_DigestUpdate(x, " ", 1) ||
+        !EVP_DigestUpdate(x, req->path.base, plen) || !EVP_DigestUpdate(x, "\n", 1) ||
+        (req->entity.len && !EVP_DigestUpdate(x, req->entity.base, req->entity.len)) ||
+        !EVP_DigestFinal_ex(x, out, NULL))
+        memset(out, 0, IDEM_FINGERPRINT);   /* out of memory: no fingerprint matches it */
+    EVP_MD_CTX_free(x);
+}
+
+/* Replays the answer stored with an idempotency key; 1 when it answered: the first
+   answer, or 422 when the key was first used for another request. */
+static int idem_replay(http_call *c, const h2o_iovec_t *k, const uint8_t fp[IDEM_FINGERPRINT])
+{
+    char key[IDEM_STORE_KEY_MAX];
     size_t kl = idem_store_key(c, k, key);
     hanu_buf v = {0};
     uint64_t token;
@@ -104,15 +142,38 @@ static int idem_replay(http_call *c, const h2o_iovec_t *k)
     }
     uint64_t expires = hanu_get_u64(v.data);
     int status = hanu_get_u16(v.data + 8);
+    const uint8_t *rest = v.data + 10;
+    size_t rest_len = v.len - 10;
     if (expires < hanu_wall_ms()) { hanu_buf_free(&v); return 0; }
+    h2o_iovec_t location = {NULL, 0};
+    /* Records written before fingerprints (their answer starts with ',') replay as before. */
+    if (rest_len && rest[0] == IDEM_RECORD_V1) {
+        size_t head = 1 + IDEM_FINGERPRINT + 2;
+        size_t ll = rest_len >= head ? hanu_get_u16(rest + 1 + IDEM_FINGERPRINT) : 0;
+        if (rest_len < head + ll) { hanu_buf_free(&v); return 0; }
+        if (memcmp(rest + 1, fp, IDEM_FINGERPRINT)) {
+            hanu_buf_free(&v);
+            http_error(c, 422, "idempotency_key_mismatch", "Idempotency-Key \"%.*s\" was first used for "
+                       "another request (method, path or body differ); use a new key", (int)k->len, k->base);
+            return 1;
+        }
+        location = h2o_iovec_init(rest + head, ll);
+        rest += head + ll;
+        rest_len -= head + ll;
+    }
     hanu_buf body = {0};
     char head[48];
     int n = snprintf(head, sizeof head, "{\"txn\":%llu", (unsigned long long)token);
     hanu_buf_append(&body, head, (size_t)n);
-    hanu_buf_append(&body, v.data + 10, v.len - 10);
+    hanu_buf_append(&body, rest, rest_len);
     h2o_add_header_by_str(&c->req->pool, &c->req->res.headers, H2O_STRLIT("idempotent-replayed"), 0, NULL,
                           H2O_STRLIT("true"));
+    if (location.len) {
+        h2o_iovec_t l = h2o_strdup(&c->req->pool, location.base, location.len);
+        h2o_add_header(&c->req->pool, &c->req->res.headers, H2O_TOKEN_LOCATION, NULL, l.base, l.len);
+    }
     /* The first request may still be waiting for its sync: so does its replay. */
+    if (!written_for_none(c)) { hanu_buf_free(&body); hanu_buf_free(&v); return 1; }
     http_reply(c, status, (const char *)body.data, body.len,
                c->durability == KV_DURABLE_LOCAL ? token : 0);
     hanu_buf_free(&body);
@@ -120,20 +181,27 @@ static int idem_replay(http_call *c, const h2o_iovec_t *k)
     return 1;
 }
 
-/* The idempotency record: u64 expiry (ms) | u16 status | the answer after its txn. */
-static void idem_record(http_call *c, int status, const char *rest, size_t rest_len, hanu_buf *out)
+/* The idempotency record (docs/FORMATS.md): u64 expiry (ms) | u16 status | u8 1 |
+   the request's fingerprint | u16 length + the Location | the answer after its txn. */
+static void idem_record(http_call *c, int status, const uint8_t fp[IDEM_FINGERPRINT], h2o_iovec_t location,
+                        const char *rest, size_t rest_len, hanu_buf *out)
 {
-    uint8_t h[10];
+    uint8_t h[11 + IDEM_FINGERPRINT + 2];
     hanu_put_u64(h, hanu_wall_ms() + c->srv->opt.idempotency_ttl_s * 1000);
     hanu_put_u16(h + 8, (uint16_t)status);
+    h[10] = IDEM_RECORD_V1;
+    memcpy(h + 11, fp, IDEM_FINGERPRINT);
+    hanu_put_u16(h + 11 + IDEM_FINGERPRINT, (uint16_t)location.len);
     hanu_buf_reset(out);
     hanu_buf_append(out, h, sizeof h);
+    hanu_buf_append(out, location.base, location.len);
     hanu_buf_append(out, rest, rest_len);
 }
 
 /* Sends {"txn":N + rest, parked until durable when asked. */
 static void reply_written(http_call *c, int status, uint64_t txn, const char *rest, size_t rest_len)
 {
+    if (!written_for_none(c)) return;
     hanu_buf b = {0};
     char head[48];
     int n = snprintf(head, sizeof head, "{\"txn\":%llu", (unsigned long long)txn);
@@ -200,7 +268,8 @@ void http_collection(http_call *c)
     uint64_t txn;
     char rest[160];
     int n;
-    if (req->method.len == 3 && !memcmp(req->method.base, "GET", 3)) {
+    if ((req->method.len == 3 && !memcmp(req->method.base, "GET", 3)) ||
+        (req->method.len == 4 && !memcmp(req->method.base, "HEAD", 4))) {
         if (!http_token_allows(c, c->col, 0)) {
             http_error(c, 403, "forbidden", "this token may not read collection \"%s\"", c->col);
             return;
@@ -224,6 +293,8 @@ void http_collection(http_call *c)
         int rc = store_db_create(st, c->col, strlen(c->col), &txn);
         if (rc) { store_failure(c, rc); return; }
         n = snprintf(rest, sizeof rest, ",\"name\":\"%s\",\"created\":true}", c->col);
+        h2o_iovec_t loc = http_location(c, NULL, 0);
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_LOCATION, NULL, loc.base, loc.len);
         reply_written(c, 201, txn, rest, (size_t)n);
         return;
     }
@@ -248,6 +319,104 @@ void http_collection(http_call *c)
 
 /* ---- documents ---- */
 
+static int parse_txn(const char *p, const char *e, uint64_t *txn)
+{
+    if (p == e || e - p > 19) return 0;
+    uint64_t n = 0;
+    for (; p < e; p++) {
+        if (*p < '0' || *p > '9') return 0;
+        n = n * 10 + (uint64_t)(*p - '0');
+    }
+    *txn = n;
+    return 1;
+}
+
+/* How an If-Match or If-None-Match header compares with a document (RFC 9110 13.1):
+   1 when it is "*" and the document exists, or one of its entity-tags is the
+   document's txn; 0 when none is; -1 when it does not parse. A weak tag W/"n" counts
+   only when weak is set: If-Match compares strongly, so it never matches there. A
+   bare txn (42) is read as "42". Every header line of the name counts. */
+static int etags_match(h2o_req_t *req, const h2o_token_t *name, int exists, uint64_t txn, int weak)
+{
+    int found = 0;
+    for (ssize_t i = -1; (i = h2o_find_header(&req->headers, name, i)) >= 0;) {
+        const h2o_iovec_t *v = &req->headers.entries[i].value;
+        const char *p = v->base, *end = p + v->len;
+        for (;;) {
+            while (p < end && (*p == ' ' || *p == '\t' || *p == ',')) p++;
+            if (p == end) break;
+            if (*p == '*') {
+                p++;
+                found |= exists;
+            } else {
+                int is_weak = end - p >= 2 && p[0] == 'W' && p[1] == '/';
+                const char *s, *e;
+                if (is_weak) p += 2;
+                if (p < end && *p == '"') {
+                    s = ++p;
+                    while (p < end && *p != '"') p++;
+                    if (p == end) return -1;
+                    e = p++;
+                } else {
+                    s = p;
+                    while (p < end && *p >= '0' && *p <= '9') p++;
+                    e = p;
+                    if (s == e || is_weak) return -1;
+                }
+                uint64_t n;
+                if (exists && (weak || !is_weak) && parse_txn(s, e, &n) && n == txn) found = 1;
+            }
+            while (p < end && (*p == ' ' || *p == '\t')) p++;
+            if (p < end && *p != ',') return -1;
+        }
+    }
+    return found;
+}
+
+/* If-Match, then If-None-Match (RFC 9110 13.2.2), against a document that exists
+   (at txn) or not. 1: go on (*conditional tells whether there was a condition);
+   otherwise the answer (304, 400 or 412) was sent. */
+static int preconditions_hold(http_call *c, int exists, uint64_t txn, int is_read, int *conditional)
+{
+    h2o_req_t *req = c->req;
+    int has_im = h2o_find_header(&req->headers, H2O_TOKEN_IF_MATCH, -1) >= 0;
+    int has_inm = h2o_find_header(&req->headers, H2O_TOKEN_IF_NONE_MATCH, -1) >= 0;
+    *conditional = has_im || has_inm;
+    if (has_im) {
+        int r = etags_match(req, H2O_TOKEN_IF_MATCH, exists, txn, 0);
+        if (r < 0) {
+            http_error(c, 400, "invalid_request", "If-Match must be * or entity-tags like \"42\"");
+            return 0;
+        }
+        if (!r && exists) {
+            http_error(c, 412, "precondition_failed", "document \"%s\" is at txn %llu, which If-Match "
+                       "does not name (a weak W/ tag never matches)", c->id, (unsigned long long)txn);
+            return 0;
+        }
+        if (!r) {
+            http_error(c, 412, "precondition_failed", "document \"%s\" does not exist (If-Match)", c->id);
+            return 0;
+        }
+    }
+    if (has_inm) {
+        int r = etags_match(req, H2O_TOKEN_IF_NONE_MATCH, exists, txn, 1);
+        if (r < 0) {
+            http_error(c, 400, "invalid_request", "If-None-Match must be * or entity-tags like \"42\"");
+            return 0;
+        }
+        if (r && is_read) {
+            http_reply_doc(c, NULL, 0, txn);   /* 304 */
+            return 0;
+        }
+        if (r) {
+            http_error(c, 412, "precondition_failed", "document \"%s\" exists at txn %llu (If-None-Match)",
+                       c->id, (unsigned long long)txn);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 void http_doc_get(http_call *c)
 {
     if (!http_token_allows(c, c->col, 0)) {
@@ -260,26 +429,13 @@ void http_doc_get(http_call *c)
     hanu_buf_reset(b);
     uint64_t txn;
     if (store_get(c->srv->store, db, c->id, c->id_len, b, &txn) != HANU_OK) {
+        /* Conditions are not evaluated when the answer would be 404 (RFC 9110 13.2.1). */
         http_error(c, 404, "not_found", "no document \"%s\" in collection \"%s\"", c->id, c->col);
         return;
     }
+    int conditional;
+    if (!preconditions_hold(c, 1, txn, 1, &conditional)) return;
     http_reply_doc(c, b->data, b->len, txn);
-}
-
-/* Parses an If-Match value: "123", W/"123" or 123. */
-static int parse_if_match(const h2o_iovec_t *v, uint64_t *txn)
-{
-    const char *p = v->base, *e = v->base + v->len;
-    if (e - p >= 2 && p[0] == 'W' && p[1] == '/') p += 2;
-    if (p < e && *p == '"') { p++; if (e > p && e[-1] == '"') e--; else return 0; }
-    if (p == e || e - p > 19) return 0;
-    uint64_t n = 0;
-    for (; p < e; p++) {
-        if (*p < '0' || *p > '9') return 0;
-        n = n * 10 + (uint64_t)(*p - '0');
-    }
-    *txn = n;
-    return 1;
 }
 
 static void body_error(http_call *c, const docs_error *e)
@@ -297,7 +453,9 @@ void http_doc_write(http_call *c)
     int bad;
     const h2o_iovec_t *ik = idempotency_key(c, &bad);
     if (bad) { http_error(c, 400, "invalid_request", "Idempotency-Key must be 1-128 bytes"); return; }
-    if (ik && idem_replay(c, ik)) return;
+    uint8_t fp[IDEM_FINGERPRINT];
+    if (ik) idem_fingerprint(c, fp);
+    if (ik && idem_replay(c, ik, fp)) return;
     if (!is_post && !docs_id_valid(c->id, c->id_len)) {
         http_error(c, 400, "invalid_id", "document ids are 1-256 bytes without '/' or control characters");
         return;
@@ -314,20 +472,15 @@ void http_doc_write(http_call *c)
     }
     uint32_t db;
     if (find_collection(c, !is_delete, &db)) return;
-    int cond = STORE_COND_NONE;
-    uint64_t want = 0, current = 0, txn = 0, old;
-    const h2o_iovec_t *im = http_header(req, H2O_STRLIT("if-match"));
-    const h2o_iovec_t *inm = http_header(req, H2O_STRLIT("if-none-match"));
-    if (im) {
-        if (!parse_if_match(im, &want)) {
-            http_error(c, 400, "invalid_request", "If-Match must be a txn, like \"42\"");
-            return;
-        }
-        cond = STORE_COND_TOKEN;
-    } else if (inm && inm->len == 1 && inm->base[0] == '*') {
-        cond = STORE_COND_NOT_EXISTS;
-    }
+    uint64_t txn = 0, current = 0, old = 0;
     int existed = store_lookup(st, db, c->id, c->id_len, &old) == HANU_OK;
+    int conditional;
+    if (!preconditions_hold(c, existed, old, 0, &conditional)) return;
+    /* Checked above; the store checks again in the write: the document must still be as seen. */
+    int cond = STORE_COND_NONE;
+    if (conditional && existed) cond = STORE_COND_TOKEN;
+    else if (conditional && !is_delete) cond = STORE_COND_NOT_EXISTS;
+    if (is_delete && cond == STORE_COND_NONE) cond = STORE_COND_EXISTS;   /* 404 for a missing id */
     /* The answer, without its txn, is known before the write: it goes into the same
        log record as the idempotency key. */
     hanu_buf rest = {0}, idem = {0};
@@ -339,25 +492,24 @@ void http_doc_write(http_call *c)
         status = existed ? 200 : 201;
         hanu_buf_append(&rest, existed ? ",\"created\":false}" : ",\"created\":true}", existed ? 17 : 16);
     }
+    h2o_iovec_t location = status == 201 ? http_location(c, c->id, c->id_len) : h2o_iovec_init(NULL, 0);
     store_op ops[2];
     size_t nops = 0;
     ops[nops++] = (store_op){ is_delete ? STORE_DELETE : STORE_SET, c->id, c->id_len,
                               is_delete ? NULL : doc->data, is_delete ? 0 : doc->len };
-    char ikey[5 + STORE_DB_NAME_MAX + 1 + IDEM_KEY_MAX];
+    char ikey[IDEM_STORE_KEY_MAX];
     if (ik) {
-        idem_record(c, status, (const char *)rest.data, rest.len, &idem);
+        idem_record(c, status, fp, location, (const char *)rest.data, rest.len, &idem);
         ops[nops++] = (store_op){ STORE_SYSTEM_SET, ikey, idem_store_key(c, ik, ikey), idem.data, idem.len };
     }
-    int rc = store_write(st, db, ops, nops, cond, want, &txn, &current);
+    int rc = store_write(st, db, ops, nops, cond, old, &txn, &current);
     if (rc == HANU_OK) {
+        if (location.len)
+            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_LOCATION, NULL, location.base, location.len);
         reply_written(c, status, txn, (const char *)rest.data, rest.len);
-    } else if (rc == HANU_ERR_MISMATCH) {
-        http_error(c, 412, "precondition_failed", "document \"%s\" is at txn %llu, not %llu", c->id,
-                   (unsigned long long)current, (unsigned long long)want);
-    } else if (rc == HANU_ERR_EXISTS) {
-        http_error(c, 412, "precondition_failed", "document \"%s\" exists (If-None-Match: *)", c->id);
-    } else if (rc == HANU_ERR_NOT_FOUND && cond == STORE_COND_TOKEN) {
-        http_error(c, 412, "precondition_failed", "document \"%s\" does not exist (If-Match)", c->id);
+    } else if (rc == HANU_ERR_MISMATCH || rc == HANU_ERR_EXISTS ||
+               (rc == HANU_ERR_NOT_FOUND && (cond == STORE_COND_TOKEN || conditional))) {
+        http_error(c, 412, "precondition_failed", "document \"%s\" changed while the request was checked", c->id);
     } else if (rc == HANU_ERR_NOT_FOUND) {
         http_error(c, 404, "not_found", "no document \"%s\" in collection \"%s\"", c->id, c->col);
     } else {
@@ -377,7 +529,9 @@ void http_batch(http_call *c)
     int bad;
     const h2o_iovec_t *ik = idempotency_key(c, &bad);
     if (bad) { http_error(c, 400, "invalid_request", "Idempotency-Key must be 1-128 bytes"); return; }
-    if (ik && idem_replay(c, ik)) return;
+    uint8_t fp[IDEM_FINGERPRINT];
+    if (ik) idem_fingerprint(c, fp);
+    if (ik && idem_replay(c, ik, fp)) return;
     docs_batch batch;
     docs_error e;
     if (docs_batch_decode(req->entity.base ? req->entity.base : "", req->entity.len, srv->limits.max_value,
@@ -402,9 +556,9 @@ void http_batch(http_call *c)
     }
     hanu_buf_append(&rest, "]}", 2);
     size_t nops = n;
-    char ikey[5 + STORE_DB_NAME_MAX + 1 + IDEM_KEY_MAX];
+    char ikey[IDEM_STORE_KEY_MAX];
     if (ik) {
-        idem_record(c, 200, (const char *)rest.data, rest.len, &idem);
+        idem_record(c, 200, fp, h2o_iovec_init(NULL, 0), (const char *)rest.data, rest.len, &idem);
         sops[nops++] = (store_op){ STORE_SYSTEM_SET, ikey, idem_store_key(c, ik, ikey), idem.data, idem.len };
     }
     uint64_t txn;

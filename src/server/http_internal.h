@@ -17,6 +17,7 @@ enum http_route {
 
 typedef struct http_token {
     char *token;
+    char scope[17];            /* hex of SHA-256(token)'s first 8 bytes: scopes idempotency keys */
     int read_write;
     char **collections;        /* NULL: every collection */
     size_t ncollections;
@@ -43,6 +44,9 @@ void http_error(http_call *c, int status, const char *code, const char *fmt, ...
 int http_token_allows(const http_call *c, const char *col, int write);
 /* A request header's value, or NULL. */
 const h2o_iovec_t *http_header(h2o_req_t *req, const char *name, size_t len);
+/* "/c/{col}" (id NULL) or "/c/{col}/docs/{id, percent-encoded}", in the request's pool:
+   the Location of what a 201 created. */
+h2o_iovec_t http_location(http_call *c, const char *id, size_t id_len);
 
 /* Handlers (http_docs.c). */
 void http_collections_list(http_call *c);

@@ -5,8 +5,12 @@
  * responses, in request order, to its output buffer. A response to a write at
  * durability `local` is a gate: it and everything after it on that connection
  * wait until the log reports its txn durable (kv_on_durable), so answers stay
- * in order and no write is acknowledged before its fdatasync. Nothing here
- * blocks the loop.
+ * in order and no write is acknowledged before its fdatasync. A write at
+ * durability `none` is gated too, until the frame is in the page cache: in a
+ * preallocated file the frame waits in the log's buffer until the loop's
+ * store_flush at the end of the iteration (kv_on_written), so a process
+ * crash cannot lose an answered write and a failed pwrite never yields Ok.
+ * Nothing here blocks the loop.
  */
 #include "server/server_internal.h"
 
@@ -23,6 +27,7 @@
 typedef struct kv_gate {
     size_t start;          /* offset of the gated response in out */
     uint64_t txn;
+    int local;             /* waits for the txn's fdatasync, else for its pwrite */
 } kv_gate;
 
 struct kv_conn {
@@ -59,6 +64,16 @@ static void conn_close(kv_conn *c)
 
 static int conn_has_gates(const kv_conn *c) { return c->ghead < c->ngates; }
 
+/* Skips the gates whose condition holds: txn synced (local) or written (none). */
+static void pass_open_gates(kv_conn *c)
+{
+    server *srv = c->srv;
+    uint64_t durable = atomic_load(&srv->durable_txn);
+    uint64_t written = HANU_MAX(durable, srv->written_txn);
+    while (c->ghead < c->ngates && c->gates[c->ghead].txn <= (c->gates[c->ghead].local ? durable : written))
+        c->ghead++;
+}
+
 static void on_write_done(h2o_socket_t *sock, const char *err)
 {
     kv_conn *c = sock->data;
@@ -73,8 +88,7 @@ static void conn_flush(kv_conn *c)
 {
     server *srv = c->srv;
     if (h2o_socket_is_writing(c->sock)) return;
-    uint64_t durable = atomic_load(&srv->durable_txn);
-    while (c->ghead < c->ngates && c->gates[c->ghead].txn <= durable) c->ghead++;
+    pass_open_gates(c);
     size_t releasable = conn_has_gates(c) ? c->gates[c->ghead].start : c->out.len;
     if (releasable == 0) {
         if (!conn_has_gates(c)) {
@@ -108,7 +122,7 @@ resume:
     }
 }
 
-static int add_gate(kv_conn *c, size_t start, uint64_t txn)
+static int add_gate(kv_conn *c, size_t start, uint64_t txn, int local)
 {
     if (c->ngates == c->gcap) {
         if (c->ghead > 0) {
@@ -123,7 +137,8 @@ static int add_gate(kv_conn *c, size_t start, uint64_t txn)
             c->gcap = ncap;
         }
     }
-    c->gates[c->ngates++] = (kv_gate){ start, txn };
+    c->gates[c->ngates++] = (kv_gate){ start, txn, local };
+    if (!local) c->srv->written_gates = 1;
     if (!h2o_linklist_is_linked(&c->wait_link)) h2o_linklist_insert(&c->srv->waiting, &c->wait_link);
     return HANU_OK;
 }
@@ -156,8 +171,11 @@ static void respond_written(kv_conn *c, uint64_t txn, uint8_t durability)
     size_t start = c->out.len;
     kv_respond_token(&c->out, KV_OK, txn);
     if (durability == KV_DURABLE_LOCAL && txn > atomic_load(&c->srv->durable_txn)) {
-        add_gate(c, start, txn);
+        if (add_gate(c, start, txn, 1) != HANU_OK) { c->out.len = start; c->close_after_flush = 1; return; }
         store_want_durable(c->srv->store, txn);
+    } else if (durability != KV_DURABLE_LOCAL && txn > c->srv->written_txn &&
+               txn > store_written_txn(c->srv->store)) {
+        if (add_gate(c, start, txn, 0) != HANU_OK) { c->out.len = start; c->close_after_flush = 1; }
     }
 }
 
@@ -283,7 +301,7 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
     case KV_OP_DELETE: case KV_OP_COMPARE_DELETE: {
         store_op sop = { (op == KV_OP_DELETE || op == KV_OP_COMPARE_DELETE) ? STORE_DELETE : STORE_SET,
                          r.key, r.key_len, r.value, r.value_len };
-        int cond = op == KV_OP_SET_IF_EXISTS ? STORE_COND_EXISTS
+        int cond = (op == KV_OP_SET_IF_EXISTS || op == KV_OP_DELETE) ? STORE_COND_EXISTS
                  : op == KV_OP_SET_IF_NOT_EXISTS ? STORE_COND_NOT_EXISTS
                  : (op == KV_OP_COMPARE_SET || op == KV_OP_COMPARE_DELETE) ? STORE_COND_TOKEN
                  : STORE_COND_NONE;
@@ -419,13 +437,27 @@ void kv_on_durable(server *srv, uint64_t durable_txn, int failed)
         if (failed) {
             /* fsyncgate: what waited for this sync is never acknowledged. Send what was
                answerable and close, so the client sees an unknown outcome, not a success. */
-            uint64_t durable = atomic_load(&srv->durable_txn);
-            while (c->ghead < c->ngates && c->gates[c->ghead].txn <= durable) c->ghead++;
+            pass_open_gates(c);
             if (conn_has_gates(c)) c->out.len = c->gates[c->ghead].start;
             c->ghead = c->ngates = 0;
             c->close_after_flush = 1;
         }
         conn_flush(c);
+    }
+}
+
+void kv_on_written(server *srv, uint64_t written_txn)
+{
+    srv->written_txn = written_txn;
+    if (!srv->written_gates) return;
+    srv->written_gates = 0;
+    h2o_linklist_t *node = srv->waiting.next;
+    while (node != &srv->waiting) {
+        kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, wait_link, node);
+        node = node->next;
+        conn_flush(c);
+        for (size_t i = c->ghead; i < c->ngates; i++)
+            if (!c->gates[i].local) srv->written_gates = 1;
     }
 }
 

@@ -142,7 +142,9 @@ int server_run(const server_options *o)
 
     while (!srv->stopping) {
         h2o_evloop_run(srv->loop, INT32_MAX);
-        store_flush(srv->store);   /* one pwrite for every write of this iteration */
+        /* One pwrite for every write of this iteration; answers of `none` writes
+           leave only now (a failed pwrite fails them through on_durable instead). */
+        if (store_flush(srv->store) == HANU_OK) kv_on_written(srv, store_written_txn(srv->store));
     }
 
     /* Graceful shutdown: no new connections or requests, answer what was asked. */

@@ -22,6 +22,8 @@ typedef struct server_options {
     const char *tokens_file;        /* "TOKEN ro|rw *|col1,col2" lines */
     const char *tokens;             /* the same lines inline (HANUDB_TOKENS), ';' or newline separated */
     const char *cors_origins;       /* comma-separated origins, or "*" */
+    const char *cors_allow_headers; /* request headers allowed besides the built-in ones */
+    const char *allowed_hosts;      /* without tokens: Host values accepted besides loopback */
     uint32_t max_body;              /* request body limit, default 16 MiB */
     uint32_t http_header_timeout_ms;  /* a request head, from its first byte: 408; default 10 000 */
     uint32_t http_body_timeout_ms;    /* longest pause in a request body: 408; default 10 000 */

@@ -15,7 +15,7 @@ typedef struct http_parked http_parked;
 struct http_token;
 
 #define HTTP_LATENCY_BUCKETS 16
-#define HTTP_STATUS_SLOTS 16
+#define HTTP_STATUS_SLOTS 20
 
 typedef struct server {
     server_options opt;
@@ -32,6 +32,8 @@ typedef struct server {
     _Atomic uint64_t durable_txn;
     _Atomic int store_failed;
     uint64_t seen_durable;          /* durable txn last released (loop thread) */
+    uint64_t written_txn;           /* every txn up to it is in the page cache (loop thread) */
+    int written_gates;              /* some kv answer waits for its frame's pwrite */
     int seen_failed;
 
     h2o_linklist_t conns;           /* every kv connection */
@@ -60,6 +62,12 @@ typedef struct server {
     size_t ntokens;
     char **cors;
     size_t ncors;
+    char *cors_allow_headers;       /* the Access-Control-Allow-Headers value */
+    char **allowed_hosts;           /* --allowed-hosts, lower case */
+    size_t nallowed_hosts;
+    uint16_t http_port;             /* the port HTTP listens on (Host check) */
+    char http_authority[24];        /* "127.0.0.1:PORT": the Host check's fast path */
+    size_t http_authority_len;
     hanu_buf http_scratch;
     struct http_timeouts *http_timeouts;   /* http_timeout.c */
     uint64_t id_last_ms, id_seq;
@@ -76,6 +84,8 @@ typedef struct server {
 
 int kv_listen(server *srv, const char *addr, char *err, size_t errcap);
 void kv_on_durable(server *srv, uint64_t durable_txn, int failed);
+/* After the loop's store_flush: releases answers of `none` writes now in the page cache. */
+void kv_on_written(server *srv, uint64_t written_txn);
 /* Releases answers gated on syncs that completed since the last call; the
  * kv read path calls it too, so that a busy loop answers without waiting
  * for the commit thread's message (measured: 73-79 us later on average). */

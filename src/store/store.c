@@ -34,6 +34,10 @@ void store_options_default(store_options *o)
 int store_db_name_valid(const char *name, size_t len)
 {
     if (len == 0 || len > STORE_DB_NAME_MAX || name[0] == '_') return 0;
+    /* "." and ".." (and all dots) are path segments to every HTTP client. */
+    size_t dots = 0;
+    while (dots < len && name[dots] == '.') dots++;
+    if (dots == len) return 0;
     for (size_t i = 0; i < len; i++) {
         char c = name[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -206,6 +210,53 @@ int store_apply_entry(store *s, const log_entry *e, uint64_t txn, uint32_t file_
     }
 }
 
+/* ---- writes above the compaction floor ---- */
+
+#define UNSETTLED_MAX 65536   /* beyond: compaction keeps every deleted key's records */
+
+static uint64_t unsettled_key(uint32_t db, uint64_t hash)
+{
+    return hash ^ ((uint64_t)db * 0x9E3779B97F4A7C15ull);
+}
+
+void store_settle(store *s, uint64_t durable)
+{
+    while (s->unsettled_len && s->unsettled[s->unsettled_head].txn <= durable) {
+        s->unsettled_head = (s->unsettled_head + 1) % s->unsettled_cap;
+        s->unsettled_len--;
+    }
+}
+
+void store_note_unsettled(store *s, const log_entry *e, uint64_t txn)
+{
+    if (e->op == LOG_OP_CREATE_DB || e->op == LOG_OP_DROP_DB) { s->db_change_txn = txn; return; }
+    if (e->op != LOG_OP_DELETE) return;   /* a put's txn is in the key directory */
+    if (s->unsettled_len == s->unsettled_cap) {
+        size_t ncap = s->unsettled_cap ? s->unsettled_cap * 2 : 256;
+        store_unsettled_delete *n = ncap <= UNSETTLED_MAX ? malloc(ncap * sizeof *n) : NULL;
+        if (!n) { s->unsettled_overflow_txn = txn; return; }
+        for (size_t i = 0; i < s->unsettled_len; i++)
+            n[i] = s->unsettled[(s->unsettled_head + i) % s->unsettled_cap];
+        free(s->unsettled);
+        s->unsettled = n;
+        s->unsettled_cap = ncap;
+        s->unsettled_head = 0;
+    }
+    s->unsettled[(s->unsettled_head + s->unsettled_len++) % s->unsettled_cap] =
+        (store_unsettled_delete){ unsettled_key(e->db, keydir_hash(e->key, e->key_len)), txn };
+}
+
+int store_deleted_above(store *s, uint32_t db, uint64_t hash, uint64_t floor)
+{
+    if (s->unsettled_overflow_txn > floor) return 1;
+    uint64_t k = unsettled_key(db, hash);
+    for (size_t i = 0; i < s->unsettled_len; i++) {
+        const store_unsettled_delete *u = &s->unsettled[(s->unsettled_head + i) % s->unsettled_cap];
+        if (u->key == k && u->txn > floor) return 1;
+    }
+    return 0;
+}
+
 /* ---- recovery ---- */
 
 static int cmp_u32(const void *a, const void *b)
@@ -331,16 +382,23 @@ static int scan_file(store *s, store_file *f, const log_file_header *h, uint64_t
                  (unsigned long long)*expected);
         return HANU_ERR_CORRUPT;
     }
+    log_walker wk;
+    log_walker_init(&wk, f->map, size);
     for (;;) {
         log_frame fr;
         const char *why = "";
-        int r = log_frame_decode(f->map + off, size - off, &fr, &why);
+        int r = log_walker_next(&wk, &fr, &off, &why);
+        if (r != LOG_FRAME_OK) off = wk.off;
         if (r == LOG_FRAME_SEAL) { *sealed = 1; break; }
         if (r == LOG_FRAME_END) why = "the file ends without a seal";
         if (r == LOG_FRAME_OK) {
+            /* A plain file started after a crash may skip txns that were lost
+               (its header says where the log continued: log.h). */
+            int skip = !f->compacted && !prev_txn && h->covers_first && *expected &&
+                       h->covers_first == *expected && fr.txn > *expected;
             int bad_txn = f->compacted
                 ? (fr.txn <= prev_txn || fr.txn < h->covers_first || fr.txn > h->covers_last)
-                : (*expected && fr.txn != *expected);
+                : (*expected && fr.txn != *expected && !skip);
             if (!bad_txn) {
                 uint32_t pos = 0;
                 log_entry e;
@@ -356,10 +414,10 @@ static int scan_file(store *s, store_file *f, const log_file_header *h, uint64_t
                 f->last_txn = fr.txn;
                 prev_txn = fr.txn;
                 if (!f->compacted) *expected = fr.txn + 1;
-                off += fr.size;
+                off = wk.off;
                 continue;
             }
-            why = "txn out of sequence";
+            why = "txn out of sequence";   /* the walk ends at this frame */
         }
         if (newest && !f->compacted) break;   /* torn tail: keep everything before it */
         snprintf(err, errcap, "log/%06u.log: %s at offset %llu; the file is sealed, so this "
@@ -373,8 +431,87 @@ static int scan_file(store *s, store_file *f, const log_file_header *h, uint64_t
     return HANU_OK;
 }
 
+/* ---- quarantine: bytes recovery will not read again are kept, not destroyed ---- */
+
+static int quarantine_dir(store *s, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/quarantine", s->data_dir);
+    return hanu_mkdir_p(out);
+}
+
+/* Copies bytes [from, end of the last non-zero byte) of fd to quarantine/NAME;
+   nothing when they are all zero (a preallocated file's unused end). */
+static void quarantine_tail(store *s, int fd, uint32_t id, uint64_t from, uint64_t size)
+{
+    uint8_t buf[65536];
+    uint64_t end = size;
+    /* Find the last non-zero byte, from the end back. */
+    while (end > from) {
+        uint64_t at = end - HANU_MIN((uint64_t)sizeof buf, end - from);
+        if (hanu_pread_full(fd, buf, (size_t)(end - at), (off_t)at) != HANU_OK) return;
+        size_t i = (size_t)(end - at);
+        while (i > 0 && buf[i - 1] == 0) i--;
+        if (i > 0) { end = at + i; break; }
+        end = at;
+    }
+    if (end <= from) return;
+    char dir[1200], path[1300];
+    if (quarantine_dir(s, dir, sizeof dir) != HANU_OK) return;
+    snprintf(path, sizeof path, "%s/%06u.log.from-%llu", dir, id, (unsigned long long)from);
+    int out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0) return;
+    int rc = HANU_OK;
+    for (uint64_t at = from; at < end && rc == HANU_OK; at += sizeof buf) {
+        size_t n = (size_t)HANU_MIN((uint64_t)sizeof buf, end - at);
+        rc = hanu_pread_full(fd, buf, n, (off_t)at);
+        if (rc == HANU_OK) rc = hanu_write_full(out, buf, n);
+    }
+    if (rc == HANU_OK && fdatasync(out) != 0) rc = HANU_ERR_IO;
+    close(out);
+    if (rc == HANU_OK) hanu_fsync_dir(dir);
+    fprintf(stderr, "hanudb: log/%06u.log: %llu bytes after offset %llu that recovery does not read "
+            "again were %s quarantine/%06u.log.from-%llu\n", id, (unsigned long long)(end - from),
+            (unsigned long long)from, rc == HANU_OK ? "copied to" : "NOT fully copied to", id,
+            (unsigned long long)from);
+}
+
+/* Moves a whole file into quarantine/ (it held no frame recovery could read). */
+static int quarantine_file(store *s, uint32_t id)
+{
+    char dir[1200], from[1200], to[1300];
+    int rc = quarantine_dir(s, dir, sizeof dir);
+    if (rc) return rc;
+    log_file_path(from, sizeof from, s->log_dir, id, "log");
+    snprintf(to, sizeof to, "%s/%06u.log", dir, id);
+    if (rename(from, to) != 0) return HANU_ERR_IO;
+    hanu_fsync_dir(dir);
+    hanu_fsync_dir(s->log_dir);
+    fprintf(stderr, "hanudb: log/%06u.log holds no readable frame but is not empty: moved to "
+            "quarantine/%06u.log\n", id, id);
+    return HANU_OK;
+}
+
+/* Does the file hold any non-zero byte after its header? */
+static int file_has_content(store *s, uint32_t id)
+{
+    char path[1200];
+    log_file_path(path, sizeof path, s->log_dir, id, "log");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    uint8_t buf[65536];
+    int found = 0;
+    for (off_t at = LOG_FILE_HEADER_SIZE; !found; at += (off_t)sizeof buf) {
+        ssize_t n = pread(fd, buf, sizeof buf, at);
+        if (n <= 0) break;
+        for (ssize_t i = 0; i < n && !found; i++) found = buf[i] != 0;
+    }
+    close(fd);
+    return found;
+}
+
 /* Seals the newest file at its last complete frame: whatever follows (a torn write,
-   stale bytes) is never read again. The space after the seal is given back. */
+   stale bytes) is never read again; it is copied to quarantine/ when it is not all
+   zeros, then the space after the seal is given back. */
 static int seal_tail(store *s, uint32_t id, uint64_t at, uint64_t last_txn, char *err, size_t errcap)
 {
     char path[1200];
@@ -384,7 +521,9 @@ static int seal_tail(store *s, uint32_t id, uint64_t at, uint64_t last_txn, char
     struct stat st;
     uint8_t seal[LOG_FRAME_HEADER_SIZE];
     log_seal_encode(seal, last_txn);
-    int rc = fstat(fd, &st) == 0 ? hanu_pwrite_full(fd, seal, sizeof seal, (off_t)at) : HANU_ERR_IO;
+    int rc = fstat(fd, &st) == 0 ? HANU_OK : HANU_ERR_IO;
+    if (rc == HANU_OK) quarantine_tail(s, fd, id, at, (uint64_t)st.st_size);
+    if (rc == HANU_OK) rc = hanu_pwrite_full(fd, seal, sizeof seal, (off_t)at);
     /* Also makes frames recovered from the page cache (never synced) durable now. */
     if (rc == HANU_OK && fdatasync(fd) != 0) rc = HANU_ERR_IO;
     uint64_t end = at + sizeof seal;
@@ -409,15 +548,14 @@ static int merged_leftover(const store_file *f, const log_file_header *h, uint64
     if (f->compacted) return h->covers_last < expected;
     /* A plain file: every frame it holds must lie below expected (a file only partly
        covered is not a merge's leftover; it goes on to the checks that report damage). */
-    uint64_t off = LOG_FILE_HEADER_SIZE;
+    log_walker wk;
+    log_walker_init(&wk, f->map, size);
+    log_frame fr;
+    uint64_t at;
     int frames = 0;
-    for (;;) {
-        log_frame fr;
-        if (off >= size ||
-            log_frame_decode(f->map + off, size - off, &fr, NULL) != LOG_FRAME_OK) break;
+    while (log_walker_next(&wk, &fr, &at, NULL) == LOG_FRAME_OK) {
         if (fr.txn >= expected) return 0;
         frames++;
-        off += fr.size;
     }
     return frames > 0;
 }
@@ -451,26 +589,13 @@ static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err,
     while (n > 0 && !file_has_frames(s, ids[n - 1])) {
         char path[1200];
         log_file_path(path, sizeof path, s->log_dir, ids[n - 1], "log");
-        unlink(path);
+        if (!file_has_content(s, ids[n - 1]) || quarantine_file(s, ids[n - 1]) != HANU_OK) unlink(path);
         n--;
     }
     /* Size the default database's table once from the hint files' entry counts
        rather than growing it step by step (most keys usually live there). */
     uint64_t hinted = 0;
-    for (size_t i = 0; i < n; i++) {
-        char hp[1200];
-        uint8_t hh[24];
-        log_file_path(hp, sizeof hp, s->log_dir, ids[i], "hint");
-        int hfd = open(hp, O_RDONLY | O_CLOEXEC);
-        if (hfd < 0) continue;
-        struct stat st;
-        /* The count is not checked yet (the hint is, when loaded): believe no more
-           entries than the file can hold, or a damaged count sizes a huge table. */
-        if (hanu_pread_full(hfd, hh, sizeof hh, 0) == HANU_OK && !memcmp(hh, "HANUHNT", 8) &&
-            fstat(hfd, &st) == 0)
-            hinted += HANU_MIN((uint64_t)hanu_get_u32(hh + 20), (uint64_t)st.st_size / 23);
-        close(hfd);
-    }
+    for (size_t i = 0; i < n; i++) hinted += store_hint_peek_count(s, ids[i]);
     store_db *d0 = store_db_by_id(s, STORE_DEFAULT_DB_ID);
     if (d0 && hinted) keydir_reserve(&d0->kd, (size_t)hinted);
     uint64_t expected = 0, stop = LOG_FILE_HEADER_SIZE;
@@ -504,6 +629,37 @@ static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err,
         }
         rc = scan_file(s, f, &h, size, newest, &expected, &stop, &sealed, err, errcap);
     }
+    /* Damage or a torn tail? Frames at or below the durable mark were synced: if
+       the log ends before it, they are damaged or missing, not torn. */
+    uint64_t reserved = 0, mark = 0;
+    if (rc == HANU_OK) {
+        char rp[1200];
+        snprintf(rp, sizeof rp, "%s/meta/txn", s->data_dir);
+        int mrc = log_txn_reserve_read(rp, &reserved, &mark);
+        if (mrc == HANU_OK && (reserved > (UINT64_MAX >> 1) || mark > reserved)) mrc = HANU_ERR_CORRUPT;
+        if (mrc == HANU_ERR_CORRUPT) {
+            snprintf(err, errcap, "meta/txn is damaged: it says which txns were handed out; restore it "
+                     "(or write a larger reservation) before starting");
+            rc = mrc;
+        }
+    }
+    uint64_t last = expected ? expected - 1 : 0;
+    if (rc == HANU_OK && mark > last) {
+        uint32_t at_id = n ? ids[n - 1] : 0;
+        if (!s->opt.salvage) {
+            snprintf(err, errcap, "log/%06u.log: the log ends at txn %llu (offset %llu) but txns up to %llu "
+                     "were durable: frames are damaged or missing. Restore the data directory from a "
+                     "copy, or start with --salvage to keep the log up to txn %llu (the bytes after it "
+                     "go to quarantine/)", at_id, (unsigned long long)last, (unsigned long long)stop,
+                     (unsigned long long)mark, (unsigned long long)last);
+            rc = HANU_ERR_CORRUPT;
+        } else {
+            fprintf(stderr, "hanudb: SALVAGE: the log ends at txn %llu in log/%06u.log (offset %llu) but "
+                    "txns up to %llu were durable; keeping what is readable, the rest goes to "
+                    "quarantine/\n", (unsigned long long)last, at_id, (unsigned long long)stop,
+                    (unsigned long long)mark);
+        }
+    }
     if (rc == HANU_OK) {
         *next_txn = expected ? expected : 1;
         *active_id = max_id + 1;
@@ -513,6 +669,21 @@ static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err,
             if (rc == HANU_OK && !s->opt.quiet)
                 fprintf(stderr, "hanudb: sealed log/%06u.log after its last complete frame (offset %llu)\n",
                         ids[n - 1], (unsigned long long)stop);
+        }
+        /* A clean stop or a sealed rotation synced it; a crash right after a seal's
+           pwrite did not: what recovery found is made durable before anything
+           built on it is acknowledged. */
+        size_t last = n;
+        while (last > 0 && !store_file_get(s, ids[last - 1])) last--;   /* merge leftovers went */
+        if (rc == HANU_OK && last && sealed) {
+            char path[1200];
+            log_file_path(path, sizeof path, s->log_dir, ids[last - 1], "log");
+            int fd = open(path, O_RDWR | O_CLOEXEC);
+            if (fd < 0 || fdatasync(fd) != 0) {
+                snprintf(err, errcap, "log/%06u.log: cannot sync it: %s", ids[last - 1], strerror(errno));
+                rc = HANU_ERR_IO;
+            }
+            if (fd >= 0) close(fd);
         }
         if (!s->opt.quiet && n)
             fprintf(stderr, "hanudb: recovered %zu log files (%zu from hint files), next txn %llu\n",
@@ -565,13 +736,18 @@ int store_open(const store_options *o, store **out, char *err, size_t errcap)
     if (rc == HANU_OK) rc = db_add(s, STORE_SYSTEM_DB_ID, "_system", 7, 0);
     uint32_t active_id = 1;
     uint64_t next_txn = 1;
+    /* Before anything can compact: the watermarks hold the floor down. */
+    if (rc == HANU_OK) rc = store_watermarks_load(s, err, errcap);
     if (rc == HANU_OK) rc = recover(s, &active_id, &next_txn, err, errcap);
     if (rc) { store_close(s); return rc; }
 
+    char reserve_path[1200];
+    snprintf(reserve_path, sizeof reserve_path, "%s/meta/txn", s->data_dir);
     log_options lo = {
         .dir = s->log_dir, .file_size = s->opt.file_size, .prealloc = s->opt.prealloc,
         .commit_window_us = s->opt.commit_window_us,
         .lazy_sync_ms = s->opt.lazy_sync_ms, .on_durable = on_durable_forward, .ctx = s,
+        .reserve_path = reserve_path,
     };
     rc = log_writer_open(&lo, active_id, LOG_FILE_HEADER_SIZE, next_txn, &s->log);
     if (rc) {
@@ -579,7 +755,12 @@ int store_open(const store_options *o, store **out, char *err, size_t errcap)
         store_close(s);
         return rc;
     }
-    s->last_txn = next_txn - 1;
+    s->last_txn = log_writer_next_txn(s->log) - 1;
+    if (s->last_txn + 1 != next_txn && !s->opt.quiet)
+        fprintf(stderr, "hanudb: txns %llu..%llu may have been seen before a crash and were lost: "
+                "numbering resumes at %llu, so no txn or token is ever reused\n",
+                (unsigned long long)next_txn, (unsigned long long)s->last_txn,
+                (unsigned long long)s->last_txn + 1);
     store_file *af = store_file_get(s, active_id);
     if (!af) {
         uint64_t size;
@@ -626,6 +807,8 @@ void store_close(store *s)
     free(s->dbs);
     for (uint32_t i = 0; i < s->files_cap; i++) file_free(s->files[i]);
     free(s->files);
+    free(s->unsettled);
+    free(s->entries);
     hanu_buf_free(&s->frame);
     if (s->lock_fd >= 0) close(s->lock_fd);
     pthread_mutex_destroy(&s->mu);
@@ -655,13 +838,14 @@ int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *
     int rc = HANU_ERR_NOT_FOUND;
     if (e) {
         store_file *f = store_file_get(s, e->file_id);
-        /* A write of this loop iteration may still sit in the log's pending buffer. */
-        log_writer_flush_until(s->log, e->file_id, (uint64_t)e->value_off + e->value_len);
-        if (!f || !f->map || (uint64_t)e->value_off + e->value_len > f->map_len) rc = HANU_ERR_IO;
-        else {
-            rc = hanu_buf_append(value, f->map + e->value_off, e->value_len);
-            *token = e->txn;
-        }
+        /* A write of this loop iteration may still sit in the log's pending buffer:
+           it is read there (a read never writes). */
+        int pending = log_writer_read_pending(s->log, e->file_id, e->value_off, e->value_len, value);
+        if (pending < 0) rc = pending;
+        else if (pending) rc = HANU_OK;
+        else if (!f || !f->map || (uint64_t)e->value_off + e->value_len > f->map_len) rc = HANU_ERR_IO;
+        else rc = hanu_buf_append(value, f->map + e->value_off, e->value_len);
+        if (rc == HANU_OK) *token = e->txn;
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
@@ -688,6 +872,31 @@ static void wake_compactor(store *s)
     if (pthread_mutex_trylock(&s->compact_mu) != 0) return;
     pthread_cond_broadcast(&s->compact_cv);
     pthread_mutex_unlock(&s->compact_mu);
+}
+
+/* Adds an entry to the frame in s->frame and remembers it for the apply that
+   follows the append (the frame is not decoded again). */
+static int frame_add(store *s, uint8_t op, uint32_t db, const void *key, uint16_t key_len,
+                     const void *value, uint32_t value_len)
+{
+    if (s->nentries == s->entries_cap) {
+        size_t ncap = s->entries_cap ? s->entries_cap * 2 : 64;
+        log_entry *n = realloc(s->entries, ncap * sizeof *n);
+        if (!n) return HANU_ERR_NOMEM;
+        s->entries = n;
+        s->entries_cap = ncap;
+    }
+    uint32_t value_offset = (uint32_t)(s->frame.len + LOG_ENTRY_HEADER_SIZE + key_len);
+    int rc = log_frame_add(&s->frame, op, db, key, key_len, value, value_len);
+    if (rc) return rc;
+    s->entries[s->nentries++] = (log_entry){ op, db, key, key_len, value, value_len, value_offset };
+    return HANU_OK;
+}
+
+static int frame_begin(store *s)
+{
+    s->nentries = 0;
+    return log_frame_begin(&s->frame);
 }
 
 /* Appends the frame in s->frame and applies its entries. mu is NOT held on entry. */
@@ -718,12 +927,12 @@ static int append_and_apply(store *s, uint64_t *txn)
     f->used = loc.offset + s->frame.len;
     if (!f->first_txn) f->first_txn = *txn;
     f->last_txn = *txn;
-    log_frame fr = { .txn = *txn, .size = (uint32_t)s->frame.len, .start = s->frame.data,
-                     .entry_count = hanu_get_u32(s->frame.data + 16) };
-    uint32_t pos = 0;
-    log_entry e;
-    while (rc == HANU_OK && log_frame_next_entry(&fr, &pos, &e))
-        rc = store_apply_entry(s, &e, *txn, loc.file_id, loc.offset + e.value_offset);
+    store_settle(s, store_floor_locked(s));
+    for (size_t i = 0; rc == HANU_OK && i < s->nentries; i++) {
+        const log_entry *e = &s->entries[i];
+        rc = store_apply_entry(s, e, *txn, loc.file_id, loc.offset + e->value_offset);
+        store_note_unsettled(s, e, *txn);
+    }
     s->last_txn = *txn;
     pthread_mutex_unlock(&s->mu);
     if (rotated) wake_compactor(s);
@@ -745,7 +954,9 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
     pthread_mutex_lock(&s->mu);
     store_db *d = store_db_by_id(s, db);
     if (!d) { pthread_mutex_unlock(&s->mu); return HANU_ERR_NOT_FOUND; }
-    if (cond != STORE_COND_NONE || (n == 1 && ops[0].kind == STORE_DELETE)) {
+    /* A delete of a missing key is no error in itself (a batch may hold one); a
+       caller that wants NOT_FOUND for it asks with STORE_COND_EXISTS. */
+    if (cond != STORE_COND_NONE) {
         kd_entry *e = keydir_get(&d->kd, ops[0].key, (uint16_t)ops[0].key_len,
                                  keydir_hash(ops[0].key, ops[0].key_len));
         int rc = HANU_OK;
@@ -759,11 +970,11 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
     }
     pthread_mutex_unlock(&s->mu);
 
-    int rc = log_frame_begin(&s->frame);
+    int rc = frame_begin(s);
     for (size_t i = 0; rc == HANU_OK && i < n; i++) {
         int del = ops[i].kind == STORE_DELETE || ops[i].kind == STORE_SYSTEM_DELETE;
         int sys = ops[i].kind == STORE_SYSTEM_SET || ops[i].kind == STORE_SYSTEM_DELETE;
-        rc = log_frame_add(&s->frame, del ? LOG_OP_DELETE : sys ? LOG_OP_IDEMPOTENCY : LOG_OP_PUT,
+        rc = frame_add(s, del ? LOG_OP_DELETE : sys ? LOG_OP_IDEMPOTENCY : LOG_OP_PUT,
                            sys ? STORE_SYSTEM_DB_ID : db, ops[i].key, (uint16_t)ops[i].key_len,
                            del ? NULL : ops[i].value, del ? 0 : (uint32_t)ops[i].value_len);
     }
@@ -786,8 +997,11 @@ int store_system_expire(store *s, uint64_t now_ms, size_t max, size_t *expired)
     while (d && n < max && (e = keydir_next(&d->kd, &pos)) != NULL) {
         store_file *f = store_file_get(s, e->file_id);
         if (e->value_len < 8 || !f || !f->map) continue;
-        log_writer_flush_until(s->log, e->file_id, (uint64_t)e->value_off + 8);
-        if (hanu_get_u64(f->map + e->value_off) >= now_ms) continue;
+        hanu_buf head = {0};
+        int pending = log_writer_read_pending(s->log, e->file_id, e->value_off, 8, &head);
+        uint64_t expiry = pending == 1 ? hanu_get_u64(head.data) : hanu_get_u64(f->map + e->value_off);
+        hanu_buf_free(&head);
+        if (pending < 0 || expiry >= now_ms) continue;
         offs[n] = keys.len;
         hanu_buf_append(&keys, e->key, e->key_len);
         ops[n].kind = STORE_SYSTEM_DELETE;
@@ -819,8 +1033,8 @@ int store_db_create(store *s, const char *name, size_t len, uint64_t *txn)
     pthread_mutex_unlock(&s->mu);
     if (exists) return HANU_ERR_EXISTS;
     if (full) return HANU_ERR_TOO_LARGE;
-    int rc = log_frame_begin(&s->frame);
-    if (rc == HANU_OK) rc = log_frame_add(&s->frame, LOG_OP_CREATE_DB, id, name, (uint16_t)len, NULL, 0);
+    int rc = frame_begin(s);
+    if (rc == HANU_OK) rc = frame_add(s, LOG_OP_CREATE_DB, id, name, (uint16_t)len, NULL, 0);
     if (rc == HANU_OK) rc = append_and_apply(s, txn);
     return rc;
 }
@@ -835,8 +1049,8 @@ int store_db_drop(store *s, const char *name, size_t len, uint64_t *txn)
     uint32_t id = d ? d->id : 0;
     pthread_mutex_unlock(&s->mu);
     if (!d) return HANU_ERR_NOT_FOUND;
-    int rc = log_frame_begin(&s->frame);
-    if (rc == HANU_OK) rc = log_frame_add(&s->frame, LOG_OP_DROP_DB, id, name, (uint16_t)len, NULL, 0);
+    int rc = frame_begin(s);
+    if (rc == HANU_OK) rc = frame_add(s, LOG_OP_DROP_DB, id, name, (uint16_t)len, NULL, 0);
     if (rc == HANU_OK) rc = append_and_apply(s, txn);
     return rc;
 }
@@ -876,6 +1090,7 @@ size_t store_db_list(store *s, store_db_info *infos, size_t cap)
 
 uint64_t store_durable_txn(store *s) { return log_writer_durable_txn(s->log); }
 uint64_t store_last_txn(store *s) { return s->last_txn; }
+uint64_t store_written_txn(store *s) { return log_writer_written_txn(s->log); }
 int store_failed(store *s) { return log_writer_failed(s->log); }
 int store_sync(store *s) { return log_writer_sync(s->log); }
 void store_want_durable(store *s, uint64_t txn) { log_writer_want_durable(s->log, txn); }

@@ -41,6 +41,9 @@ typedef struct store_options {
     uint64_t compact_min_dead;      /* ... and at least this many dead bytes (1 MiB) */
     int background_compaction;      /* 1: a low-priority thread compacts on its own */
     int quiet;                      /* no start-up log lines */
+    /* Start even when frames below the durable mark are damaged: keep what is
+       readable, copy the rest to DATA/quarantine/ (default 0: refuse). */
+    int salvage;
     void (*on_durable)(void *ctx, uint64_t durable_txn, int failed);
     void *ctx;
     /* Progress of compaction, called after each file (any thread). */
@@ -105,7 +108,7 @@ enum store_cond {
 };
 
 /* Applies ops atomically as one log record; the condition applies to ops[0].
-   A single delete of an absent key is NOT_FOUND. *current gets the key's token on
+   A delete of an absent key is no error (pass STORE_COND_EXISTS to get NOT_FOUND). *current gets the key's token on
    MISMATCH. Errors: INVALID, TOO_LARGE, NOSPACE, IO, STOPPED, NOMEM. */
 int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
                 uint64_t cond_token, uint64_t *txn, uint64_t *current);
@@ -113,6 +116,7 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
 /* ---- durability and maintenance ---- */
 uint64_t store_durable_txn(store *s);
 uint64_t store_last_txn(store *s);
+uint64_t store_written_txn(store *s);      /* highest txn whose frame is in the page cache */
 int store_failed(store *s);
 int store_sync(store *s);                 /* wait until all writes are durable */
 void store_want_durable(store *s, uint64_t txn);   /* a caller waits for txn: sync it now */
@@ -123,6 +127,51 @@ int store_flush(store *s);
 /* Compacts every sealed file worth it (ratio), or all sealed files when force. */
 int store_compact(store *s, int force, char *err, size_t errcap);
 int store_rotate(store *s);               /* seal the active file now */
+
+/* ---- the change feed and watermarks (store_feed.c) ---- */
+
+/* One entry of a record, as the feed delivers it (pointers valid during the call). */
+typedef struct store_change {
+    uint64_t txn;
+    uint8_t op;                 /* 1 put, 2 delete, 3 create db, 4 drop db, 5 system record */
+    uint32_t db;
+    const uint8_t *key;
+    size_t key_len;
+    const uint8_t *value;
+    size_t value_len;
+} store_change;
+/* Called under the store lock: it must not call the store. Non-zero stops the feed
+   after this record. */
+typedef int (*store_change_fn)(void *ctx, const store_change *c);
+
+typedef struct store_feed store_feed;
+/* A cursor over the records with txn >= from_txn, in txn order. A record at or above
+   the floor (below) is always there; below it, compaction may have dropped records
+   that newer ones superseded. Any thread; one thread per cursor. */
+int store_feed_open(store *s, uint64_t from_txn, store_feed **out);
+/* Delivers up to max_records records that are in the log file (the page cache), each
+   entry by entry; *delivered says how many. OK with 0 delivered: nothing new yet. */
+int store_feed_next(store_feed *f, size_t max_records, store_change_fn fn, void *ctx, size_t *delivered);
+uint64_t store_feed_position(const store_feed *f);   /* the txn the next record has at least */
+void store_feed_close(store_feed *f);
+/* Blocks until txn is durable: OK, or STOPPED when the log failed. */
+int store_wait_durable(store *s, uint64_t txn);
+
+/* A projection of the log (index, bucket sealer, replica) registers a named watermark
+   and advances it as it consumes the feed; the compaction floor is the minimum of the
+   durable txn and every watermark. Persisted in meta/watermarks (each change synced). */
+#define STORE_MAX_WATERMARKS 16
+#define STORE_WATERMARK_NAME_MAX 32      /* [a-z0-9_-] */
+typedef struct store_watermark {
+    char name[STORE_WATERMARK_NAME_MAX + 1];
+    uint64_t txn;                        /* every record up to it is consumed */
+} store_watermark;
+/* Creates it at 0 when new; *txn gets its value. INVALID name, TOO_LARGE (16 already). */
+int store_watermark_register(store *s, const char *name, uint64_t *txn);
+int store_watermark_advance(store *s, const char *name, uint64_t txn);   /* never moves back */
+int store_watermark_drop(store *s, const char *name);
+size_t store_watermark_list(store *s, store_watermark *out, size_t cap);
+uint64_t store_floor(store *s);
 
 typedef struct store_stats {
     uint64_t keys, databases, files, disk_bytes, dead_bytes, memory_bytes;

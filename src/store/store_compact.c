@@ -6,7 +6,10 @@
  * N.hint.tmp; both are synced, renamed over N.log / N.hint and the key
  * directory is pointed at the new offsets, all under the store mutex. The
  * active file is never compacted, and neither is a file holding a txn that is
- * not durable yet.
+ * not durable yet. A record is dropped only when the record that supersedes it
+ * (a newer put, a delete, a drop of its database) is itself durable: until
+ * then a crash could lose the newer record, and the older one must be there to
+ * come back. Nothing is compacted once the log has failed.
  *
  * Merging: a run of adjacent small sealed files (each under half the rotation
  * size, together under the rotation size) is rewritten the same way into one
@@ -72,6 +75,23 @@ static int hint_add(hanu_buf *h, const log_entry *e, uint64_t txn, uint32_t valu
     memcpy(p + HINT_ENTRY_SIZE, e->key, e->key_len);
     h->len += HINT_ENTRY_SIZE + e->key_len;
     return HANU_OK;
+}
+
+uint64_t store_hint_peek_count(store *s, uint32_t file_id)
+{
+    char path[1200];
+    uint8_t hh[24];
+    log_file_path(path, sizeof path, s->log_dir, file_id, "hint");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    uint64_t count = 0;
+    /* The count is not checked yet (the hint is, when loaded): believe no more
+       entries than the file can hold, or a damaged count sizes a huge table. */
+    if (hanu_pread_full(fd, hh, sizeof hh, 0) == HANU_OK && !memcmp(hh, HINT_MAGIC, 8) && fstat(fd, &st) == 0)
+        count = HANU_MIN((uint64_t)hanu_get_u32(hh + 20), (uint64_t)st.st_size / HINT_ENTRY_SIZE);
+    close(fd);
+    return count;
 }
 
 int store_hint_load(store *s, store_file *f, char *err, size_t errcap)
@@ -144,26 +164,38 @@ int store_hint_load(store *s, store_file *f, char *err, size_t errcap)
 }
 
 /* Is this entry of file fid (at absolute value offset voff, in a frame of txn) live,
-   when it is rewritten into file out_fid? mu held. */
+   when it is rewritten into file out_fid? A record is dropped only when what
+   supersedes it is at or below floor (durable): the key directory already holds
+   writes that a crash could still lose. mu held. */
 static int entry_live(store *s, uint32_t fid, uint32_t out_fid, const log_entry *e, uint64_t txn,
-                      uint32_t voff)
+                      uint32_t voff, uint64_t floor)
 {
     store_db *d = store_db_by_id(s, e->db);
+    /* Its database was dropped, but the drop is not durable yet. */
+    if (!d && s->db_change_txn > floor) return 1;
     switch (e->op) {
     case LOG_OP_PUT:
     case LOG_OP_IDEMPOTENCY: {
         if (!d) return 0;
-        kd_entry *k = keydir_get(&d->kd, e->key, e->key_len, keydir_hash(e->key, e->key_len));
-        return k && k->file_id == fid && k->value_off == voff;
+        uint64_t h = keydir_hash(e->key, e->key_len);
+        kd_entry *k = keydir_get(&d->kd, e->key, e->key_len, h);
+        if (k) return (k->file_id == fid && k->value_off == voff) || k->txn > floor;
+        return store_deleted_above(s, e->db, h, floor);
     }
-    case LOG_OP_DELETE:
-        /* Needed only while an older file may still hold a put of the key. */
-        if (!d || out_fid == s->oldest_file) return 0;
-        return keydir_get(&d->kd, e->key, e->key_len, keydir_hash(e->key, e->key_len)) == NULL;
+    case LOG_OP_DELETE: {
+        /* Needed while an older file may still hold a put of the key, and while a
+           change of the key above the floor keeps older puts (in this very output
+           too, even in the oldest file) that it must go on hiding. */
+        if (!d) return 0;
+        uint64_t h = keydir_hash(e->key, e->key_len);
+        kd_entry *k = keydir_get(&d->kd, e->key, e->key_len, h);
+        if (k) return k->txn > floor;
+        return out_fid != s->oldest_file || store_deleted_above(s, e->db, h, floor);
+    }
     case LOG_OP_CREATE_DB:
         return d && d->create_txn == txn;
     case LOG_OP_DROP_DB:
-        return out_fid != s->oldest_file;
+        return out_fid != s->oldest_file || s->db_change_txn > floor;
     default:
         return 0;
     }
@@ -174,11 +206,14 @@ static int entry_live(store *s, uint32_t fid, uint32_t out_fid, const log_entry 
 static void file_covers(const store_file *f, uint64_t *first, uint64_t *last)
 {
     log_file_header h;
-    if (log_file_header_decode(f->map, &h) == HANU_OK && (h.flags & LOG_FLAG_COMPACTED)) {
+    int ok = log_file_header_decode(f->map, &h) == HANU_OK;
+    if (!ok) h.covers_first = 0;
+    if (ok && (h.flags & LOG_FLAG_COMPACTED)) {
         *first = h.covers_first;
         *last = h.covers_last;
     } else {
-        *first = f->first_txn;
+        /* A file started after a crash covers the txns it skipped too (log.h). */
+        *first = h.covers_first && h.covers_first < f->first_txn ? h.covers_first : f->first_txn;
         *last = f->last_txn;
     }
 }
@@ -207,6 +242,9 @@ static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_
     const uint8_t *maps[MAX_RUN];
     uint64_t useds[MAX_RUN];
     log_file_header h = { .flags = LOG_FLAG_COMPACTED, .file_id = fid };
+    /* After a failed sync the durable mark is frozen and pages may be lost: the
+       log is left exactly as it is for the operator (docs/OPERATIONS.md). */
+    if (log_writer_failed(s->log)) return HANU_ERR_STOPPED;
     pthread_mutex_lock(&s->mu);
     uint32_t active = log_writer_active_id(s->log);
     uint64_t durable = log_writer_durable_txn(s->log);
@@ -246,14 +284,16 @@ static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_
         const uint8_t *map = maps[i];
         uint64_t used = useds[i], off = LOG_FILE_HEADER_SIZE;
         before += used;
-        while (rc == HANU_OK && off < used) {
+        log_walker wk;
+        log_walker_init(&wk, map, used);
+        while (rc == HANU_OK) {
             log_frame fr;
             const char *why = "";
-            int r = log_frame_decode(map + off, used - off, &fr, &why);
+            int r = log_walker_next(&wk, &fr, &off, &why);
             if (r == LOG_FRAME_SEAL || r == LOG_FRAME_END) break;
             if (r != LOG_FRAME_OK) {
                 snprintf(err, errcap, "log/%06u.log: %s at offset %llu during compaction", ids[i],
-                         why, (unsigned long long)off);
+                         why, (unsigned long long)wk.off);
                 rc = HANU_ERR_CORRUPT;
                 break;
             }
@@ -261,8 +301,11 @@ static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_
             uint32_t pos = 0, kept = 0;
             log_entry e;
             pthread_mutex_lock(&s->mu);
+            uint64_t floor = store_floor_locked(s);
+            store_settle(s, floor);
+            if (log_writer_failed(s->log)) rc = HANU_ERR_STOPPED;
             while (rc == HANU_OK && log_frame_next_entry(&fr, &pos, &e)) {
-                if (!entry_live(s, ids[i], fid, &e, fr.txn, (uint32_t)off + e.value_offset)) continue;
+                if (!entry_live(s, ids[i], fid, &e, fr.txn, (uint32_t)off + e.value_offset, floor)) continue;
                 uint32_t new_voff = (uint32_t)(out.len + frame.len + LOG_ENTRY_HEADER_SIZE + e.key_len);
                 rc = log_frame_add(&frame, e.op, e.db, e.key, e.key_len, e.value, e.value_len);
                 if (rc == HANU_OK) rc = hint_add(&hint, &e, fr.txn, new_voff);
@@ -294,7 +337,6 @@ static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_
             if (rc == HANU_OK && out.len > UINT32_MAX - (1u << 20)) rc = HANU_ERR_TOO_LARGE;
             /* Shutting down: the files stay as they are, the work is redone next time. */
             if (rc == HANU_OK && atomic_load(&s->compact_abort)) rc = HANU_ERR_BUSY;
-            off += fr.size;
         }
     }
     char tmp_log[1300], tmp_hint[1300], log_path[1200], hint_path[1200];
@@ -389,13 +431,20 @@ static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_
         pthread_mutex_unlock(&s->mu);
     }
     if (rc == HANU_OK) {
-        /* The merged file is durable under its name before the files it replaces go. */
-        hanu_fsync_dir(s->log_dir);
+        /* The merged file is durable under its name before the files it replaces go;
+           if that cannot be made sure, they stay (recovery removes them once the
+           merged file is found to cover them). */
+        int dir_synced = hanu_fsync_dir(s->log_dir) == HANU_OK;
+        if (!dir_synced) {
+            snprintf(err, errcap, "log/%06u.log: fsync of the log directory failed after the rename: %s; "
+                     "the files it replaces are kept", fid, strerror(errno));
+            rc = HANU_ERR_IO;
+        }
         for (size_t i = 0; i < ngone; i++) {
             if (!gone[i]) continue;
             store_file_unmap(gone[i]);
             if (gone[i]->fd >= 0) close(gone[i]->fd);
-            if (i) {
+            if (i && dir_synced) {
                 char p[1200];
                 log_file_path(p, sizeof p, s->log_dir, ids[i], "log");
                 unlink(p);
@@ -404,7 +453,7 @@ static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_
             }
             free(gone[i]);
         }
-        if (n > 1) hanu_fsync_dir(s->log_dir);
+        if (n > 1 && dir_synced && hanu_fsync_dir(s->log_dir) != HANU_OK) rc = HANU_ERR_IO;
         if (s->opt.on_compacted) s->opt.on_compacted(s->opt.ctx, fid, before, out.len);
         atomic_fetch_add(&s->compactions, 1);
         atomic_fetch_add(&s->compaction_bytes, out.len + hint.len);
@@ -488,6 +537,10 @@ int store_compact(store *s, int force, char *err, size_t errcap)
     int rc = HANU_OK;
     uint32_t after = 0, fid;
     err[0] = '\0';
+    if (log_writer_failed(s->log)) {
+        snprintf(err, errcap, "the store stopped after a failed fdatasync: no compaction until it is restarted");
+        return HANU_ERR_STOPPED;
+    }
     pthread_mutex_lock(&s->compact_mu);
     while ((fid = pick_file(s, force, force ? after : 0)) != 0) {
         rc = store_compact_file(s, fid, err, errcap);
@@ -518,6 +571,7 @@ void *store_compact_main(void *arg)
         }
         uint32_t run[64];
         size_t n = 0;
+        if (log_writer_failed(s->log)) { worked = 0; continue; }
         run[0] = pick_file(s, 0, 0);
         if (run[0]) n = 1;
         else n = pick_merge(s, run, 64);

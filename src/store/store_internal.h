@@ -23,6 +23,11 @@ typedef struct store_file {
     uint32_t generation;
 } store_file;
 
+typedef struct store_unsettled_delete {
+    uint64_t key;              /* hash of the key mixed with its database id */
+    uint64_t txn;
+} store_unsettled_delete;
+
 typedef struct store_db {
     uint32_t id;
     char name[STORE_DB_NAME_MAX + 1];
@@ -47,7 +52,22 @@ struct store {
 
     log_writer *log;
     hanu_buf frame;            /* writer thread's reusable frame buffer */
+    log_entry *entries;        /* the entries of that frame, applied after the append */
+    size_t nentries, entries_cap;
     uint64_t last_txn;
+
+    /* What compaction must know of writes above the durable txn (the floor): the
+       key directory holds them already, but a record they supersede may go only
+       once they are durable. A put keeps its txn in the key directory; deletes
+       and database changes leave nothing there, so they are listed here until
+       durable (mu held). */
+    store_unsettled_delete *unsettled;   /* ring in txn order */
+    size_t unsettled_head, unsettled_len, unsettled_cap;
+    uint64_t unsettled_overflow_txn;     /* deletes not listed (ring full) up to this txn */
+    uint64_t db_change_txn;              /* newest create or drop of a database */
+
+    store_watermark watermarks[STORE_MAX_WATERMARKS];   /* mu held */
+    size_t nwatermarks;
 
     pthread_t compact_thread;
     int compact_started;
@@ -71,9 +91,23 @@ static inline uint64_t store_entry_bytes(size_t klen, size_t vlen)
     return LOG_ENTRY_HEADER_SIZE + klen + vlen;
 }
 
+/* Records the entries of a live write above the floor (mu held). */
+void store_note_unsettled(store *s, const log_entry *e, uint64_t txn);
+/* Forgets what the durable txn now covers (mu held). */
+void store_settle(store *s, uint64_t durable);
+/* Was the key deleted by a txn above floor? (mu held; may say yes when unsure) */
+int store_deleted_above(store *s, uint32_t db, uint64_t hash, uint64_t floor);
+
+/* store_feed.c */
+int store_watermarks_load(store *s, char *err, size_t errcap);
+uint64_t store_floor_locked(store *s);   /* mu held */
+
 /* store_compact.c */
 int store_compact_file(store *s, uint32_t file_id, char *err, size_t errcap);
 int store_hint_load(store *s, store_file *f, char *err, size_t errcap);
+/* The entry count a hint file claims, capped by its size (0 without one): start-up
+   sizes the key directory from it before loading anything. */
+uint64_t store_hint_peek_count(store *s, uint32_t file_id);
 void *store_compact_main(void *arg);
 /* Applies one recovered entry to the in-memory state (mu held or single-threaded). */
 int store_apply_entry(store *s, const log_entry *e, uint64_t txn, uint32_t file_id,

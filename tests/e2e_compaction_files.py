@@ -1,0 +1,60 @@
+"""Compaction keeps the number of log files bounded: overwritten data in many
+small files is compacted and merged in the background, and `_status` and
+`/metrics` report the file count as it falls."""
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from hanukv import *  # noqa
+from hanuhttp import HttpServer, Http
+
+
+def status(h):
+    st, _, body = h.call("GET", "/_status")
+    check(st == 200, "status: %d" % st)
+    return json.loads(body)
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="hanudb-files-")
+    srv = HttpServer(os.path.join(tmp, "data"), ["--file-size", "64K", "--prealloc", "append"])
+    try:
+        srv.start()
+        c = Conn(srv.port)
+        value = "x" * 400
+        for i in range(3000):   # ~1.3 MB over 40 keys: ~20 files, nearly all dead
+            check(c.set("k%d" % (i % 40), value, flags=NONE)[0] == OK, "set")
+        check(c.set("last", "1")[0] == OK, "a synced write")
+        h = Http(srv.http_port)
+        before = status(h)["files"]
+        check(before >= 15, "many small files before compaction: %d" % before)
+        deadline = time.time() + 40
+        after = before
+        while time.time() < deadline:
+            time.sleep(0.5)
+            after = status(h)["files"]
+            if after <= 4:
+                break
+        check(after <= 4, "files after background compaction and merging: %d (before %d)" % (after, before))
+        st, _, body = h.call("GET", "/metrics")
+        check(("hanudb_log_files %d" % after).encode() in body or b"hanudb_log_files " in body, "metric")
+        for i in range(40):
+            check(c.get("k%d" % i)[2] == value.encode(), "every live value kept")
+        srv.kill()
+        srv.start()
+        c = Conn(srv.port)
+        for i in range(40):
+            check(c.get("k%d" % i)[2] == value.encode(), "every live value after a restart")
+        srv.stop()
+        print("ok   compaction and merging: %d files -> %d, values kept" % (before, after))
+    finally:
+        srv.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
