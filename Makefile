@@ -56,9 +56,11 @@ $(BUILD)/libhanudb.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-# The executable exports phr_parse_request so that libh2o uses src/server/http_guard.c's.
+# The executable exports the parser functions and h2o_send_error_generic so that libh2o
+# uses src/server/http_guard.c's (see http_guard.h).
 $(BUILD)/hanudb: $(CLI_OBJ) $(BUILD)/libhanudb.a
-	$(CC) $(CFLAGS) $^ -o $@ -Wl,--export-dynamic-symbol=phr_parse_request -Wl,--export-dynamic-symbol=h2o_send_error_generic $(LDLIBS) -ldl
+	$(CC) $(CFLAGS) $^ -o $@ -Wl,--export-dynamic-symbol=phr_parse_request -Wl,--export-dynamic-symbol=phr_decode_chunked \
+	  -Wl,--export-dynamic-symbol=phr_decode_chunked_is_in_data -Wl,--export-dynamic-symbol=h2o_send_error_generic $(LDLIBS) -ldl
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libhanudb.a $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -76,8 +78,8 @@ asan:
 	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
 	  EXTRA_LDLIBS="-fsanitize=address,undefined" all
 	BUILD=build-asan UNIT_ONLY=1 tests/run-tests.sh
-	@# The server itself under ASan+UBSan: protocol, HTTP API, SIGKILL and no-space tests.
-	BUILD=build-asan ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 E2E_ONLY="e2e_kv_protocol.py e2e_http_api.py e2e_http_semantics.py e2e_kv_kill.py e2e_http_kill.py e2e_kv_nospace.py" \
+	@# The server itself under ASan+UBSan: protocol, HTTP API, semantics and framing, SIGKILL and no-space tests.
+	BUILD=build-asan ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 E2E_ONLY="e2e_kv_protocol.py e2e_http_api.py e2e_http_semantics.py e2e_http_framing.py e2e_kv_kill.py e2e_http_kill.py e2e_kv_nospace.py" \
 	  tests/run-tests.sh
 
 fuzz:

@@ -77,6 +77,7 @@ int cli_serve_main(int argc, char **argv)
     const char *kv_addr = o.kv_addr;
     uint64_t max_frame = o.max_frame, idle_ms = o.idle_timeout_ms, max_conns = o.max_connections;
     uint64_t max_body = o.max_body, idem_ttl = o.idempotency_ttl_s;
+    uint64_t header_ms = o.http_header_timeout_ms, body_ms = o.http_body_timeout_ms, http_idle_ms = o.http_idle_timeout_ms;
     cli_opt opts[] = {
         { "data", CLI_STR, &f.data, "data directory (default ./data)" },
         { "kv-addr", CLI_STR, &kv_addr, "key-value protocol address HOST:PORT (default 127.0.0.1:8787)" },
@@ -87,7 +88,7 @@ int cli_serve_main(int argc, char **argv)
         { "max-key", CLI_SIZE, &f.max_key, "largest key in bytes (default 1024)" },
         { "max-value", CLI_SIZE, &f.max_value, "largest value in bytes (default 1M)" },
         { "max-frame", CLI_SIZE, &max_frame, "largest request payload (default 16M+64)" },
-        { "idle-timeout-ms", CLI_U64, &idle_ms, "close connections idle this long (default 300000)" },
+        { "idle-timeout-ms", CLI_U64, &idle_ms, "close key-value connections idle this long (default 300000; HTTP: --http-idle-timeout-ms)" },
         { "max-connections", CLI_U64, &max_conns, "most concurrent connections (default 10000)" },
         { "compact-ratio", CLI_DOUBLE, &f.compact_ratio, "compact a sealed file past this dead fraction (default 0.5)" },
         { "no-compaction", CLI_FLAG, &f.no_compaction, "no background compaction" },
@@ -104,6 +105,10 @@ int cli_serve_main(int argc, char **argv)
         { "allowed-hosts", CLI_STR, &o.allowed_hosts, "without --tokens: Host names accepted besides loopback, "
                                                      "comma-separated (NAME or NAME:PORT, or *)" },
         { "max-body", CLI_SIZE, &max_body, "largest HTTP request body (default 16M)" },
+        { "http-header-timeout-ms", CLI_U64, &header_ms, "HTTP: 408 when a request head takes longer, from its first byte "
+                                                          "(or close a connection that sends nothing) (default 10000)" },
+        { "http-body-timeout-ms", CLI_U64, &body_ms, "HTTP: 408 when a request body pauses longer (default 10000)" },
+        { "http-idle-timeout-ms", CLI_U64, &http_idle_ms, "HTTP: close keep-alive connections idle this long (default 75000)" },
         { "idempotency-ttl", CLI_U64, &idem_ttl, "seconds an Idempotency-Key is remembered (default 86400)" },
         { "open-metrics", CLI_FLAG, &o.open_metrics, "serve /metrics and /_status without a token" },
         { NULL, 0, NULL, NULL },
@@ -124,6 +129,16 @@ int cli_serve_main(int argc, char **argv)
         return 2;
     }
     o.max_body = (uint32_t)max_body;
+    uint64_t *timeouts[] = { &header_ms, &body_ms, &http_idle_ms };
+    for (size_t i = 0; i < 3; i++) {
+        if (*timeouts[i] < 10 || *timeouts[i] > 86400000) {
+            fprintf(stderr, "hanudb: --http-*-timeout-ms must be between 10 and 86400000\n");
+            return 2;
+        }
+    }
+    o.http_header_timeout_ms = (uint32_t)header_ms;
+    o.http_body_timeout_ms = (uint32_t)body_ms;
+    o.http_idle_timeout_ms = (uint32_t)http_idle_ms;
     o.idempotency_ttl_s = idem_ttl;
     return server_run(&o);
 }

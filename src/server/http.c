@@ -10,6 +10,7 @@
  */
 #include "server/http_internal.h"
 #include "server/docs_body.h"
+#include "server/http_guard.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -711,16 +712,6 @@ static void reply_options(http_call *c, int path)
     send_empty(c, 204);
 }
 
-int http_guard_linked(void);
-void http_guard_set_body_limit(uint64_t limit);
-
-/* Two Content-Length headers that disagree make the framing ambiguous: refuse.
-   h2o keeps only the first; http_guard.c marks a conflicting second one. */
-static int conflicting_content_length(h2o_req_t *req)
-{
-    return http_guard_linked() && http_header(req, H2O_STRLIT("x-hanu-conflicting-content-length")) != NULL;
-}
-
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     (void)self;
@@ -728,11 +719,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     server_poll_durable(srv);   /* answers waiting for a finished sync go first */
     http_call call = { .srv = srv, .req = req, .route = ROUTE_OTHER, .start_ns = hanu_now_ns() };
     http_call *c = &call;
-    if (conflicting_content_length(req)) {
-        req->http1_is_persistent = 0;
-        http_error(c, 400, "invalid_request", "conflicting Content-Length headers");
-        return 0;
-    }
+    if (http_guard_answer(req)) return 0;   /* framing refused (http_guard.c) */
     const h2o_iovec_t *too_large = http_header(req, H2O_STRLIT("x-hanu-body-too-large"));
     if (too_large) {
         /* The body was not read (http_guard.c): answer and close the connection. */
@@ -953,6 +940,8 @@ int http_start(server *srv, char *err, size_t errcap)
     h2o_config_init(&srv->http_globalconf);
     srv->http_globalconf.http1.upgrade_to_http2 = 0;
     srv->http_globalconf.max_request_entity_size = o->max_body;
+    /* h2o's one deadline (idle, head and body together) is replaced by http_timeout.c's. */
+    srv->http_globalconf.http1.req_timeout = 24ull * 3600 * 1000;
     srv->http_globalconf.server_name = h2o_iovec_init(H2O_STRLIT("hanudb"));
     h2o_hostconf_t *host = h2o_config_register_host(&srv->http_globalconf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
@@ -960,6 +949,10 @@ int http_start(server *srv, char *err, size_t errcap)
     *(server **)(handler + 1) = srv;
     handler->on_req = on_req;
     h2o_context_init(&srv->http_ctx, srv->loop, &srv->http_globalconf);
+    if (http_timeout_start(srv) != HANU_OK) {
+        snprintf(err, errcap, "out of memory");
+        return HANU_ERR_NOMEM;
+    }
     srv->http_accept.ctx = &srv->http_ctx;
     srv->http_accept.hosts = srv->http_globalconf.hosts;
     if (o->tls_cert && *o->tls_cert) {
@@ -1023,6 +1016,7 @@ void http_stop(server *srv)
     http_on_durable(srv, atomic_load(&srv->durable_txn), store_failed(srv->store));
     if (h2o_timeout_is_linked(&srv->parked_entry)) h2o_timeout_unlink(&srv->parked_entry);
     if (h2o_timeout_is_linked(&srv->expire_entry)) h2o_timeout_unlink(&srv->expire_entry);
+    http_timeout_stop(srv);
     /* The h2o context and its keep-alive connections end with the process: h2o 2.2.5
        has no way to close them gracefully. */
     srv->http_on = 0;

@@ -55,4 +55,8 @@ void http_doc_get(http_call *c);
 void http_doc_write(http_call *c);      /* PUT, POST, DELETE of one document */
 void http_batch(http_call *c);
 
+/* Header, body and idle deadlines of HTTP connections (http_timeout.c). */
+int http_timeout_start(server *srv);
+void http_timeout_stop(server *srv);
+
 #endif

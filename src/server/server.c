@@ -22,6 +22,9 @@ void server_options_default(server_options *o)
     o->max_connections = 10000;
     o->http_addr = "127.0.0.1:8080";
     o->max_body = 16u << 20;
+    o->http_header_timeout_ms = 10000;
+    o->http_body_timeout_ms = 10000;
+    o->http_idle_timeout_ms = 75000;
     o->idempotency_ttl_s = 86400;
 }
 

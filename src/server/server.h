@@ -25,6 +25,9 @@ typedef struct server_options {
     const char *cors_allow_headers; /* request headers allowed besides the built-in ones */
     const char *allowed_hosts;      /* without tokens: Host values accepted besides loopback */
     uint32_t max_body;              /* request body limit, default 16 MiB */
+    uint32_t http_header_timeout_ms;  /* a request head, from its first byte: 408; default 10 000 */
+    uint32_t http_body_timeout_ms;    /* longest pause in a request body: 408; default 10 000 */
+    uint32_t http_idle_timeout_ms;    /* keep-alive connection between requests: closed; default 75 000 */
     uint64_t idempotency_ttl_s;     /* default 86 400 */
     int open_metrics;               /* /metrics and /_status without a token */
 } server_options;

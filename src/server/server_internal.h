@@ -69,6 +69,7 @@ typedef struct server {
     char http_authority[24];        /* "127.0.0.1:PORT": the Host check's fast path */
     size_t http_authority_len;
     hanu_buf http_scratch;
+    struct http_timeouts *http_timeouts;   /* http_timeout.c */
     uint64_t id_last_ms, id_seq;
     uint64_t http_requests[16][HTTP_STATUS_SLOTS];        /* route x status slot */
     uint64_t http_latency[16][HTTP_LATENCY_BUCKETS + 1];  /* route x bucket, last = sum in us */
