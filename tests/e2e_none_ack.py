@@ -101,6 +101,30 @@ def http_stalled_pwrite_then_kill(tmp):
         srv.kill()
 
 
+def http_failed_pwrite_is_not_ok(tmp):
+    data = os.path.join(tmp, "http-fail")
+    srv = start(HttpServer, data, tmp)
+    try:
+        h = Http(srv.http_port)
+        st, _, _ = h.call("PUT", "/c/notes/docs/a", '{"n":1}', JSON)
+        check(st in (200, 201), "a local write: %d" % st)
+        open(os.path.join(tmp, "fail"), "w").close()
+        try:
+            st, _, body = h.call("PUT", "/c/notes/docs/b?durability=none", '{"n":2}', JSON)
+            check(st == 500 and b"not acknowledged" in body, "a none write whose pwrite failed: %d %r" % (st, body))
+        except (ConnectionError, socket.timeout):
+            pass
+        os.unlink(os.path.join(tmp, "fail"))
+        srv.kill()
+        srv.start()
+        h = Http(srv.http_port)
+        st, _, _ = h.call("GET", "/c/notes/docs/a")
+        check(st == 200, "the acknowledged write is kept")
+        srv.stop()
+    finally:
+        srv.kill()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="hanudb-none-")
     try:
@@ -110,6 +134,8 @@ def main():
         print("ok   kv: a failed pwrite never yields Ok; writes refused until restart")
         http_stalled_pwrite_then_kill(tmp)
         print("ok   http: a none answer leaves after its pwrite; it survives SIGKILL right after")
+        http_failed_pwrite_is_not_ok(tmp)
+        print("ok   http: a failed pwrite answers 500, never a success")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -147,16 +147,11 @@ static void parked_free(http_parked *pk)
     free(pk);
 }
 
-void http_reply(http_call *c, int status, const char *body, size_t len, uint64_t wait_txn)
+/* Queues an answer on a FIFO (txns only grow) until its txn is released. */
+static void park(http_call *c, http_parked **head, http_parked **tail, int status, const char *body,
+                 size_t len, uint64_t txn)
 {
     server *srv = c->srv;
-    if (status >= 400) srv->errors++;
-    if (!wait_txn || wait_txn <= atomic_load(&srv->durable_txn)) {
-        send_now(srv, c->req, c->route, c->start_ns, status, body, len);
-        return;
-    }
-    /* Park until the group commit covering wait_txn; txns only grow, so a FIFO. */
-    store_want_durable(srv->store, wait_txn);
     http_parked *pk = calloc(1, sizeof *pk);
     if (!pk) {
         send_now(srv, c->req, c->route, c->start_ns, 500, "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}", 56);
@@ -165,7 +160,7 @@ void http_reply(http_call *c, int status, const char *body, size_t len, uint64_t
     pk->req = c->req;
     pk->route = c->route;
     pk->start_ns = c->start_ns;
-    pk->txn = wait_txn;
+    pk->txn = txn;
     pk->status = status;
     pk->body = h2o_mem_alloc_pool(&c->req->pool, len + 1);
     memcpy(pk->body, body, len);
@@ -173,11 +168,37 @@ void http_reply(http_call *c, int status, const char *body, size_t len, uint64_t
     http_parked **guard = h2o_mem_alloc_shared(&c->req->pool, sizeof *guard, on_parked_req_gone);
     *guard = pk;
     pk->guard = guard;
-    if (srv->parked_tail) srv->parked_tail->next = pk;
-    else srv->parked_head = pk;
-    srv->parked_tail = pk;
+    if (*tail) (*tail)->next = pk;
+    else *head = pk;
+    *tail = pk;
     srv->parked_count++;
+}
+
+void http_reply(http_call *c, int status, const char *body, size_t len, uint64_t wait_txn)
+{
+    server *srv = c->srv;
+    if (status >= 400) srv->errors++;
+    if (!wait_txn || wait_txn <= atomic_load(&srv->durable_txn)) {
+        send_now(srv, c->req, c->route, c->start_ns, status, body, len);
+        return;
+    }
+    /* Park until the group commit covering wait_txn. */
+    store_want_durable(srv->store, wait_txn);
+    park(c, &srv->parked_head, &srv->parked_tail, status, body, len, wait_txn);
     if (!h2o_timeout_is_linked(&srv->parked_entry)) h2o_timeout_link(srv->loop, &srv->parked_timeout, &srv->parked_entry);
+}
+
+void http_reply_write(http_call *c, int status, const char *body, size_t len, uint64_t txn)
+{
+    server *srv = c->srv;
+    if (c->durability == KV_DURABLE_LOCAL) { http_reply(c, status, body, len, txn); return; }
+    /* `none`: the frame may still be in the log's buffer; the loop writes it, with
+       every other of this iteration, before answering (http_on_written). */
+    if (txn <= atomic_load(&srv->durable_txn) || txn <= store_written_txn(srv->store)) {
+        send_now(srv, c->req, c->route, c->start_ns, status, body, len);
+        return;
+    }
+    park(c, &srv->written_head, &srv->written_tail, status, body, len, txn);
 }
 
 /* h2o keeps no timeout on a request that waits for us: answer 503 to writes parked
@@ -219,26 +240,41 @@ void http_error(http_call *c, int status, const char *code, const char *fmt, ...
     hanu_buf_free(&b);
 }
 
-void http_on_durable(server *srv, uint64_t durable_txn, int failed)
+/* Sends the answers at the head of a list up to txn `upto`; with failed, the rest
+   get the error: their writes are not acknowledged. */
+static void release(server *srv, http_parked **head, http_parked **tail, uint64_t upto, int failed)
 {
-    while (srv->parked_head && (failed || srv->parked_head->txn <= durable_txn)) {
-        http_parked *pk = srv->parked_head;
-        srv->parked_head = pk->next;
-        if (!srv->parked_head) srv->parked_tail = NULL;
+    while (*head && (failed || (*head)->txn <= upto)) {
+        http_parked *pk = *head;
+        *head = pk->next;
+        if (!*head) *tail = NULL;
         srv->parked_count--;
         if (pk->req) {
             h2o_req_t *req = pk->req;
-            if (pk->txn <= durable_txn) {
+            if (pk->txn <= upto) {
                 send_now(srv, req, pk->route, pk->start_ns, pk->status, pk->body, pk->len);
             } else {
-                static const char msg[] = "{\"error\":{\"code\":\"internal\",\"message\":\"fdatasync failed: "
-                    "this write is not acknowledged and its outcome is unknown; the store refuses "
-                    "writes until it is restarted\"}}";
+                static const char msg[] = "{\"error\":{\"code\":\"internal\",\"message\":\"writing or "
+                    "syncing the log failed: this write is not acknowledged and its outcome is unknown; "
+                    "the store refuses writes until it is restarted\"}}";
                 send_now(srv, req, pk->route, pk->start_ns, 500, msg, sizeof msg - 1);
             }
         }
         parked_free(pk);
     }
+}
+
+void http_on_durable(server *srv, uint64_t durable_txn, int failed)
+{
+    release(srv, &srv->parked_head, &srv->parked_tail, durable_txn, failed);
+    /* A durable txn is written too; after a failure the unwritten ones fail. */
+    release(srv, &srv->written_head, &srv->written_tail,
+            failed ? HANU_MAX(durable_txn, srv->written_txn) : durable_txn, failed);
+}
+
+void http_on_written(server *srv, uint64_t written_txn)
+{
+    release(srv, &srv->written_head, &srv->written_tail, written_txn, 0);
 }
 
 void http_reply_doc(http_call *c, const uint8_t *doc, size_t len, uint64_t txn)

@@ -102,16 +102,6 @@ static size_t idem_store_key(const http_call *c, const h2o_iovec_t *k, char *out
     return n + k->len;
 }
 
-/* A `none` answer leaves once its frame is in the page cache (a process crash
-   cannot lose it): the log's buffered frames are written first. */
-static int written_for_none(http_call *c)
-{
-    if (c->durability != KV_DURABLE_NONE || store_flush(c->srv->store) == HANU_OK) return 1;
-    http_error(c, 500, "internal", "writing the log failed: this write is not acknowledged and its "
-               "outcome is unknown; the store refuses writes until it is restarted");
-    return 0;
-}
-
 /* What a key was first used for (the IETF Idempotency-Key draft): SHA-256 of the
    method, the path without its query, and the body. */
 static void idem_fingerprint(const http_call *c, uint8_t out[IDEM_FINGERPRINT])
@@ -173,9 +163,7 @@ static int idem_replay(http_call *c, const h2o_iovec_t *k, const uint8_t fp[IDEM
         h2o_add_header(&c->req->pool, &c->req->res.headers, H2O_TOKEN_LOCATION, NULL, l.base, l.len);
     }
     /* The first request may still be waiting for its sync: so does its replay. */
-    if (!written_for_none(c)) { hanu_buf_free(&body); hanu_buf_free(&v); return 1; }
-    http_reply(c, status, (const char *)body.data, body.len,
-               c->durability == KV_DURABLE_LOCAL ? token : 0);
+    http_reply_write(c, status, (const char *)body.data, body.len, token);
     hanu_buf_free(&body);
     hanu_buf_free(&v);
     return 1;
@@ -201,13 +189,12 @@ static void idem_record(http_call *c, int status, const uint8_t fp[IDEM_FINGERPR
 /* Sends {"txn":N + rest, parked until durable when asked. */
 static void reply_written(http_call *c, int status, uint64_t txn, const char *rest, size_t rest_len)
 {
-    if (!written_for_none(c)) return;
     hanu_buf b = {0};
     char head[48];
     int n = snprintf(head, sizeof head, "{\"txn\":%llu", (unsigned long long)txn);
     hanu_buf_append(&b, head, (size_t)n);
     hanu_buf_append(&b, rest, rest_len);
-    http_reply(c, status, (const char *)b.data, b.len, c->durability == KV_DURABLE_LOCAL ? txn : 0);
+    http_reply_write(c, status, (const char *)b.data, b.len, txn);
     hanu_buf_free(&b);
 }
 

@@ -38,6 +38,9 @@ typedef struct http_call {
 
 /* Answers (http.c). Each sends now, or parks until txn is durable when asked. */
 void http_reply(http_call *c, int status, const char *body, size_t len, uint64_t wait_txn);
+/* The answer to a write of txn at the request's durability: `local` waits for its
+   fdatasync, `none` for its frame to be in the page cache (the loop's pwrite). */
+void http_reply_write(http_call *c, int status, const char *body, size_t len, uint64_t txn);
 void http_reply_doc(http_call *c, const uint8_t *doc, size_t len, uint64_t txn);
 void http_error(http_call *c, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -144,7 +144,11 @@ int server_run(const server_options *o)
         h2o_evloop_run(srv->loop, INT32_MAX);
         /* One pwrite for every write of this iteration; answers of `none` writes
            leave only now (a failed pwrite fails them through on_durable instead). */
-        if (store_flush(srv->store) == HANU_OK) kv_on_written(srv, store_written_txn(srv->store));
+        if (store_flush(srv->store) == HANU_OK) {
+            uint64_t written = store_written_txn(srv->store);
+            kv_on_written(srv, written);
+            http_on_written(srv, written);
+        }
     }
 
     /* Graceful shutdown: no new connections or requests, answer what was asked. */

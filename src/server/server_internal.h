@@ -56,8 +56,9 @@ typedef struct server {
     h2o_accept_ctx_t http_accept;
     h2o_socket_t *http_listener;
     int http_on;
-    http_parked *parked_head, *parked_tail;
-    size_t parked_count;
+    http_parked *parked_head, *parked_tail;      /* waiting for their txn's fdatasync */
+    http_parked *written_head, *written_tail;    /* `none` answers waiting for the loop's pwrite */
+    size_t parked_count;                         /* in both lists */
     struct http_token *tokens;
     size_t ntokens;
     char **cors;
@@ -100,6 +101,8 @@ int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *
 /* http.c */
 int http_start(server *srv, char *err, size_t errcap);
 void http_on_durable(server *srv, uint64_t durable_txn, int failed);
+/* After the loop's store_flush: sends `none` answers whose frames are now written. */
+void http_on_written(server *srv, uint64_t written_txn);
 void http_shutdown_begin(server *srv);
 size_t http_busy(server *srv);
 void http_stop(server *srv);
