@@ -1,5 +1,5 @@
 /*
- * docbench: the documents benchmark of /work/shared/BENCH.md ("documents"),
+ * docbench: the documents benchmark of docs/BENCHMARKS.md ("documents"),
  * against the HTTP API of docs/API.md.
  *
  *   docbench --url http://HOST:PORT --phase write|read|all --duration S

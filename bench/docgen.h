@@ -1,5 +1,5 @@
 /*
- * docgen: the documents of the "documents" benchmark (/work/shared/BENCH.md),
+ * docgen: the documents of the "documents" benchmark (docs/BENCHMARKS.md),
  * header-only so that any bench program (docbench, a rebuild checker) can
  * produce the very same bytes.
  *

@@ -1,6 +1,6 @@
 /*
  * jsonbench.c: speed of the JSON module on the benchmark's ~450-byte document
- * (../shared/BENCH.md: user, kind, two tags, ts, a 5-word title and a ~50-word
+ * (docs/BENCHMARKS.md: user, kind, two tags, ts, a 5-word title and a ~50-word
  * body). Runs json_scan with a leaf callback, json_validate, json_doc_parse
  * and a writer round trip over the same document repeatedly and prints MB/s
  * and documents/s for each.

@@ -1,5 +1,5 @@
 /*
- * kvbench: the key-value benchmark of /work/shared/BENCH.md ("key-value").
+ * kvbench: the key-value benchmark of docs/BENCHMARKS.md ("key-value").
  *
  *   kvbench --addr HOST:PORT --workload read-overwrite|write|read|cas|batch|fill|ping
  *           --clients N --ops N [--warmup N] [--keyspace N] [--value-size N]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the key-value benchmark matrix of ../shared/BENCH.md: a fresh server pinned to
+# Runs the key-value benchmark matrix of docs/BENCHMARKS.md: a fresh server pinned to
 # CPU 0, kvbench pinned to CPU 1, every workload RUNS times, printing one markdown row
 # per run (ops/s, p50, p99, p99.9) plus the server's bytes written per 1 000 records.
 #   bench/run-kv.sh [--prealloc append|fallocate|zerofill] [--runs N] [--workloads "a b"]

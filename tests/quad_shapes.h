@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include "quad.h"
 
-/* ---- fact shapes (BENCH.md) and a PRNG ---- */
+/* ---- fact shapes (docs/BENCHMARKS.md) and a PRNG ---- */
 static uint64_t tq_rng = 88172645463325252ULL;
 static inline uint64_t tq_rand(void)
 {
