@@ -30,7 +30,10 @@ def main():
             check(c.set("k%d" % (i % 40), value, flags=NONE)[0] == OK, "set")
         check(c.set("last", "1")[0] == OK, "a synced write")
         h = Http(srv.http_port)
-        before = status(h)["files"]
+        st0 = status(h)
+        before = st0["files"]
+        check(st0["watermarks"] == {} and st0["floor_txn"] <= st0["durable_txn"],
+              "no projection registered: the floor is the durable txn (%r)" % st0)
         check(before >= 15, "many small files before compaction: %d" % before)
         deadline = time.time() + 40
         after = before

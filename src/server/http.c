@@ -398,18 +398,32 @@ static void reply_status(http_call *c)
     server *srv = c->srv;
     store_stats st;
     store_get_stats(srv->store, &st);
-    char body[1024];
-    int n = snprintf(body, sizeof body,
-        "{\"txn\":%llu,\"durable_txn\":%llu,\"collections\":%llu,\"keys\":%llu,\"disk_bytes\":%llu,"
-        "\"memory_bytes\":%llu,\"log_bytes_written\":%llu,\"syncs\":%llu,\"parked_writes\":%zu,"
-        "\"files\":%llu,\"compactions\":%llu,\"uptime_s\":%llu,\"store_failed\":%s}",
+    char head[1024];
+    int n = snprintf(head, sizeof head,
+        "{\"txn\":%llu,\"durable_txn\":%llu,\"floor_txn\":%llu,\"collections\":%llu,\"keys\":%llu,"
+        "\"disk_bytes\":%llu,\"memory_bytes\":%llu,\"log_bytes_written\":%llu,\"syncs\":%llu,"
+        "\"parked_writes\":%zu,\"files\":%llu,\"compactions\":%llu,\"uptime_s\":%llu,\"store_failed\":%s,"
+        "\"watermarks\":{",
         (unsigned long long)st.last_txn, (unsigned long long)st.durable_txn,
+        (unsigned long long)store_floor(srv->store),
         (unsigned long long)st.databases, (unsigned long long)st.keys, (unsigned long long)st.disk_bytes,
         (unsigned long long)st.memory_bytes, (unsigned long long)st.log_bytes_written,
         (unsigned long long)st.syncs, srv->parked_count, (unsigned long long)st.files,
         (unsigned long long)st.compactions, (unsigned long long)((hanu_wall_ms() - srv->started_ms) / 1000),
         store_failed(srv->store) ? "true" : "false");
-    http_reply(c, 200, body, (size_t)n, 0);
+    hanu_buf b = {0};
+    hanu_buf_append(&b, head, (size_t)n);
+    /* Every projection that holds the compaction floor down, by name. */
+    store_watermark wm[STORE_MAX_WATERMARKS];
+    size_t nw = store_watermark_list(srv->store, wm, STORE_MAX_WATERMARKS);
+    for (size_t i = 0; i < nw && i < STORE_MAX_WATERMARKS; i++) {
+        char one[96];
+        int m = snprintf(one, sizeof one, "%s\"%s\":%llu", i ? "," : "", wm[i].name, (unsigned long long)wm[i].txn);
+        hanu_buf_append(&b, one, (size_t)m);
+    }
+    hanu_buf_append(&b, "}}", 2);
+    http_reply(c, 200, (const char *)b.data, b.len, 0);
+    hanu_buf_free(&b);
 }
 
 static void metric(hanu_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -464,6 +478,14 @@ static void reply_metrics(http_call *c)
     metric(&b, "# TYPE hanudb_collections gauge\nhanudb_collections %llu\n", (unsigned long long)st.databases);
     metric(&b, "# TYPE hanudb_disk_bytes gauge\nhanudb_disk_bytes %llu\n", (unsigned long long)st.disk_bytes);
     metric(&b, "# TYPE hanudb_log_files gauge\nhanudb_log_files %llu\n", (unsigned long long)st.files);
+    metric(&b, "# HELP hanudb_floor_txn Compaction floor: the minimum of the durable txn and every watermark.\n"
+               "# TYPE hanudb_floor_txn gauge\nhanudb_floor_txn %llu\n", (unsigned long long)store_floor(srv->store));
+    store_watermark wm[STORE_MAX_WATERMARKS];
+    size_t nw = store_watermark_list(srv->store, wm, STORE_MAX_WATERMARKS);
+    metric(&b, "# HELP hanudb_watermark_txn Txn up to which a projection of the log has consumed it.\n"
+               "# TYPE hanudb_watermark_txn gauge\n");
+    for (size_t i = 0; i < nw && i < STORE_MAX_WATERMARKS; i++)
+        metric(&b, "hanudb_watermark_txn{name=\"%s\"} %llu\n", wm[i].name, (unsigned long long)wm[i].txn);
     metric(&b, "# TYPE hanudb_keydir_bytes gauge\nhanudb_keydir_bytes %llu\n", (unsigned long long)st.memory_bytes);
     metric(&b, "# TYPE hanudb_compactions_total counter\nhanudb_compactions_total %llu\n",
            (unsigned long long)st.compactions);
