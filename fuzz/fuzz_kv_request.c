@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint8_t op, flags;
         uint32_t len;
         if (kv_read_header(data + pos, size - pos, &op, &flags, &len)) break;
-        pos += KV_REQ_HEADER_SIZE;
+        pos += HKV_REQ_HEADER;
         if (len > lim.max_frame || len > size - pos) break;
         const uint8_t *payload = data + pos;
         kv_request r;

@@ -58,6 +58,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "hanudb_protocol.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -89,51 +90,6 @@ static inline int hkv_is_client_error(int status) { return status <= HKV_ERR_IO;
 
 /* A short static name for a status: "key not found", "timeout", ... Never NULL. */
 const char *hkv_status_str(int status);
-
-/* ---- wire constants (docs/PROTOCOL.md) ---- */
-enum hkv_op {
-    HKV_OP_STATS = 0x00,
-    HKV_OP_PING = 0x01,
-    HKV_OP_CLOSE = 0x02,
-    HKV_OP_CREATE = 0x03,
-    HKV_OP_INFO = 0x04,
-    HKV_OP_DROP = 0x05,
-    HKV_OP_GET = 0x06,
-    HKV_OP_SET = 0x07,
-    HKV_OP_SET_IF_EXISTS = 0x08,
-    HKV_OP_SET_IF_NOT_EXISTS = 0x09,
-    HKV_OP_COMPARE_SET = 0x10,
-    HKV_OP_DELETE = 0x11,
-    HKV_OP_COMPARE_DELETE = 0x12,
-    HKV_OP_WRITE_BATCH = 0x13,
-};
-
-enum hkv_wire_status {
-    HKV_WIRE_OK = 0x00,
-    HKV_WIRE_PONG = 0x01,
-    HKV_WIRE_DB_NOT_FOUND = 0x02,
-    HKV_WIRE_DB_ALREADY_EXISTS = 0x03,
-    HKV_WIRE_KEY_VALUE_TOKEN = 0x04,
-    HKV_WIRE_KEY_NOT_FOUND = 0x05,
-    HKV_WIRE_KEY_ALREADY_EXISTS = 0x06,
-    HKV_WIRE_KEY_TOKEN_MISMATCH = 0x07,
-    HKV_WIRE_INVALID_REQUEST = 0x08,
-    HKV_WIRE_PAYLOAD_TOO_LARGE = 0x09,
-    HKV_WIRE_INTERNAL_ERROR = 0x10,
-};
-
-/* Durability of a write (request flags bits 0-1). Ignored by reads. */
-enum hkv_durability {
-    HKV_DUR_LOCAL = 0,   /* acknowledged after the fdatasync covering the record (default) */
-    HKV_DUR_NONE = 1,    /* acknowledged once applied in memory and written to the page cache */
-    HKV_DUR_BUCKET = 2,  /* copied to the bucket; servers without one answer InvalidRequest */
-};
-
-#define HKV_REQ_HEADER 6u            /* op, flags, u32 length */
-#define HKV_RESP_HEADER 5u           /* status, u32 length */
-#define HKV_DB_NAME_MAX 64u
-#define HKV_BATCH_MAX 10000u         /* server limit on WriteBatch items */
-#define HKV_DEFAULT_MAX_RESPONSE (16u * 1024 * 1024 + 64)
 
 /* ---- buffers ---- */
 /* A growable byte buffer owned by the caller: data[0..len) are valid bytes,

@@ -27,15 +27,15 @@ static void test_protocol_md_set_example(void)
     uint8_t op, flags;
     uint32_t len;
     REQUIRE(kv_read_header(b, n, &op, &flags, &len) == 0);
-    CHECK_EQ(op, KV_OP_SET);
-    CHECK_EQ(len, n - KV_REQ_HEADER_SIZE);
+    CHECK_EQ(op, HKV_OP_SET);
+    CHECK_EQ(len, n - HKV_REQ_HEADER);
     kv_request r;
     const char *why = NULL;
     REQUIRE(kv_parse_request(op, flags, b + 6, len, &LIM, &r, &why) == HANU_OK);
     CHECK(r.db_len == 7 && memcmp(r.db, "default", 7) == 0);
     CHECK(r.key_len == 2 && memcmp(r.key, "k1", 2) == 0);
     CHECK(r.value_len == 5 && memcmp(r.value, "hello", 5) == 0);
-    CHECK_EQ(r.durability, KV_DURABLE_LOCAL);
+    CHECK_EQ(r.durability, HKV_DUR_LOCAL);
     /* Every shorter payload is invalid, never a crash or an over-read. */
     for (uint32_t cut = 0; cut < len; cut++)
         CHECK(kv_parse_request(op, flags, b + 6, cut, &LIM, &r, &why) == HANU_ERR_INVALID);
@@ -51,7 +51,7 @@ static void test_compare_set_example_and_response(void)
     REQUIRE(kv_parse_request(b[0], b[1], b + 6, (uint32_t)(n - 6), &LIM, &r, &why) == HANU_OK);
     CHECK_EQ(r.token, 41);
     hanu_buf out = {0};
-    kv_respond_token(&out, KV_KEY_TOKEN_MISMATCH, 42);
+    kv_respond_token(&out, HKV_WIRE_KEY_TOKEN_MISMATCH, 42);
     uint8_t want[16];
     size_t wn = hex("07 08000000 2a00000000000000", want);
     CHECK(out.len == wn && memcmp(out.data, want, wn) == 0);
@@ -62,13 +62,13 @@ static void test_flags_and_ops(void)
 {
     kv_request r;
     const char *why;
-    CHECK(kv_parse_request(KV_OP_PING, 0x04, NULL, 0, &LIM, &r, &why) == HANU_ERR_INVALID);
-    CHECK(kv_parse_request(KV_OP_PING, 0x03, NULL, 0, &LIM, &r, &why) == HANU_ERR_INVALID);
-    CHECK(kv_parse_request(KV_OP_PING, 0x01, NULL, 0, &LIM, &r, &why) == HANU_OK);
-    CHECK_EQ(r.durability, KV_DURABLE_NONE);
+    CHECK(kv_parse_request(HKV_OP_PING, 0x04, NULL, 0, &LIM, &r, &why) == HANU_ERR_INVALID);
+    CHECK(kv_parse_request(HKV_OP_PING, 0x03, NULL, 0, &LIM, &r, &why) == HANU_ERR_INVALID);
+    CHECK(kv_parse_request(HKV_OP_PING, 0x01, NULL, 0, &LIM, &r, &why) == HANU_OK);
+    CHECK_EQ(r.durability, HKV_DUR_NONE);
     CHECK(kv_parse_request(0x0A, 0, NULL, 0, &LIM, &r, &why) == HANU_ERR_INVALID);
     uint8_t junk[1] = { 0 };
-    CHECK(kv_parse_request(KV_OP_PING, 0, junk, 1, &LIM, &r, &why) == HANU_ERR_INVALID);
+    CHECK(kv_parse_request(HKV_OP_PING, 0, junk, 1, &LIM, &r, &why) == HANU_ERR_INVALID);
 }
 
 static void test_limits(void)
@@ -79,11 +79,11 @@ static void test_limits(void)
     b[0] = 1; b[1] = 'd';
     hanu_put_u32(b + 2, 1025);
     memset(b + 6, 'k', 1025);
-    CHECK(kv_parse_request(KV_OP_GET, 0, b, 6 + 1025, &LIM, &r, &why) == HANU_ERR_TOO_LARGE);
+    CHECK(kv_parse_request(HKV_OP_GET, 0, b, 6 + 1025, &LIM, &r, &why) == HANU_ERR_TOO_LARGE);
     hanu_put_u32(b + 2, 1024);
-    CHECK(kv_parse_request(KV_OP_GET, 0, b, 6 + 1024, &LIM, &r, &why) == HANU_OK);
+    CHECK(kv_parse_request(HKV_OP_GET, 0, b, 6 + 1024, &LIM, &r, &why) == HANU_OK);
     b[0] = 65;
-    CHECK(kv_parse_request(KV_OP_INFO, 0, b, 66, &LIM, &r, &why) == HANU_ERR_INVALID);
+    CHECK(kv_parse_request(HKV_OP_INFO, 0, b, 66, &LIM, &r, &why) == HANU_ERR_INVALID);
 }
 
 static void test_batch_items(void)
@@ -99,7 +99,7 @@ static void test_batch_items(void)
     hanu_put_u32(t, 1); hanu_buf_append(&p, t, 4); hanu_buf_append(&p, "b", 1);
     kv_request r;
     const char *why;
-    REQUIRE(kv_parse_request(KV_OP_WRITE_BATCH, 0, p.data, (uint32_t)p.len, &LIM, &r, &why) == HANU_OK);
+    REQUIRE(kv_parse_request(HKV_OP_WRITE_BATCH, 0, p.data, (uint32_t)p.len, &LIM, &r, &why) == HANU_OK);
     size_t pos = 0;
     uint8_t kind;
     const uint8_t *k, *v;
@@ -110,7 +110,7 @@ static void test_batch_items(void)
     CHECK(kind == 1 && kl == 1 && k[0] == 'b' && vl == 0);
     CHECK(!kv_batch_next(&r, &pos, &kind, &k, &kl, &v, &vl));
     for (uint32_t cut = 0; cut < p.len; cut++)
-        CHECK(kv_parse_request(KV_OP_WRITE_BATCH, 0, p.data, cut, &LIM, &r, &why) != HANU_OK);
+        CHECK(kv_parse_request(HKV_OP_WRITE_BATCH, 0, p.data, cut, &LIM, &r, &why) != HANU_OK);
     hanu_buf_free(&p);
 }
 

@@ -191,7 +191,7 @@ void http_reply(http_call *c, int status, const char *body, size_t len, uint64_t
 void http_reply_write(http_call *c, int status, const char *body, size_t len, uint64_t txn)
 {
     server *srv = c->srv;
-    if (c->durability == KV_DURABLE_LOCAL) { http_reply(c, status, body, len, txn); return; }
+    if (c->durability == HKV_DUR_LOCAL) { http_reply(c, status, body, len, txn); return; }
     /* `none`: the frame may still be in the log's buffer; the loop writes it, with
        every other of this iteration, before answering (http_on_written). */
     if (txn <= atomic_load(&srv->durable_txn) || txn <= store_written_txn(srv->store)) {
@@ -628,7 +628,7 @@ static int route_of(int path, unsigned m)
 static void parse_durability(http_call *c, int *bad)
 {
     *bad = 0;
-    c->durability = KV_DURABLE_LOCAL;
+    c->durability = HKV_DUR_LOCAL;
     const char *v = NULL;
     size_t vl = 0;
     h2o_req_t *req = c->req;
@@ -644,9 +644,9 @@ static void parse_durability(http_call *c, int *bad)
     const h2o_iovec_t *h = http_header(req, H2O_STRLIT("hanu-durability"));
     if (h) { v = h->base; vl = h->len; }
     if (!v) return;
-    if (vl == 4 && !memcmp(v, "none", 4)) c->durability = KV_DURABLE_NONE;
-    else if (vl == 5 && !memcmp(v, "local", 5)) c->durability = KV_DURABLE_LOCAL;
-    else if (vl == 6 && !memcmp(v, "bucket", 6)) c->durability = KV_DURABLE_BUCKET;
+    if (vl == 4 && !memcmp(v, "none", 4)) c->durability = HKV_DUR_NONE;
+    else if (vl == 5 && !memcmp(v, "local", 5)) c->durability = HKV_DUR_LOCAL;
+    else if (vl == 6 && !memcmp(v, "bucket", 6)) c->durability = HKV_DUR_BUCKET;
     else *bad = 1;
 }
 

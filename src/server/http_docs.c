@@ -204,7 +204,7 @@ static int check_write_allowed(http_call *c)
         http_error(c, 403, "forbidden", "this token may not write to collection \"%s\"", c->col);
         return 0;
     }
-    if (c->durability == KV_DURABLE_BUCKET) {
+    if (c->durability == HKV_DUR_BUCKET) {
         http_error(c, 501, "not_implemented", "durability=bucket needs a bucket, which this server does not have yet");
         return 0;
     }

@@ -7,7 +7,7 @@
 
 int kv_read_header(const uint8_t *p, size_t avail, uint8_t *op, uint8_t *flags, uint32_t *len)
 {
-    if (avail < KV_REQ_HEADER_SIZE) return 1;
+    if (avail < HKV_REQ_HEADER) return 1;
     *op = p[0];
     *flags = p[1];
     *len = hanu_get_u32(p + 2);
@@ -77,7 +77,7 @@ static int take_batch(cursor *c, kv_request *r, const kv_limits *lim, const char
     c->p += 4;
     c->left -= 4;
     if (r->batch_count == 0) { *why = "empty batch"; return HANU_ERR_INVALID; }
-    if (r->batch_count > KV_MAX_BATCH_ITEMS) { *why = "batch has more than 10000 items"; return HANU_ERR_TOO_LARGE; }
+    if (r->batch_count > HKV_BATCH_MAX) { *why = "batch has more than 10000 items"; return HANU_ERR_TOO_LARGE; }
     r->batch = c->p;
     size_t start_left = c->left;
     for (uint32_t i = 0; i < r->batch_count; i++) {
@@ -106,32 +106,32 @@ int kv_parse_request(uint8_t op, uint8_t flags, const uint8_t *payload, uint32_t
     cursor c = { payload, len };
     int rc = HANU_OK;
     switch (op) {
-    case KV_OP_STATS: case KV_OP_PING: case KV_OP_CLOSE:
+    case HKV_OP_STATS: case HKV_OP_PING: case HKV_OP_CLOSE:
         break;
-    case KV_OP_CREATE: case KV_OP_INFO: case KV_OP_DROP:
+    case HKV_OP_CREATE: case HKV_OP_INFO: case HKV_OP_DROP:
         rc = take_db(&c, req, why);
         break;
-    case KV_OP_GET: case KV_OP_DELETE:
+    case HKV_OP_GET: case HKV_OP_DELETE:
         rc = take_db(&c, req, why);
         if (!rc) rc = take_key(&c, req, lim, why);
         break;
-    case KV_OP_SET: case KV_OP_SET_IF_EXISTS: case KV_OP_SET_IF_NOT_EXISTS:
+    case HKV_OP_SET: case HKV_OP_SET_IF_EXISTS: case HKV_OP_SET_IF_NOT_EXISTS:
         rc = take_db(&c, req, why);
         if (!rc) rc = take_key(&c, req, lim, why);
         if (!rc) rc = take_value(&c, req, lim, why);
         break;
-    case KV_OP_COMPARE_SET:
+    case HKV_OP_COMPARE_SET:
         rc = take_db(&c, req, why);
         if (!rc) rc = take_key(&c, req, lim, why);
         if (!rc) rc = take_token(&c, req, why);
         if (!rc) rc = take_value(&c, req, lim, why);
         break;
-    case KV_OP_COMPARE_DELETE:
+    case HKV_OP_COMPARE_DELETE:
         rc = take_db(&c, req, why);
         if (!rc) rc = take_key(&c, req, lim, why);
         if (!rc) rc = take_token(&c, req, why);
         break;
-    case KV_OP_WRITE_BATCH:
+    case HKV_OP_WRITE_BATCH:
         rc = take_db(&c, req, why);
         if (!rc) rc = take_batch(&c, req, lim, why);
         break;
@@ -167,13 +167,13 @@ int kv_batch_next(const kv_request *req, size_t *pos, uint8_t *kind, const uint8
 
 int kv_respond(hanu_buf *out, uint8_t status, const void *payload, size_t len)
 {
-    int rc = hanu_buf_reserve(out, KV_RESP_HEADER_SIZE + len);
+    int rc = hanu_buf_reserve(out, HKV_RESP_HEADER + len);
     if (rc) return rc;
     uint8_t *p = out->data + out->len;
     p[0] = status;
     hanu_put_u32(p + 1, (uint32_t)len);
-    if (len) memcpy(p + KV_RESP_HEADER_SIZE, payload, len);
-    out->len += KV_RESP_HEADER_SIZE + len;
+    if (len) memcpy(p + HKV_RESP_HEADER, payload, len);
+    out->len += HKV_RESP_HEADER + len;
     return HANU_OK;
 }
 

@@ -9,26 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "base/base.h"
-
-#define KV_REQ_HEADER_SIZE 6
-#define KV_RESP_HEADER_SIZE 5
-#define KV_MAX_BATCH_ITEMS 10000
-
-enum kv_op {
-    KV_OP_STATS = 0x00, KV_OP_PING = 0x01, KV_OP_CLOSE = 0x02, KV_OP_CREATE = 0x03,
-    KV_OP_INFO = 0x04, KV_OP_DROP = 0x05, KV_OP_GET = 0x06, KV_OP_SET = 0x07,
-    KV_OP_SET_IF_EXISTS = 0x08, KV_OP_SET_IF_NOT_EXISTS = 0x09, KV_OP_COMPARE_SET = 0x10,
-    KV_OP_DELETE = 0x11, KV_OP_COMPARE_DELETE = 0x12, KV_OP_WRITE_BATCH = 0x13,
-};
-
-enum kv_status {
-    KV_OK = 0x00, KV_PONG = 0x01, KV_DB_NOT_FOUND = 0x02, KV_DB_ALREADY_EXISTS = 0x03,
-    KV_KEY_VALUE_TOKEN = 0x04, KV_KEY_NOT_FOUND = 0x05, KV_KEY_ALREADY_EXISTS = 0x06,
-    KV_KEY_TOKEN_MISMATCH = 0x07, KV_INVALID_REQUEST = 0x08, KV_PAYLOAD_TOO_LARGE = 0x09,
-    KV_INTERNAL_ERROR = 0x10,
-};
-
-enum kv_durability { KV_DURABLE_LOCAL = 0, KV_DURABLE_NONE = 1, KV_DURABLE_BUCKET = 2 };
+#include "hanudb_protocol.h"
 
 typedef struct kv_limits {
     uint32_t max_key;       /* default 1024 */

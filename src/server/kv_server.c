@@ -154,14 +154,14 @@ static void respond_store_error(kv_conn *c, int rc, int key_op)
 {
     switch (rc) {
     case HANU_ERR_NOT_FOUND:
-        kv_respond(&c->out, key_op ? KV_KEY_NOT_FOUND : KV_DB_NOT_FOUND, NULL, 0);
+        kv_respond(&c->out, key_op ? HKV_WIRE_KEY_NOT_FOUND : HKV_WIRE_DB_NOT_FOUND, NULL, 0);
         return;
     case HANU_ERR_EXISTS:
-        kv_respond(&c->out, key_op ? KV_KEY_ALREADY_EXISTS : KV_DB_ALREADY_EXISTS, NULL, 0);
+        kv_respond(&c->out, key_op ? HKV_WIRE_KEY_ALREADY_EXISTS : HKV_WIRE_DB_ALREADY_EXISTS, NULL, 0);
         return;
-    case HANU_ERR_TOO_LARGE: respond_msg(c, KV_PAYLOAD_TOO_LARGE, "request exceeds a size limit"); return;
-    case HANU_ERR_INVALID: respond_msg(c, KV_INVALID_REQUEST, "invalid request"); return;
-    default: respond_msg(c, KV_INTERNAL_ERROR, hanu_status_str(rc)); return;
+    case HANU_ERR_TOO_LARGE: respond_msg(c, HKV_WIRE_PAYLOAD_TOO_LARGE, "request exceeds a size limit"); return;
+    case HANU_ERR_INVALID: respond_msg(c, HKV_WIRE_INVALID_REQUEST, "invalid request"); return;
+    default: respond_msg(c, HKV_WIRE_INTERNAL_ERROR, hanu_status_str(rc)); return;
     }
 }
 
@@ -169,11 +169,11 @@ static void respond_store_error(kv_conn *c, int rc, int key_op)
 static void respond_written(kv_conn *c, uint64_t txn, uint8_t durability)
 {
     size_t start = c->out.len;
-    kv_respond_token(&c->out, KV_OK, txn);
-    if (durability == KV_DURABLE_LOCAL && txn > atomic_load(&c->srv->durable_txn)) {
+    kv_respond_token(&c->out, HKV_WIRE_OK, txn);
+    if (durability == HKV_DUR_LOCAL && txn > atomic_load(&c->srv->durable_txn)) {
         if (add_gate(c, start, txn, 1) != HANU_OK) { c->out.len = start; c->close_after_flush = 1; return; }
         store_want_durable(c->srv->store, txn);
-    } else if (durability != KV_DURABLE_LOCAL && txn > c->srv->written_txn &&
+    } else if (durability != HKV_DUR_LOCAL && txn > c->srv->written_txn &&
                txn > store_written_txn(c->srv->store)) {
         if (add_gate(c, start, txn, 0) != HANU_OK) { c->out.len = start; c->close_after_flush = 1; }
     }
@@ -202,21 +202,21 @@ static void respond_stats(kv_conn *c)
         (unsigned long long)st.durable_txn, (unsigned long long)st.startup_ms, srv->nconns,
         (unsigned long long)srv->connections_total, (unsigned long long)srv->requests,
         (unsigned long long)srv->errors, store_failed(srv->store) ? "true" : "false");
-    kv_respond(&c->out, KV_OK, json, (size_t)n);
+    kv_respond(&c->out, HKV_WIRE_OK, json, (size_t)n);
 }
 
 static void respond_info(kv_conn *c, uint32_t id)
 {
     store_db_info info;
     if (store_db_info_get(c->srv->store, id, &info) != HANU_OK) {
-        kv_respond(&c->out, KV_DB_NOT_FOUND, NULL, 0);
+        kv_respond(&c->out, HKV_WIRE_DB_NOT_FOUND, NULL, 0);
         return;
     }
     char json[256];
     int n = snprintf(json, sizeof json, "{\"name\":\"%s\",\"id\":%u,\"keys\":%llu,\"bytes\":%llu,\"memory\":%llu}",
                      info.name, info.id, (unsigned long long)info.keys, (unsigned long long)info.bytes,
                      (unsigned long long)info.memory);
-    kv_respond(&c->out, KV_OK, json, (size_t)n);
+    kv_respond(&c->out, HKV_WIRE_OK, json, (size_t)n);
 }
 
 static int ensure_ops(server *srv, size_t n)
@@ -238,53 +238,53 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
     srv->requests++;
     int rc = kv_parse_request(op, flags, payload, len, &srv->limits, &r, &why);
     if (rc) {
-        respond_msg(c, rc == HANU_ERR_TOO_LARGE ? KV_PAYLOAD_TOO_LARGE : KV_INVALID_REQUEST, why);
+        respond_msg(c, rc == HANU_ERR_TOO_LARGE ? HKV_WIRE_PAYLOAD_TOO_LARGE : HKV_WIRE_INVALID_REQUEST, why);
         return;
     }
-    int is_write = op == KV_OP_CREATE || op == KV_OP_DROP || op >= KV_OP_SET;
-    if (is_write && r.durability == KV_DURABLE_BUCKET) {
-        respond_msg(c, KV_INVALID_REQUEST, "bucket durability is not available (no bucket configured)");
+    int is_write = op == HKV_OP_CREATE || op == HKV_OP_DROP || op >= HKV_OP_SET;
+    if (is_write && r.durability == HKV_DUR_BUCKET) {
+        respond_msg(c, HKV_WIRE_INVALID_REQUEST, "bucket durability is not available (no bucket configured)");
         return;
     }
     if (is_write && srv->stopping) {
-        respond_msg(c, KV_INTERNAL_ERROR, "server is shutting down");
+        respond_msg(c, HKV_WIRE_INTERNAL_ERROR, "server is shutting down");
         return;
     }
     uint32_t db = 0;
-    if (op != KV_OP_STATS && op != KV_OP_PING && op != KV_OP_CLOSE && op != KV_OP_CREATE) {
+    if (op != HKV_OP_STATS && op != HKV_OP_PING && op != HKV_OP_CLOSE && op != HKV_OP_CREATE) {
         if (store_db_lookup(st, (const char *)r.db, r.db_len, &db) != HANU_OK) {
-            if (op == KV_OP_DROP && !store_db_name_valid((const char *)r.db, r.db_len))
-                respond_msg(c, KV_INVALID_REQUEST, "database names use only A-Z a-z 0-9 _ . -");
+            if (op == HKV_OP_DROP && !store_db_name_valid((const char *)r.db, r.db_len))
+                respond_msg(c, HKV_WIRE_INVALID_REQUEST, "database names use only A-Z a-z 0-9 _ . -");
             else
-                kv_respond(&c->out, KV_DB_NOT_FOUND, NULL, 0);
+                kv_respond(&c->out, HKV_WIRE_DB_NOT_FOUND, NULL, 0);
             return;
         }
     }
     uint64_t txn = 0, current = 0;
     switch (op) {
-    case KV_OP_STATS: respond_stats(c); return;
-    case KV_OP_PING: kv_respond(&c->out, KV_PONG, NULL, 0); return;
-    case KV_OP_CLOSE:
-        kv_respond(&c->out, KV_OK, NULL, 0);
+    case HKV_OP_STATS: respond_stats(c); return;
+    case HKV_OP_PING: kv_respond(&c->out, HKV_WIRE_PONG, NULL, 0); return;
+    case HKV_OP_CLOSE:
+        kv_respond(&c->out, HKV_WIRE_OK, NULL, 0);
         c->close_after_flush = 1;
         return;
-    case KV_OP_INFO: respond_info(c, db); return;
-    case KV_OP_CREATE:
+    case HKV_OP_INFO: respond_info(c, db); return;
+    case HKV_OP_CREATE:
         rc = store_db_create(st, (const char *)r.db, r.db_len, &txn);
-        if (rc == HANU_ERR_INVALID) { respond_msg(c, KV_INVALID_REQUEST, "database names use only A-Z a-z 0-9 _ . -"); return; }
+        if (rc == HANU_ERR_INVALID) { respond_msg(c, HKV_WIRE_INVALID_REQUEST, "database names use only A-Z a-z 0-9 _ . -"); return; }
         if (rc) { respond_store_error(c, rc, 0); return; }
         respond_written(c, txn, r.durability);
         return;
-    case KV_OP_DROP:
+    case HKV_OP_DROP:
         rc = store_db_drop(st, (const char *)r.db, r.db_len, &txn);
-        if (rc == HANU_ERR_INVALID) { respond_msg(c, KV_INVALID_REQUEST, "the default database cannot be dropped"); return; }
+        if (rc == HANU_ERR_INVALID) { respond_msg(c, HKV_WIRE_INVALID_REQUEST, "the default database cannot be dropped"); return; }
         if (rc) { respond_store_error(c, rc, 0); return; }
         respond_written(c, txn, r.durability);
         return;
-    case KV_OP_GET: {
+    case HKV_OP_GET: {
         size_t start = c->out.len;
-        if (hanu_buf_reserve(&c->out, KV_RESP_HEADER_SIZE + 8) != HANU_OK) { respond_store_error(c, HANU_ERR_NOMEM, 1); return; }
-        c->out.len += KV_RESP_HEADER_SIZE + 8;
+        if (hanu_buf_reserve(&c->out, HKV_RESP_HEADER + 8) != HANU_OK) { respond_store_error(c, HANU_ERR_NOMEM, 1); return; }
+        c->out.len += HKV_RESP_HEADER + 8;
         rc = store_get(st, db, r.key, r.key_len, &c->out, &txn);
         if (rc) {
             c->out.len = start;
@@ -292,26 +292,26 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
             return;
         }
         uint8_t *h = c->out.data + start;
-        h[0] = KV_KEY_VALUE_TOKEN;
-        hanu_put_u32(h + 1, (uint32_t)(c->out.len - start - KV_RESP_HEADER_SIZE));
+        h[0] = HKV_WIRE_KEY_VALUE_TOKEN;
+        hanu_put_u32(h + 1, (uint32_t)(c->out.len - start - HKV_RESP_HEADER));
         hanu_put_u64(h + 5, txn);
         return;
     }
-    case KV_OP_SET: case KV_OP_SET_IF_EXISTS: case KV_OP_SET_IF_NOT_EXISTS: case KV_OP_COMPARE_SET:
-    case KV_OP_DELETE: case KV_OP_COMPARE_DELETE: {
-        store_op sop = { (op == KV_OP_DELETE || op == KV_OP_COMPARE_DELETE) ? STORE_DELETE : STORE_SET,
+    case HKV_OP_SET: case HKV_OP_SET_IF_EXISTS: case HKV_OP_SET_IF_NOT_EXISTS: case HKV_OP_COMPARE_SET:
+    case HKV_OP_DELETE: case HKV_OP_COMPARE_DELETE: {
+        store_op sop = { (op == HKV_OP_DELETE || op == HKV_OP_COMPARE_DELETE) ? STORE_DELETE : STORE_SET,
                          r.key, r.key_len, r.value, r.value_len };
-        int cond = (op == KV_OP_SET_IF_EXISTS || op == KV_OP_DELETE) ? STORE_COND_EXISTS
-                 : op == KV_OP_SET_IF_NOT_EXISTS ? STORE_COND_NOT_EXISTS
-                 : (op == KV_OP_COMPARE_SET || op == KV_OP_COMPARE_DELETE) ? STORE_COND_TOKEN
+        int cond = (op == HKV_OP_SET_IF_EXISTS || op == HKV_OP_DELETE) ? STORE_COND_EXISTS
+                 : op == HKV_OP_SET_IF_NOT_EXISTS ? STORE_COND_NOT_EXISTS
+                 : (op == HKV_OP_COMPARE_SET || op == HKV_OP_COMPARE_DELETE) ? STORE_COND_TOKEN
                  : STORE_COND_NONE;
         rc = store_write(st, db, &sop, 1, cond, r.token, &txn, &current);
-        if (rc == HANU_ERR_MISMATCH) { kv_respond_token(&c->out, KV_KEY_TOKEN_MISMATCH, current); return; }
+        if (rc == HANU_ERR_MISMATCH) { kv_respond_token(&c->out, HKV_WIRE_KEY_TOKEN_MISMATCH, current); return; }
         if (rc) { respond_store_error(c, rc, 1); return; }
         respond_written(c, txn, r.durability);
         return;
     }
-    case KV_OP_WRITE_BATCH: {
+    case HKV_OP_WRITE_BATCH: {
         if (ensure_ops(srv, r.batch_count)) { respond_store_error(c, HANU_ERR_NOMEM, 1); return; }
         store_op *ops = srv->ops_scratch;
         size_t pos = 0, n = 0;
@@ -326,7 +326,7 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
         return;
     }
     default:
-        respond_msg(c, KV_INVALID_REQUEST, "unknown op code");
+        respond_msg(c, HKV_WIRE_INVALID_REQUEST, "unknown op code");
     }
 }
 
@@ -356,14 +356,14 @@ static void on_read(h2o_socket_t *sock, const char *err)
             snprintf(msg, sizeof msg, "request payload of %u bytes exceeds the frame limit of %u bytes",
                      len, srv->limits.max_frame);
             srv->requests++;
-            respond_msg(c, KV_PAYLOAD_TOO_LARGE, msg);
-            h2o_buffer_consume(&sock->input, KV_REQ_HEADER_SIZE);
+            respond_msg(c, HKV_WIRE_PAYLOAD_TOO_LARGE, msg);
+            h2o_buffer_consume(&sock->input, HKV_REQ_HEADER);
             c->discard = len;
             continue;
         }
-        if (in->size < KV_REQ_HEADER_SIZE + (size_t)len) break;
-        handle_request(c, op, flags, (const uint8_t *)in->bytes + KV_REQ_HEADER_SIZE, len);
-        h2o_buffer_consume(&sock->input, KV_REQ_HEADER_SIZE + (size_t)len);
+        if (in->size < HKV_REQ_HEADER + (size_t)len) break;
+        handle_request(c, op, flags, (const uint8_t *)in->bytes + HKV_REQ_HEADER, len);
+        h2o_buffer_consume(&sock->input, HKV_REQ_HEADER + (size_t)len);
         if (c->out.len > KV_OUT_HIGH_WATER) break;
     }
     if ((c->out.len > KV_OUT_HIGH_WATER || c->close_after_flush) && !c->read_paused) {
