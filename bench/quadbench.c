@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "quad.h"
+#include "base/base.h"
 
 static int quick, json;
 static const char *disk_dir = "/tmp";

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "quad.h"
+#include "base/base.h"
 
 static void exercise(const char *path, unsigned flags)
 {

@@ -51,7 +51,7 @@
  *   handle's threads, and two writers corrupt the file): every call there
  *   returns HANU_ERR_INVALID; quad_close there closes the descriptor only.
  *
- * Errors: every function returns 0 or a negative HANU_ERR_* code (base.h):
+ * Errors: every function returns 0 or a negative HANU_ERR_* code (hanudb_status.h):
  *   HANU_ERR_INVALID   bad argument (NULL, n == 0 where not allowed, bad lane
  *                      mask, bad option);
  *   HANU_ERR_NOT_FOUND an id that does not exist (retire), or gather without a
@@ -72,7 +72,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/base.h"
+#include "hanudb_status.h"   /* HANU_ERR_*, hanu_status_str */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct quad quad;
 typedef uint64_t quad_id;
@@ -234,5 +238,9 @@ int quad_stats_get(quad *q, quad_stats *st);
 
 /* Empties the payload cache (benchmarks use it to measure cold reads). */
 void quad_cache_drop(quad *q);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

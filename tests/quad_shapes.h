@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "quad.h"
+#include "base/base.h"
 
 /* ---- fact shapes (docs/BENCHMARKS.md) and a PRNG ---- */
 static uint64_t tq_rng = 88172645463325252ULL;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "quad.h"
+#include "base/base.h"
 #include "test.h"
 #include "quad_shapes.h"
 

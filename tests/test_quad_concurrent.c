@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "quad.h"
+#include "base/base.h"
 #include "test.h"
 
 #define W 2

@@ -30,6 +30,7 @@
 #include <sys/syscall.h>
 
 #include "quad.h"
+#include "base/base.h"
 #include "test.h"
 #include "quad_shapes.h"
 

@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 
 #include "quad.h"
+#include "base/base.h"
 #include "test.h"
 #include "quad_shapes.h"
 

@@ -11,25 +11,7 @@
 #include <string.h>
 #include <sys/types.h>
 
-/* Status codes: 0 is success, every failure is negative. Shared by all modules. */
-enum hanu_status {
-    HANU_OK = 0,
-    HANU_ERR_IO = -1,          /* read/write/open failed (errno kept by caller) */
-    HANU_ERR_NOSPACE = -2,     /* ENOSPC / EDQUOT: this write failed, nothing written */
-    HANU_ERR_CORRUPT = -3,     /* on-disk bytes fail a checksum or a format rule */
-    HANU_ERR_NOT_FOUND = -4,
-    HANU_ERR_EXISTS = -5,
-    HANU_ERR_MISMATCH = -6,    /* compare-and-set token did not match */
-    HANU_ERR_INVALID = -7,     /* caller's input is malformed */
-    HANU_ERR_TOO_LARGE = -8,   /* caller's input exceeds a configured limit */
-    HANU_ERR_NOMEM = -9,
-    HANU_ERR_STOPPED = -10,    /* the store refuses writes after a failed fdatasync */
-    HANU_ERR_UNSUPPORTED = -11,
-    HANU_ERR_BUSY = -12,       /* resource held by someone else (lock, running job) */
-};
-
-/* A short, static, human-readable name for a status ("no space left", ...). */
-const char *hanu_status_str(int status);
+#include "hanudb_status.h"   /* enum hanu_status, hanu_status_str: public */
 
 /* ---- little-endian load/store (the on-disk and wire byte order) ---- */
 static inline void hanu_put_u16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }

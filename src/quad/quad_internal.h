@@ -19,6 +19,7 @@
 
 #include "codec/codec.h"
 #include "quad.h"
+#include "base/base.h"
 
 /* ---- file format constants (docs/QUAD.md) ---- */
 #define QF_VERSION 2
