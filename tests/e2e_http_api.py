@@ -267,17 +267,8 @@ def run_main(tmp):
     srv = HttpServer(os.path.join(tmp, "main"), ["--max-value", "4K", "--max-body", "1M",
                                                  "--cors-origins", "https://app.example"])
     srv.start()
-    h = Http(srv.http_port)
-    failures = 0
-    for t in (t_health_status_metrics, t_collections, t_documents, t_malformed, t_limits, t_batch,
-              t_durability, t_idempotency, t_duplicate_content_length, t_cors):
-        try:
-            t(h, srv)
-            print("ok   %s" % t.__name__)
-        except Exception as e:  # noqa
-            failures += 1
-            print("FAIL %s: %s" % (t.__name__, e))
-            h = Http(srv.http_port)
+    failures = run_cases(srv, (t_health_status_metrics, t_collections, t_documents, t_malformed, t_limits,
+                               t_batch, t_durability, t_idempotency, t_duplicate_content_length, t_cors))
     # documents and idempotency keys survive a restart
     check(srv.stop() == 0, "clean stop")
     srv.start()
@@ -365,31 +356,8 @@ def run_tls(tmp):
     srv.stop()
 
 
-STARTED = []   # every server a test starts, killed at the end even when a check fails
-
-
 def main():
-    tmp = tempfile.mkdtemp(prefix="hanudb-http-")
-    real_start = Server.start
-
-    def tracked_start(self, *a, **k):
-        STARTED.append(self)
-        return real_start(self, *a, **k)
-    Server.start = tracked_start
-    try:
-        failures = run_main(tmp)
-        run_auth(tmp)
-        print("ok   auth")
-        run_expiry(tmp)
-        print("ok   idempotency expiry")
-        run_tls(tmp)
-        print("ok   tls")
-    finally:
-        for srv in STARTED:
-            srv.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
-    if failures:
-        sys.exit(1)
+    run_suite("hanudb-http-", run_main, [(run_auth, "auth"), (run_expiry, "idempotency expiry"), (run_tls, "tls")])
 
 
 if __name__ == "__main__":

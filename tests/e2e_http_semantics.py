@@ -286,17 +286,8 @@ def run_main(tmp):
     srv = HttpServer(os.path.join(tmp, "main"), ["--cors-origins", "https://app.example",
                                                  "--cors-allow-headers", "X-Tenant"])
     srv.start()
-    h = Http(srv.http_port)
-    failures = 0
-    for t in (t_dot_segments, t_content_type, t_host, t_idempotency, t_conditional,
-              t_location_allow_options_head, t_cors):
-        try:
-            t(h, srv)
-            print("ok   %s" % t.__name__)
-        except Exception as e:  # noqa
-            failures += 1
-            print("FAIL %s: %s" % (t.__name__, e))
-            h = Http(srv.http_port)
+    failures = run_cases(srv, (t_dot_segments, t_content_type, t_host, t_idempotency, t_conditional,
+              t_location_allow_options_head, t_cors))
     # fingerprints survive a restart
     check(srv.stop() == 0, "clean stop")
     srv.start()
@@ -394,31 +385,8 @@ def run_concurrent_retry(tmp):
     srv.stop()
 
 
-STARTED = []
-
-
 def main():
-    tmp = tempfile.mkdtemp(prefix="hanudb-sem-")
-    real_start = Server.start
-
-    def tracked_start(self, *a, **k):
-        STARTED.append(self)
-        return real_start(self, *a, **k)
-    Server.start = tracked_start
-    try:
-        failures = run_main(tmp)
-        run_allowed_hosts(tmp)
-        print("ok   allowed hosts")
-        run_token_scope(tmp)
-        print("ok   idempotency keys scoped to tokens")
-        run_concurrent_retry(tmp)
-        print("ok   a concurrent retry waits for the first write's sync")
-    finally:
-        for srv in STARTED:
-            srv.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
-    if failures:
-        sys.exit(1)
+    run_suite("hanudb-sem-", run_main, [(run_allowed_hosts, "allowed hosts"), (run_token_scope, "idempotency keys scoped to tokens"), (run_concurrent_retry, "a concurrent retry waits for the first write's sync")])
 
 
 if __name__ == "__main__":

@@ -69,3 +69,45 @@ def error_code(body):
     check(isinstance(body, dict) and "error" in body and "code" in body["error"] and
           body["error"].get("message"), "error body shape: %r" % body)
     return body["error"]["code"]
+
+
+def run_cases(srv, cases):
+    """Runs each case(h, srv) on one server, printing ok/FAIL; returns the failures."""
+    h = Http(srv.http_port)
+    failures = 0
+    for t in cases:
+        try:
+            t(h, srv)
+            print("ok   %s" % t.__name__)
+        except Exception as e:  # noqa
+            failures += 1
+            print("FAIL %s: %s" % (t.__name__, e))
+            h = Http(srv.http_port)
+    return failures
+
+
+def run_suite(prefix, run_main, runs):
+    """A test file's main: run_main(tmp) returns its failures, then each (fn, message)
+    of runs; every server started is killed at the end, even when a check fails."""
+    import shutil
+    import tempfile
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    started = []
+    real_start = Server.start
+
+    def tracked_start(self, *a, **k):
+        started.append(self)
+        return real_start(self, *a, **k)
+    Server.start = tracked_start
+    failures = 0
+    try:
+        failures = run_main(tmp)
+        for fn, message in runs:
+            fn(tmp)
+            print("ok   %s" % message)
+    finally:
+        for srv in started:
+            srv.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+    if failures:
+        sys.exit(1)
