@@ -561,6 +561,35 @@ static void test_torn_tail_opens_damage_refused(void)
     CHECK(strstr(err, "log/000001.log") != NULL);
 }
 
+/* A trailing file with no readable frame: moved to quarantine/ when it holds any
+   byte, removed when it is all zeros (a file prepared ahead). */
+static void test_trailing_unreadable_file_quarantined(void)
+{
+    char err[512], path[700];
+    const char *dir = test_tmpdir("trailing");
+    store *s = open_with(dir, LOG_PREALLOC_APPEND, err);
+    REQUIRE(s);
+    CHECK_EQ(put(s, "k", "v", NULL), HANU_OK);
+    store_close(s);
+    uint8_t junk[200], zeros[200] = {0};
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)(i * 37 + 11);
+    snprintf(path, sizeof path, "%s/log/000098.log", dir);
+    FILE *f = fopen(path, "wb");
+    REQUIRE(f && fwrite(zeros, 1, sizeof zeros, f) == sizeof zeros && fclose(f) == 0);
+    snprintf(path, sizeof path, "%s/log/000099.log", dir);
+    f = fopen(path, "wb");
+    REQUIRE(f && fwrite(junk, 1, sizeof junk, f) == sizeof junk && fclose(f) == 0);
+    s = open_with(dir, LOG_PREALLOC_APPEND, err);
+    REQUIRE(s);
+    CHECK(strcmp(get(s, "k", NULL), "v") == 0);
+    store_close(s);
+    CHECK(access(path, F_OK) != 0);
+    snprintf(path, sizeof path, "%s/quarantine/000099.log", dir);
+    CHECK(access(path, F_OK) == 0);
+    snprintf(path, sizeof path, "%s/quarantine/000098.log", dir);
+    CHECK(access(path, F_OK) != 0);
+}
+
 /* ---- smaller ones ---- */
 
 static void test_batch_delete_of_missing_key(void)
@@ -598,6 +627,7 @@ int main(void)
     RUN(test_tokens_never_repeat_after_power_loss);
     RUN(test_damaged_reservation_refused);
     RUN(test_torn_tail_opens_damage_refused);
+    RUN(test_trailing_unreadable_file_quarantined);
     RUN(test_batch_delete_of_missing_key);
     RUN(test_dot_names_refused);
     TEST_DONE();

@@ -441,19 +441,27 @@ static int quarantine_dir(store *s, char *out, size_t cap)
 
 /* Copies bytes [from, end of the last non-zero byte) of fd to quarantine/NAME;
    nothing when they are all zero (a preallocated file's unused end). */
-static void quarantine_tail(store *s, int fd, uint32_t id, uint64_t from, uint64_t size)
+/* The end of the last non-zero byte in [from, size) of fd, or from when there is
+   none (a preallocated file's unused end is zeros). */
+static uint64_t content_end(int fd, uint64_t from, uint64_t size)
 {
     uint8_t buf[65536];
     uint64_t end = size;
-    /* Find the last non-zero byte, from the end back. */
     while (end > from) {
         uint64_t at = end - HANU_MIN((uint64_t)sizeof buf, end - from);
-        if (hanu_pread_full(fd, buf, (size_t)(end - at), (off_t)at) != HANU_OK) return;
+        if (hanu_pread_full(fd, buf, (size_t)(end - at), (off_t)at) != HANU_OK) return end;
         size_t i = (size_t)(end - at);
         while (i > 0 && buf[i - 1] == 0) i--;
-        if (i > 0) { end = at + i; break; }
+        if (i > 0) return at + i;
         end = at;
     }
+    return from;
+}
+
+static void quarantine_tail(store *s, int fd, uint32_t id, uint64_t from, uint64_t size)
+{
+    uint8_t buf[65536];
+    uint64_t end = content_end(fd, from, size);
     if (end <= from) return;
     char dir[1200], path[1300];
     if (quarantine_dir(s, dir, sizeof dir) != HANU_OK) return;
@@ -497,14 +505,10 @@ static int file_has_content(store *s, uint32_t id)
     char path[1200];
     log_file_path(path, sizeof path, s->log_dir, id, "log");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
     if (fd < 0) return 0;
-    uint8_t buf[65536];
-    int found = 0;
-    for (off_t at = LOG_FILE_HEADER_SIZE; !found; at += (off_t)sizeof buf) {
-        ssize_t n = pread(fd, buf, sizeof buf, at);
-        if (n <= 0) break;
-        for (ssize_t i = 0; i < n && !found; i++) found = buf[i] != 0;
-    }
+    int found = fstat(fd, &st) == 0 &&
+                content_end(fd, LOG_FILE_HEADER_SIZE, (uint64_t)st.st_size) > LOG_FILE_HEADER_SIZE;
     close(fd);
     return found;
 }
