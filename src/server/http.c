@@ -194,7 +194,7 @@ void http_reply_write(http_call *c, int status, const char *body, size_t len, ui
     if (c->durability == HKV_DUR_LOCAL) { http_reply(c, status, body, len, txn); return; }
     /* `none`: the frame may still be in the log's buffer; the loop writes it, with
        every other of this iteration, before answering (http_on_written). */
-    if (txn <= atomic_load(&srv->durable_txn) || txn <= store_written_txn(srv->store)) {
+    if (txn <= atomic_load(&srv->durable_txn) || txn <= srv->written_txn) {
         send_now(srv, c->req, c->route, c->start_ns, status, body, len);
         return;
     }

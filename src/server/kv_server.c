@@ -173,8 +173,8 @@ static void respond_written(kv_conn *c, uint64_t txn, uint8_t durability)
     if (durability == HKV_DUR_LOCAL && txn > atomic_load(&c->srv->durable_txn)) {
         if (add_gate(c, start, txn, 1) != HANU_OK) { c->out.len = start; c->close_after_flush = 1; return; }
         store_want_durable(c->srv->store, txn);
-    } else if (durability != HKV_DUR_LOCAL && txn > c->srv->written_txn &&
-               txn > store_written_txn(c->srv->store)) {
+    } else if (durability != HKV_DUR_LOCAL && txn > c->srv->written_txn) {
+        /* Released by kv_on_written after the loop's pwrite (no lock taken here). */
         if (add_gate(c, start, txn, 0) != HANU_OK) { c->out.len = start; c->close_after_flush = 1; }
     }
 }
