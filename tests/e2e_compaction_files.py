@@ -34,7 +34,10 @@ def main():
         before = st0["files"]
         check(st0["watermarks"] == {} and st0["floor_txn"] <= st0["durable_txn"],
               "no projection registered: the floor is the durable txn (%r)" % st0)
-        check(before >= 15, "many small files before compaction: %d" % before)
+        # Background compaction may already have started while the writes ran:
+        # many files, or some compaction already done, both show the setup worked.
+        check(before >= 15 or (before >= 5 and st0["compactions"] > 0),
+              "many small files before compaction: %d (compactions %d)" % (before, st0["compactions"]))
         deadline = time.time() + 40
         after = before
         while time.time() < deadline:
