@@ -1,0 +1,164 @@
+/*
+ * index: the documents index, built from the log (docs/INDEX.md).
+ *
+ * This header is the module's contract. Its first part is the immutable
+ * segment: a builder that collects the terms, postings and columns of a batch
+ * of documents and writes them to one checksummed file, and a reader that maps
+ * such a file, validates every offset once at open, and then answers term
+ * lookups, postings iteration and column reads without further checks.
+ *
+ * Terms are byte strings built by index_key_*: a dotted path, a NUL, a type
+ * byte, then the value. Keys sort by path, then type, then value; numbers are
+ * encoded order-preserving so that a range of numbers at one path is a range
+ * of keys.
+ *
+ * Threads: a builder belongs to one thread. A reader (index_segment) is
+ * immutable after index_segment_open and may be shared by any number of
+ * threads; a postings cursor belongs to one thread.
+ */
+#ifndef HANU_INDEX_H
+#define HANU_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/base.h"
+#include "codec/codec.h"
+
+/* ------------------------------------------------------------- term keys */
+
+/* Type bytes of a term key (after "path\0"). */
+enum index_key_type {
+    INDEX_KEY_NULL = 1,
+    INDEX_KEY_FALSE = 2,
+    INDEX_KEY_TRUE = 3,
+    INDEX_KEY_NUMBER = 4,   /* 8 bytes, order-preserving (index_number_bits) */
+    INDEX_KEY_STRING = 5,   /* keyword: the string's bytes, at most INDEX_KEYWORD_MAX */
+    INDEX_KEY_WORD = 6,     /* a token of the field's text */
+    INDEX_KEY_ALL_WORD = 7, /* a token of the document's whole text (path "") */
+};
+
+#define INDEX_KEYWORD_MAX 64      /* longer strings are text only (ignore_above) */
+#define INDEX_PATH_MAX 512        /* longer paths are not indexed */
+#define INDEX_WORD_MAX 64         /* token bytes; the tokenizer cuts longer ones */
+#define INDEX_KEY_MAX (INDEX_PATH_MAX + 2 + INDEX_KEYWORD_MAX + 8)
+
+/* Order-preserving u64 of a double (-0.0 as 0.0): a < b iff bits(a) < bits(b). */
+uint64_t index_number_bits(double v);
+double index_number_from_bits(uint64_t bits);
+
+/* Writes the key of (path, type, value) into out[INDEX_KEY_MAX]; returns its
+ * length, or 0 when the path or value is too long or the path contains a NUL
+ * (such a leaf is not indexed). value is ignored for NULL/FALSE/TRUE;
+ * for NUMBER pass num. */
+size_t index_key(uint8_t *out, const char *path, size_t path_len, enum index_key_type type,
+                 const char *value, size_t value_len, double num);
+
+/* ---------------------------------------------------------- the builder */
+
+typedef struct index_builder index_builder;
+
+index_builder *index_builder_new(void);
+void index_builder_free(index_builder *b);
+
+/* Starts the next document (ordinals are given in order from 0); its id and
+ * the txn of the version indexed. HANU_ERR_TOO_LARGE past INDEX_SEGMENT_MAX_DOCS. */
+#define INDEX_SEGMENT_MAX_DOCS (1u << 24)
+int index_builder_doc(index_builder *b, const char *id, size_t id_len, uint64_t txn);
+
+/* Adds one occurrence of a term to the current document (repeats add to its
+ * term frequency). key from index_key. */
+int index_builder_term(index_builder *b, const uint8_t *key, size_t key_len);
+
+/* Column values of the current document at path: a scalar outside arrays
+ * (arrays make the path multi-valued for this document: index_builder_multi).
+ * Strings longer than INDEX_KEYWORD_MAX are not column values. */
+int index_builder_number(index_builder *b, const char *path, size_t path_len, double v);
+int index_builder_string(index_builder *b, const char *path, size_t path_len,
+                         const char *s, size_t len);
+int index_builder_bool(index_builder *b, const char *path, size_t path_len, int v);
+int index_builder_null(index_builder *b, const char *path, size_t path_len);
+int index_builder_multi(index_builder *b, const char *path, size_t path_len);
+/* Number of tokens of the current document's text at path ("" = whole text),
+ * the length BM25 normalises by. */
+int index_builder_text_length(index_builder *b, const char *path, size_t path_len, uint32_t tokens);
+
+/* Writes the segment to path (created exclusively, fsynced; the caller fsyncs
+ * the folder). Empty builders write a valid empty segment. */
+int index_builder_write(index_builder *b, const char *path);
+
+/* ----------------------------------------------------------- the reader */
+
+typedef struct index_segment index_segment;
+
+/* Maps and validates the file: magic, version, the checksum of every byte,
+ * every section inside the file, term keys sorted, postings inside their
+ * section. HANU_ERR_CORRUPT names nothing; err (may be NULL) gets a message. */
+int index_segment_open(const char *path, index_segment **out, char *err, size_t errcap);
+void index_segment_close(index_segment *seg);
+
+uint32_t index_segment_docs(const index_segment *seg);
+uint64_t index_segment_bytes(const index_segment *seg);
+/* Id and txn of the document at ord (< docs). */
+const char *index_segment_doc_id(const index_segment *seg, uint32_t ord, size_t *len);
+uint64_t index_segment_doc_txn(const index_segment *seg, uint32_t ord);
+
+/* Terms: count, the i-th key in order, the first index whose key is >= key. */
+uint32_t index_segment_terms(const index_segment *seg);
+const uint8_t *index_segment_term(const index_segment *seg, uint32_t i, size_t *len, uint32_t *df);
+uint32_t index_segment_term_lower_bound(const index_segment *seg, const uint8_t *key, size_t len);
+/* Index of the exact key, or UINT32_MAX. */
+uint32_t index_segment_term_find(const index_segment *seg, const uint8_t *key, size_t len);
+
+/* Postings of term i in blocks of INDEX_BLOCK docs; each block knows its last
+ * ordinal, its largest term frequency and its shortest field length (the two
+ * numbers a block-max WAND bound needs). */
+#define INDEX_BLOCK 128
+#define INDEX_ORD_END UINT32_MAX
+typedef struct index_postings {
+    const index_segment *seg;
+    const uint8_t *blocks;      /* block table of the term */
+    uint32_t nblocks, block;    /* current block */
+    uint32_t n, pos;            /* docs in the current block, position */
+    uint32_t ords[INDEX_BLOCK];
+    uint32_t tfs[INDEX_BLOCK];
+    uint32_t doc;               /* current ordinal, INDEX_ORD_END when done */
+    uint32_t tf;
+} index_postings;
+
+void index_postings_open(index_postings *p, const index_segment *seg, uint32_t term);
+/* Moves to the first ordinal >= target (target > doc); returns the new doc. */
+uint32_t index_postings_advance(index_postings *p, uint32_t target);
+static inline uint32_t index_postings_next(index_postings *p)
+{
+    return index_postings_advance(p, p->doc == INDEX_ORD_END ? INDEX_ORD_END : p->doc + 1);
+}
+/* Of the current block (valid while doc != INDEX_ORD_END). */
+uint32_t index_postings_block_last(const index_postings *p);
+uint32_t index_postings_block_max_tf(const index_postings *p);
+uint32_t index_postings_block_min_length(const index_postings *p);
+
+/* Columns. A column is found by path; values are read per ordinal. */
+enum index_col_tag {
+    INDEX_COL_MISSING = 0,
+    INDEX_COL_NULL = 1,
+    INDEX_COL_FALSE = 2,
+    INDEX_COL_TRUE = 3,
+    INDEX_COL_NUMBER = 4,
+    INDEX_COL_STRING = 5,   /* value: ordinal into the column's sorted dictionary */
+    INDEX_COL_MULTI = 6,    /* the path holds an array (or several values) here */
+};
+
+typedef struct index_column index_column;   /* points into the mapping */
+
+const index_column *index_segment_column(const index_segment *seg, const char *path, size_t len);
+enum index_col_tag index_column_tag(const index_column *c, uint32_t ord);
+double index_column_number(const index_column *c, uint32_t ord);       /* tag NUMBER */
+uint32_t index_column_string_ord(const index_column *c, uint32_t ord); /* tag STRING */
+uint32_t index_column_dict_size(const index_column *c);
+const char *index_column_dict(const index_column *c, uint32_t i, size_t *len);
+/* Token count of the field's text (0 when none); path "" = the whole text. */
+uint32_t index_column_text_length(const index_column *c, uint32_t ord);
+uint64_t index_column_text_total(const index_column *c);   /* sum over docs */
+
+#endif

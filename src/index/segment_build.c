@@ -1,0 +1,690 @@
+/*
+ * Segment builder: collects one batch of documents in memory (terms with
+ * their postings, columns by path) and writes the immutable segment file of
+ * segment_format.h in one pass.
+ */
+#include "index/index.h"
+#include "index/segment_format.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* A growable array of u32 (postings ordinals and term frequencies). */
+typedef struct u32_vec {
+    uint32_t *v;
+    uint32_t n, cap;
+} u32_vec;
+
+static int u32_push(u32_vec *a, uint32_t x)
+{
+    if (a->n == a->cap) {
+        uint32_t cap = a->cap ? a->cap * 2 : 4;
+        uint32_t *v = realloc(a->v, (size_t)cap * sizeof *v);
+        if (!v) return HANU_ERR_NOMEM;
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+    return HANU_OK;
+}
+
+typedef struct build_term {
+    uint32_t key_off, key_len;
+    u32_vec ords, tfs;
+} build_term;
+
+typedef struct build_column {
+    uint32_t path_off, path_len;
+    uint32_t last_doc;          /* ordinal of the last value set, UINT32_MAX if none */
+    uint8_t *tags;              /* per doc, grown to the builder's doc count */
+    double *nums;
+    uint32_t *str_off, *str_len;   /* into the builder's strings */
+    uint32_t *lengths;
+    uint32_t cap;
+    uint64_t text_total;
+} build_column;
+
+/* Open-addressing table from a byte key (in `bytes`) to an index into `items`. */
+typedef struct key_table {
+    uint32_t *slots;            /* index + 1, 0 = empty */
+    uint32_t nslots;
+} key_table;
+
+struct index_builder {
+    uint32_t docs;
+    hanu_buf ids;
+    u32_vec id_off;
+    uint64_t *txns;
+    uint32_t txn_cap;
+    hanu_buf keys;              /* term keys and column paths */
+    build_term *terms;
+    uint32_t nterms, terms_cap;
+    key_table term_index;
+    build_column *cols;
+    uint32_t ncols, cols_cap;
+    key_table col_index;
+    hanu_buf strings;           /* column string values */
+};
+
+index_builder *index_builder_new(void)
+{
+    index_builder *b = calloc(1, sizeof *b);
+    if (b && u32_push(&b->id_off, 0) != HANU_OK) {
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void index_builder_free(index_builder *b)
+{
+    if (!b) return;
+    for (uint32_t i = 0; i < b->nterms; i++) {
+        free(b->terms[i].ords.v);
+        free(b->terms[i].tfs.v);
+    }
+    for (uint32_t i = 0; i < b->ncols; i++) {
+        build_column *c = &b->cols[i];
+        free(c->tags);
+        free(c->nums);
+        free(c->str_off);
+        free(c->str_len);
+        free(c->lengths);
+    }
+    free(b->terms);
+    free(b->cols);
+    free(b->term_index.slots);
+    free(b->col_index.slots);
+    free(b->id_off.v);
+    free(b->txns);
+    hanu_buf_free(&b->ids);
+    hanu_buf_free(&b->keys);
+    hanu_buf_free(&b->strings);
+    free(b);
+}
+
+/* ---------------------------------------------------------------- keys */
+
+static int grow_table(key_table *t, uint32_t count, const hanu_buf *bytes,
+                      const void *items, size_t item_size);
+
+/* The key's (offset, length) pair sits at the start of every item. */
+static const uint8_t *item_key(const hanu_buf *bytes, const void *items, size_t item_size,
+                               uint32_t i, uint32_t *len)
+{
+    const uint32_t *kv = (const uint32_t *)((const char *)items + (size_t)i * item_size);
+    *len = kv[1];
+    return bytes->data + kv[0];
+}
+
+/* Finds key; returns its item index or UINT32_MAX, and the slot it is in or would go to. */
+static uint32_t table_find(const key_table *t, const hanu_buf *bytes, const void *items,
+                           size_t item_size, const uint8_t *key, uint32_t len, uint32_t *slot)
+{
+    if (!t->nslots) return UINT32_MAX;
+    uint32_t mask = t->nslots - 1;
+    uint32_t s = (uint32_t)hanu_hash64(key, len, 0x1dec5) & mask;
+    for (;; s = (s + 1) & mask) {
+        uint32_t v = t->slots[s];
+        if (!v) {
+            *slot = s;
+            return UINT32_MAX;
+        }
+        uint32_t klen;
+        const uint8_t *k = item_key(bytes, items, item_size, v - 1, &klen);
+        if (klen == len && memcmp(k, key, len) == 0) {
+            *slot = s;
+            return v - 1;
+        }
+    }
+}
+
+static int grow_table(key_table *t, uint32_t count, const hanu_buf *bytes,
+                      const void *items, size_t item_size)
+{
+    if ((uint64_t)(count + 1) * 2 <= t->nslots) return HANU_OK;
+    uint32_t n = t->nslots ? t->nslots * 2 : 64;
+    key_table fresh = { calloc(n, sizeof(uint32_t)), n };
+    if (!fresh.slots) return HANU_ERR_NOMEM;
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t len, slot = 0;
+        const uint8_t *k = item_key(bytes, items, item_size, i, &len);
+        table_find(&fresh, bytes, items, item_size, k, len, &slot);
+        fresh.slots[slot] = i + 1;
+    }
+    free(t->slots);
+    *t = fresh;
+    return HANU_OK;
+}
+
+/* Index of the item with this key, added (zeroed, key copied) when new. */
+static int intern(index_builder *b, key_table *t, void **items, uint32_t *count, uint32_t *cap,
+                  size_t item_size, const uint8_t *key, uint32_t len, uint32_t *out)
+{
+    int rc = grow_table(t, *count, &b->keys, *items, item_size);
+    if (rc) return rc;
+    uint32_t slot = 0;
+    uint32_t i = table_find(t, &b->keys, *items, item_size, key, len, &slot);
+    if (i != UINT32_MAX) {
+        *out = i;
+        return HANU_OK;
+    }
+    if (*count == *cap) {
+        uint32_t ncap = *cap ? *cap * 2 : 64;
+        void *p = realloc(*items, (size_t)ncap * item_size);
+        if (!p) return HANU_ERR_NOMEM;
+        *items = p;
+        *cap = ncap;
+    }
+    uint32_t off = (uint32_t)b->keys.len;
+    if (b->keys.len + len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
+    if ((rc = hanu_buf_append(&b->keys, key, len))) return rc;
+    uint32_t *kv = (uint32_t *)((char *)*items + (size_t)*count * item_size);
+    memset(kv, 0, item_size);
+    kv[0] = off;
+    kv[1] = len;
+    t->slots[slot] = *count + 1;
+    *out = (*count)++;
+    return HANU_OK;
+}
+
+/* ------------------------------------------------------------ documents */
+
+int index_builder_doc(index_builder *b, const char *id, size_t id_len, uint64_t txn)
+{
+    if (b->docs >= INDEX_SEGMENT_MAX_DOCS) return HANU_ERR_TOO_LARGE;
+    if (b->ids.len + id_len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
+    if (b->docs == b->txn_cap) {
+        uint32_t cap = b->txn_cap ? b->txn_cap * 2 : 256;
+        uint64_t *t = realloc(b->txns, (size_t)cap * sizeof *t);
+        if (!t) return HANU_ERR_NOMEM;
+        b->txns = t;
+        b->txn_cap = cap;
+    }
+    int rc = hanu_buf_append(&b->ids, id, id_len);
+    if (!rc) rc = u32_push(&b->id_off, (uint32_t)b->ids.len);
+    if (rc) return rc;
+    b->txns[b->docs++] = txn;
+    return HANU_OK;
+}
+
+int index_builder_term(index_builder *b, const uint8_t *key, size_t key_len)
+{
+    if (!b->docs) return HANU_ERR_INVALID;
+    if (key_len == 0 || key_len > INDEX_KEY_MAX) return HANU_ERR_INVALID;
+    uint32_t i;
+    int rc = intern(b, &b->term_index, (void **)&b->terms, &b->nterms, &b->terms_cap,
+                    sizeof(build_term), key, (uint32_t)key_len, &i);
+    if (rc) return rc;
+    build_term *t = &b->terms[i];
+    uint32_t ord = b->docs - 1;
+    if (t->ords.n && t->ords.v[t->ords.n - 1] == ord) {
+        t->tfs.v[t->tfs.n - 1]++;
+        return HANU_OK;
+    }
+    if ((rc = u32_push(&t->ords, ord))) return rc;
+    return u32_push(&t->tfs, 1);
+}
+
+/* The column of path, its per-doc arrays grown to the current document. */
+static int column_for(index_builder *b, const char *path, size_t len, build_column **out)
+{
+    if (!b->docs) return HANU_ERR_INVALID;
+    if (len > INDEX_PATH_MAX || memchr(path, 0, len)) return HANU_ERR_INVALID;
+    uint32_t i;
+    int rc = intern(b, &b->col_index, (void **)&b->cols, &b->ncols, &b->cols_cap,
+                    sizeof(build_column), (const uint8_t *)path, (uint32_t)len, &i);
+    if (rc) return rc;
+    build_column *c = &b->cols[i];
+    if (c->cap == 0) c->last_doc = UINT32_MAX;
+    if (c->cap < b->docs) {
+        uint32_t cap = c->cap ? c->cap : 64;
+        while (cap < b->docs) cap *= 2;
+        uint8_t *tags = realloc(c->tags, cap);
+        if (tags) c->tags = tags;
+        double *nums = realloc(c->nums, (size_t)cap * sizeof *nums);
+        if (nums) c->nums = nums;
+        uint32_t *so = realloc(c->str_off, (size_t)cap * 4);
+        if (so) c->str_off = so;
+        uint32_t *sl = realloc(c->str_len, (size_t)cap * 4);
+        if (sl) c->str_len = sl;
+        uint32_t *ln = realloc(c->lengths, (size_t)cap * 4);
+        if (ln) c->lengths = ln;
+        if (!tags || !nums || !so || !sl || !ln) return HANU_ERR_NOMEM;
+        memset(c->tags + c->cap, 0, cap - c->cap);
+        memset(c->nums + c->cap, 0, (size_t)(cap - c->cap) * sizeof *nums);
+        memset(c->str_off + c->cap, 0, (size_t)(cap - c->cap) * 4);
+        memset(c->str_len + c->cap, 0, (size_t)(cap - c->cap) * 4);
+        memset(c->lengths + c->cap, 0, (size_t)(cap - c->cap) * 4);
+        c->cap = cap;
+    }
+    *out = c;
+    return HANU_OK;
+}
+
+/* Sets the current document's value tag at the column; a second value makes it MULTI. */
+static int column_value(index_builder *b, const char *path, size_t len, uint8_t tag,
+                        build_column **out)
+{
+    build_column *c;
+    int rc = column_for(b, path, len, &c);
+    if (rc) return rc;
+    uint32_t ord = b->docs - 1;
+    if (c->tags[ord] != INDEX_COL_MISSING) tag = INDEX_COL_MULTI;
+    c->tags[ord] = tag;
+    c->last_doc = ord;
+    *out = tag == INDEX_COL_MULTI ? NULL : c;
+    return HANU_OK;
+}
+
+int index_builder_number(index_builder *b, const char *path, size_t len, double v)
+{
+    build_column *c;
+    int rc = column_value(b, path, len, INDEX_COL_NUMBER, &c);
+    if (!rc && c) c->nums[b->docs - 1] = v == 0 ? 0.0 : v;
+    return rc;
+}
+
+int index_builder_string(index_builder *b, const char *path, size_t len, const char *s, size_t slen)
+{
+    if (slen > INDEX_KEYWORD_MAX) return HANU_OK;   /* text only */
+    build_column *c;
+    int rc = column_value(b, path, len, INDEX_COL_STRING, &c);
+    if (rc || !c) return rc;
+    if (b->strings.len + slen > UINT32_MAX) return HANU_ERR_TOO_LARGE;
+    c->str_off[b->docs - 1] = (uint32_t)b->strings.len;
+    c->str_len[b->docs - 1] = (uint32_t)slen;
+    return hanu_buf_append(&b->strings, s, slen);
+}
+
+int index_builder_bool(index_builder *b, const char *path, size_t len, int v)
+{
+    build_column *c;
+    return column_value(b, path, len, v ? INDEX_COL_TRUE : INDEX_COL_FALSE, &c);
+}
+
+int index_builder_null(index_builder *b, const char *path, size_t len)
+{
+    build_column *c;
+    return column_value(b, path, len, INDEX_COL_NULL, &c);
+}
+
+int index_builder_multi(index_builder *b, const char *path, size_t len)
+{
+    build_column *c;
+    int rc = column_for(b, path, len, &c);
+    if (!rc) c->tags[b->docs - 1] = INDEX_COL_MULTI;
+    return rc;
+}
+
+int index_builder_text_length(index_builder *b, const char *path, size_t len, uint32_t tokens)
+{
+    build_column *c;
+    int rc = column_for(b, path, len, &c);
+    if (rc) return rc;
+    c->text_total += tokens - c->lengths[b->docs - 1];
+    c->lengths[b->docs - 1] = tokens;
+    return HANU_OK;
+}
+
+/* ---------------------------------------------------------------- write */
+
+static int pad8(hanu_buf *out)
+{
+    static const uint8_t zero[8];
+    return hanu_buf_append(out, zero, (8 - (out->len & 7)) & 7);
+}
+
+static int put_u32(hanu_buf *out, uint32_t v)
+{
+    uint8_t b[4];
+    hanu_put_u32(b, v);
+    return hanu_buf_append(out, b, 4);
+}
+
+static int put_u64(hanu_buf *out, uint64_t v)
+{
+    uint8_t b[8];
+    hanu_put_u64(b, v);
+    return hanu_buf_append(out, b, 8);
+}
+
+/* Appends n values encoded with the smallest codec; *d describes them. */
+static int put_codec(hanu_buf *out, const uint64_t *v, size_t n, codec_desc *d)
+{
+    if (n == 0) {
+        *d = (codec_desc){ CODEC_CONST, 0 };
+        return HANU_OK;
+    }
+    *d = codec_plan(v, n, 1);
+    size_t bytes = codec_payload_size(d->code, n);
+    int rc = hanu_buf_reserve(out, bytes + CODEC_SLACK);
+    if (rc) return rc;
+    codec_pack(*d, v, n, 1, out->data + out->len);
+    out->len += bytes;
+    return HANU_OK;
+}
+
+static _Thread_local const index_builder *sort_builder;   /* qsort has no context argument */
+
+static int cmp_keys(const uint8_t *a, uint32_t al, const uint8_t *bk, uint32_t bl)
+{
+    int c = memcmp(a, bk, HANU_MIN(al, bl));
+    return c ? c : (al > bl) - (al < bl);
+}
+
+static int cmp_term(const void *x, const void *y)
+{
+    const build_term *a = &sort_builder->terms[*(const uint32_t *)x];
+    const build_term *b = &sort_builder->terms[*(const uint32_t *)y];
+    return cmp_keys(sort_builder->keys.data + a->key_off, a->key_len,
+                    sort_builder->keys.data + b->key_off, b->key_len);
+}
+
+static int cmp_column(const void *x, const void *y)
+{
+    const build_column *a = &sort_builder->cols[*(const uint32_t *)x];
+    const build_column *b = &sort_builder->cols[*(const uint32_t *)y];
+    return cmp_keys(sort_builder->keys.data + a->path_off, a->path_len,
+                    sort_builder->keys.data + b->path_off, b->path_len);
+}
+
+static uint32_t *sorted_order(const index_builder *b, uint32_t n, int (*cmp)(const void *, const void *))
+{
+    uint32_t *order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    if (!order) return NULL;
+    for (uint32_t i = 0; i < n; i++) order[i] = i;
+    sort_builder = b;
+    qsort(order, n, sizeof *order, cmp);
+    return order;
+}
+
+/* The text-length column a term's block minimum reads from: the word's own
+ * field, or the whole text (""); NULL for keywords. */
+static const build_column *length_column(const index_builder *b, const uint8_t *key, uint32_t len)
+{
+    const uint8_t *nul = memchr(key, 0, len);
+    if (!nul || (size_t)(nul - key) + 1 >= len) return NULL;
+    uint8_t type = nul[1];
+    if (type != INDEX_KEY_WORD && type != INDEX_KEY_ALL_WORD) return NULL;
+    uint32_t slot = 0;
+    uint32_t i = table_find(&b->col_index, &b->keys, b->cols, sizeof(build_column), key,
+                            (uint32_t)(nul - key), &slot);
+    return i == UINT32_MAX ? NULL : &b->cols[i];
+}
+
+/* Writes one term's block table and payloads at the end of out. */
+static int write_postings(hanu_buf *out, const build_term *t, const build_column *lens,
+                          uint8_t *table_entry)
+{
+    uint32_t nblocks = (t->ords.n + INDEX_BLOCK - 1) / INDEX_BLOCK;
+    size_t table = out->len;
+    int rc = hanu_buf_reserve(out, (size_t)nblocks * SEG_BLOCK);
+    if (rc) return rc;
+    memset(out->data + table, 0, (size_t)nblocks * SEG_BLOCK);
+    out->len += (size_t)nblocks * SEG_BLOCK;
+    hanu_put_u32(table_entry + SEG_T_DF, t->ords.n);
+    hanu_put_u32(table_entry + SEG_T_BLOCKS, nblocks);
+    hanu_put_u64(table_entry + SEG_T_POSTINGS, table);
+    uint64_t deltas[INDEX_BLOCK], tfs[INDEX_BLOCK];
+    int64_t prev = -1;
+    for (uint32_t blk = 0; blk < nblocks; blk++) {
+        uint32_t first = blk * INDEX_BLOCK, n = HANU_MIN(INDEX_BLOCK, t->ords.n - first);
+        uint32_t max_tf = 0, min_len = UINT32_MAX;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t ord = t->ords.v[first + i];
+            deltas[i] = (uint64_t)((int64_t)ord - prev - 1);
+            prev = ord;
+            tfs[i] = t->tfs.v[first + i];
+            max_tf = HANU_MAX(max_tf, t->tfs.v[first + i]);
+            uint32_t l = lens && ord < lens->cap ? lens->lengths[ord] : 0;
+            min_len = HANU_MIN(min_len, l);
+        }
+        codec_desc dd, td;
+        uint64_t payload = out->len;
+        if ((rc = put_codec(out, deltas, n, &dd)) || (rc = put_codec(out, tfs, n, &td))) return rc;
+        if (td.base > UINT32_MAX) return HANU_ERR_TOO_LARGE;
+        uint8_t *e = out->data + table + (size_t)blk * SEG_BLOCK;
+        hanu_put_u64(e + SEG_B_PAYLOAD, payload);
+        hanu_put_u32(e + SEG_B_LAST, (uint32_t)prev);
+        hanu_put_u32(e + SEG_B_COUNT, n);
+        hanu_put_u32(e + SEG_B_MAX_TF, max_tf);
+        hanu_put_u32(e + SEG_B_MIN_LEN, min_len);
+        e[SEG_B_DOC_CODE] = dd.code;
+        e[SEG_B_TF_CODE] = td.code;
+        hanu_put_u32(e + SEG_B_TF_BASE, (uint32_t)td.base);
+        hanu_put_u64(e + SEG_B_DOC_BASE, dd.base);
+    }
+    return pad8(out);
+}
+
+static int cmp_string_ref(const void *x, const void *y)
+{
+    const uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;   /* off << 32 | len */
+    const uint8_t *s = sort_builder->strings.data;
+    return cmp_keys(s + (a >> 32), (uint32_t)a, s + (b >> 32), (uint32_t)b);
+}
+
+/* The sorted distinct strings of a column and, per doc, the ordinal into them. */
+static int write_dictionary(hanu_buf *out, const index_builder *b, const build_column *c,
+                            uint64_t *ords, uint32_t *dict_n)
+{
+    uint32_t docs = b->docs, n = 0;
+    uint64_t *refs = malloc((size_t)(docs ? docs : 1) * sizeof *refs);
+    if (!refs) return HANU_ERR_NOMEM;
+    for (uint32_t d = 0; d < docs && d < c->cap; d++)
+        if (c->tags[d] == INDEX_COL_STRING) refs[n++] = (uint64_t)c->str_off[d] << 32 | c->str_len[d];
+    sort_builder = b;
+    qsort(refs, n, sizeof *refs, cmp_string_ref);
+    uint32_t distinct = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (distinct == 0 || cmp_string_ref(&refs[distinct - 1], &refs[i]) != 0) refs[distinct++] = refs[i];
+    int rc = HANU_OK;
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < distinct && !rc; i++) {
+        rc = put_u32(out, total);
+        total += (uint32_t)refs[i];
+    }
+    if (!rc) rc = put_u32(out, total);
+    for (uint32_t i = 0; i < distinct && !rc; i++)
+        rc = hanu_buf_append(out, b->strings.data + (refs[i] >> 32), (uint32_t)refs[i]);
+    for (uint32_t d = 0; d < docs && !rc; d++) {
+        ords[d] = 0;
+        if (d >= c->cap || c->tags[d] != INDEX_COL_STRING) continue;
+        uint64_t key = (uint64_t)c->str_off[d] << 32 | c->str_len[d];
+        uint32_t lo = 0, hi = distinct;          /* binary search: it is there */
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (cmp_string_ref(&refs[mid], &key) < 0) lo = mid + 1;
+            else hi = mid;
+        }
+        ords[d] = lo;
+    }
+    free(refs);
+    *dict_n = distinct;
+    return rc ? rc : pad8(out);
+}
+
+static int write_column(hanu_buf *out, const index_builder *b, const build_column *c, size_t entry,
+                        uint64_t *scratch, uint64_t *ords)
+{
+    uint32_t docs = b->docs;
+    uint8_t *e = out->data + entry;
+    hanu_put_u64(e + SEG_C_PATH, out->len);
+    hanu_put_u32(e + SEG_C_PATH_LEN, c->path_len);
+    hanu_put_u64(e + SEG_C_TEXT_TOTAL, c->text_total);
+    int rc = hanu_buf_append(out, b->keys.data + c->path_off, c->path_len);
+    if (rc || (rc = pad8(out))) return rc;
+    hanu_put_u64(out->data + entry + SEG_C_DICT, out->len);
+    uint32_t dict_n;
+    if ((rc = write_dictionary(out, b, c, ords, &dict_n))) return rc;
+    hanu_put_u32(out->data + entry + SEG_C_DICT_N, dict_n);
+    for (int part = 0; part < SEG_PARTS; part++) {
+        uint64_t *values = part == SEG_PART_ORDS ? ords : scratch;   /* ords: from write_dictionary */
+        if (part != SEG_PART_ORDS) {
+            for (uint32_t d = 0; d < docs; d++) {
+                int has = d < c->cap;
+                scratch[d] = part == SEG_PART_TAGS ? (has ? c->tags[d] : 0)
+                           : part == SEG_PART_LENGTHS ? (has ? c->lengths[d] : 0)
+                           : has && c->tags[d] == INDEX_COL_NUMBER ? index_number_bits(c->nums[d])
+                           : 0;
+            }
+            if (part == SEG_PART_NUMBERS) {   /* absent values take the smallest present one */
+                uint64_t lo = UINT64_MAX;
+                for (uint32_t d = 0; d < docs; d++)
+                    if (d < c->cap && c->tags[d] == INDEX_COL_NUMBER) lo = HANU_MIN(lo, scratch[d]);
+                for (uint32_t d = 0; d < docs; d++)
+                    if (!(d < c->cap && c->tags[d] == INDEX_COL_NUMBER)) scratch[d] = lo;
+            }
+        }
+        codec_desc desc;
+        uint64_t at = out->len;
+        if ((rc = put_codec(out, values, docs, &desc)) || (rc = pad8(out))) return rc;
+        uint8_t *p = out->data + entry + SEG_C_PARTS + part * SEG_C_PART;
+        hanu_put_u64(p, at);
+        hanu_put_u64(p + 8, desc.base);
+        p[16] = desc.code;
+    }
+    return HANU_OK;
+}
+
+/* Lays out the whole file in memory. */
+static int encode(index_builder *b, hanu_buf *out)
+{
+    uint8_t header[SEG_HEADER] = { 0 };
+    memcpy(header, SEG_MAGIC, 8);
+    hanu_put_u32(header + SEG_H_VERSION, SEG_VERSION);
+    hanu_put_u32(header + SEG_H_DOCS, b->docs);
+    hanu_put_u32(header + SEG_H_TERMS, b->nterms);
+    hanu_put_u32(header + SEG_H_COLUMNS, b->ncols);
+    int rc = hanu_buf_append(out, header, sizeof header);
+    if (rc) return rc;
+    hanu_put_u64(out->data + SEG_H_IDS, out->len);
+    for (uint32_t i = 0; i <= b->docs && !rc; i++) rc = put_u32(out, b->id_off.v[i]);
+    if (!rc) rc = hanu_buf_append(out, b->ids.data, b->ids.len);
+    if (!rc) rc = pad8(out);
+    if (rc) return rc;
+    hanu_put_u64(out->data + SEG_H_TXNS, out->len);
+    for (uint32_t i = 0; i < b->docs && !rc; i++) rc = put_u64(out, b->txns[i]);
+
+    uint32_t *order = sorted_order(b, b->nterms, cmp_term);
+    if (!order) return HANU_ERR_NOMEM;
+    size_t term_table = out->len;
+    hanu_put_u64(out->data + SEG_H_TERM_TABLE, term_table);
+    if (!rc) rc = hanu_buf_reserve(out, (size_t)b->nterms * SEG_TERM);
+    if (!rc) {
+        memset(out->data + out->len, 0, (size_t)b->nterms * SEG_TERM);
+        out->len += (size_t)b->nterms * SEG_TERM;
+        hanu_put_u64(out->data + SEG_H_KEYS, out->len);
+    }
+    uint32_t key_total = 0;
+    for (uint32_t i = 0; i < b->nterms && !rc; i++) {
+        const build_term *t = &b->terms[order[i]];
+        uint8_t *e = out->data + term_table + (size_t)i * SEG_TERM;
+        hanu_put_u32(e + SEG_T_KEY_OFF, key_total);
+        hanu_put_u32(e + SEG_T_KEY_LEN, t->key_len);
+        key_total += t->key_len;
+        rc = hanu_buf_append(out, b->keys.data + t->key_off, t->key_len);
+    }
+    if (!rc) {
+        hanu_put_u64(out->data + SEG_H_KEYS_LEN, key_total);
+        rc = pad8(out);
+    }
+    size_t postings = out->len;
+    if (!rc) hanu_put_u64(out->data + SEG_H_POSTINGS, postings);
+    for (uint32_t i = 0; i < b->nterms && !rc; i++) {
+        const build_term *t = &b->terms[order[i]];
+        uint8_t entry[SEG_TERM];
+        rc = write_postings(out, t, length_column(b, b->keys.data + t->key_off, t->key_len), entry);
+        if (!rc) memcpy(out->data + term_table + (size_t)i * SEG_TERM + SEG_T_DF, entry + SEG_T_DF,
+                        SEG_TERM - SEG_T_DF);
+    }
+    free(order);
+    if (rc) return rc;
+    hanu_put_u64(out->data + SEG_H_POSTINGS_LEN, out->len - postings);
+
+    order = sorted_order(b, b->ncols, cmp_column);
+    uint64_t *scratch = malloc((size_t)(b->docs ? b->docs : 1) * 2 * sizeof *scratch);
+    if (!order || !scratch) rc = HANU_ERR_NOMEM;
+    size_t col_table = out->len;
+    if (!rc) rc = hanu_buf_reserve(out, (size_t)b->ncols * SEG_COLUMN);
+    if (!rc) {
+        hanu_put_u64(out->data + SEG_H_COLUMN_TABLE, col_table);
+        memset(out->data + out->len, 0, (size_t)b->ncols * SEG_COLUMN);
+        out->len += (size_t)b->ncols * SEG_COLUMN;
+    }
+    for (uint32_t i = 0; i < b->ncols && !rc; i++)
+        rc = write_column(out, b, &b->cols[order[i]], col_table + (size_t)i * SEG_COLUMN, scratch,
+                          scratch + b->docs);
+    free(order);
+    free(scratch);
+    if (rc) return rc;
+    uint8_t footer[SEG_FOOTER];
+    hanu_put_u64(footer, hanu_hash64(out->data, out->len, 0));
+    memcpy(footer + 8, SEG_END_MAGIC, 8);
+    return hanu_buf_append(out, footer, sizeof footer);
+}
+
+int index_builder_write(index_builder *b, const char *path)
+{
+    hanu_buf out = { 0 };
+    int rc = encode(b, &out);
+    if (rc) {
+        hanu_buf_free(&out);
+        return rc;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) rc = errno == EEXIST ? HANU_ERR_EXISTS : HANU_ERR_IO;
+    if (!rc) rc = hanu_write_full(fd, out.data, out.len);
+    if (!rc && fdatasync(fd) != 0) rc = HANU_ERR_IO;
+    if (fd >= 0 && close(fd) != 0 && !rc) rc = HANU_ERR_IO;
+    if (rc && fd >= 0) unlink(path);
+    hanu_buf_free(&out);
+    return rc;
+}
+
+/* ------------------------------------------------------------ term keys */
+
+uint64_t index_number_bits(double v)
+{
+    if (v == 0) v = 0.0;   /* -0.0 and 0.0 are one value */
+    uint64_t bits;
+    memcpy(&bits, &v, 8);
+    return bits >> 63 ? ~bits : bits | UINT64_C(1) << 63;
+}
+
+double index_number_from_bits(uint64_t bits)
+{
+    bits = bits >> 63 ? bits & ~(UINT64_C(1) << 63) : ~bits;
+    double v;
+    memcpy(&v, &bits, 8);
+    return v;
+}
+
+size_t index_key(uint8_t *out, const char *path, size_t path_len, enum index_key_type type,
+                 const char *value, size_t value_len, double num)
+{
+    if (path_len > INDEX_PATH_MAX || memchr(path, 0, path_len)) return 0;
+    size_t n = path_len;
+    memcpy(out, path, path_len);
+    out[n++] = 0;
+    out[n++] = (uint8_t)type;
+    switch (type) {
+    case INDEX_KEY_NUMBER: {
+        uint64_t bits = index_number_bits(num);
+        for (int i = 0; i < 8; i++) out[n + i] = (uint8_t)(bits >> (56 - 8 * i));   /* big-endian sorts */
+        return n + 8;
+    }
+    case INDEX_KEY_STRING:
+    case INDEX_KEY_WORD:
+    case INDEX_KEY_ALL_WORD:
+        if (value_len > INDEX_KEYWORD_MAX) return 0;
+        memcpy(out + n, value, value_len);
+        return n + value_len;
+    default:
+        return n;
+    }
+}

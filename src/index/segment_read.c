@@ -1,0 +1,394 @@
+/*
+ * Segment reader: maps a segment file and validates all of it once at open
+ * (checksum, bounds of every section, sorted keys, every postings block
+ * decoded and checked), so that lookups and cursors afterwards need no checks.
+ */
+#include "index/index.h"
+#include "index/segment_format.h"
+
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct index_column {
+    const uint8_t *path;
+    uint32_t path_len, dict_n;
+    const uint8_t *dict_off, *dict_bytes;
+    uint64_t text_total;
+    codec_desc desc[SEG_PARTS];
+    const uint8_t *part[SEG_PARTS];
+};
+
+struct index_segment {
+    const uint8_t *map;
+    size_t size;
+    uint32_t docs, nterms, ncols;
+    const uint8_t *id_off, *id_bytes, *txns, *terms, *keys;
+    index_column *cols;
+};
+
+static int fail(char *err, size_t cap, const char *fmt, ...)
+{
+    if (err && cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, cap, fmt, ap);
+        va_end(ap);
+    }
+    return HANU_ERR_CORRUPT;
+}
+
+static int key_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+    int c = memcmp(a, b, HANU_MIN(al, bl));
+    return c ? c : (al > bl) - (al < bl);
+}
+
+/* True when [off, off + len) lies inside the body (before the footer). */
+static int inside(const index_segment *s, uint64_t off, uint64_t len)
+{
+    uint64_t body = s->size - SEG_FOOTER;
+    return off <= body && len <= body - off;
+}
+
+static int check_postings(index_segment *s, uint32_t term, char *err, size_t cap)
+{
+    const uint8_t *e = s->terms + (size_t)term * SEG_TERM;
+    uint32_t df = hanu_get_u32(e + SEG_T_DF), nblocks = hanu_get_u32(e + SEG_T_BLOCKS);
+    uint64_t table = hanu_get_u64(e + SEG_T_POSTINGS);
+    if (df == 0 || nblocks != (df + INDEX_BLOCK - 1) / INDEX_BLOCK ||
+        !inside(s, table, (uint64_t)nblocks * SEG_BLOCK))
+        return fail(err, cap, "term %u: postings table out of bounds", term);
+    int64_t prev = -1;
+    uint32_t seen = 0;
+    for (uint32_t b = 0; b < nblocks; b++) {
+        const uint8_t *blk = s->map + table + (size_t)b * SEG_BLOCK;
+        uint32_t n = hanu_get_u32(blk + SEG_B_COUNT);
+        unsigned dc = blk[SEG_B_DOC_CODE], tc = blk[SEG_B_TF_CODE];
+        uint64_t payload = hanu_get_u64(blk + SEG_B_PAYLOAD);
+        if (n == 0 || n > INDEX_BLOCK || !codec_code_valid(dc) || !codec_code_valid(tc) ||
+            !inside(s, payload, codec_payload_size(dc, n) + codec_payload_size(tc, n)))
+            return fail(err, cap, "term %u block %u: bad header", term, b);
+        uint64_t d[INDEX_BLOCK];
+        codec_unpack((codec_desc){ (uint8_t)dc, hanu_get_u64(blk + SEG_B_DOC_BASE) }, s->map + payload,
+                     0, n, d, 1);
+        for (uint32_t i = 0; i < n; i++) {
+            if (d[i] >= s->docs) return fail(err, cap, "term %u: ordinal out of range", term);
+            prev += (int64_t)d[i] + 1;
+            if (prev >= (int64_t)s->docs) return fail(err, cap, "term %u: ordinal out of range", term);
+        }
+        if ((uint32_t)prev != hanu_get_u32(blk + SEG_B_LAST))
+            return fail(err, cap, "term %u block %u: last ordinal mismatch", term, b);
+        seen += n;
+    }
+    return seen == df ? HANU_OK : fail(err, cap, "term %u: count mismatch", term);
+}
+
+static int check_terms(index_segment *s, char *err, size_t cap)
+{
+    const uint8_t *h = s->map;
+    uint64_t table = hanu_get_u64(h + SEG_H_TERM_TABLE), keys = hanu_get_u64(h + SEG_H_KEYS);
+    uint64_t keys_len = hanu_get_u64(h + SEG_H_KEYS_LEN);
+    if (!inside(s, table, (uint64_t)s->nterms * SEG_TERM) || !inside(s, keys, keys_len))
+        return fail(err, cap, "term table out of bounds");
+    s->terms = s->map + table;
+    s->keys = s->map + keys;
+    const uint8_t *prev = NULL;
+    size_t prev_len = 0;
+    for (uint32_t i = 0; i < s->nterms; i++) {
+        const uint8_t *e = s->terms + (size_t)i * SEG_TERM;
+        uint64_t off = hanu_get_u32(e + SEG_T_KEY_OFF), len = hanu_get_u32(e + SEG_T_KEY_LEN);
+        if (len == 0 || len > INDEX_KEY_MAX || off > keys_len || len > keys_len - off)
+            return fail(err, cap, "term %u: key out of bounds", i);
+        const uint8_t *k = s->keys + off;
+        if (prev && key_cmp(prev, prev_len, k, len) >= 0) return fail(err, cap, "term %u: keys not sorted", i);
+        prev = k;
+        prev_len = len;
+        int rc = check_postings(s, i, err, cap);
+        if (rc) return rc;
+    }
+    return HANU_OK;
+}
+
+static int check_columns(index_segment *s, char *err, size_t cap)
+{
+    uint64_t table = hanu_get_u64(s->map + SEG_H_COLUMN_TABLE);
+    if (!inside(s, table, (uint64_t)s->ncols * SEG_COLUMN)) return fail(err, cap, "column table out of bounds");
+    s->cols = calloc(s->ncols ? s->ncols : 1, sizeof *s->cols);
+    if (!s->cols) return HANU_ERR_NOMEM;
+    for (uint32_t i = 0; i < s->ncols; i++) {
+        const uint8_t *e = s->map + table + (size_t)i * SEG_COLUMN;
+        index_column *c = &s->cols[i];
+        uint64_t path = hanu_get_u64(e + SEG_C_PATH), dict = hanu_get_u64(e + SEG_C_DICT);
+        c->path_len = hanu_get_u32(e + SEG_C_PATH_LEN);
+        c->dict_n = hanu_get_u32(e + SEG_C_DICT_N);
+        c->text_total = hanu_get_u64(e + SEG_C_TEXT_TOTAL);
+        if (c->path_len > INDEX_PATH_MAX || !inside(s, path, c->path_len) ||
+            !inside(s, dict, ((uint64_t)c->dict_n + 1) * 4))
+            return fail(err, cap, "column %u: out of bounds", i);
+        c->path = s->map + path;
+        if (i && key_cmp(s->cols[i - 1].path, s->cols[i - 1].path_len, c->path, c->path_len) >= 0)
+            return fail(err, cap, "column %u: paths not sorted", i);
+        c->dict_off = s->map + dict;
+        c->dict_bytes = c->dict_off + ((size_t)c->dict_n + 1) * 4;
+        uint32_t last = 0;
+        for (uint32_t j = 0; j <= c->dict_n; j++) {
+            uint32_t o = hanu_get_u32(c->dict_off + (size_t)j * 4);
+            if (o < last || (j == 0 && o != 0)) return fail(err, cap, "column %u: dictionary offsets", i);
+            last = o;
+        }
+        if (!inside(s, dict + ((uint64_t)c->dict_n + 1) * 4, last))
+            return fail(err, cap, "column %u: dictionary out of bounds", i);
+        for (int p = 0; p < SEG_PARTS; p++) {
+            const uint8_t *pe = e + SEG_C_PARTS + p * SEG_C_PART;
+            c->desc[p] = (codec_desc){ pe[16], hanu_get_u64(pe + 8) };
+            uint64_t at = hanu_get_u64(pe);
+            if (!codec_code_valid(c->desc[p].code) || !inside(s, at, codec_payload_size(c->desc[p].code, s->docs)))
+                return fail(err, cap, "column %u part %d: out of bounds", i, p);
+            c->part[p] = s->map + at;
+        }
+        for (uint32_t d = 0; d < s->docs; d++) {
+            uint64_t tag = codec_get(c->desc[SEG_PART_TAGS], c->part[SEG_PART_TAGS], d);
+            if (tag > INDEX_COL_MULTI) return fail(err, cap, "column %u: bad tag", i);
+            if (tag == INDEX_COL_STRING && codec_get(c->desc[SEG_PART_ORDS], c->part[SEG_PART_ORDS], d) >= c->dict_n)
+                return fail(err, cap, "column %u: string ordinal out of range", i);
+            if (codec_get(c->desc[SEG_PART_LENGTHS], c->part[SEG_PART_LENGTHS], d) > UINT32_MAX)
+                return fail(err, cap, "column %u: text length out of range", i);
+        }
+    }
+    return HANU_OK;
+}
+
+static int check(index_segment *s, char *err, size_t cap)
+{
+    if (s->size < SEG_HEADER + SEG_FOOTER || memcmp(s->map, SEG_MAGIC, 8) != 0 ||
+        memcmp(s->map + s->size - 8, SEG_END_MAGIC, 8) != 0)
+        return fail(err, cap, "not a segment file (magic)");
+    if (hanu_get_u32(s->map + SEG_H_VERSION) != SEG_VERSION)
+        return fail(err, cap, "segment version %u not supported", hanu_get_u32(s->map + SEG_H_VERSION));
+    if (hanu_get_u64(s->map + s->size - SEG_FOOTER) != hanu_hash64(s->map, s->size - SEG_FOOTER, 0))
+        return fail(err, cap, "checksum mismatch");
+    s->docs = hanu_get_u32(s->map + SEG_H_DOCS);
+    s->nterms = hanu_get_u32(s->map + SEG_H_TERMS);
+    s->ncols = hanu_get_u32(s->map + SEG_H_COLUMNS);
+    uint64_t ids = hanu_get_u64(s->map + SEG_H_IDS), txns = hanu_get_u64(s->map + SEG_H_TXNS);
+    if (s->docs > INDEX_SEGMENT_MAX_DOCS || !inside(s, ids, ((uint64_t)s->docs + 1) * 4) ||
+        !inside(s, txns, (uint64_t)s->docs * 8))
+        return fail(err, cap, "document tables out of bounds");
+    s->id_off = s->map + ids;
+    s->id_bytes = s->id_off + ((size_t)s->docs + 1) * 4;
+    s->txns = s->map + txns;
+    uint32_t last = 0;
+    for (uint32_t d = 0; d <= s->docs; d++) {
+        uint32_t o = hanu_get_u32(s->id_off + (size_t)d * 4);
+        if (o < last || (d == 0 && o != 0)) return fail(err, cap, "id offsets not increasing");
+        last = o;
+    }
+    if (!inside(s, ids + ((uint64_t)s->docs + 1) * 4, last)) return fail(err, cap, "ids out of bounds");
+    int rc = check_terms(s, err, cap);
+    return rc ? rc : check_columns(s, err, cap);
+}
+
+int index_segment_open(const char *path, index_segment **out, char *err, size_t errcap)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fail(err, errcap, "cannot open %s", path);
+        return HANU_ERR_IO;
+    }
+    struct stat st;
+    index_segment *s = calloc(1, sizeof *s);
+    int rc = s ? HANU_OK : HANU_ERR_NOMEM;
+    if (!rc && fstat(fd, &st) != 0) rc = HANU_ERR_IO;
+    if (!rc && (st.st_size < SEG_HEADER + SEG_FOOTER || (uint64_t)st.st_size > SIZE_MAX / 2))
+        rc = fail(err, errcap, "not a segment file (size %lld)", (long long)st.st_size);
+    if (!rc) {
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) rc = HANU_ERR_IO;
+        else {
+            s->map = m;
+            s->size = (size_t)st.st_size;
+            rc = check(s, err, errcap);
+        }
+    }
+    close(fd);
+    if (rc) {
+        index_segment_close(s);
+        return rc;
+    }
+    *out = s;
+    return HANU_OK;
+}
+
+void index_segment_close(index_segment *s)
+{
+    if (!s) return;
+    if (s->map) munmap((void *)s->map, s->size);
+    free(s->cols);
+    free(s);
+}
+
+uint32_t index_segment_docs(const index_segment *s) { return s->docs; }
+uint64_t index_segment_bytes(const index_segment *s) { return s->size; }
+
+const char *index_segment_doc_id(const index_segment *s, uint32_t ord, size_t *len)
+{
+    uint32_t a = hanu_get_u32(s->id_off + (size_t)ord * 4), b = hanu_get_u32(s->id_off + (size_t)ord * 4 + 4);
+    *len = b - a;
+    return (const char *)s->id_bytes + a;
+}
+
+uint64_t index_segment_doc_txn(const index_segment *s, uint32_t ord)
+{
+    return hanu_get_u64(s->txns + (size_t)ord * 8);
+}
+
+/* ---------------------------------------------------------------- terms */
+
+uint32_t index_segment_terms(const index_segment *s) { return s->nterms; }
+
+const uint8_t *index_segment_term(const index_segment *s, uint32_t i, size_t *len, uint32_t *df)
+{
+    const uint8_t *e = s->terms + (size_t)i * SEG_TERM;
+    *len = hanu_get_u32(e + SEG_T_KEY_LEN);
+    if (df) *df = hanu_get_u32(e + SEG_T_DF);
+    return s->keys + hanu_get_u32(e + SEG_T_KEY_OFF);
+}
+
+uint32_t index_segment_term_lower_bound(const index_segment *s, const uint8_t *key, size_t len)
+{
+    uint32_t lo = 0, hi = s->nterms;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        size_t ml;
+        const uint8_t *mk = index_segment_term(s, mid, &ml, NULL);
+        if (key_cmp(mk, ml, key, len) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+uint32_t index_segment_term_find(const index_segment *s, const uint8_t *key, size_t len)
+{
+    uint32_t i = index_segment_term_lower_bound(s, key, len);
+    if (i == s->nterms) return UINT32_MAX;
+    size_t kl;
+    const uint8_t *k = index_segment_term(s, i, &kl, NULL);
+    return key_cmp(k, kl, key, len) == 0 ? i : UINT32_MAX;
+}
+
+/* ------------------------------------------------------------- postings */
+
+static void load_block(index_postings *p)
+{
+    const uint8_t *blk = p->blocks + (size_t)p->block * SEG_BLOCK;
+    uint32_t n = hanu_get_u32(blk + SEG_B_COUNT);
+    const uint8_t *payload = p->seg->map + hanu_get_u64(blk + SEG_B_PAYLOAD);
+    codec_desc dd = { blk[SEG_B_DOC_CODE], hanu_get_u64(blk + SEG_B_DOC_BASE) };
+    codec_desc td = { blk[SEG_B_TF_CODE], hanu_get_u32(blk + SEG_B_TF_BASE) };
+    uint64_t v[INDEX_BLOCK];
+    codec_unpack(dd, payload, 0, n, v, 1);
+    int64_t prev = p->block ? (int64_t)hanu_get_u32(blk - SEG_BLOCK + SEG_B_LAST) : -1;
+    for (uint32_t i = 0; i < n; i++) {
+        prev += (int64_t)v[i] + 1;
+        p->ords[i] = (uint32_t)prev;
+    }
+    codec_unpack(td, payload + codec_payload_size(dd.code, n), 0, n, v, 1);
+    for (uint32_t i = 0; i < n; i++) p->tfs[i] = (uint32_t)v[i];
+    p->n = n;
+    p->pos = 0;
+}
+
+void index_postings_open(index_postings *p, const index_segment *s, uint32_t term)
+{
+    const uint8_t *e = s->terms + (size_t)term * SEG_TERM;
+    p->seg = s;
+    p->blocks = s->map + hanu_get_u64(e + SEG_T_POSTINGS);
+    p->nblocks = hanu_get_u32(e + SEG_T_BLOCKS);
+    p->block = 0;
+    load_block(p);
+    p->doc = p->ords[0];
+    p->tf = p->tfs[0];
+}
+
+uint32_t index_postings_advance(index_postings *p, uint32_t target)
+{
+    if (p->doc == INDEX_ORD_END || p->doc >= target) return p->doc;
+    /* Skip whole blocks by their last ordinal before decoding one. */
+    if (hanu_get_u32(p->blocks + (size_t)p->block * SEG_BLOCK + SEG_B_LAST) < target) {
+        do {
+            if (++p->block == p->nblocks) return p->doc = INDEX_ORD_END;
+        } while (hanu_get_u32(p->blocks + (size_t)p->block * SEG_BLOCK + SEG_B_LAST) < target);
+        load_block(p);
+    }
+    while (p->ords[p->pos] < target) p->pos++;   /* the block's last is >= target */
+    p->doc = p->ords[p->pos];
+    p->tf = p->tfs[p->pos];
+    return p->doc;
+}
+
+uint32_t index_postings_block_last(const index_postings *p)
+{
+    return hanu_get_u32(p->blocks + (size_t)p->block * SEG_BLOCK + SEG_B_LAST);
+}
+
+uint32_t index_postings_block_max_tf(const index_postings *p)
+{
+    return hanu_get_u32(p->blocks + (size_t)p->block * SEG_BLOCK + SEG_B_MAX_TF);
+}
+
+uint32_t index_postings_block_min_length(const index_postings *p)
+{
+    return hanu_get_u32(p->blocks + (size_t)p->block * SEG_BLOCK + SEG_B_MIN_LEN);
+}
+
+/* -------------------------------------------------------------- columns */
+
+const index_column *index_segment_column(const index_segment *s, const char *path, size_t len)
+{
+    uint32_t lo = 0, hi = s->ncols;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        int c = key_cmp(s->cols[mid].path, s->cols[mid].path_len, (const uint8_t *)path, len);
+        if (c == 0) return &s->cols[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
+}
+
+enum index_col_tag index_column_tag(const index_column *c, uint32_t ord)
+{
+    return (enum index_col_tag)codec_get(c->desc[SEG_PART_TAGS], c->part[SEG_PART_TAGS], ord);
+}
+
+double index_column_number(const index_column *c, uint32_t ord)
+{
+    return index_number_from_bits(codec_get(c->desc[SEG_PART_NUMBERS], c->part[SEG_PART_NUMBERS], ord));
+}
+
+uint32_t index_column_string_ord(const index_column *c, uint32_t ord)
+{
+    return (uint32_t)codec_get(c->desc[SEG_PART_ORDS], c->part[SEG_PART_ORDS], ord);
+}
+
+uint32_t index_column_dict_size(const index_column *c) { return c->dict_n; }
+
+const char *index_column_dict(const index_column *c, uint32_t i, size_t *len)
+{
+    uint32_t a = hanu_get_u32(c->dict_off + (size_t)i * 4), b = hanu_get_u32(c->dict_off + (size_t)i * 4 + 4);
+    *len = b - a;
+    return (const char *)c->dict_bytes + a;
+}
+
+uint32_t index_column_text_length(const index_column *c, uint32_t ord)
+{
+    return (uint32_t)codec_get(c->desc[SEG_PART_LENGTHS], c->part[SEG_PART_LENGTHS], ord);
+}
+
+uint64_t index_column_text_total(const index_column *c) { return c->text_total; }

@@ -1,0 +1,257 @@
+/*
+ * test_index_segment.c: an index segment written by the builder reads back
+ * exactly (ids, txns, terms in key order, postings with term frequencies and
+ * block maxima, columns and their dictionaries, text lengths); number keys
+ * sort as numbers; every damaged or truncated file is refused at open.
+ */
+#include "test.h"
+#include "index/index.h"
+
+#include <fcntl.h>
+#include <math.h>
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t next_rand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static size_t word_key(uint8_t *k, const char *path, const char *word)
+{
+    return index_key(k, path, strlen(path), *path ? INDEX_KEY_WORD : INDEX_KEY_ALL_WORD,
+                     word, strlen(word), 0);
+}
+
+/* 1000 docs: "common" in every doc (tf = 1 + ord % 3), "rare" in every 97th,
+ * a number column n = ord * 1.5 (missing on odd ords), a string column
+ * kind = k<ord % 5>, tags multi-valued, text length 10 + ord % 7. */
+#define DOCS 1000
+static const char *write_sample(const char *dir)
+{
+    static char path[600];
+    snprintf(path, sizeof path, "%s/seg-1", dir);
+    index_builder *b = index_builder_new();
+    if (!b) return NULL;
+    uint8_t k[INDEX_KEY_MAX];
+    for (uint32_t d = 0; d < DOCS; d++) {
+        char id[32], kind[8];
+        snprintf(id, sizeof id, "doc%04u", d);
+        snprintf(kind, sizeof kind, "k%u", d % 5);
+        if (index_builder_doc(b, id, strlen(id), 100 + d) != HANU_OK) goto fail;
+        for (uint32_t t = 0; t < 1 + d % 3; t++)
+            if (index_builder_term(b, k, word_key(k, "", "common")) != HANU_OK) goto fail;
+        if (d % 97 == 0 && index_builder_term(b, k, word_key(k, "body", "rare")) != HANU_OK) goto fail;
+        if (index_builder_term(b, k, index_key(k, "kind", 4, INDEX_KEY_STRING, kind, strlen(kind), 0)) != HANU_OK)
+            goto fail;
+        if (d % 2 == 0 && index_builder_number(b, "n", 1, d * 1.5) != HANU_OK) goto fail;
+        if (index_builder_string(b, "kind", 4, kind, strlen(kind)) != HANU_OK) goto fail;
+        if (index_builder_string(b, "tags", 4, "a", 1) || index_builder_string(b, "tags", 4, "b", 1)) goto fail;
+        if (index_builder_text_length(b, "", 0, 10 + d % 7) != HANU_OK) goto fail;
+        if (index_builder_text_length(b, "body", 4, 3 + d % 5) != HANU_OK) goto fail;
+    }
+    if (index_builder_write(b, path) != HANU_OK) goto fail;
+    index_builder_free(b);
+    return path;
+fail:
+    index_builder_free(b);
+    return NULL;
+}
+
+static void test_round_trip(void)
+{
+    const char *dir = test_tmpdir("seg-rt");
+    const char *path = write_sample(dir);
+    REQUIRE(path);
+    index_segment *s;
+    char err[200];
+    int orc = index_segment_open(path, &s, err, sizeof err);
+    if (orc) fprintf(stderr, "  open: %s\n", err);
+    REQUIRE(orc == HANU_OK);
+    CHECK_EQ(index_segment_docs(s), DOCS);
+    size_t len;
+    const char *id = index_segment_doc_id(s, 417, &len);
+    CHECK(len == 7 && memcmp(id, "doc0417", 7) == 0);
+    CHECK_EQ(index_segment_doc_txn(s, 999), 1099);
+
+    /* terms: common (all text), rare (body words), k0..k4 (kind keywords) */
+    CHECK_EQ(index_segment_terms(s), 7);
+    uint8_t k[INDEX_KEY_MAX];
+    uint32_t t = index_segment_term_find(s, k, word_key(k, "", "common"));
+    REQUIRE(t != UINT32_MAX);
+    CHECK_EQ(t, 0);   /* path "" sorts first */
+    uint32_t df;
+    index_segment_term(s, t, &len, &df);
+    CHECK_EQ(df, DOCS);
+    index_postings p;
+    index_postings_open(&p, s, t);
+    uint32_t count = 0, sum_tf = 0;
+    for (uint32_t d = p.doc; d != INDEX_ORD_END; d = index_postings_next(&p)) {
+        CHECK_EQ(d, count);
+        CHECK_EQ(p.tf, 1 + d % 3);
+        if (p.pos == 0) {   /* block maxima cover the block */
+            CHECK_EQ(index_postings_block_max_tf(&p), 3);
+            CHECK_EQ(index_postings_block_min_length(&p), 10);
+            CHECK_EQ(index_postings_block_last(&p), HANU_MIN(d + INDEX_BLOCK - 1, DOCS - 1));
+        }
+        count++;
+        sum_tf += p.tf;
+    }
+    CHECK_EQ(count, DOCS);
+    CHECK_EQ(sum_tf, 1999);   /* 334 * 1 + 333 * 2 + 333 * 3 */
+
+    t = index_segment_term_find(s, k, word_key(k, "body", "rare"));
+    REQUIRE(t != UINT32_MAX);
+    index_postings_open(&p, s, t);
+    CHECK_EQ(p.doc, 0);
+    CHECK_EQ(index_postings_advance(&p, 1), 97);
+    CHECK_EQ(index_postings_advance(&p, 500), 582);
+    CHECK_EQ(index_postings_block_min_length(&p), 3);   /* body lengths 3..7; 0 % 5 = 0 -> 3 */
+    CHECK_EQ(index_postings_advance(&p, 971), INDEX_ORD_END);
+
+    /* advance across blocks equals a scan, for random targets */
+    t = index_segment_term_find(s, k, index_key(k, "kind", 4, INDEX_KEY_STRING, "k3", 2, 0));
+    REQUIRE(t != UINT32_MAX);
+    for (int round = 0; round < 200; round++) {
+        index_postings_open(&p, s, t);
+        uint32_t target = (uint32_t)(next_rand() % (DOCS + 10));
+        uint32_t want = target;
+        while (want < DOCS && want % 5 != 3) want++;
+        if (want >= DOCS) want = INDEX_ORD_END;
+        uint32_t got = p.doc >= target ? p.doc : index_postings_advance(&p, target);
+        CHECK_EQ(got, want);
+    }
+    CHECK(index_segment_term_find(s, k, word_key(k, "", "absent")) == UINT32_MAX);
+
+    /* columns */
+    const index_column *n = index_segment_column(s, "n", 1);
+    REQUIRE(n);
+    CHECK_EQ(index_column_tag(n, 10), INDEX_COL_NUMBER);
+    CHECK(index_column_number(n, 10) == 15.0);
+    CHECK_EQ(index_column_tag(n, 11), INDEX_COL_MISSING);
+    const index_column *kind = index_segment_column(s, "kind", 4);
+    REQUIRE(kind);
+    CHECK_EQ(index_column_dict_size(kind), 5);
+    CHECK_EQ(index_column_tag(kind, 13), INDEX_COL_STRING);
+    const char *v = index_column_dict(kind, index_column_string_ord(kind, 13), &len);
+    CHECK(len == 2 && memcmp(v, "k3", 2) == 0);
+    const index_column *tags = index_segment_column(s, "tags", 4);
+    REQUIRE(tags);
+    CHECK_EQ(index_column_tag(tags, 5), INDEX_COL_MULTI);
+    const index_column *all = index_segment_column(s, "", 0);
+    REQUIRE(all);
+    CHECK_EQ(index_column_text_length(all, 6), 16);
+    uint64_t total = 0;
+    for (uint32_t d = 0; d < DOCS; d++) total += 10 + d % 7;
+    CHECK_EQ(index_column_text_total(all), total);
+    CHECK(index_segment_column(s, "nope", 4) == NULL);
+    index_segment_close(s);
+    /* a segment file is never replaced */
+    index_builder *b = index_builder_new();
+    CHECK_EQ(index_builder_write(b, path), HANU_ERR_EXISTS);
+    index_builder_free(b);
+}
+
+static void test_number_keys_sort_as_numbers(void)
+{
+    double vals[] = { -INFINITY, -1e300, -2.5, -1, -0.0, 0, 1e-300, 0.5, 1, 2, 1700000000000.0, 1e300 };
+    uint8_t a[INDEX_KEY_MAX], b[INDEX_KEY_MAX];
+    for (size_t i = 0; i + 1 < HANU_ARRAY_LEN(vals); i++) {
+        size_t al = index_key(a, "x", 1, INDEX_KEY_NUMBER, NULL, 0, vals[i]);
+        size_t bl = index_key(b, "x", 1, INDEX_KEY_NUMBER, NULL, 0, vals[i + 1]);
+        CHECK(al == bl && al == 11);
+        int c = memcmp(a, b, al);
+        if (vals[i] == vals[i + 1]) CHECK(c == 0);   /* -0.0 and 0 */
+        else CHECK(c < 0);
+        CHECK(index_number_from_bits(index_number_bits(vals[i])) == vals[i]);
+    }
+    for (int i = 0; i < 10000; i++) {
+        double x = ((double)(int64_t)next_rand()) / (double)(1 + next_rand() % 1000000);
+        double y = ((double)(int64_t)next_rand()) / (double)(1 + next_rand() % 1000000);
+        uint64_t bx = index_number_bits(x), by = index_number_bits(y);
+        CHECK((x < y) == (bx < by));
+    }
+    CHECK_EQ(index_key(a, "a\0b", 3, INDEX_KEY_NULL, NULL, 0, 0), 0);   /* NUL in a path */
+    char longs[INDEX_KEYWORD_MAX + 1];
+    memset(longs, 'x', sizeof longs);
+    CHECK_EQ(index_key(a, "s", 1, INDEX_KEY_STRING, longs, sizeof longs, 0), 0);
+}
+
+static void test_empty_segment(void)
+{
+    const char *dir = test_tmpdir("seg-empty");
+    char path[600];
+    snprintf(path, sizeof path, "%s/seg-0", dir);
+    index_builder *b = index_builder_new();
+    REQUIRE(b);
+    uint8_t k[INDEX_KEY_MAX];
+    CHECK_EQ(index_builder_term(b, k, word_key(k, "", "x")), HANU_ERR_INVALID);   /* no document yet */
+    CHECK_EQ(index_builder_write(b, path), HANU_OK);
+    index_builder_free(b);
+    index_segment *s;
+    REQUIRE(index_segment_open(path, &s, NULL, 0) == HANU_OK);
+    CHECK_EQ(index_segment_docs(s), 0);
+    CHECK_EQ(index_segment_terms(s), 0);
+    CHECK_EQ(index_segment_term_lower_bound(s, k, 3), 0);
+    index_segment_close(s);
+}
+
+static int write_bytes(const char *path, const uint8_t *p, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return -1;
+    int rc = hanu_write_full(fd, p, n);
+    close(fd);
+    return rc;
+}
+
+static void test_damage_is_refused(void)
+{
+    const char *dir = test_tmpdir("seg-damage");
+    const char *path = write_sample(dir);
+    REQUIRE(path);
+    int fd = open(path, O_RDONLY);
+    REQUIRE(fd >= 0);
+    off_t size = lseek(fd, 0, SEEK_END);
+    uint8_t *orig = malloc((size_t)size);
+    REQUIRE(orig && hanu_pread_full(fd, orig, (size_t)size, 0) == HANU_OK);
+    close(fd);
+    char bad[700];
+    snprintf(bad, sizeof bad, "%s/bad", dir);
+    /* one flipped bit anywhere: 300 positions spread over the file */
+    uint8_t *copy = malloc((size_t)size);
+    REQUIRE(copy);
+    int refused = 0;
+    for (int i = 0; i < 300; i++) {
+        memcpy(copy, orig, (size_t)size);
+        copy[next_rand() % (uint64_t)size] ^= (uint8_t)(1u << (next_rand() % 8));
+        REQUIRE(write_bytes(bad, copy, (size_t)size) == HANU_OK);
+        index_segment *s = NULL;
+        char err[200] = "";
+        int rc = index_segment_open(bad, &s, err, sizeof err);
+        if (rc == HANU_ERR_CORRUPT && s == NULL && err[0]) refused++;
+        index_segment_close(s);
+    }
+    free(copy);
+    CHECK_EQ(refused, 300);
+    /* truncated at any length */
+    for (off_t cut = 0; cut < size; cut += 97) {
+        REQUIRE(write_bytes(bad, orig, (size_t)cut) == HANU_OK);
+        index_segment *s = NULL;
+        CHECK_EQ(index_segment_open(bad, &s, NULL, 0), HANU_ERR_CORRUPT);
+    }
+    index_segment *s = NULL;
+    CHECK_EQ(index_segment_open("/nonexistent/seg", &s, NULL, 0), HANU_ERR_IO);
+    free(orig);
+}
+
+int main(void)
+{
+    RUN(test_round_trip);
+    RUN(test_number_keys_sort_as_numbers);
+    RUN(test_empty_segment);
+    RUN(test_damage_is_refused);
+    TEST_DONE();
+}
