@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -130,6 +131,41 @@ int hanu_mkdir_p(const char *path)
         }
     }
     return HANU_OK;
+}
+
+int hanu_replace_file(const char *path, const void *data, size_t len)
+{
+    char tmp[4096], dir[4096];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return HANU_ERR_INVALID;
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = '\0';
+    else *slash = '\0';
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return (errno == ENOSPC || errno == EDQUOT) ? HANU_ERR_NOSPACE : HANU_ERR_IO;
+    int rc = hanu_write_full(fd, data, len);
+    if (rc == HANU_OK && fdatasync(fd) != 0) rc = HANU_ERR_IO;
+    if (close(fd) != 0 && rc == HANU_OK) rc = HANU_ERR_IO;
+    if (rc == HANU_OK && rename(tmp, path) != 0) rc = HANU_ERR_IO;
+    if (rc == HANU_OK) rc = hanu_fsync_dir(dir);
+    if (rc) unlink(tmp);
+    return rc;
+}
+
+int hanu_read_file(const char *path, size_t max, hanu_buf *out)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? HANU_ERR_NOT_FOUND : HANU_ERR_IO;
+    struct stat st;
+    int rc = fstat(fd, &st) == 0 ? HANU_OK : HANU_ERR_IO;
+    if (rc == HANU_OK && (uint64_t)st.st_size > max) rc = HANU_ERR_TOO_LARGE;
+    hanu_buf_reset(out);
+    if (rc == HANU_OK) rc = hanu_buf_reserve(out, (size_t)st.st_size);
+    if (rc == HANU_OK) rc = hanu_pread_full(fd, out->data, (size_t)st.st_size, 0);
+    if (rc == HANU_OK) out->len = (size_t)st.st_size;
+    close(fd);
+    return rc;
 }
 
 int hanu_is_zero(const void *p, size_t len)

@@ -40,6 +40,9 @@ int hanu_pread_full(int fd, void *buf, size_t len, off_t off);
 int hanu_fsync_dir(const char *path);
 /* mkdir -p for one or two levels; 0 when it exists already. */
 int hanu_mkdir_p(const char *path);
+/* Replaces path with data atomically: path.tmp written, fdatasync'd, renamed over
+ * path, the folder fsynced. After a crash path holds the old or the new bytes. */
+int hanu_replace_file(const char *path, const void *data, size_t len);
 /* True when the len bytes at p are all zero. */
 int hanu_is_zero(const void *p, size_t len);
 
@@ -60,6 +63,10 @@ static inline void hanu_buf_reset(hanu_buf *b) { b->len = 0; }
 void hanu_buf_free(hanu_buf *b);
 /* Removes the first n bytes (n <= len), moving the rest down. */
 void hanu_buf_consume(hanu_buf *b, size_t n);
+
+/* Reads a whole file of at most max bytes into out (replacing its contents):
+ * HANU_ERR_NOT_FOUND when absent, HANU_ERR_TOO_LARGE when bigger than max. */
+int hanu_read_file(const char *path, size_t max, hanu_buf *out);
 
 #define HANU_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define HANU_MIN(a, b) ((a) < (b) ? (a) : (b))

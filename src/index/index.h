@@ -161,4 +161,42 @@ const char *index_column_dict(const index_column *c, uint32_t i, size_t *len);
 uint32_t index_column_text_length(const index_column *c, uint32_t ord);
 uint64_t index_column_text_total(const index_column *c);   /* sum over docs */
 
+/* ------------------------------------------------ deletions and commits */
+
+/* Deleted ordinals of one segment, one generation: a sorted list of ordinals
+ * (gaps packed with src/codec) in its own checksummed file, written once
+ * (O_EXCL, fdatasync) and replaced by the next generation, never changed. */
+int index_deletes_write(const char *path, uint64_t segment, uint32_t generation,
+                        const uint32_t *ords, uint32_t n);
+/* Reads the list back (*ords malloc'd, sorted, each < max_ord); refuses a file
+ * of another segment or generation, unsorted or out-of-range ordinals, or a
+ * bad checksum, with HANU_ERR_CORRUPT and a message. */
+int index_deletes_read(const char *path, uint64_t segment, uint32_t generation, uint32_t max_ord,
+                       uint32_t **ords, uint32_t *n, char *err, size_t errcap);
+
+/* The commit: which segments make up the index and the txn it covers. The
+ * file DIR/COMMIT is replaced atomically (write COMMIT.tmp, fdatasync, rename,
+ * fsync DIR), so after a crash it is the old commit or the new one. */
+typedef struct index_commit_segment {
+    uint64_t segment;           /* file id: seg-<id>.hix */
+    uint32_t db;                /* the collection's database id */
+    uint32_t docs;              /* documents in the segment */
+    uint32_t deleted;           /* ordinals in its deletion list */
+    uint32_t del_generation;    /* 0: no deletion file */
+} index_commit_segment;
+
+/* Segments are listed in increasing id order; the reader refuses anything else. */
+typedef struct index_commit {
+    uint64_t index_txn;         /* every record up to here is in the segments */
+    uint64_t next_file;         /* file ids below this were handed out */
+    uint32_t nsegments;
+    index_commit_segment *segments;
+} index_commit;
+
+#define INDEX_COMMIT_MAX_SEGMENTS (1u << 20)
+int index_commit_write(const char *dir, const index_commit *c);
+/* HANU_ERR_NOT_FOUND when DIR has no commit (a fresh index). */
+int index_commit_read(const char *dir, index_commit *out, char *err, size_t errcap);
+void index_commit_free(index_commit *c);
+
 #endif
