@@ -79,8 +79,8 @@ int index_builder_string(index_builder *b, const char *path, size_t path_len,
 int index_builder_bool(index_builder *b, const char *path, size_t path_len, int v);
 int index_builder_null(index_builder *b, const char *path, size_t path_len);
 int index_builder_multi(index_builder *b, const char *path, size_t path_len);
-/* Number of tokens of the current document's text at path ("" = whole text),
- * the length BM25 normalises by. */
+/* Adds tokens to the current document's text length at path ("" = whole
+ * text), the length BM25 normalises by (several strings at one path add up). */
 int index_builder_text_length(index_builder *b, const char *path, size_t path_len, uint32_t tokens);
 
 /* Writes the segment to path (created exclusively, fsynced; the caller fsyncs

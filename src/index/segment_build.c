@@ -325,8 +325,10 @@ int index_builder_text_length(index_builder *b, const char *path, size_t len, ui
     build_column *c;
     int rc = column_for(b, path, len, &c);
     if (rc) return rc;
-    c->text_total += tokens - c->lengths[b->docs - 1];
-    c->lengths[b->docs - 1] = tokens;
+    uint32_t *l = &c->lengths[b->docs - 1];
+    if (tokens > UINT32_MAX - *l) return HANU_ERR_TOO_LARGE;
+    *l += tokens;
+    c->text_total += tokens;
     return HANU_OK;
 }
 
