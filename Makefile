@@ -166,7 +166,7 @@ libs: $(foreach l,$(LIBNAMES),$(LIBDIR_B)/lib$(l).so.$(VERSION) $(LIBDIR_B)/lib$
 # between builds). The unit is installed, never enabled (docs/INSTALL.md).
 install: $(BUILD)/hanudb libs
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) \
-	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
+	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)/examples
 	install -m 755 $(BUILD)/hanudb $(DESTDIR)$(BINDIR)/hanudb
 	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCLUDEDIR)/
 	for l in $(LIBNAMES); do \
@@ -179,7 +179,7 @@ install: $(BUILD)/hanudb libs
 	install -m 644 man/*.1 $(DESTDIR)$(MANDIR)/man1/
 	sed 's|/usr/local/bin/hanudb|$(BINDIR)/hanudb|' packaging/hanudb.service >$(DESTDIR)$(UNITDIR)/hanudb.service
 	install -m 644 README.md CHANGELOG.md LICENSE docs/INSTALL.md $(DESTDIR)$(DOCDIR)/
-	install -m 644 examples/*.c examples/*.cpp $(DESTDIR)$(DOCDIR)/
+	install -m 644 examples/*.c examples/*.cpp $(DESTDIR)$(DOCDIR)/examples/
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/hanudb $(DESTDIR)$(UNITDIR)/hanudb.service
