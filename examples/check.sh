@@ -30,6 +30,13 @@ make -s BUILD="$BUILD" PREFIX=$prefix DESTDIR="$stage" install >/dev/null
   || fail "hanudb --version"
 grep -q "^ExecStart=$prefix/bin/hanudb serve" "$stage$prefix/lib/systemd/system/hanudb.service" || fail "unit ExecStart"
 
+echo "each public header compiles alone, as C99 and C++11"
+for h in "$inst"/include/*.h; do
+  printf '#include <%s>\nint main(void) { return 0; }\n' "$(basename "$h")" >"$work/alone.c"
+  cc -std=c99 -pedantic -Wall -Wextra -Werror -fsyntax-only -I"$inst/include" "$work/alone.c" || fail "$h as C"
+  g++ -x c++ -std=c++11 -pedantic -Wall -Wextra -Werror -fsyntax-only -I"$inst/include" "$work/alone.c" || fail "$h as C++"
+done
+
 echo "man pages: no groff warnings"
 for m in man/*.1; do
   w=$(LC_ALL=C.UTF-8 groff -man -Tutf8 -ww -z "$m" 2>&1)
