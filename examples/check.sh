@@ -83,6 +83,10 @@ check_output() {   # NAME EXPECTED COMMAND...
 }
 check_output facts_shared facts.txt ./facts_shared "$work/shared.quad"
 check_output facts_static facts.txt ./facts_static "$work/static.quad"
+# the default I/O backend never loads liburing (docs/INSTALL.md)
+LD_DEBUG=files ./facts_shared "$work/debug.quad" 2>"$work/ld_debug.log" >/dev/null
+grep 'file=libhanuquad.so.0' "$work/ld_debug.log" >/dev/null || fail "LD_DEBUG shows no library loads"
+if grep 'liburing' "$work/ld_debug.log" >/dev/null; then fail "facts_shared loaded liburing"; fi
 
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 addr=127.0.0.1:$port
