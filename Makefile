@@ -4,6 +4,9 @@
 #   make test       build and run the whole test suite
 #   make asan       ASan+UBSan build of the unit tests, run (build-asan/)
 #   make fuzz       libFuzzer targets (clang), built into build-fuzz/
+#   make libs       libhanuquad and libhanudb-client, static and shared (build/lib/)
+#   make install    PREFIX (/usr/local) and DESTDIR as usual; make uninstall
+#   make examples-check  install into a temporary DESTDIR, build examples/ from it, run them
 
 CC      ?= cc
 BUILD   ?= build
@@ -29,7 +32,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 HEADERS   := $(wildcard include/*.h src/*/*.h tests/*.h)
 
-.PHONY: all test asan fuzz fuzz-smoke check clean
+.PHONY: all test asan fuzz fuzz-smoke check clean libs install uninstall examples-check
 FAULT_LIB := $(BUILD)/tests/libfault_fsync.so
 CRASH_BIN := $(BUILD)/tests/libcrash_record.so $(BUILD)/tests/crash_check
 all: $(BUILD)/hanudb $(TEST_BIN) $(BENCH_BIN) $(FAULT_LIB) $(CRASH_BIN)
@@ -72,6 +75,7 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libhanudb.a $(HEADERS)
 
 test: all
 	BUILD=$(BUILD) tests/run-tests.sh
+	$(MAKE) examples-check
 
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 \
@@ -110,3 +114,79 @@ check:
 
 clean:
 	rm -rf build build-asan build-fuzz
+
+# ---- the installable libraries (docs/INSTALL.md) ----
+# Each library is built from its own -fPIC objects: a shared library with a
+# soname and a version script, and a static archive made of one relocatable
+# object (ld -r) in which objcopy localises every name but the public ones,
+# so neither exports base, codec or internal names. packaging/<lib>.syms lists
+# the public names; examples/check.sh compares it with nm of both.
+VERSION    := $(shell sed -n 's/^\#define HANUDB_VERSION "\(.*\)"/\1/p' include/hanudb_version.h)
+SOVERSION  := 0
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+DOCDIR     ?= $(PREFIX)/share/doc/hanudb
+PUBLIC_HEADERS := include/quad.h include/hanudb_client.h include/hanudb_status.h \
+                  include/hanudb_protocol.h include/hanudb_version.h
+LIBNAMES   := hanuquad hanudb-client
+hanuquad_SRC      := $(wildcard src/quad/*.c) src/base/base.c src/codec/codec.c
+hanuquad_LIBS     := -lxxhash -pthread
+hanudb-client_SRC := $(wildcard src/client/*.c)
+hanudb-client_LIBS :=
+LIBDIR_B   := $(BUILD)/lib
+
+$(BUILD)/pic/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -fno-semantic-interposition -c $< -o $@
+
+define library_rules
+$(LIBDIR_B)/lib$(1).so.$(VERSION): $$($(1)_SRC:%.c=$(BUILD)/pic/%.o) packaging/$(1).syms
+	@mkdir -p $$(dir $$@)
+	{ echo '{ global:'; sed 's/.*/  &;/' packaging/$(1).syms; echo 'local: *; };'; } >$(LIBDIR_B)/$(1).map
+	$$(CC) $$(CFLAGS) -shared -Wl,-soname,lib$(1).so.$(SOVERSION) -Wl,--version-script=$(LIBDIR_B)/$(1).map \
+	  -Wl,--no-undefined -o $$@ $$(filter %.o,$$^) $$($(1)_LIBS) $$(EXTRA_LDLIBS)
+	ln -sf lib$(1).so.$(VERSION) $(LIBDIR_B)/lib$(1).so.$(SOVERSION)
+	ln -sf lib$(1).so.$(SOVERSION) $(LIBDIR_B)/lib$(1).so
+
+$(LIBDIR_B)/lib$(1).a: $$($(1)_SRC:%.c=$(BUILD)/pic/%.o) packaging/$(1).syms
+	@mkdir -p $$(dir $$@)
+	ld -r -o $(LIBDIR_B)/$(1).o $$(filter %.o,$$^)
+	objcopy --keep-global-symbols=packaging/$(1).syms $(LIBDIR_B)/$(1).o
+	rm -f $$@ && ar rcs $$@ $(LIBDIR_B)/$(1).o
+endef
+$(foreach l,$(LIBNAMES),$(eval $(call library_rules,$(l))))
+
+libs: $(foreach l,$(LIBNAMES),$(LIBDIR_B)/lib$(l).so.$(VERSION) $(LIBDIR_B)/lib$(l).a)
+
+# The .pc files and the unit get the install paths here (PREFIX may change
+# between builds). The unit is installed, never enabled (docs/INSTALL.md).
+install: $(BUILD)/hanudb libs
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) \
+	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)/examples
+	install -m 755 $(BUILD)/hanudb $(DESTDIR)$(BINDIR)/hanudb
+	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCLUDEDIR)/
+	for l in $(LIBNAMES); do \
+	  install -m 644 $(LIBDIR_B)/lib$$l.a $(DESTDIR)$(LIBDIR)/ && \
+	  install -m 755 $(LIBDIR_B)/lib$$l.so.$(VERSION) $(DESTDIR)$(LIBDIR)/ && \
+	  ln -sf lib$$l.so.$(VERSION) $(DESTDIR)$(LIBDIR)/lib$$l.so.$(SOVERSION) && \
+	  ln -sf lib$$l.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/lib$$l.so && \
+	  sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' packaging/$$l.pc.in >$(DESTDIR)$(LIBDIR)/pkgconfig/$$l.pc || exit 1; done
+	install -m 644 man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	sed 's|/usr/local/bin/hanudb|$(BINDIR)/hanudb|' packaging/hanudb.service >$(DESTDIR)$(UNITDIR)/hanudb.service
+	install -m 644 README.md CHANGELOG.md LICENSE docs/INSTALL.md $(DESTDIR)$(DOCDIR)/
+	install -m 644 examples/*.c examples/*.cpp $(DESTDIR)$(DOCDIR)/examples/
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/hanudb $(DESTDIR)$(UNITDIR)/hanudb.service
+	rm -f $(PUBLIC_HEADERS:include/%=$(DESTDIR)$(INCLUDEDIR)/%) $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(wildcard man/*.1)))
+	for l in $(LIBNAMES); do rm -f $(DESTDIR)$(LIBDIR)/lib$$l.a $(DESTDIR)$(LIBDIR)/lib$$l.so \
+	  $(DESTDIR)$(LIBDIR)/lib$$l.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/lib$$l.so.$(VERSION) $(DESTDIR)$(LIBDIR)/pkgconfig/$$l.pc; done
+	rm -rf $(DESTDIR)$(DOCDIR)
+
+examples-check: $(BUILD)/hanudb libs
+	BUILD=$(BUILD) examples/check.sh

@@ -59,6 +59,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "hanudb_protocol.h"
+#include "hanudb_version.h"   /* HANUDB_VERSION* */
 
 #ifdef __cplusplus
 extern "C" {
@@ -90,6 +91,10 @@ static inline int hkv_is_client_error(int status) { return status <= HKV_ERR_IO;
 
 /* A short static name for a status: "key not found", "timeout", ... Never NULL. */
 const char *hkv_status_str(int status);
+
+/* The version the library was built as ("0.1.0"; HANUDB_VERSION is the
+ * headers'). Static string. */
+const char *hanudb_client_version(void);
 
 /* ---- buffers ---- */
 /* A growable byte buffer owned by the caller: data[0..len) are valid bytes,

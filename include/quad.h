@@ -73,6 +73,7 @@
 #include <stdint.h>
 
 #include "hanudb_status.h"   /* HANU_ERR_*, hanu_status_str */
+#include "hanudb_version.h"  /* HANUDB_VERSION* */
 
 #ifdef __cplusplus
 extern "C" {
@@ -146,6 +147,10 @@ typedef struct quad_stats {
     uint64_t recovered_frames;  /* frames replayed at open after the checkpoint */
     uint32_t chunk_rows, microblock_rows;
 } quad_stats;
+
+/* The version the library was built as ("0.1.0"; HANUDB_VERSION is the
+ * headers'). Static string. */
+const char *quad_version(void);
 
 /* A message naming the file and, for damage, the offset, of the last
  * quad_open in the calling thread that failed with HANU_ERR_CORRUPT,

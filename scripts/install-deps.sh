@@ -7,7 +7,7 @@ packages=(
   build-essential make pkg-config clang libclang-rt-14-dev
   libh2o-evloop-dev libssl-dev libzstd-dev liblz4-dev libxxhash-dev
   libroaring-dev libutf8proc-dev libcurl4-openssl-dev libjemalloc-dev
-  liburing-dev python3 util-linux procps bc openssl
+  liburing-dev python3 util-linux procps bc openssl groff-base
   chromium   # tests/e2e_http_browser.py: the API from a real browser (CORS, no-cors, dot segments)
 )
 

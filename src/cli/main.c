@@ -4,8 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "cli/cli.h"
-
-#define HANUDB_VERSION "0.1.0"
+#include "hanudb_version.h"
 
 static void usage(FILE *f)
 {

@@ -15,6 +15,11 @@
 #include <assert.h>
 #include <stdlib.h>
 
+const char *hanudb_client_version(void)
+{
+    return HANUDB_VERSION;
+}
+
 const char *hkv_status_str(int status)
 {
     switch (status) {

@@ -30,6 +30,11 @@ void quad_set_error(const char *fmt, ...)
     va_end(ap);
 }
 
+const char *quad_version(void)
+{
+    return HANUDB_VERSION;
+}
+
 const char *quad_last_error(void)
 {
     return last_error;

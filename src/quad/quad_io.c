@@ -5,10 +5,13 @@
  * blocking I/O threads (the caller helps drain the queue while it waits), or
  * io_uring (liburing), one ring per handle; small batches are always read
  * inline. A short read is HANU_ERR_CORRUPT: the directory said the bytes
- * exist. Relies on base (pread) and liburing.
+ * exist. Relies on base (pread) and liburing, which is loaded with dlopen
+ * when a handle first asks for QUAD_IO_URING: a program that never does
+ * neither links nor loads it (only liburing.h is needed to build).
  */
 #include "quad/quad_internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <liburing.h>
 #include <stdlib.h>
@@ -34,6 +37,36 @@ struct quad_io {
     pthread_mutex_t ring_mu;
     struct io_uring ring;
 };
+
+/* The four liburing calls that are not inline in liburing.h (2.x ABI). */
+static struct {
+    int (*queue_init)(unsigned entries, struct io_uring *ring, unsigned flags);
+    void (*queue_exit)(struct io_uring *ring);
+    int (*submit)(struct io_uring *ring);
+    int (*get_cqe)(struct io_uring *ring, struct io_uring_cqe **cqe, unsigned submit,
+                   unsigned wait_nr, sigset_t *sigmask);
+} uring_lib;
+static int uring_lib_ok;
+static pthread_once_t uring_lib_once = PTHREAD_ONCE_INIT;
+
+/* Never unloaded: rings of open handles point into it. */
+static void uring_lib_load(void)
+{
+    void *h = dlopen("liburing.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return;
+    *(void **)&uring_lib.queue_init = dlsym(h, "io_uring_queue_init");
+    *(void **)&uring_lib.queue_exit = dlsym(h, "io_uring_queue_exit");
+    *(void **)&uring_lib.submit = dlsym(h, "io_uring_submit");
+    *(void **)&uring_lib.get_cqe = dlsym(h, "__io_uring_get_cqe");
+    uring_lib_ok = uring_lib.queue_init && uring_lib.queue_exit && uring_lib.submit && uring_lib.get_cqe;
+}
+
+/* io_uring_wait_cqe of liburing.h, through the loaded library. */
+static int uring_wait_cqe(struct io_uring *ring, struct io_uring_cqe **cqe)
+{
+    if (!__io_uring_peek_cqe(ring, cqe, NULL) && *cqe) return 0;
+    return uring_lib.get_cqe(ring, cqe, 0, 1, NULL);
+}
 
 #define RING_DEPTH 128
 #define QUAD_IO_INLINE_BYTES (128u << 10)
@@ -92,7 +125,16 @@ int quad_io_open(quad *q)
             io->nth++;
         }
     } else if (io->backend == QUAD_IO_URING) {
-        if (io_uring_queue_init(RING_DEPTH, &io->ring, 0) != 0) return HANU_ERR_UNSUPPORTED;
+        pthread_once(&uring_lib_once, uring_lib_load);
+        if (!uring_lib_ok) {
+            quad_set_error("%s: io_uring asked for, but liburing.so.2 cannot be loaded", q->path);
+            return HANU_ERR_UNSUPPORTED;
+        }
+        int rc = uring_lib.queue_init(RING_DEPTH, &io->ring, 0);
+        if (rc != 0) {
+            quad_set_error("%s: io_uring_queue_init: %s", q->path, strerror(-rc));
+            return HANU_ERR_UNSUPPORTED;
+        }
         io->ring_ok = 1;
     }
     return 0;
@@ -107,7 +149,7 @@ void quad_io_close(quad *q)
     pthread_cond_broadcast(&io->work_cv);
     pthread_mutex_unlock(&io->mu);
     for (uint32_t i = 0; i < io->nth; i++) pthread_join(io->th[i], NULL);
-    if (io->ring_ok) io_uring_queue_exit(&io->ring);
+    if (io->ring_ok) uring_lib.queue_exit(&io->ring);
     free(io->th);
     free(io->queue);
     pthread_mutex_destroy(&io->mu);
@@ -170,14 +212,14 @@ static void read_uring(quad_io *io, quad_ioreq *reqs, size_t n)
         }
         size_t submitted = 0;
         while (submitted < queued) {
-            int s = io_uring_submit(&io->ring);
+            int s = uring_lib.submit(&io->ring);
             if (s > 0) submitted += (size_t)s;
             else if (!uring_retry(s)) break;
         }
         size_t got = 0;
         while (got < submitted) {
             struct io_uring_cqe *cqe;
-            int w = io_uring_wait_cqe(&io->ring, &cqe);
+            int w = uring_wait_cqe(&io->ring, &cqe);
             if (uring_retry(w)) continue;
             if (w < 0) break;
             uint64_t i = io_uring_cqe_get_data64(cqe);

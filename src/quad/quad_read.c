@@ -40,7 +40,12 @@ int qc_init(qc_cache *c, size_t limit)
 /* ---- reader sections (epoch-based reclamation) ---- */
 
 static _Atomic unsigned reader_seq;
-static _Thread_local unsigned tls_reader_slot = UINT32_MAX;
+/* Every gather touches the two hot thread-locals, so they use the
+ * initial-exec model: one %fs-relative load, also in the shared library built
+ * with -fPIC (where the default would call __tls_get_addr). They take 12 bytes
+ * of the static TLS that glibc keeps spare for libraries loaded with dlopen. */
+#define QUAD_HOT_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+static QUAD_HOT_TLS unsigned tls_reader_slot = UINT32_MAX;
 
 /* Opens a reader section: entries reachable now stay allocated until
  * qc_read_end. Never fails; spins only with more than QC_READERS sections
@@ -281,7 +286,7 @@ typedef struct gscratch {
 
 static pthread_key_t scratch_key;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static _Thread_local gscratch *tls_scratch;
+static QUAD_HOT_TLS gscratch *tls_scratch;
 
 static void scratch_free(void *p)
 {
