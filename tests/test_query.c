@@ -584,6 +584,8 @@ static void test_aggs(void)
     expect_aggs("{\"t\":{\"terms\":{\"field\":\"tags\"}}}", 0,
                 "{\"t\":{\"buckets\":[{\"key\":\"a\",\"count\":4},{\"key\":\"b\",\"count\":2},"
                 "{\"key\":\"c\",\"count\":2},{\"key\":\"A\",\"count\":1}],\"other\":0}}");
+    expect_aggs("{\"t\":{\"terms\":{\"field\":\"nothing\"}},\"h\":{\"histogram\":{\"field\":\"kind\",\"interval\":1}}}", 0,
+                "{\"t\":{\"buckets\":[],\"other\":0},\"h\":{\"buckets\":[]}}");
     expect_aggs("{\"s\":{\"terms\":{\"field\":\"score\"}}}", 0,
                 "{\"s\":{\"buckets\":[{\"key\":1,\"count\":3},{\"key\":-2,\"count\":1},{\"key\":1.5,\"count\":1},"
                 "{\"key\":2,\"count\":1},{\"key\":3,\"count\":1},{\"key\":\"1\",\"count\":1}],\"other\":0}}");

@@ -285,11 +285,11 @@ static void write_buckets(json_writer *w, const agg_spec *a, buckets *bs)
     size_t shown = bs->n;
     uint64_t other = 0;
     if (a->kind == AGG_TERMS) {
-        qsort(bs->b, bs->n, sizeof *bs->b, by_count_then_key);
+        if (bs->n > 1) qsort(bs->b, bs->n, sizeof *bs->b, by_count_then_key);
         shown = HANU_MIN(bs->n, (size_t)a->size);
         for (size_t i = shown; i < bs->n; i++) other += bs->b[i].count;
     } else {
-        qsort(bs->b, bs->n, sizeof *bs->b, by_number);
+        if (bs->n > 1) qsort(bs->b, bs->n, sizeof *bs->b, by_number);
     }
     json_write_key(w, "buckets", 7);
     json_write_array_begin(w);
