@@ -234,31 +234,49 @@ static void check_error(const char *q, int want_rc, const char *want_msg)
     }
 }
 
+static const struct { const char *filter; int rc; const char *msg; } error_cases[] = {
+    { "{\"$and\":[{\"age\":1},{\"age\":{\"$foo\":1}}]}", HANU_ERR_INVALID,
+      "filter.$and[1].age: unknown operator $foo" },
+    { "{\"$foo\":1}", HANU_ERR_INVALID,
+      "filter: unknown operator $foo" },
+    { "[1]", HANU_ERR_INVALID,
+      "filter: must be a filter object, not an array" },
+    { "{\"$and\":[]}", HANU_ERR_INVALID,
+      "filter.$and: needs a non-empty array of filter objects" },
+    { "{\"$or\":{\"a\":1}}", HANU_ERR_INVALID,
+      "filter.$or: needs a non-empty array of filter objects" },
+    { "{\"$or\":[{},1]}", HANU_ERR_INVALID,
+      "filter.$or[1]: must be a filter object, not a number" },
+    { "{\"$not\":[]}", HANU_ERR_INVALID,
+      "filter.$not: needs a filter object, not an array" },
+    { "{\"age\":{\"$gt\":[1]}}", HANU_ERR_INVALID,
+      "filter.age.$gt: operand must be a number, string, boolean or null, not an array" },
+    { "{\"age\":{\"$in\":5}}", HANU_ERR_INVALID,
+      "filter.age.$in: needs an array, not a number" },
+    { "{\"age\":{\"$exists\":1}}", HANU_ERR_INVALID,
+      "filter.age.$exists: needs true or false, not a number" },
+    { "{\"age\":{\"$not\":{\"x\":1}}}", HANU_ERR_INVALID,
+      "filter.age.$not: needs an object of operators, not a filter object" },
+    { "{\"age\":{\"$not\":{\"$gt\":{\"x\":1}}}}", HANU_ERR_INVALID,
+      "filter.age.$not.$gt: operand must be a number, string, boolean or null, not an object" },
+    { "{\"age\":{\"$gt\":1,\"x\":2}}", HANU_ERR_INVALID,
+      "filter.age: x is not an operator (an object with operators holds only operators)" },
+    { "{\"a..b\":1}", HANU_ERR_INVALID,
+      "filter.a..b: empty segment in field path" },
+    { "{\"a.\":1}", HANU_ERR_INVALID,
+      "filter.a.: empty segment in field path" },
+    { "{\"\":1}", HANU_ERR_INVALID,
+      "filter.: empty field path" },
+    { "{\"a.$b\":1}", HANU_ERR_INVALID,
+      "filter.a.$b: a field path segment cannot start with $" },
+    { "{\"a\":", HANU_ERR_INVALID,
+      "filter: unexpected end of input" },
+};
+
 static void test_filter_errors(void)
 {
-    check_error("{\"$and\":[{\"age\":1},{\"age\":{\"$foo\":1}}]}", HANU_ERR_INVALID,
-                "filter.$and[1].age: unknown operator $foo");
-    check_error("{\"$foo\":1}", HANU_ERR_INVALID, "filter: unknown operator $foo");
-    check_error("[1]", HANU_ERR_INVALID, "filter: must be a filter object, not an array");
-    check_error("{\"$and\":[]}", HANU_ERR_INVALID, "filter.$and: needs a non-empty array of filter objects");
-    check_error("{\"$or\":{\"a\":1}}", HANU_ERR_INVALID, "filter.$or: needs a non-empty array of filter objects");
-    check_error("{\"$or\":[{},1]}", HANU_ERR_INVALID, "filter.$or[1]: must be a filter object, not a number");
-    check_error("{\"$not\":[]}", HANU_ERR_INVALID, "filter.$not: needs a filter object, not an array");
-    check_error("{\"age\":{\"$gt\":[1]}}", HANU_ERR_INVALID,
-                "filter.age.$gt: operand must be a number, string, boolean or null, not an array");
-    check_error("{\"age\":{\"$in\":5}}", HANU_ERR_INVALID, "filter.age.$in: needs an array, not a number");
-    check_error("{\"age\":{\"$exists\":1}}", HANU_ERR_INVALID, "filter.age.$exists: needs true or false, not a number");
-    check_error("{\"age\":{\"$not\":{\"x\":1}}}", HANU_ERR_INVALID,
-                "filter.age.$not: needs an object of operators, not a filter object");
-    check_error("{\"age\":{\"$not\":{\"$gt\":{\"x\":1}}}}", HANU_ERR_INVALID,
-                "filter.age.$not.$gt: operand must be a number, string, boolean or null, not an object");
-    check_error("{\"age\":{\"$gt\":1,\"x\":2}}", HANU_ERR_INVALID,
-                "filter.age: x is not an operator (an object with operators holds only operators)");
-    check_error("{\"a..b\":1}", HANU_ERR_INVALID, "filter.a..b: empty segment in field path");
-    check_error("{\"a.\":1}", HANU_ERR_INVALID, "filter.a.: empty segment in field path");
-    check_error("{\"\":1}", HANU_ERR_INVALID, "filter.: empty field path");
-    check_error("{\"a.$b\":1}", HANU_ERR_INVALID, "filter.a.$b: a field path segment cannot start with $");
-    check_error("{\"a\":", HANU_ERR_INVALID, "filter: unexpected end of input");
+    for (size_t i = 0; i < HANU_ARRAY_LEN(error_cases); i++)
+        check_error(error_cases[i].filter, error_cases[i].rc, error_cases[i].msg);
 
     /* limits, each a named constant */
     hanu_buf b = { 0 };
@@ -576,6 +594,29 @@ static void expect_aggs(const char *spec, int want_rc, const char *want)
     }
 }
 
+static const struct { const char *spec; int rc; const char *msg; } aggs_error_cases[] = {
+    { "{\"x\":{\"terms\":{\"field\":\"a\",\"size\":0}}}", HANU_ERR_INVALID,
+      "aggs.x.terms: \"size\" must be an integer from 1 to 1000" },
+    { "{\"x\":{\"avg\":{}}}", HANU_ERR_INVALID,
+      "aggs.x: unknown key \"avg\"" },
+    { "{\"x\":{\"filter\":{}}}", HANU_ERR_INVALID,
+      "aggs.x: needs one of terms, stats or histogram" },
+    { "{\"x\":{\"terms\":{\"field\":\"a\"},\"stats\":{\"field\":\"a\"}}}", HANU_ERR_INVALID,
+      "aggs.x: holds more than one aggregation" },
+    { "{\"x\":{\"histogram\":{\"field\":\"a\",\"interval\":0}}}", HANU_ERR_INVALID,
+      "aggs.x.histogram: needs \"interval\", a number above 0" },
+    { "{\"x\":{\"stats\":{\"field\":\"a..b\"}}}", HANU_ERR_INVALID,
+      "aggs.x.stats.field: empty segment in field path" },
+    { "{\"x\":{\"stats\":{}}}", HANU_ERR_INVALID,
+      "aggs.x.stats: needs \"field\", a field path string" },
+    { "{\"x\":{\"terms\":{\"field\":\"a\"},\"filter\":{\"a\":{\"$bad\":1}}}}", HANU_ERR_INVALID,
+      "aggs.x.filter.a: unknown operator $bad" },
+    { "{}", HANU_ERR_INVALID,
+      "aggs: must be an object of named aggregations" },
+    { "{\"h\":{\"histogram\":{\"field\":\"age\",\"interval\":1e-300}}}", HANU_ERR_TOO_LARGE,
+      "aggs: h: value 9.0072e+15 is out of the histogram's range" },
+};
+
 static void test_aggs(void)
 {
     expect_aggs("{\"k\":{\"terms\":{\"field\":\"kind\",\"size\":3}}}", 0,
@@ -597,22 +638,8 @@ static void test_aggs(void)
                 "{\"h\":{\"buckets\":[{\"key\":-10,\"count\":2},{\"key\":0,\"count\":10},{\"key\":20,\"count\":2},"
                 "{\"key\":30,\"count\":3},{\"key\":40,\"count\":1},{\"key\":100,\"count\":2}]}}");
 
-    expect_aggs("{\"x\":{\"terms\":{\"field\":\"a\",\"size\":0}}}", HANU_ERR_INVALID,
-                "aggs.x.terms: \"size\" must be an integer from 1 to 1000");
-    expect_aggs("{\"x\":{\"avg\":{}}}", HANU_ERR_INVALID, "aggs.x: unknown key \"avg\"");
-    expect_aggs("{\"x\":{\"filter\":{}}}", HANU_ERR_INVALID, "aggs.x: needs one of terms, stats or histogram");
-    expect_aggs("{\"x\":{\"terms\":{\"field\":\"a\"},\"stats\":{\"field\":\"a\"}}}", HANU_ERR_INVALID,
-                "aggs.x: holds more than one aggregation");
-    expect_aggs("{\"x\":{\"histogram\":{\"field\":\"a\",\"interval\":0}}}", HANU_ERR_INVALID,
-                "aggs.x.histogram: needs \"interval\", a number above 0");
-    expect_aggs("{\"x\":{\"stats\":{\"field\":\"a..b\"}}}", HANU_ERR_INVALID,
-                "aggs.x.stats.field: empty segment in field path");
-    expect_aggs("{\"x\":{\"stats\":{}}}", HANU_ERR_INVALID, "aggs.x.stats: needs \"field\", a field path string");
-    expect_aggs("{\"x\":{\"terms\":{\"field\":\"a\"},\"filter\":{\"a\":{\"$bad\":1}}}}", HANU_ERR_INVALID,
-                "aggs.x.filter.a: unknown operator $bad");
-    expect_aggs("{}", HANU_ERR_INVALID, "aggs: must be an object of named aggregations");
-    expect_aggs("{\"h\":{\"histogram\":{\"field\":\"age\",\"interval\":1e-300}}}", HANU_ERR_TOO_LARGE,
-                "aggs: h: value 9.0072e+15 is out of the histogram's range");
+    for (size_t i = 0; i < HANU_ARRAY_LEN(aggs_error_cases); i++)
+        expect_aggs(aggs_error_cases[i].spec, aggs_error_cases[i].rc, aggs_error_cases[i].msg);
 }
 
 int main(void)

@@ -76,6 +76,17 @@ static int descend(parser *p)
     return 0;
 }
 
+/* Makes nodes[slot] a logical node over count new kids; *first gets the first kid. */
+static int open_logical(parser *p, uint32_t slot, filter_op op, size_t count, uint32_t *first)
+{
+    int rc = reserve_nodes(p, count, first);
+    if (rc) return rc;
+    p->f->nodes[slot].op = op;
+    p->f->nodes[slot].first = *first;
+    p->f->nodes[slot].count = (uint32_t)count;
+    return 0;
+}
+
 static int is_operator_object(const json_value *v)
 {
     if (v->type != JSON_OBJECT) return 0;
@@ -87,16 +98,28 @@ static int is_operator_object(const json_value *v)
 static int parse_object(parser *p, const json_value *obj, uint32_t slot);
 static int parse_operators(parser *p, const char *path, size_t path_len, const json_value *ops, uint32_t slot);
 
+/* Parses one member of an object (a clause, or an operator on path) into slot. */
+typedef int (*member_fn)(parser *p, const char *path, size_t path_len, const json_value *m, uint32_t slot);
+
+/* An object whose members are clauses or operators: one member is its own
+ * node, several are an $and of them. */
+static int parse_members(parser *p, const json_value *obj, const char *path, size_t path_len, member_fn fn,
+                         uint32_t slot)
+{
+    if (obj->u.kids.n == 1) return fn(p, path, path_len, &obj->u.kids.items[0], slot);
+    uint32_t first;
+    int rc = open_logical(p, slot, FILTER_AND, obj->u.kids.n, &first);
+    for (size_t i = 0; i < obj->u.kids.n && rc == 0; i++)
+        rc = fn(p, path, path_len, &obj->u.kids.items[i], first + (uint32_t)i);
+    return rc;
+}
+
 /* A logical node at slot whose kids are the members (filter object) or the
  * elements (array of filter objects) of v, each parsed by one_kid. */
 static int parse_logical(parser *p, filter_op op, const json_value *v, uint32_t slot)
 {
     uint32_t first;
-    int rc = reserve_nodes(p, v->u.kids.n, &first);
-    if (rc) return rc;
-    p->f->nodes[slot].op = op;
-    p->f->nodes[slot].first = first;
-    p->f->nodes[slot].count = (uint32_t)v->u.kids.n;
+    int rc = open_logical(p, slot, op, v->u.kids.n, &first);
     for (size_t i = 0; i < v->u.kids.n && rc == 0; i++) {
         const json_value *kid = &v->u.kids.items[i];
         size_t mark = json_path_push_index(&p->jp, i);
@@ -119,13 +142,8 @@ static int parse_top_operator(parser *p, const json_value *m, uint32_t slot)
         if (m->type != JSON_OBJECT) rc = fail(p, HANU_ERR_INVALID, "needs a filter object, not %s", a_type(m));
         else {
             uint32_t kid;
-            rc = reserve_nodes(p, 1, &kid);
-            if (rc == 0) {
-                p->f->nodes[slot].op = FILTER_NOT;
-                p->f->nodes[slot].first = kid;
-                p->f->nodes[slot].count = 1;
-                rc = parse_object(p, m, kid);
-            }
+            rc = open_logical(p, slot, FILTER_NOT, 1, &kid);
+            if (rc == 0) rc = parse_object(p, m, kid);
         }
     } else if (rc == 0) {
         if (m->type != JSON_ARRAY || m->u.kids.n == 0)
@@ -137,8 +155,10 @@ static int parse_top_operator(parser *p, const json_value *m, uint32_t slot)
     return rc;
 }
 
-static int parse_member(parser *p, const json_value *m, uint32_t slot)
+static int parse_member(parser *p, const char *unused_path, size_t unused_len, const json_value *m, uint32_t slot)
 {
+    (void)unused_path;
+    (void)unused_len;
     if (m->key[0] == '$') return parse_top_operator(p, m, slot);
     size_t mark = json_path_push_key(&p->jp, m->key, m->key_len);
     int rc = query_path_check(m->key, m->key_len, p->jp.s, p->err);
@@ -157,19 +177,9 @@ static int parse_member(parser *p, const json_value *m, uint32_t slot)
     return rc;
 }
 
-/* A filter object: one member is its own node, several are an $and. */
 static int parse_object(parser *p, const json_value *obj, uint32_t slot)
 {
-    if (obj->u.kids.n == 1) return parse_member(p, &obj->u.kids.items[0], slot);
-    uint32_t first;
-    int rc = reserve_nodes(p, obj->u.kids.n, &first);
-    if (rc) return rc;
-    p->f->nodes[slot].op = FILTER_AND;
-    p->f->nodes[slot].first = first;
-    p->f->nodes[slot].count = (uint32_t)obj->u.kids.n;
-    for (size_t i = 0; i < obj->u.kids.n && rc == 0; i++)
-        rc = parse_member(p, &obj->u.kids.items[i], first + (uint32_t)i);
-    return rc;
+    return parse_members(p, obj, NULL, 0, parse_member, slot);
 }
 
 static int parse_operator(parser *p, const char *path, size_t path_len, const json_value *m, uint32_t slot)
@@ -213,12 +223,8 @@ static int parse_operator(parser *p, const char *path, size_t path_len, const js
                       m->type == JSON_OBJECT ? "a filter object" : a_type(m));
         } else if ((rc = descend(p)) == 0) {
             uint32_t kid;
-            rc = reserve_nodes(p, 1, &kid);
-            if (rc == 0) {
-                p->f->nodes[slot].first = kid;
-                p->f->nodes[slot].count = 1;
-                rc = parse_operators(p, path, path_len, m, kid);
-            }
+            rc = open_logical(p, slot, FILTER_NOT, 1, &kid);
+            if (rc == 0) rc = parse_operators(p, path, path_len, m, kid);
             p->depth--;
         }
         break;
@@ -229,20 +235,10 @@ static int parse_operator(parser *p, const char *path, size_t path_len, const js
     return rc;
 }
 
-/* An operator object {"$gt":1,"$lt":5} on path: one operator is its own
- * node, several are an $and of them. */
+/* An operator object {"$gt":1,"$lt":5} on path. */
 static int parse_operators(parser *p, const char *path, size_t path_len, const json_value *ops, uint32_t slot)
 {
-    if (ops->u.kids.n == 1) return parse_operator(p, path, path_len, &ops->u.kids.items[0], slot);
-    uint32_t first;
-    int rc = reserve_nodes(p, ops->u.kids.n, &first);
-    if (rc) return rc;
-    p->f->nodes[slot].op = FILTER_AND;
-    p->f->nodes[slot].first = first;
-    p->f->nodes[slot].count = (uint32_t)ops->u.kids.n;
-    for (size_t i = 0; i < ops->u.kids.n && rc == 0; i++)
-        rc = parse_operator(p, path, path_len, &ops->u.kids.items[i], first + (uint32_t)i);
-    return rc;
+    return parse_members(p, ops, path, path_len, parse_operator, slot);
 }
 
 int filter_parse(const char *json, size_t len, const char *json_path, filter **out, query_error *err)
