@@ -165,7 +165,7 @@ static void test_search_query(void)
  * score = idf * tf * 2.2 / (tf + norm):
  *   D1 = 0.47000363 * 2.2 / 2.0714286                           = 0.4991762683
  *   D2 = 0.47000363 * 2.2 / 1.8785714                           = 0.5504225012
- *   D3 = 0.47000363 * 2.2 / 2.65 + 0.47000363 * 4.4 / 3.65      = 0.3901917715 + 0.5665796381
+ *   D3 = 0.47000363 * 2.2 / 2.65 + 0.47000363 * 4.4 / 3.65      = 0.3901916922 + 0.5665797174
  *                                                                = 0.9567714097
  * And the idf of "the" (df 3): ln(1 + 0.5 / 3.5) = 0.1335313926. */
 static const char *const corpus[] = { "The quick brown fox", "the lazy DOG", "The quick dog jumps over the dog" };
@@ -221,6 +221,58 @@ static void test_bm25_hand_computed(void)
     search_query_free(&sq);
 }
 
+/* search_eval over the same corpus as JSON documents, then phrases, exclusions and fields. */
+static void expect_scores(const char *q, const char *const *docs_json, size_t n, const char *const *fields,
+                          size_t n_fields, const double *want)
+{
+    json_doc *d[8];
+    const json_value *roots[8];
+    double got[8];
+    for (size_t i = 0; i < n; i++) {
+        if (json_doc_parse(docs_json[i], strlen(docs_json[i]), NULL, &d[i], NULL) != 0) abort();
+        roots[i] = json_doc_root(d[i]);
+    }
+    search_query sq;
+    REQUIRE(search_query_parse(q, strlen(q), &sq, NULL) == 0);
+    CHECK_EQ(search_eval(&sq, fields, n_fields, roots, n, got), 0);
+    for (size_t i = 0; i < n; i++) {
+        if (fabs(got[i] - want[i]) > 1e-9) {
+            fprintf(stderr, "  q %s doc %zu: score %.10f, want %.10f\n", q, i, got[i], want[i]);
+            test_current_failed = 1;
+        }
+        json_doc_free(d[i]);
+    }
+    search_query_free(&sq);
+}
+
+static void test_search_eval(void)
+{
+    static const char *const docs3[] = {
+        "{\"_id\":\"quick\",\"title\":\"The quick brown fox\"}",
+        "{\"_id\":\"dog\",\"title\":\"the lazy DOG\"}",
+        "{\"_id\":\"x\",\"title\":\"The quick dog\",\"more\":[\"jumps over\",{\"t\":\"the dog\"}]}",
+    };
+    /* D3's text is three values, 3 + 2 + 2 = 7 tokens, as in the hand-computed corpus; _id is not text */
+    expect_scores("quick dog", docs3, 3, NULL, 0, (const double[]){ 0.4991762683, 0.5504225012, 0.9567714097 });
+    expect_scores("+dog", docs3, 3, NULL, 0, (const double[]){ -1, 0.5504225012, 0.5665797174 });
+    expect_scores("-quick dog", docs3, 3, NULL, 0, (const double[]){ -1, 0.5504225012, -1 });
+    expect_scores("+quick -fox dog", docs3, 3, NULL, 0, (const double[]){ -1, -1, 0.9567714097 });
+    /* a phrase: tf = its occurrences, idf = the sum of its words' (2 ln 1.6): 2 * 0.47000363 * 2.2 / 2.65 */
+    expect_scores("\"quick dog\"", docs3, 3, NULL, 0, (const double[]){ -1, -1, 0.7803833844 });
+    expect_scores("\"dog quick\"", docs3, 3, NULL, 0, (const double[]){ -1, -1, -1 });
+    /* phrases do not join two values: "over the" spans "jumps over" and "the dog" */
+    expect_scores("\"over the\"", docs3, 3, NULL, 0, (const double[]){ -1, -1, -1 });
+
+    /* fields: only the text at or below "b"; N = 2, df = 1, dl 1 and 0, avgdl 0.5:
+     * ln(1 + 1.5 / 1.5) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 1 / 0.5)) = 0.4919109023 */
+    static const char *const docs2[] = { "{\"t\":\"red\",\"b\":{\"c\":\"blue\"}}", "{\"t\":\"blue\",\"bb\":\"blue\"}" };
+    static const char *const only_b[] = { "b" };
+    expect_scores("blue", docs2, 2, only_b, 1, (const double[]){ 0.4919109023, -1 });
+    /* only "t": "red" and "blue", dl = avgdl = 1, each word df 1: the idf alone, ln 2 */
+    static const char *const only_t[] = { "t" };
+    expect_scores("blue red", docs2, 2, only_t, 1, (const double[]){ 0.6931471806, 0.6931471806 });
+}
+
 int main(void)
 {
     RUN(test_tokenize_words);
@@ -228,5 +280,6 @@ int main(void)
     RUN(test_tokenize_limits_and_errors);
     RUN(test_search_query);
     RUN(test_bm25_hand_computed);
+    RUN(test_search_eval);
     TEST_DONE();
 }

@@ -178,6 +178,22 @@ void search_query_free(search_query *q);
 #define BM25_K1 1.2
 #define BM25_B 0.75
 double bm25_score(double tf, double dl, double avgdl, uint64_t n_docs, uint64_t df);
+/* The idf alone (the score's upper bound per unit of the tf factor). */
+double bm25_idf(uint64_t n_docs, uint64_t df);
+
+/* Brute-force search over docs[0..n) (the whole collection: N = n): the
+ * oracle for the index's top-k. A document's text is its string values (not
+ * keys, not the top-level "_id"), each value tokenized on its own; a phrase
+ * matches only within one value. fields[0..n_fields) (may be 0) restricts the
+ * text to values at those dotted paths or below them (array elements have
+ * the path of their array); BM25's lengths then count only that text.
+ * Matching: every +must clause, no -not clause, and, when there is no must
+ * clause, at least one plain clause. Score: the sum of bm25_score over the
+ * matching plain and must clauses; a phrase counts its occurrences as tf and
+ * the sum of its words' idf as idf (as Lucene's PhraseQuery does).
+ * scores[i] gets the score, or -1 when document i does not match. */
+int search_eval(const search_query *q, const char *const *fields, size_t n_fields,
+                const json_value *const *docs, size_t n, double *scores);
 
 /* ------------------------------------------------------------ aggregations */
 

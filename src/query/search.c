@@ -117,11 +117,16 @@ void search_query_free(search_query *q)
     memset(q, 0, sizeof *q);
 }
 
+double bm25_idf(uint64_t n_docs, uint64_t df)
+{
+    double n = (double)n_docs, d = (double)df;
+    return log(1.0 + (n - d + 0.5) / (d + 0.5));
+}
+
 double bm25_score(double tf, double dl, double avgdl, uint64_t n_docs, uint64_t df)
 {
     if (tf <= 0 || n_docs == 0) return 0;
-    double n = (double)n_docs, d = (double)df;
-    double idf = log(1.0 + (n - d + 0.5) / (d + 0.5));
+    double idf = bm25_idf(n_docs, df);
     double norm = avgdl > 0 ? dl / avgdl : 1.0;
     return idf * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * (1.0 - BM25_B + BM25_B * norm));
 }
