@@ -5,12 +5,39 @@
  * SEARCH_MAX_PHRASE_TOKENS tokens of 1 to TEXT_MAX_TOKEN_BYTES bytes of
  * valid UTF-8; a refusal is invalid_query with a "q: " message. The
  * tokenizer, run on the input directly, gives tokens of the same shape at
- * increasing positions, fewer than its position count.
+ * increasing positions, fewer than its position count. Parsed queries also
+ * run through search_eval on fixed documents (scores -1 or finite, >= 0).
  */
 #include "query/query.h"
 #include "text/text.h"
 
 #include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+
+static const char *const docs_text[] = {
+    "{\"_id\":\"a\",\"t\":\"The quick brown fox, don't\",\"n\":{\"s\":[\"quick dog\",\"caf\u00e9 3.14\"]}}",
+    "{\"t\":\"\",\"x\":1}",
+    "{\"t\":\"e mail a b c\"}",
+};
+
+/* search_eval on fixed documents: -1 or a finite score >= 0 each. */
+static void check_eval(const search_query *q)
+{
+    json_doc *d[3];
+    const json_value *roots[3];
+    for (int i = 0; i < 3; i++) {
+        if (json_doc_parse(docs_text[i], strlen(docs_text[i]), NULL, &d[i], NULL) != 0) abort();
+        roots[i] = json_doc_root(d[i]);
+    }
+    double scores[3];
+    static const char *const fields[] = { "n" };
+    for (size_t nf = 0; nf <= 1; nf++) {
+        assert(search_eval(q, fields, nf, roots, 3, scores) == 0);
+        for (int i = 0; i < 3; i++) assert(scores[i] == -1 || (isfinite(scores[i]) && scores[i] >= 0));
+    }
+    for (int i = 0; i < 3; i++) json_doc_free(d[i]);
+}
 
 static void check_utf8(const char *s, size_t len)
 {
@@ -55,6 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
         assert(positive);
+        check_eval(&q);
         search_query_free(&q);
     } else {
         assert(rc == HANU_ERR_INVALID || rc == HANU_ERR_TOO_LARGE || rc == HANU_ERR_NOMEM);
