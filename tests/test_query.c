@@ -191,6 +191,32 @@ static void test_filter_match_raw_bytes(void)
     filter_free(f);
 }
 
+/* The HTTP layer's use: one request body, its DOM, each part parsed from it. */
+static void test_parse_from_request_body(void)
+{
+    const char *body = "{\"filter\":{\"kind\":\"bot\",\"age\":{\"$exists\":true}},\"sort\":[{\"name\":-1}],"
+                       "\"aggs\":{\"k\":{\"terms\":{\"field\":\"kind\"},\"filter\":{\"x\":{\"$bad\":1}}}}}";
+    json_doc *d;
+    REQUIRE(json_doc_parse(body, strlen(body), NULL, &d, NULL) == 0);
+    const json_value *root = json_doc_root(d);
+    filter *f;
+    query_error err;
+    REQUIRE(filter_parse_value(body, json_get(root, "filter"), "filter", &f, &err) == 0);
+    char got[256];
+    matching_ids(f, got, sizeof got);
+    CHECK(strcmp(got, "d07 d11 d12") == 0);
+    sort_spec s;
+    CHECK_EQ(sort_parse(json_get(root, "sort"), "sort", &s, &err), 0);
+    CHECK(s.n == 1 && strcmp(s.keys[0].path, "name") == 0 && s.keys[0].descending);
+    aggs_spec a;
+    CHECK_EQ(aggs_parse(body, json_get(root, "aggs"), "aggs", &a, &err), HANU_ERR_INVALID);
+    CHECK(strcmp(err.msg, "aggs.k.filter.x: unknown operator $bad") == 0);
+    json_doc_free(d);
+    /* the filter owns its bytes: it still works after the body's DOM is gone */
+    CHECK_EQ(filter_match(f, dataset[6], strlen(dataset[6])), 1);
+    filter_free(f);
+}
+
 static void test_filter_ast_shape(void)
 {
     const char *q = "{\"a\":{\"$gt\":1,\"$lt\":5},\"$or\":[{\"b\":2},{\"c\":{\"$in\":[1,2]}}]}";
@@ -648,6 +674,7 @@ int main(void)
     RUN(test_filter_cases);
     RUN(test_filter_match_raw_bytes);
     RUN(test_filter_ast_shape);
+    RUN(test_parse_from_request_body);
     RUN(test_filter_errors);
     RUN(test_filter_identities);
     RUN(test_sort);
