@@ -489,6 +489,35 @@ static void test_filter_identities(void)
 
 /* ---- sort ---- */
 
+static void collect_values(const json_value *v, const json_value **out, size_t *n, size_t cap)
+{
+    if (*n < cap) out[(*n)++] = v;
+    if (v->type == JSON_ARRAY || v->type == JSON_OBJECT)
+        for (size_t i = 0; i < v->u.kids.n; i++) collect_values(&v->u.kids.items[i], out, n, cap);
+}
+
+/* query_value_compare is a total order over every value of the data set
+ * (documents, their members and elements): antisymmetric and transitive,
+ * and equality is what $eq uses. */
+static void test_value_order_is_total(void)
+{
+    static const json_value *vals[400];
+    size_t n = 0;
+    for (int i = 0; i < N_DOCS; i++) collect_values(roots[i], vals, &n, HANU_ARRAY_LEN(vals));
+    REQUIRE(n > 200 && n < HANU_ARRAY_LEN(vals));
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++) {
+            int ab = query_value_compare(vals[a], vals[b]);
+            if (ab != -query_value_compare(vals[b], vals[a])) { CHECK(!"antisymmetric"); return; }
+            if ((ab == 0) != query_value_equal(vals[a], vals[b])) { CHECK(!"equal"); return; }
+            for (size_t c = 0; c < n; c += 3) {
+                int bc = query_value_compare(vals[b], vals[c]);
+                if (ab <= 0 && bc <= 0 && query_value_compare(vals[a], vals[c]) > 0) { CHECK(!"transitive"); return; }
+            }
+        }
+    CHECK_EQ(query_value_compare(NULL, vals[0]), -1);     /* missing sorts first, before any document */
+}
+
 static int sort_error(const char *spec, char *msg, size_t cap)
 {
     json_doc *d;
@@ -677,6 +706,7 @@ int main(void)
     RUN(test_parse_from_request_body);
     RUN(test_filter_errors);
     RUN(test_filter_identities);
+    RUN(test_value_order_is_total);
     RUN(test_sort);
     RUN(test_aggs);
     for (int i = 0; i < N_DOCS; i++) json_doc_free(docs[i]);
