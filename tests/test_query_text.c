@@ -271,6 +271,13 @@ static void test_search_eval(void)
     /* only "t": "red" and "blue", dl = avgdl = 1, each word df 1: the idf alone, ln 2 */
     static const char *const only_t[] = { "t" };
     expect_scores("blue red", docs2, 2, only_t, 1, (const double[]){ 0.6931471806, 0.6931471806 });
+
+    /* text below a path longer than any field can name still counts when no fields are given */
+    char deep[400];
+    snprintf(deep, sizeof deep, "{\"t\":\"x\",\"%0300d\":{\"s\":\"deep\"}}", 0);
+    const char *docs_deep[] = { deep, "{\"t\":\"y\"}" };
+    expect_scores("deep", docs_deep, 2, NULL, 0, (const double[]){ 0.6931471806 * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 2 / 1.5)), -1 });
+    expect_scores("deep", docs_deep, 2, only_t, 1, (const double[]){ -1, -1 });
 }
 
 int main(void)

@@ -178,7 +178,7 @@ void search_query_free(search_query *q);
 #define BM25_K1 1.2
 #define BM25_B 0.75
 double bm25_score(double tf, double dl, double avgdl, uint64_t n_docs, uint64_t df);
-/* The idf alone (the score's upper bound per unit of the tf factor). */
+/* The idf factor of bm25_score alone. */
 double bm25_idf(uint64_t n_docs, uint64_t df);
 
 /* Brute-force search over docs[0..n) (the whole collection: N = n): the

@@ -46,13 +46,15 @@ static int field_selected(const char *path, size_t len, const char *const *field
     return 0;
 }
 
-/* Walks v at the dotted path p[0..len), tokenizing the selected strings. */
+/* Walks v at the dotted path p[0..len), tokenizing the selected strings. A
+ * path too long to hold (len == SIZE_MAX) is below any field a query can
+ * name: its strings count only when no fields are given. */
 static void gather_text(doc_tokens *d, const json_value *v, char *p, size_t len, size_t cap,
                         const char *const *fields, size_t n_fields, int top)
 {
     if (d->status) return;
     if (v->type == JSON_STRING) {
-        if (!field_selected(p, len, fields, n_fields)) return;
+        if (len == SIZE_MAX ? n_fields != 0 : !field_selected(p, len, fields, n_fields)) return;
         uint32_t used = 0;
         int rc = text_tokenize(v->u.str.ptr, v->u.str.len, keep_token, d, &used);
         if (rc) d->status = rc;
@@ -64,10 +66,13 @@ static void gather_text(doc_tokens *d, const json_value *v, char *p, size_t len,
     for (size_t i = 0; i < v->u.kids.n; i++) {
         const json_value *k = &v->u.kids.items[i];
         size_t klen = len;
-        if (v->type == JSON_OBJECT) {
+        if (v->type == JSON_OBJECT && len != SIZE_MAX) {
             if (top && strcmp(k->key, "_id") == 0) continue;
             size_t need = (len ? 1 : 0) + k->key_len;
-            if (len + need >= cap) continue;        /* deeper than any path a query can name */
+            if (len + need >= cap) {
+                gather_text(d, k, p, SIZE_MAX, cap, fields, n_fields, 0);
+                continue;
+            }
             if (len) p[klen++] = '.';
             memcpy(p + klen, k->key, k->key_len);
             klen += k->key_len;
