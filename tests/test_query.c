@@ -78,7 +78,7 @@ static void expand_expected(const char *want, char *out, size_t cap)
     size_t len = 0;
     out[0] = '\0';
     for (int i = 0; i < N_DOCS; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "d%02d", i + 1);
         if (strstr(want, id)) continue;
         len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? " " : "", id);
@@ -555,7 +555,7 @@ static void sorted_ids(const char *spec_json, const char *skip, char *out, size_
     int n = 0;
     out[0] = '\0';
     for (int i = 0; i < N_DOCS; i++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "d%02d", i + 1);
         if (strstr(skip, id)) continue;
         if (sort_keys_of(&spec, roots[i], v[n].keys, &err) != 0) {
