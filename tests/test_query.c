@@ -695,6 +695,11 @@ static void test_aggs(void)
 
     for (size_t i = 0; i < HANU_ARRAY_LEN(aggs_error_cases); i++)
         expect_aggs(aggs_error_cases[i].spec, aggs_error_cases[i].rc, aggs_error_cases[i].msg);
+    /* a name cut to 64 bytes in a message is cut before a whole character, not inside one */
+    char spec[128], want[128];
+    snprintf(spec, sizeof spec, "{\"x\":{\"%.63s\xc3\xa9\":1}}", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+    snprintf(want, sizeof want, "aggs.x: unknown key \"%.63s\"", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+    expect_aggs(spec, HANU_ERR_INVALID, want);
 }
 
 int main(void)

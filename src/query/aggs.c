@@ -19,7 +19,9 @@ static int check_keys(const json_value *obj, const char *const *allowed, const c
         const char *k = obj->u.kids.items[i].key;
         int ok = 0;
         for (size_t a = 0; allowed[a]; a++) ok |= strcmp(k, allowed[a]) == 0;
-        if (!ok) return query_fail(err, HANU_ERR_INVALID, json_path, "unknown key \"%.64s\"", k);
+        if (!ok)
+            return query_fail(err, HANU_ERR_INVALID, json_path, "unknown key \"%.*s\"",
+                              (int)query_utf8_prefix(k, strlen(k), 64), k);
     }
     return 0;
 }
@@ -245,15 +247,17 @@ static int eval_histogram(const agg_spec *a, buckets *bs, const value_list *vals
         if (vals->v[i]->type != JSON_NUMBER) continue;
         double key = floor(vals->v[i]->u.num.d / a->interval) * a->interval;
         if (!isfinite(key))
-            return query_fail(err, HANU_ERR_TOO_LARGE, "aggs", "%.64s: value %g is out of the histogram's range",
-                              a->name, vals->v[i]->u.num.d);
+            return query_fail(err, HANU_ERR_TOO_LARGE, "aggs", "%.*s: value %g is out of the histogram's range",
+                              (int)query_utf8_prefix(a->name, strlen(a->name), 64), a->name,
+                              vals->v[i]->u.num.d);
         bucket *b = NULL;
         for (size_t k = 0; k < bs->n && !b; k++)
             if (bs->b[k].num == key) b = &bs->b[k];
         if (!b) {
             if (bs->n == AGGS_MAX_HISTOGRAM_BUCKETS)
-                return query_fail(err, HANU_ERR_TOO_LARGE, "aggs", "%.64s: more than %d histogram buckets",
-                                  a->name, AGGS_MAX_HISTOGRAM_BUCKETS);
+                return query_fail(err, HANU_ERR_TOO_LARGE, "aggs", "%.*s: more than %d histogram buckets",
+                                  (int)query_utf8_prefix(a->name, strlen(a->name), 64), a->name,
+                                  AGGS_MAX_HISTOGRAM_BUCKETS);
             if (!(b = bucket_add(bs))) return HANU_ERR_NOMEM;
             b->num = key;
         }

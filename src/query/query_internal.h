@@ -12,6 +12,10 @@
 int query_fail(query_error *err, int status, const char *json_path, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* The length of the longest prefix of s[0..len) of at most max bytes that
+ * does not cut a UTF-8 sequence (for "%.*s" in messages). */
+size_t query_utf8_prefix(const char *s, size_t len, size_t max);
+
 /* A JSON path in messages grows as the parser descends: "filter.$and[1].age". */
 typedef struct json_path_buf {
     char s[160];

@@ -21,6 +21,13 @@ static size_t utf8_trim_cut(const char *s, size_t len)
     return need == back + 1 ? len : i - 1;
 }
 
+size_t query_utf8_prefix(const char *s, size_t len, size_t max)
+{
+    if (len <= max) return len;
+    while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80) max--;
+    return max;
+}
+
 int query_fail(query_error *err, int status, const char *json_path, const char *fmt, ...)
 {
     if (!err) return status;

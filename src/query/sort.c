@@ -81,8 +81,7 @@ int sort_keys_of(const sort_spec *spec, const json_value *root, const json_value
             const json_value *id = json_get(root, "_id");
             char where[96] = "";
             if (id && id->type == JSON_STRING) {
-                size_t n = HANU_MIN(id->u.str.len, (size_t)64);
-                while (n < id->u.str.len && n > 0 && ((unsigned char)id->u.str.ptr[n] & 0xC0) == 0x80) n--;
+                size_t n = query_utf8_prefix(id->u.str.ptr, id->u.str.len, 64);
                 snprintf(where, sizeof where, " (document \"%.*s\")", (int)n, id->u.str.ptr);
             }
             char jp[QUERY_MAX_PATH_BYTES + 8];
