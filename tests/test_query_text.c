@@ -1,0 +1,292 @@
+/*
+ * test_query_text.c: the tokenizer (src/text/text.h), the search-query
+ * parser and BM25 (src/query/query.h). Tokens are compared as exact lists;
+ * BM25 scores against values worked out by hand on a three-document corpus.
+ */
+#include "query/query.h"
+#include "text/text.h"
+#include "test.h"
+
+#include <math.h>
+
+typedef struct token_list {
+    char text[1024];
+    size_t len;
+} token_list;
+
+static int add_token(void *ctx, const text_token *t)
+{
+    token_list *l = ctx;
+    int n = snprintf(l->text + l->len, sizeof l->text - l->len, "%s%s@%u", l->len ? " " : "", t->bytes,
+                     (unsigned)t->position);
+    if (n > 0) l->len += (size_t)n;
+    return 0;
+}
+
+/* Tokens of s as "tok@pos tok@pos", or "error N". */
+static void tokens_of(const char *s, size_t len, char *out, size_t cap, uint32_t *n_pos)
+{
+    token_list l = { .len = 0 };
+    l.text[0] = '\0';
+    int rc = text_tokenize(s, len, add_token, &l, n_pos);
+    if (rc) snprintf(out, cap, "error %d", rc);
+    else snprintf(out, cap, "%s", l.text);
+}
+
+static void expect_tokens(const char *s, const char *want)
+{
+    char got[1024];
+    tokens_of(s, strlen(s), got, sizeof got, NULL);
+    if (strcmp(got, want) != 0) {
+        fprintf(stderr, "  tokens of \"%s\"\n    want %s\n    got  %s\n", s, want, got);
+        test_current_failed = 1;
+    }
+}
+
+static void test_tokenize_words(void)
+{
+    expect_tokens("Hello, World!  hello", "hello@0 world@1 hello@2");
+    expect_tokens("Don't stop: 3.14 and 1,000 in the U.S.A. now", "don't@0 stop@1 3.14@2 and@3 1,000@4 in@5 the@6 u.s.a@7 now@8");
+    expect_tokens("'quoted' end. 3. .5 a.1", "quoted@0 end@1 3@2 5@3 a@4 1@5");
+    expect_tokens("e-mail x_y snake_case", "e@0 mail@1 x_y@2 snake_case@3");
+    expect_tokens("", "");
+    expect_tokens(" \t--!! ", "");
+    expect_tokens("I \xe2\x9d\xa4 tea \xf0\x9f\x8d\xb5!", "i@0 tea@1");
+}
+
+static void test_tokenize_unicode(void)
+{
+    /* case folding, NFKC and composition: one token for every spelling */
+    expect_tokens("\xc3\x89" "COLE \xc3\xa9" "cole e\xcc\x81" "cole", "\xc3\xa9" "cole@0 \xc3\xa9" "cole@1 \xc3\xa9" "cole@2");
+    expect_tokens("caf\xc3\xa9 cafe", "caf\xc3\xa9@0 cafe@1");                 /* accents kept */
+    expect_tokens("Stra\xc3\x9f" "e STRASSE", "strasse@0 strasse@1");          /* ß folds to ss */
+    expect_tokens("\xef\xac\x81ne", "fine@0");                                   /* the ligature ﬁ */
+    expect_tokens("\xef\xbc\xa1\xef\xbc\xa2\xef\xbc\xa3", "abc@0");             /* full-width ABC */
+    expect_tokens("\xce\xa3\xce\x8a\xce\xa3\xce\xa5\xce\xa6\xce\x9f\xce\xa3",  /* ΣΊΣΥΦΟΣ */
+                  "\xcf\x83\xce\xaf\xcf\x83\xcf\x85\xcf\x86\xce\xbf\xcf\x83@0");
+    expect_tokens("\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e ok", "\xe6\x97\xa5@0 \xe6\x9c\xac@1 \xe8\xaa\x9e@2 ok@3");
+    expect_tokens("soft\xc2\xad" "hyphen", "softhyphen@0");                     /* default ignorable dropped */
+    expect_tokens("\xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82 \xd0\x9c\xd0\xb8\xd1\x80",
+                  "\xd0\xbf\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82@0 \xd0\xbc\xd0\xb8\xd1\x80@1");
+}
+
+static void test_tokenize_limits_and_errors(void)
+{
+    char s[200], got[1024];
+    uint32_t n_pos = 0;
+    /* 64 bytes is a token, 65 is dropped, but its position is used */
+    memset(s, 0, sizeof s);
+    strcpy(s, "x ");
+    memset(s + 2, 'a', 65);
+    strcat(s, " y ");
+    memset(s + strlen(s), 'b', 64);
+    tokens_of(s, strlen(s), got, sizeof got, &n_pos);
+    char want[200];
+    snprintf(want, sizeof want, "x@0 y@2 %.64s@3", s + strlen(s) - 64);
+    CHECK(strcmp(got, want) == 0);
+    CHECK_EQ(n_pos, 4);
+    /* invalid UTF-8 is refused; a NUL is a separator */
+    tokens_of("ab\xff", 3, got, sizeof got, NULL);
+    CHECK(strcmp(got, "error -7") == 0);
+    tokens_of("ab\0cd", 5, got, sizeof got, &n_pos);
+    CHECK(strcmp(got, "ab@0 cd@1") == 0);
+    CHECK_EQ(n_pos, 2);
+}
+
+/* ---- search queries ---- */
+
+static void query_text(const char *q, char *out, size_t cap)
+{
+    search_query sq;
+    query_error err = { "" };
+    int rc = search_query_parse(q, strlen(q), &sq, &err);
+    if (rc) { snprintf(out, cap, "error %d %s", rc, err.msg); return; }
+    size_t len = 0;
+    for (size_t i = 0; i < sq.n; i++) {
+        const search_clause *c = &sq.clauses[i];
+        const char *occ = c->occur == SEARCH_MUST ? "+" : c->occur == SEARCH_MUST_NOT ? "-" : "";
+        len += (size_t)snprintf(out + len, cap - len, "%s%s%s", i ? " " : "", occ, c->n_tokens > 1 ? "\"" : "");
+        for (uint32_t t = 0; t < c->n_tokens; t++) {
+            CHECK_EQ(strlen(c->tokens[t]), c->lens[t]);
+            len += (size_t)snprintf(out + len, cap - len, "%s%s", t ? " " : "", c->tokens[t]);
+        }
+        if (c->n_tokens > 1) len += (size_t)snprintf(out + len, cap - len, "\"");
+    }
+    search_query_free(&sq);
+}
+
+static void expect_query(const char *q, const char *want)
+{
+    char got[1024];
+    query_text(q, got, sizeof got);
+    if (strcmp(got, want) != 0) {
+        fprintf(stderr, "  q %s\n    want %s\n    got  %s\n", q, want, got);
+        test_current_failed = 1;
+    }
+}
+
+static void test_search_query(void)
+{
+    expect_query("quick +Brown -fox \"lazy  DOG\" +\"Big Cat\" -\"x y\" e-mail -- !! \"\"",
+                 "quick +brown -fox \"lazy dog\" +\"big cat\" -\"x y\" \"e mail\"");
+    expect_query("  caf\xc3\xa9\t+\"one\"  ", "caf\xc3\xa9 +one");
+    expect_query("a+b c-d", "\"a b\" \"c d\"");      /* signs count only in front */
+    expect_query("\"unterminated", "error -7 q: unterminated phrase at byte 0");
+    expect_query("ok +\"never closed", "error -7 q: unterminated phrase at byte 3");
+    expect_query("-only -not", "error -7 q: no words to search for");
+    expect_query("", "error -7 q: no words to search for");
+    expect_query("-- ++ \"...\"", "error -7 q: no words to search for");
+    expect_query("w \"1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\"",
+                 "error -8 q: phrase at byte 2 has more than 16 words");
+
+    char big[8192];
+    size_t len = 0;
+    for (int i = 0; i <= SEARCH_MAX_CLAUSES; i++) len += (size_t)snprintf(big + len, sizeof big - len, "w%d ", i);
+    expect_query(big, "error -8 q: more than 64 words and phrases");
+    memset(big, 'a', SEARCH_MAX_QUERY_BYTES + 1);
+    big[SEARCH_MAX_QUERY_BYTES + 1] = '\0';
+    expect_query(big, "error -8 q: longer than 4096 bytes");
+    search_query sq;
+    CHECK_EQ(search_query_parse("ab\xc3", 3, &sq, NULL), HANU_ERR_INVALID);
+}
+
+/* ---- BM25 ---- */
+
+/* Corpus (tokenized by text_tokenize): N = 3, total length 4 + 3 + 7 = 14, avgdl = 14/3.
+ *   D1 "The quick brown fox"              dl 4  quick 1
+ *   D2 "the lazy DOG"                     dl 3  dog 1
+ *   D3 "The quick dog jumps over the dog" dl 7  quick 1, dog 2
+ * Query "quick dog": df(quick) = df(dog) = 2, so both terms have
+ *   idf = ln(1 + (3 - 2 + 0.5) / (2 + 0.5)) = ln(1.6) = 0.4700036292457356
+ * norm(dl) = k1 * (1 - b + b * dl / avgdl) = 1.2 * (0.25 + 0.75 * dl * 3 / 14):
+ *   D1: 1.2 * (0.25 + 0.6428571) = 1.0714286
+ *   D2: 1.2 * (0.25 + 0.4821429) = 0.8785714
+ *   D3: 1.2 * (0.25 + 1.125)     = 1.65
+ * score = idf * tf * 2.2 / (tf + norm):
+ *   D1 = 0.47000363 * 2.2 / 2.0714286                           = 0.4991762683
+ *   D2 = 0.47000363 * 2.2 / 1.8785714                           = 0.5504225012
+ *   D3 = 0.47000363 * 2.2 / 2.65 + 0.47000363 * 4.4 / 3.65      = 0.3901916922 + 0.5665797174
+ *                                                                = 0.9567714097
+ * And the idf of "the" (df 3): ln(1 + 0.5 / 3.5) = 0.1335313926. */
+static const char *const corpus[] = { "The quick brown fox", "the lazy DOG", "The quick dog jumps over the dog" };
+
+typedef struct term_count {
+    const char *term;
+    uint32_t tf;
+} term_count;
+
+static int count_term(void *ctx, const text_token *t)
+{
+    term_count *tc = ctx;
+    tc->tf += strcmp(t->bytes, tc->term) == 0;
+    return 0;
+}
+
+static void test_bm25_hand_computed(void)
+{
+    CHECK(fabs(bm25_score(1, 10, 10, 3, 2) - log(1.6)) < 1e-12);     /* tf 1 at dl = avgdl: the idf itself */
+    CHECK(fabs(log(1.0 + 0.5 / 3.5) - 0.1335313926) < 1e-10);
+    CHECK_EQ(bm25_score(0, 4, 4, 3, 2), 0);
+    CHECK_EQ(bm25_score(1, 4, 4, 0, 0), 0);
+
+    search_query sq;
+    REQUIRE(search_query_parse("quick dog", 9, &sq, NULL) == 0);
+    REQUIRE(sq.n == 2);
+    uint32_t dl[3], total = 0;
+    for (int d = 0; d < 3; d++) {
+        REQUIRE(text_tokenize(corpus[d], strlen(corpus[d]), NULL, NULL, &dl[d]) == 0);
+        total += dl[d];
+    }
+    CHECK_EQ(total, 14);
+    double avgdl = total / 3.0;
+    const double want[3] = { 0.4991762683, 0.5504225012, 0.9567714097 };
+    for (int d = 0; d < 3; d++) {
+        double score = 0;
+        for (size_t c = 0; c < sq.n; c++) {
+            uint64_t df = 0;
+            for (int e = 0; e < 3; e++) {
+                term_count tc = { sq.clauses[c].tokens[0], 0 };
+                text_tokenize(corpus[e], strlen(corpus[e]), count_term, &tc, NULL);
+                df += tc.tf > 0;
+            }
+            term_count tc = { sq.clauses[c].tokens[0], 0 };
+            text_tokenize(corpus[d], strlen(corpus[d]), count_term, &tc, NULL);
+            score += bm25_score(tc.tf, dl[d], avgdl, 3, df);
+        }
+        if (fabs(score - want[d]) > 1e-9) {
+            fprintf(stderr, "  D%d: score %.10f, want %.10f\n", d + 1, score, want[d]);
+            test_current_failed = 1;
+        }
+    }
+    search_query_free(&sq);
+}
+
+/* search_eval over the same corpus as JSON documents, then phrases, exclusions and fields. */
+static void expect_scores(const char *q, const char *const *docs_json, size_t n, const char *const *fields,
+                          size_t n_fields, const double *want)
+{
+    json_doc *d[8];
+    const json_value *roots[8];
+    double got[8];
+    for (size_t i = 0; i < n; i++) {
+        if (json_doc_parse(docs_json[i], strlen(docs_json[i]), NULL, &d[i], NULL) != 0) abort();
+        roots[i] = json_doc_root(d[i]);
+    }
+    search_query sq;
+    REQUIRE(search_query_parse(q, strlen(q), &sq, NULL) == 0);
+    CHECK_EQ(search_eval(&sq, fields, n_fields, roots, n, got), 0);
+    for (size_t i = 0; i < n; i++) {
+        if (fabs(got[i] - want[i]) > 1e-9) {
+            fprintf(stderr, "  q %s doc %zu: score %.10f, want %.10f\n", q, i, got[i], want[i]);
+            test_current_failed = 1;
+        }
+        json_doc_free(d[i]);
+    }
+    search_query_free(&sq);
+}
+
+static void test_search_eval(void)
+{
+    static const char *const docs3[] = {
+        "{\"_id\":\"quick\",\"title\":\"The quick brown fox\"}",
+        "{\"_id\":\"dog\",\"title\":\"the lazy DOG\"}",
+        "{\"_id\":\"x\",\"title\":\"The quick dog\",\"more\":[\"jumps over\",{\"t\":\"the dog\"}]}",
+    };
+    /* D3's text is three values, 3 + 2 + 2 = 7 tokens, as in the hand-computed corpus; _id is not text */
+    expect_scores("quick dog", docs3, 3, NULL, 0, (const double[]){ 0.4991762683, 0.5504225012, 0.9567714097 });
+    expect_scores("+dog", docs3, 3, NULL, 0, (const double[]){ -1, 0.5504225012, 0.5665797174 });
+    expect_scores("-quick dog", docs3, 3, NULL, 0, (const double[]){ -1, 0.5504225012, -1 });
+    expect_scores("+quick -fox dog", docs3, 3, NULL, 0, (const double[]){ -1, -1, 0.9567714097 });
+    /* a phrase: tf = its occurrences, idf = the sum of its words' (2 ln 1.6): 2 * 0.47000363 * 2.2 / 2.65 */
+    expect_scores("\"quick dog\"", docs3, 3, NULL, 0, (const double[]){ -1, -1, 0.7803833844 });
+    expect_scores("\"dog quick\"", docs3, 3, NULL, 0, (const double[]){ -1, -1, -1 });
+    /* phrases do not join two values: "over the" spans "jumps over" and "the dog" */
+    expect_scores("\"over the\"", docs3, 3, NULL, 0, (const double[]){ -1, -1, -1 });
+
+    /* fields: only the text at or below "b"; N = 2, df = 1, dl 1 and 0, avgdl 0.5:
+     * ln(1 + 1.5 / 1.5) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 1 / 0.5)) = 0.4919109023 */
+    static const char *const docs2[] = { "{\"t\":\"red\",\"b\":{\"c\":\"blue\"}}", "{\"t\":\"blue\",\"bb\":\"blue\"}" };
+    static const char *const only_b[] = { "b" };
+    expect_scores("blue", docs2, 2, only_b, 1, (const double[]){ 0.4919109023, -1 });
+    /* only "t": "red" and "blue", dl = avgdl = 1, each word df 1: the idf alone, ln 2 */
+    static const char *const only_t[] = { "t" };
+    expect_scores("blue red", docs2, 2, only_t, 1, (const double[]){ 0.6931471806, 0.6931471806 });
+
+    /* text below a path longer than any field can name still counts when no fields are given */
+    char deep[400];
+    snprintf(deep, sizeof deep, "{\"t\":\"x\",\"%0300d\":{\"s\":\"deep\"}}", 0);
+    const char *docs_deep[] = { deep, "{\"t\":\"y\"}" };
+    expect_scores("deep", docs_deep, 2, NULL, 0, (const double[]){ 0.6931471806 * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 2 / 1.5)), -1 });
+    expect_scores("deep", docs_deep, 2, only_t, 1, (const double[]){ -1, -1 });
+}
+
+int main(void)
+{
+    RUN(test_tokenize_words);
+    RUN(test_tokenize_unicode);
+    RUN(test_tokenize_limits_and_errors);
+    RUN(test_search_query);
+    RUN(test_bm25_hand_computed);
+    RUN(test_search_eval);
+    TEST_DONE();
+}
