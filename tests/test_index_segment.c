@@ -248,11 +248,73 @@ static void test_damage_is_refused(void)
     free(orig);
 }
 
+
+/* Documents go in through index_add_document: every leaf and token lands where
+ * docs/INDEX.md says. */
+static void test_documents_extracted(void)
+{
+    const char *dir = test_tmpdir("seg-extract");
+    char path[600];
+    snprintf(path, sizeof path, "%s/seg-x", dir);
+    const char *docs[] = {
+        "{\"_id\":\"a\",\"kind\":\"note\",\"n\":1,\"ok\":true,\"tags\":[\"x\",\"y\"],"
+        "\"title\":\"Hello World\",\"body\":\"hello hello again\",\"nested\":{\"v\":null}}",
+        "{\"_id\":\"b\",\"kind\":\"task\",\"n\":\"1\",\"title\":\"Über caf\u00e9\"}",
+    };
+    index_builder *b = index_builder_new();
+    REQUIRE(b);
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ(index_add_document(b, i ? "b" : "a", 1, 10 + i, docs[i], strlen(docs[i])), HANU_OK);
+    REQUIRE(index_builder_write(b, path) == HANU_OK);
+    index_builder_free(b);
+    index_segment *s;
+    REQUIRE(index_segment_open(path, &s, NULL, 0) == HANU_OK);
+    uint8_t k[INDEX_KEY_MAX];
+    uint32_t df;
+    size_t len;
+#define TERM_DF(key_len) ({ uint32_t _t = index_segment_term_find(s, k, (key_len)); \
+    _t == UINT32_MAX ? 0u : (index_segment_term(s, _t, &len, &df), df); })
+    CHECK_EQ(TERM_DF(index_key(k, "kind", 4, INDEX_KEY_STRING, "note", 4, 0)), 1);
+    CHECK_EQ(TERM_DF(index_key(k, "n", 1, INDEX_KEY_NUMBER, NULL, 0, 1)), 1);      /* typed: 1 ... */
+    CHECK_EQ(TERM_DF(index_key(k, "n", 1, INDEX_KEY_STRING, "1", 1, 0)), 1);       /* ... and "1" differ */
+    CHECK_EQ(TERM_DF(index_key(k, "ok", 2, INDEX_KEY_TRUE, NULL, 0, 0)), 1);
+    CHECK_EQ(TERM_DF(index_key(k, "nested.v", 8, INDEX_KEY_NULL, NULL, 0, 0)), 1);
+    CHECK_EQ(TERM_DF(index_key(k, "tags", 4, INDEX_KEY_STRING, "y", 1, 0)), 1);
+    CHECK_EQ(TERM_DF(index_key(k, "title", 5, INDEX_KEY_WORD, "hello", 5, 0)), 1);
+    CHECK_EQ(TERM_DF(index_key(k, "title", 5, INDEX_KEY_WORD, "über", strlen("über"), 0)), 1);   /* folded */
+    CHECK_EQ(TERM_DF(index_key(k, "", 0, INDEX_KEY_ALL_WORD, "café", strlen("café"), 0)), 1);
+    uint32_t t = index_segment_term_find(s, k, index_key(k, "", 0, INDEX_KEY_ALL_WORD, "hello", 5, 0));
+    REQUIRE(t != UINT32_MAX);
+    index_postings p;
+    index_postings_open(&p, s, t);
+    CHECK_EQ(p.doc, 0);
+    CHECK_EQ(p.tf, 3);   /* once in the title, twice in the body */
+    CHECK_EQ(index_postings_next(&p), INDEX_ORD_END);
+    const index_column *c = index_segment_column(s, "tags", 4);
+    REQUIRE(c);
+    CHECK_EQ(index_column_tag(c, 0), INDEX_COL_MULTI);
+    CHECK_EQ(index_column_tag(c, 1), INDEX_COL_MISSING);
+    c = index_segment_column(s, "n", 1);
+    REQUIRE(c);
+    CHECK_EQ(index_column_tag(c, 0), INDEX_COL_NUMBER);
+    CHECK_EQ(index_column_tag(c, 1), INDEX_COL_STRING);
+    c = index_segment_column(s, "", 0);
+    REQUIRE(c);
+    CHECK_EQ(index_column_text_length(c, 0), 9);    /* a, note, x, y, hello world, hello hello again */
+    CHECK_EQ(index_column_text_length(c, 1), 5);    /* b, task, 1, über café */
+    c = index_segment_column(s, "body", 4);
+    REQUIRE(c);
+    CHECK_EQ(index_column_text_length(c, 0), 3);
+#undef TERM_DF
+    index_segment_close(s);
+}
+
 int main(void)
 {
     RUN(test_round_trip);
     RUN(test_number_keys_sort_as_numbers);
     RUN(test_empty_segment);
     RUN(test_damage_is_refused);
+    RUN(test_documents_extracted);
     TEST_DONE();
 }

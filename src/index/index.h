@@ -83,6 +83,14 @@ int index_builder_multi(index_builder *b, const char *path, size_t path_len);
  * text), the length BM25 normalises by (several strings at one path add up). */
 int index_builder_text_length(index_builder *b, const char *path, size_t path_len, uint32_t tokens);
 
+/* Starts the next document and adds everything the index records of it
+ * (extract.c): a keyword term for every scalar leaf, the tokens of every string
+ * as terms of its field and of the whole text, columns and text lengths.
+ * doc must be a valid JSON document (as stored in a collection); on an error
+ * the builder holds part of the document and must be discarded. */
+int index_add_document(index_builder *b, const char *id, size_t id_len, uint64_t txn,
+                       const char *doc, size_t len);
+
 /* Writes the segment to path (created exclusively, fsynced; the caller fsyncs
  * the folder). Empty builders write a valid empty segment. */
 int index_builder_write(index_builder *b, const char *path);

@@ -1,0 +1,80 @@
+/*
+ * From a stored document to what the segment builder records: keyword terms,
+ * text terms of each string's field and of the whole text, columns and text
+ * lengths (docs/INDEX.md, "What is indexed").
+ */
+#include "index/index.h"
+#include "json/json.h"
+#include "text/text.h"
+
+#include <stdlib.h>
+
+typedef struct extract_ctx {
+    index_builder *b;
+    const json_leaf *leaf;      /* the string being tokenized */
+} extract_ctx;
+
+static int add_token(void *p, const text_token *tok)
+{
+    extract_ctx *x = p;
+    uint8_t key[INDEX_KEY_MAX];
+    size_t n = index_key(key, x->leaf->path, x->leaf->path_len, INDEX_KEY_WORD, tok->bytes, tok->len, 0);
+    int rc = n ? index_builder_term(x->b, key, n) : HANU_OK;
+    n = index_key(key, "", 0, INDEX_KEY_ALL_WORD, tok->bytes, tok->len, 0);
+    if (rc == HANU_OK && n) rc = index_builder_term(x->b, key, n);
+    return rc;
+}
+
+static int add_leaf(void *p, const json_leaf *leaf)
+{
+    extract_ctx *x = p;
+    index_builder *b = x->b;
+    uint8_t key[INDEX_KEY_MAX];
+    size_t n = 0;
+    int rc = HANU_OK;
+    switch (leaf->type) {
+    case JSON_NULL:
+        n = index_key(key, leaf->path, leaf->path_len, INDEX_KEY_NULL, NULL, 0, 0);
+        if (n && !leaf->in_array) rc = index_builder_null(b, leaf->path, leaf->path_len);
+        break;
+    case JSON_BOOL:
+        n = index_key(key, leaf->path, leaf->path_len, leaf->boolean ? INDEX_KEY_TRUE : INDEX_KEY_FALSE, NULL, 0, 0);
+        if (n && !leaf->in_array) rc = index_builder_bool(b, leaf->path, leaf->path_len, leaf->boolean);
+        break;
+    case JSON_NUMBER:
+        n = index_key(key, leaf->path, leaf->path_len, INDEX_KEY_NUMBER, NULL, 0, leaf->num);
+        if (n && !leaf->in_array) rc = index_builder_number(b, leaf->path, leaf->path_len, leaf->num);
+        break;
+    case JSON_STRING: {
+        n = index_key(key, leaf->path, leaf->path_len, INDEX_KEY_STRING, leaf->str, leaf->str_len, 0);
+        if (n && !leaf->in_array) rc = index_builder_string(b, leaf->path, leaf->path_len, leaf->str, leaf->str_len);
+        uint32_t positions = 0;
+        x->leaf = leaf;
+        if (rc == HANU_OK) rc = text_tokenize(leaf->str, leaf->str_len, add_token, x, &positions);
+        if (rc == HANU_OK && positions && leaf->path_len <= INDEX_PATH_MAX && !memchr(leaf->path, 0, leaf->path_len))
+            rc = index_builder_text_length(b, leaf->path, leaf->path_len, positions);
+        if (rc == HANU_OK && positions) rc = index_builder_text_length(b, "", 0, positions);
+        break;
+    }
+    default:
+        break;
+    }
+    if (rc == HANU_OK && n) rc = index_builder_term(b, key, n);
+    if (rc == HANU_OK && leaf->in_array && leaf->path_len <= INDEX_PATH_MAX && !memchr(leaf->path, 0, leaf->path_len))
+        rc = index_builder_multi(b, leaf->path, leaf->path_len);
+    return rc;
+}
+
+int index_add_document(index_builder *b, const char *id, size_t id_len, uint64_t txn,
+                       const char *doc, size_t len)
+{
+    int rc = index_builder_doc(b, id, id_len, txn);
+    if (rc) return rc;
+    size_t scratch_len = json_scan_scratch_size(len);
+    void *scratch = malloc(scratch_len);
+    if (!scratch) return HANU_ERR_NOMEM;
+    extract_ctx x = { b, NULL };
+    rc = json_scan(doc, len, NULL, scratch, scratch_len, add_leaf, &x, NULL);
+    free(scratch);
+    return rc;
+}
