@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "json/json.h"
-#include "server/docs_body.h"
+#include "docs/docs.h"
 
 static void fixed_id(void *ctx, char out[21])
 {
@@ -22,7 +22,7 @@ static void check_stored(const uint8_t *doc, size_t len, const char *id, size_t 
     assert(json_validate((const char *)doc, len, NULL, &e) == HANU_OK);
     char found[DOCS_ID_MAX + 1];
     size_t flen = 0;
-    assert(json_id_find((const char *)doc, len, found, sizeof found, &flen) == HANU_OK);
+    assert(docs_id_find((const char *)doc, len, found, sizeof found, &flen) == HANU_OK);
     assert(flen == id_len && memcmp(found, id, flen) == 0);
 }
 
