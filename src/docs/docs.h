@@ -136,6 +136,11 @@ typedef struct docs_idem_answer {
 /* Appends the record to out (reset first): it expires at expires_ms. */
 int docs_idem_record(uint64_t expires_ms, const docs_idem_answer *a, const uint8_t fp[DOCS_IDEM_FINGERPRINT],
                      hanu_buf *out);
+/* Reads a record (rec[0..len), a stored value): OK with *a pointing into rec (its txn
+   left as it was), NOT_FOUND (too short, damaged, or expired at now_ms), or MISMATCH
+   when it was first used for a request with another fingerprint. */
+int docs_idem_decode(const uint8_t *rec, size_t len, const uint8_t fp[DOCS_IDEM_FINGERPRINT], uint64_t now_ms,
+                     docs_idem_answer *a);
 /* The answer stored under key (in scratch, which *a points into): OK, NOT_FOUND
    (none, or expired at now_ms), or MISMATCH when the key was first used for a
    request with another fingerprint. */

@@ -58,18 +58,15 @@ int docs_idem_record(uint64_t expires_ms, const docs_idem_answer *a, const uint8
     return rc;
 }
 
-int docs_idem_lookup(store *st, const char *key, size_t key_len, const uint8_t fp[DOCS_IDEM_FINGERPRINT],
-                     uint64_t now_ms, hanu_buf *scratch, docs_idem_answer *a)
+int docs_idem_decode(const uint8_t *rec, size_t len, const uint8_t fp[DOCS_IDEM_FINGERPRINT], uint64_t now_ms,
+                     docs_idem_answer *a)
 {
-    hanu_buf_reset(scratch);
-    if (store_get(st, STORE_SYSTEM_DB_ID, key, key_len, scratch, &a->txn) != HANU_OK ||
-        scratch->len < IDEM_HEAD || hanu_get_u64(scratch->data) < now_ms)
-        return HANU_ERR_NOT_FOUND;
-    a->status = hanu_get_u16(scratch->data + 8);
+    if (len < IDEM_HEAD || hanu_get_u64(rec) < now_ms) return HANU_ERR_NOT_FOUND;
+    a->status = hanu_get_u16(rec + 8);
     a->location = NULL;
     a->location_len = 0;
-    a->rest = scratch->data + IDEM_HEAD;
-    a->rest_len = scratch->len - IDEM_HEAD;
+    a->rest = rec + IDEM_HEAD;
+    a->rest_len = len - IDEM_HEAD;
     /* Records written before fingerprints (their answer starts with ',') replay as before. */
     if (a->rest_len && a->rest[0] == IDEM_RECORD_V1) {
         size_t head = 1 + DOCS_IDEM_FINGERPRINT + 2;
@@ -82,6 +79,17 @@ int docs_idem_lookup(store *st, const char *key, size_t key_len, const uint8_t f
         a->rest_len -= head + ll;
     }
     return HANU_OK;
+}
+
+int docs_idem_lookup(store *st, const char *key, size_t key_len, const uint8_t fp[DOCS_IDEM_FINGERPRINT],
+                     uint64_t now_ms, hanu_buf *scratch, docs_idem_answer *a)
+{
+    hanu_buf_reset(scratch);
+    uint64_t txn;
+    if (store_get(st, STORE_SYSTEM_DB_ID, key, key_len, scratch, &txn) != HANU_OK) return HANU_ERR_NOT_FOUND;
+    int rc = docs_idem_decode(scratch->data, scratch->len, fp, now_ms, a);
+    a->txn = txn;
+    return rc;
 }
 
 /* ---- the expiry sweep ---- */
