@@ -133,6 +133,12 @@ typedef struct docs_idem_answer {
     uint64_t txn;              /* the txn of the write that stored it */
 } docs_idem_answer;
 
+/* The store op that writes a record (out of docs_idem_record) under key (out of
+   docs_idem_key), in the same store_write as the write it remembers. */
+static inline store_op docs_idem_op(const char *key, size_t key_len, const hanu_buf *record)
+{
+    return (store_op){ STORE_SYSTEM_SET, key, key_len, record->data, record->len };
+}
 /* Appends the record to out (reset first): it expires at expires_ms. */
 int docs_idem_record(uint64_t expires_ms, const docs_idem_answer *a, const uint8_t fp[DOCS_IDEM_FINGERPRINT],
                      hanu_buf *out);

@@ -444,7 +444,7 @@ void http_doc_write(http_call *c)
     char ikey[DOCS_IDEM_STORE_KEY_MAX];
     if (ik) {
         idem_record(c, status, fp, location, &rest, &idem);
-        ops[nops++] = (store_op){ STORE_SYSTEM_SET, ikey, idem_store_key(c, ik, ikey), idem.data, idem.len };
+        ops[nops++] = docs_idem_op(ikey, idem_store_key(c, ik, ikey), &idem);
     }
     int rc = store_write(st, db, ops, nops, cond, old, &txn, &current);
     if (rc == HANU_OK) {
@@ -510,7 +510,7 @@ void http_batch(http_call *c)
     char ikey[DOCS_IDEM_STORE_KEY_MAX];
     if (ik) {
         idem_record(c, 200, fp, h2o_iovec_init(NULL, 0), &rest, &idem);
-        sops[nops++] = (store_op){ STORE_SYSTEM_SET, ikey, idem_store_key(c, ik, ikey), idem.data, idem.len };
+        sops[nops++] = docs_idem_op(ikey, idem_store_key(c, ik, ikey), &idem);
     }
     uint64_t txn;
     int rc = store_write(srv->store, db, sops, nops, STORE_COND_NONE, 0, &txn, NULL);
