@@ -13,7 +13,8 @@ int docs_collection_lookup(store *st, const char *name, size_t len, uint32_t *db
     uint8_t kind;
     int rc = store_db_lookup(st, name, len, db);
     if (rc == HANU_OK) rc = store_db_kind(st, *db, &kind);
-    if (rc == HANU_OK && kind == STORE_DB_KV) rc = HANU_ERR_MISMATCH;
+    /* Untyped databases predate kinds; a kind this version does not know is no collection. */
+    if (rc == HANU_OK && kind != STORE_DB_COLLECTION && kind != STORE_DB_UNTYPED) rc = HANU_ERR_MISMATCH;
     return rc;
 }
 
