@@ -2,13 +2,15 @@
  * fuzz_docs_body.c: libFuzzer target for the documents API's request bodies:
  * the same bytes decoded as a document (docs_prepare) and as a batch
  * (docs_batch_decode). A stored document must itself be a valid JSON object
- * whose "_id" is the id reported; nothing may crash or leak.
+ * whose "_id" is the id reported; nothing may crash or leak. The same bytes are
+ * also read as a stored idempotency record (docs_idem_decode), which must stay
+ * within them, and a record written back from what it read decodes the same.
  */
 #include <assert.h>
 #include <stdio.h>
 #include <string.h>
 #include "json/json.h"
-#include "server/docs_body.h"
+#include "docs/docs.h"
 
 static void fixed_id(void *ctx, char out[21])
 {
@@ -22,7 +24,7 @@ static void check_stored(const uint8_t *doc, size_t len, const char *id, size_t 
     assert(json_validate((const char *)doc, len, NULL, &e) == HANU_OK);
     char found[DOCS_ID_MAX + 1];
     size_t flen = 0;
-    assert(json_id_find((const char *)doc, len, found, sizeof found, &flen) == HANU_OK);
+    assert(docs_id_find((const char *)doc, len, found, sizeof found, &flen) == HANU_OK);
     assert(flen == id_len && memcmp(found, id, flen) == 0);
 }
 
@@ -37,6 +39,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     else
         assert(e.status == 400 || e.status == 413);
     hanu_buf_free(&out);
+
+    uint8_t fp[DOCS_IDEM_FINGERPRINT];
+    memcpy(fp, size >= 11 + DOCS_IDEM_FINGERPRINT ? data + 11 : (const uint8_t *)"0123456789abcdef0123456789abcdef",
+           DOCS_IDEM_FINGERPRINT);
+    docs_idem_answer a;
+    if (docs_idem_decode(data, size, fp, 0, &a) == HANU_OK) {
+        assert(a.rest >= data && a.rest + a.rest_len == data + size);
+        assert(!a.location_len || (a.location >= data && a.location + a.location_len <= a.rest));
+        if (a.location_len <= 0xFFFF) {
+            hanu_buf rec = {0};
+            docs_idem_answer back;
+            assert(docs_idem_record(1, &a, fp, &rec) == HANU_OK);
+            assert(docs_idem_decode(rec.data, rec.len, fp, 0, &back) == HANU_OK && back.status == a.status);
+            assert(back.rest_len == a.rest_len && (!a.rest_len || !memcmp(back.rest, a.rest, a.rest_len)));
+            assert(back.location_len == a.location_len &&
+                   (!a.location_len || !memcmp(back.location, a.location, a.location_len)));
+            hanu_buf_free(&rec);
+        }
+    }
 
     docs_batch b;
     if (docs_batch_decode((const char *)data, size, 1u << 20, fixed_id, NULL, &b, &e) == HANU_OK) {

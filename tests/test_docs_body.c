@@ -1,10 +1,10 @@
 /*
  * test_docs_body.c: document and batch bodies of the documents API: _id
  * insertion keeps every other byte, ids from the URL and the body, errors
- * with their HTTP status, batch decoding.
+ * with their HTTP status, batch decoding, the _id helpers and new ids.
  */
 #include "test.h"
-#include "server/docs_body.h"
+#include "docs/docs.h"
 
 static void fixed_id(void *ctx, char out[21])
 {
@@ -87,10 +87,63 @@ static void test_batch_decode(void)
     }
 }
 
+/* ---- the _id rule on JSON (moved from the json module) ---- */
+
+static void test_id_insert_and_find(void)
+{
+    hanu_buf out = { 0 };
+    char id[64];
+    size_t n;
+    CHECK_EQ(docs_id_insert("{\"a\":1}", 7, "x1", 2, &out), 0);
+    const char *want = "{\"_id\":\"x1\",\"a\":1}";
+    CHECK(out.len == strlen(want) && memcmp(out.data, want, out.len) == 0);
+    CHECK_EQ(docs_id_find((char *)out.data, out.len, id, sizeof id, &n), 0);
+    CHECK(n == 2 && strcmp(id, "x1") == 0);
+    out.len = 0;
+    CHECK_EQ(docs_id_insert(" { \n} ", 6, "q\"", 2, &out), 0);
+    want = " {\"_id\":\"q\\\"\" \n} ";
+    CHECK(out.len == strlen(want) && memcmp(out.data, want, out.len) == 0);
+    CHECK_EQ(docs_id_find((char *)out.data, out.len, id, sizeof id, &n), 0);
+    CHECK(n == 2 && memcmp(id, "q\"", 2) == 0);
+    out.len = 0;
+    CHECK_EQ(docs_id_insert("{\"_id\":\"a\"}", 11, "b", 1, &out), HANU_ERR_EXISTS);
+    CHECK_EQ(docs_id_insert("{\"\\u005fid\":5}", 14, "b", 1, &out), HANU_ERR_EXISTS);
+    CHECK_EQ(docs_id_insert("[1]", 3, "b", 1, &out), HANU_ERR_INVALID);
+    CHECK_EQ(docs_id_insert("{\"a\":", 5, "b", 1, &out), HANU_ERR_INVALID);
+    CHECK_EQ(docs_id_insert("{}", 2, "\xff", 1, &out), HANU_ERR_INVALID);
+    CHECK_EQ(out.len, 0);
+    /* nested _id does not count; top-level wins wherever it is */
+    const char *d = "{\"x\":{\"_id\":\"inner\"},\"y\":[{\"_id\":1}],\"_id\":\"top\\u00e9\"}";
+    CHECK_EQ(docs_id_find(d, strlen(d), id, sizeof id, &n), 0);
+    CHECK(n == 5 && memcmp(id, "top\xc3\xa9", 5) == 0);
+    CHECK_EQ(docs_id_find(d, strlen(d), id, 3, &n), HANU_ERR_TOO_LARGE);
+    CHECK_EQ(n, 5);
+    d = "{\"x\":{\"_id\":\"inner\"}}";
+    CHECK_EQ(docs_id_find(d, strlen(d), id, sizeof id, &n), HANU_ERR_NOT_FOUND);
+    CHECK_EQ(docs_id_find("{\"_id\":7}", 9, id, sizeof id, &n), HANU_ERR_INVALID);
+    CHECK_EQ(docs_id_find("\"_id\"", 5, id, sizeof id, &n), HANU_ERR_INVALID);
+    CHECK_EQ(docs_id_find("{\"_id\":\"a\",\"_id\":\"b\"}", 21, id, sizeof id, &n), HANU_ERR_INVALID);
+    hanu_buf_free(&out);
+}
+
+static void test_new_ids_sort_by_time(void)
+{
+    uint64_t last = 0, seq = 0;
+    char a[DOCS_NEW_ID_LEN + 1], b[DOCS_NEW_ID_LEN + 1], c[DOCS_NEW_ID_LEN + 1];
+    docs_id_new(&last, &seq, 1000, a);
+    docs_id_new(&last, &seq, 999, b);      /* the clock stepped back: same ms, next sequence */
+    docs_id_new(&last, &seq, 1001, c);
+    CHECK(strlen(a) == DOCS_NEW_ID_LEN && strcmp(a, b) < 0 && strcmp(b, c) < 0);
+    CHECK(last == 1001 && seq == 1);
+    CHECK(strcmp(a, "00000003X00000000000") == 0);   /* 1000 ms = 0b1111101000, sequence 0 */
+}
+
 int main(void)
 {
     RUN(test_prepare_inserts_id_keeps_bytes);
     RUN(test_prepare_errors);
     RUN(test_batch_decode);
+    RUN(test_id_insert_and_find);
+    RUN(test_new_ids_sort_by_time);
     TEST_DONE();
 }

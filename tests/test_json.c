@@ -652,43 +652,27 @@ static void test_json_writer_round_trip(void)
     hanu_buf_free(&out);
 }
 
-/* ---- _id ---- */
+/* ---- member ---- */
 
-static void test_json_id_insert_and_find(void)
+static void test_json_member_find(void)
 {
-    hanu_buf out = { 0 };
-    char id[64];
-    size_t n;
-    CHECK_EQ(json_id_insert("{\"a\":1}", 7, "x1", 2, &out), 0);
-    const char *want = "{\"_id\":\"x1\",\"a\":1}";
-    CHECK(out.len == strlen(want) && memcmp(out.data, want, out.len) == 0);
-    CHECK_EQ(json_id_find((char *)out.data, out.len, id, sizeof id, &n), 0);
-    CHECK(n == 2 && strcmp(id, "x1") == 0);
-    out.len = 0;
-    CHECK_EQ(json_id_insert(" { \n} ", 6, "q\"", 2, &out), 0);
-    want = " {\"_id\":\"q\\\"\" \n} ";
-    CHECK(out.len == strlen(want) && memcmp(out.data, want, out.len) == 0);
-    CHECK_EQ(json_id_find((char *)out.data, out.len, id, sizeof id, &n), 0);
-    CHECK(n == 2 && memcmp(id, "q\"", 2) == 0);
-    out.len = 0;
-    CHECK_EQ(json_id_insert("{\"_id\":\"a\"}", 11, "b", 1, &out), HANU_ERR_EXISTS);
-    CHECK_EQ(json_id_insert("{\"\\u005fid\":5}", 14, "b", 1, &out), HANU_ERR_EXISTS);
-    CHECK_EQ(json_id_insert("[1]", 3, "b", 1, &out), HANU_ERR_INVALID);
-    CHECK_EQ(json_id_insert("{\"a\":", 5, "b", 1, &out), HANU_ERR_INVALID);
-    CHECK_EQ(json_id_insert("{}", 2, "\xff", 1, &out), HANU_ERR_INVALID);
-    CHECK_EQ(out.len, 0);
-    /* nested _id does not count; top-level wins wherever it is */
-    const char *d = "{\"x\":{\"_id\":\"inner\"},\"y\":[{\"_id\":1}],\"_id\":\"top\\u00e9\"}";
-    CHECK_EQ(json_id_find(d, strlen(d), id, sizeof id, &n), 0);
-    CHECK(n == 5 && memcmp(id, "top\xc3\xa9", 5) == 0);
-    CHECK_EQ(json_id_find(d, strlen(d), id, 3, &n), HANU_ERR_TOO_LARGE);
-    CHECK_EQ(n, 5);
-    d = "{\"x\":{\"_id\":\"inner\"}}";
-    CHECK_EQ(json_id_find(d, strlen(d), id, sizeof id, &n), HANU_ERR_NOT_FOUND);
-    CHECK_EQ(json_id_find("{\"_id\":7}", 9, id, sizeof id, &n), HANU_ERR_INVALID);
-    CHECK_EQ(json_id_find("\"_id\"", 5, id, sizeof id, &n), HANU_ERR_INVALID);
-    CHECK_EQ(json_id_find("{\"_id\":\"a\",\"_id\":\"b\"}", 21, id, sizeof id, &n), HANU_ERR_INVALID);
-    hanu_buf_free(&out);
+    json_member m;
+    char str[16];
+    /* nested members do not count; the first top-level one wins wherever it is */
+    const char *d = "{\"x\":{\"k\":\"inner\"},\"y\":[{\"k\":1}],\"k\":\"top\\u00e9\"}";
+    CHECK_EQ(json_member_find(d, strlen(d), "k", 1, &m, str, sizeof str), 0);
+    CHECK(m.found && m.type == JSON_STRING && m.str_len == 5 && memcmp(str, "top\xc3\xa9", 5) == 0);
+    CHECK(m.brace == 0 && !m.empty && memcmp(d + m.start, "\"top", 4) == 0 && d[m.end - 1] == '"');
+    CHECK_EQ(json_member_find(" {} ", 4, "k", 1, &m, NULL, 0), 0);
+    CHECK(!m.found && m.empty && m.brace == 1);
+    CHECK_EQ(json_member_find("{\"\\u006b\":[1]}", 14, "k", 1, &m, NULL, 0), 0);
+    CHECK(m.found && m.type == JSON_ARRAY);
+    CHECK_EQ(json_member_find("{\"k\":7}", 7, "k", 1, &m, NULL, 0), 0);
+    CHECK(m.found && m.type == JSON_NUMBER && m.start == 5 && m.end == 6);
+    /* the whole input is validated, also after the member */
+    CHECK_EQ(json_member_find("{\"k\":1,\"k\":2}", 13, "k", 1, &m, NULL, 0), HANU_ERR_INVALID);
+    CHECK_EQ(json_member_find("{\"k\":1,", 7, "k", 1, &m, NULL, 0), HANU_ERR_INVALID);
+    CHECK_EQ(json_member_find("[1]", 3, "k", 1, &m, NULL, 0), HANU_ERR_INVALID);
 }
 
 int main(void)
@@ -704,6 +688,6 @@ int main(void)
     RUN(test_json_duplicate_keys);
     RUN(test_json_dom_spans);
     RUN(test_json_writer_round_trip);
-    RUN(test_json_id_insert_and_find);
+    RUN(test_json_member_find);
     TEST_DONE();
 }

@@ -156,9 +156,9 @@ static void test_databases(void)
     REQUIRE(s);
     uint64_t t;
     uint32_t id, id2;
-    CHECK_EQ(store_db_create(s, "users", 5, &t), HANU_OK);
-    CHECK_EQ(store_db_create(s, "users", 5, &t), HANU_ERR_EXISTS);
-    CHECK_EQ(store_db_create(s, "bad name", 8, &t), HANU_ERR_INVALID);
+    CHECK_EQ(store_db_create(s, "users", 5, STORE_DB_KV, &t), HANU_OK);
+    CHECK_EQ(store_db_create(s, "users", 5, STORE_DB_KV, &t), HANU_ERR_EXISTS);
+    CHECK_EQ(store_db_create(s, "bad name", 8, STORE_DB_KV, &t), HANU_ERR_INVALID);
     CHECK_EQ(store_db_lookup(s, "users", 5, &id), HANU_OK);
     CHECK(id != STORE_DEFAULT_DB_ID);
     CHECK_EQ(put(s, id, "k", "in-users", NULL), HANU_OK);
@@ -181,7 +181,7 @@ static void test_databases(void)
     CHECK_EQ(store_db_lookup(s, "users", 5, &id2), HANU_ERR_NOT_FOUND);
     CHECK_EQ(get_str(s, id, "k", v, sizeof v, NULL), HANU_ERR_NOT_FOUND);
     /* A new database of the same name starts empty. */
-    CHECK_EQ(store_db_create(s, "users", 5, &t), HANU_OK);
+    CHECK_EQ(store_db_create(s, "users", 5, STORE_DB_KV, &t), HANU_OK);
     CHECK_EQ(store_db_lookup(s, "users", 5, &id2), HANU_OK);
     CHECK(id2 != id);
     CHECK_EQ(get_str(s, id2, "k", v, sizeof v, NULL), HANU_ERR_NOT_FOUND);
@@ -528,7 +528,7 @@ static void test_drop_space_reclaimed(void)
     REQUIRE(s);
     uint64_t t;
     uint32_t id;
-    CHECK_EQ(store_db_create(s, "tmp", 3, &t), HANU_OK);
+    CHECK_EQ(store_db_create(s, "tmp", 3, STORE_DB_KV, &t), HANU_OK);
     CHECK_EQ(store_db_lookup(s, "tmp", 3, &id), HANU_OK);
     char val[200];
     memset(val, 'v', sizeof val - 1);

@@ -75,7 +75,7 @@ static void test_feed_in_txn_order_across_files(void)
     uint64_t t1, t2, tdb;
     CHECK_EQ(put(s, 0, "a", "1", &t1), HANU_OK);
     CHECK_EQ(store_rotate(s), HANU_OK);
-    CHECK_EQ(store_db_create(s, "users", 5, &tdb), HANU_OK);
+    CHECK_EQ(store_db_create(s, "users", 5, STORE_DB_KV, &tdb), HANU_OK);
     uint32_t users;
     CHECK_EQ(store_db_lookup(s, "users", 5, &users), HANU_OK);
     store_op batch[2] = { { STORE_SET, "b", 1, "2", 1 }, { STORE_DELETE, "a", 1, NULL, 0 } };
@@ -87,7 +87,8 @@ static void test_feed_in_txn_order_across_files(void)
     seen got = {0};
     CHECK_EQ(drain(f, &got), 4);
     char want[512];
-    snprintf(want, sizeof want, "1 1 0 a=1\n2 3 %u users=\n3 1 0 b=2\n3 2 0 a=\n4 1 %u alice={}\n", users, users);
+    /* A create record carries the kind byte (STORE_DB_KV = 1). */
+    snprintf(want, sizeof want, "1 1 0 a=1\n2 3 %u users=\001\n3 1 0 b=2\n3 2 0 a=\n4 1 %u alice={}\n", users, users);
     CHECK(strcmp(got.text, want) == 0);
     if (strcmp(got.text, want) != 0) fprintf(stderr, "  got:\n%s  want:\n%s", got.text, want);
     CHECK_EQ(store_feed_position(f), 5);

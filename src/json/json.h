@@ -9,7 +9,7 @@
  *   - a small DOM (json_doc_parse) for request bodies: one arena, one free,
  *     every value keeps its byte span [start, end) in the input;
  *   - a writer (json_write_*) that appends JSON to a hanu_buf;
- *   - _id helpers: find a top-level "_id" string, insert one when absent.
+ *   - json_member_find: one top-level member of an object, in one pass.
  *
  * Rules (docs/JSON.md): strict RFC 8259; UTF-8 validated (no overlongs, no
  * surrogates, nothing above U+10FFFF), no BOM; \u escapes must pair
@@ -199,20 +199,24 @@ int json_write_raw(json_writer *w, const char *p, size_t len);
 /* Appends s as a quoted, escaped JSON string (the writer's string encoding). */
 int json_escape_string(hanu_buf *out, const char *s, size_t len);
 
-/* -------------------------------------------------------------------- _id */
+/* ----------------------------------------------------------------- member */
 
-/* Finds the top-level member "_id" of a JSON object document.
- * 0: found, a string; its unescaped value is copied to out[0..*out_len)
- *    (NUL-terminated when it fits with room for the NUL).
- * HANU_ERR_NOT_FOUND: the object has no top-level "_id".
- * HANU_ERR_INVALID: in is not valid JSON, not an object, or "_id" is not a string.
- * HANU_ERR_TOO_LARGE: the id does not fit in cap bytes (*out_len is its length). */
-int json_id_find(const char *in, size_t len, char *out, size_t cap, size_t *out_len);
+/* One top-level member of an object, found by json_member_find. */
+typedef struct json_member {
+    int found;
+    json_type type;             /* of its value, when found */
+    size_t start, end;          /* scalars: the value's bytes (a string with its quotes) */
+    size_t str_len;             /* strings: the unescaped length */
+    size_t brace;               /* offset of the object's opening '{' */
+    int empty;                  /* the object has no members */
+} json_member;
 
-/* Appends to out the document in[0..len) with "_id":"<id>" inserted as the
- * first member right after the opening '{'; every other byte is kept as sent.
- * HANU_ERR_EXISTS when the document already has a top-level "_id";
- * HANU_ERR_INVALID when in is not a valid JSON object or id is not UTF-8. */
-int json_id_insert(const char *in, size_t len, const char *id, size_t id_len, hanu_buf *out);
+/* Validates in[0..len) as a JSON object (default options) and finds its first
+ * top-level member whose unescaped name is name (at most 256 bytes). A string
+ * value is unescaped into str when its str_len fits in str_cap (str may be NULL).
+ * 0 (m->found says whether it is there), HANU_ERR_INVALID when in is not a
+ * valid JSON object, HANU_ERR_NOMEM. */
+int json_member_find(const char *in, size_t len, const char *name, size_t name_len, json_member *m,
+                     char *str, size_t str_cap);
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * json_internal.h: the validating pull tokenizer that the scanner, the DOM and
- * the _id helpers share (reader.c), so that all of them accept exactly the
+ * the member finder share (reader.c), so that all of them accept exactly the
  * same inputs. Not part of the module's contract; only src/json/ includes it.
  *
  * The reader hands out one token per jr_next() call and keeps the grammar

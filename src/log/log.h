@@ -52,9 +52,11 @@
 enum log_op {
     LOG_OP_PUT = 1,
     LOG_OP_DELETE = 2,
-    LOG_OP_CREATE_DB = 3,   /* db = new id, key = name */
+    LOG_OP_CREATE_DB = 3,   /* db = new id, key = name, value = the kind byte (or empty) */
     LOG_OP_DROP_DB = 4,     /* db = id, key = name */
-    LOG_OP_IDEMPOTENCY = 5, /* db, key = idempotency key, value = stored answer */
+    /* Written by older versions for their system records; never written now. It is
+       a put: log_frame_next_entry delivers it as LOG_OP_PUT. */
+    LOG_OP_OLD_SYSTEM_PUT = 5,
 };
 
 typedef struct log_file_header {
@@ -151,8 +153,8 @@ enum log_prealloc {
     LOG_PREALLOC_FALLOCATE = 1,  /* fallocate the whole file when it is created */
     LOG_PREALLOC_ZEROFILL = 2,   /* write zeros over the whole file ahead of time */
 };
-int log_prealloc_parse(const char *s, int *out);
-const char *log_prealloc_name(int mode);
+int log_prealloc_parse(const char *s, enum log_prealloc *out);
+const char *log_prealloc_name(enum log_prealloc mode);
 
 /* ---- writer and group commit ---- */
 typedef struct log_writer log_writer;
@@ -160,7 +162,7 @@ typedef struct log_writer log_writer;
 typedef struct log_options {
     const char *dir;              /* DATA/log, must exist */
     uint64_t file_size;           /* rotate before a frame would pass this (default 64 MiB) */
-    int prealloc;                 /* enum log_prealloc */
+    enum log_prealloc prealloc;
     uint32_t commit_window_us;    /* leader waits this long before syncing (default 0) */
     /* While nobody waits for durability (every pending write was acknowledged with
        durability none), sync at most this often; 0: sync at once, like for waiters. */
@@ -239,7 +241,7 @@ typedef struct log_writer_stats {
 void log_writer_get_stats(log_writer *w, log_writer_stats *s);
 
 /* Creates file_id with its header (and preallocation), fsyncs it and the directory. */
-int log_file_create(const char *dir, uint32_t file_id, int prealloc, uint64_t file_size,
+int log_file_create(const char *dir, uint32_t file_id, enum log_prealloc prealloc, uint64_t file_size,
                     const log_file_header *h, int *fd_out);
 
 #endif

@@ -111,7 +111,7 @@ int log_frame_decode(const uint8_t *p, size_t avail, log_frame *f, const char **
         if (size - pos < LOG_ENTRY_HEADER_SIZE) { *why = "entry header past frame end"; return LOG_FRAME_BAD; }
         uint8_t op = p[pos];
         size_t klen = hanu_get_u16(p + pos + 5), vlen = hanu_get_u32(p + pos + 7);
-        if (op < LOG_OP_PUT || op > LOG_OP_IDEMPOTENCY) { *why = "unknown entry op"; return LOG_FRAME_BAD; }
+        if (op < LOG_OP_PUT || op > LOG_OP_OLD_SYSTEM_PUT) { *why = "unknown entry op"; return LOG_FRAME_BAD; }
         if (size - pos - LOG_ENTRY_HEADER_SIZE < klen + vlen) { *why = "entry past frame end"; return LOG_FRAME_BAD; }
         pos += LOG_ENTRY_HEADER_SIZE + klen + vlen;
     }
@@ -136,7 +136,7 @@ int log_frame_next_entry(const log_frame *f, uint32_t *pos, log_entry *e)
     uint32_t at = *pos ? *pos : LOG_FRAME_HEADER_SIZE;
     if (at >= f->size) return 0;
     const uint8_t *p = f->start + at;
-    e->op = p[0];
+    e->op = p[0] == LOG_OP_OLD_SYSTEM_PUT ? LOG_OP_PUT : p[0];
     e->db = hanu_get_u32(p + 1);
     e->key_len = hanu_get_u16(p + 5);
     e->value_len = hanu_get_u32(p + 7);
@@ -152,7 +152,7 @@ void log_file_path(char *out, size_t cap, const char *dir, uint32_t file_id, con
     snprintf(out, cap, "%s/%06u.%s", dir, file_id, ext);
 }
 
-int log_prealloc_parse(const char *s, int *out)
+int log_prealloc_parse(const char *s, enum log_prealloc *out)
 {
     if (!strcasecmp(s, "append")) *out = LOG_PREALLOC_APPEND;
     else if (!strcasecmp(s, "fallocate")) *out = LOG_PREALLOC_FALLOCATE;
@@ -161,7 +161,7 @@ int log_prealloc_parse(const char *s, int *out)
     return HANU_OK;
 }
 
-const char *log_prealloc_name(int mode)
+const char *log_prealloc_name(enum log_prealloc mode)
 {
     switch (mode) {
     case LOG_PREALLOC_APPEND: return "append";

@@ -98,7 +98,7 @@ struct log_writer {
     _Atomic uint64_t stat_bytes, stat_prealloc, stat_syncs, stat_frames, stat_rotations, stat_sync_ns;
 };
 
-int log_file_create(const char *dir, uint32_t file_id, int prealloc, uint64_t file_size,
+int log_file_create(const char *dir, uint32_t file_id, enum log_prealloc prealloc, uint64_t file_size,
                     const log_file_header *h, int *fd_out)
 {
     char path[1200];

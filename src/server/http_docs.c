@@ -1,45 +1,24 @@
 /*
- * http_docs.c: the documents API's handlers: collections, documents, atomic
- * batches and idempotency keys, on top of the store (docs/API.md).
+ * http_docs.c: the documents API's handlers over HTTP (docs/API.md): routing
+ * glue and answers. Collections, ids, bodies and idempotency records are the
+ * documents layer's (src/docs); the store keeps them.
  *
- * A collection is a store database of the same name (the key-value protocol
- * sees it too); a document is the value under its id, stored as the exact
- * bytes the client sent, with "_id" inserted first when it was missing.
- * Every write answers {"txn":N,...} once durable at the requested level.
+ * A collection is a store database of kind collection (the key-value protocol
+ * reads it too); a document is the value under its id. Every write answers
+ * {"txn":N,...} once durable at the requested level.
  */
 #include "server/http_internal.h"
-#include "server/docs_body.h"
+#include "docs/docs.h"
 
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#define IDEM_KEY_MAX 128
-/* "idem" NUL collection NUL [token scope NUL] key */
-#define IDEM_STORE_KEY_MAX (5 + STORE_DB_NAME_MAX + 1 + 17 + IDEM_KEY_MAX)
-#define IDEM_FINGERPRINT 32
-#define IDEM_RECORD_V1 1
-
 /* ---- helpers ---- */
 
-static int find_collection(http_call *c, int create, uint32_t *db)
+static void wrong_kind(http_call *c)
 {
-    store *st = c->srv->store;
-    size_t len = strlen(c->col);
-    if (store_db_lookup(st, c->col, len, db) == HANU_OK) return HANU_OK;
-    if (!create) {
-        http_error(c, 404, "collection_not_found", "collection \"%s\" does not exist", c->col);
-        return HANU_ERR_NOT_FOUND;
-    }
-    uint64_t txn;
-    int rc = store_db_create(st, c->col, len, &txn);
-    if (rc == HANU_OK) rc = store_db_lookup(st, c->col, len, db);
-    if (rc == HANU_ERR_TOO_LARGE) {
-        http_error(c, 413, "too_large", "too many collections (at most %d)", STORE_MAX_DATABASES);
-        return rc;
-    }
-    if (rc) http_error(c, 500, "internal", "cannot create collection \"%s\": %s", c->col, hanu_status_str(rc));
-    return rc;
+    http_error(c, 409, "wrong_kind", "\"%s\" is a key-value database: the documents API works on "
+               "collections only (docs/API.md, kinds of databases)", c->col);
 }
 
 static void store_failure(http_call *c, int rc)
@@ -50,152 +29,109 @@ static void store_failure(http_call *c, int rc)
     else http_error(c, 500, "internal", "write failed: %s", hanu_status_str(rc));
 }
 
-/* 20 characters of Crockford base32: 48 bits of milliseconds then a 52-bit
-   sequence, so ids sort by creation time within this server. */
-static void new_id(void *ctx, char out[21])
+/* The collection of the request, created when create is set and it is missing;
+   otherwise the error answer was sent. */
+static int find_collection(http_call *c, int create, uint32_t *db)
+{
+    store *st = c->srv->store;
+    size_t len = strlen(c->col);
+    uint64_t txn;
+    int rc = create ? docs_collection_open(st, c->col, len, db, &txn) : docs_collection_lookup(st, c->col, len, db);
+    if (rc == HANU_OK) return rc;
+    if (rc == HANU_ERR_NOT_FOUND) http_error(c, 404, "collection_not_found", "collection \"%s\" does not exist", c->col);
+    else if (rc == HANU_ERR_MISMATCH) wrong_kind(c);
+    else if (rc == HANU_ERR_TOO_LARGE) http_error(c, 413, "too_large", "too many collections (at most %d)", STORE_MAX_DATABASES);
+    else http_error(c, 500, "internal", "cannot create collection \"%s\": %s", c->col, hanu_status_str(rc));
+    return rc;
+}
+
+static void new_id(void *ctx, char out[DOCS_NEW_ID_LEN + 1])
 {
     server *srv = ctx;
-    static const char alphabet[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-    uint64_t ms = hanu_wall_ms();
-    if (ms <= srv->id_last_ms) ms = srv->id_last_ms;
-    else srv->id_seq = 0;
-    srv->id_last_ms = ms;
-    uint64_t seq = srv->id_seq++;
-    uint64_t hi = ms & ((1ull << 48) - 1), lo = seq & ((1ull << 52) - 1);
-    /* 100 bits: hi (48) then lo (52), five bits a character. */
-    for (int i = 19; i >= 0; i--) {
-        int bit = i * 5;           /* bit position from the top of the 100 */
-        unsigned val = 0;
-        for (int b = 0; b < 5; b++) {
-            int pos = bit + b;     /* 0 = most significant */
-            unsigned one = pos < 48 ? (unsigned)((hi >> (47 - pos)) & 1) : (unsigned)((lo >> (99 - pos)) & 1);
-            val = (val << 1) | one;
-        }
-        out[i] = alphabet[val];
-    }
-    out[20] = '\0';
+    docs_id_new(&srv->id_last_ms, &srv->id_seq, hanu_wall_ms(), out);
+}
+
+/* The answer of a write after its leading {"txn":N (what an idempotency record
+   keeps): an object written with w into rest, whose '{' answer_end turns into ','. */
+static void answer_begin(json_writer *w, hanu_buf *rest)
+{
+    hanu_buf_reset(rest);
+    json_writer_init(w, rest);
+    json_write_object_begin(w);
+}
+
+static void answer_end(json_writer *w)
+{
+    json_write_object_end(w);
+    if (json_writer_status(w) == HANU_OK) w->out->data[0] = ',';
+}
+
+/* Sends {"txn":N + rest (which closes the object), parked until durable when asked. */
+static void reply_written(http_call *c, int status, uint64_t txn, const uint8_t *rest, size_t rest_len)
+{
+    hanu_buf b = {0};
+    json_writer w;
+    json_writer_init(&w, &b);
+    json_write_object_begin(&w);
+    json_write_key(&w, "txn", 3);
+    json_write_int64(&w, (int64_t)txn);
+    hanu_buf_append(&b, rest, rest_len);
+    http_reply_write(c, status, (const char *)b.data, b.len, txn);
+    hanu_buf_free(&b);
 }
 
 static const h2o_iovec_t *idempotency_key(http_call *c, int *bad)
 {
     *bad = 0;
     const h2o_iovec_t *k = http_header(c->req, H2O_STRLIT("idempotency-key"));
-    if (k && (k->len == 0 || k->len > IDEM_KEY_MAX)) *bad = 1;
+    if (k && (k->len == 0 || k->len > DOCS_IDEM_KEY_MAX)) *bad = 1;
     return k;
 }
 
-/* System-database key of an idempotency key (docs/FORMATS.md): "idem" NUL collection
-   NUL key, or with tokens "idem" NUL collection NUL scope NUL key, so that two tokens
-   never see each other's answers (header values hold no NUL: the forms do not meet). */
-static size_t idem_store_key(const http_call *c, const h2o_iovec_t *k, char *out)
+static size_t idem_store_key(const http_call *c, const h2o_iovec_t *k, char out[DOCS_IDEM_STORE_KEY_MAX])
 {
-    size_t cl = strlen(c->col), n = 0;
-    memcpy(out, "idem", 5);
-    n = 5;
-    memcpy(out + n, c->col, cl + 1);
-    n += cl + 1;
-    if (c->token) {
-        memcpy(out + n, c->token->scope, sizeof c->token->scope);
-        n += sizeof c->token->scope;
-    }
-    memcpy(out + n, k->base, k->len);
-    return n + k->len;
+    return docs_idem_key(c->col, c->token ? c->token->scope : NULL, k->base, k->len, out);
 }
 
-/* What a key was first used for (the IETF Idempotency-Key draft): SHA-256 of the
-   method, the path without its query, and the body. */
-static void idem_fingerprint(const http_call *c, uint8_t out[IDEM_FINGERPRINT])
+static void idem_fingerprint(const http_call *c, uint8_t out[DOCS_IDEM_FINGERPRINT])
 {
     h2o_req_t *req = c->req;
     size_t plen = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
-    EVP_MD_CTX *x = EVP_MD_CTX_new();
-    if (!x || !EVP_DigestInit_ex(x, EVP_sha256(), NULL) ||
-        !EVP_DigestUpdate(x, req->method.base, req->method.len) || !EVP_DigestUpdate(x, " ", 1) ||
-        !EVP_DigestUpdate(x, req->path.base, plen) || !EVP_DigestUpdate(x, "\n", 1) ||
-        (req->entity.len && !EVP_DigestUpdate(x, req->entity.base, req->entity.len)) ||
-        !EVP_DigestFinal_ex(x, out, NULL))
-        memset(out, 0, IDEM_FINGERPRINT);   /* out of memory: no fingerprint matches it */
-    EVP_MD_CTX_free(x);
+    docs_idem_fingerprint(req->method.base, req->method.len, req->path.base, plen, req->entity.base,
+                          req->entity.len, out);
 }
 
 /* Replays the answer stored with an idempotency key; 1 when it answered: the first
    answer, or 422 when the key was first used for another request. */
-static int idem_replay(http_call *c, const h2o_iovec_t *k, const uint8_t fp[IDEM_FINGERPRINT])
+static int idem_replay(http_call *c, const h2o_iovec_t *k, const uint8_t fp[DOCS_IDEM_FINGERPRINT])
 {
-    char key[IDEM_STORE_KEY_MAX];
-    size_t kl = idem_store_key(c, k, key);
+    char key[DOCS_IDEM_STORE_KEY_MAX];
     hanu_buf v = {0};
-    uint64_t token;
-    if (store_get(c->srv->store, STORE_SYSTEM_DB_ID, key, kl, &v, &token) != HANU_OK || v.len < 10) {
-        hanu_buf_free(&v);
-        return 0;
-    }
-    uint64_t expires = hanu_get_u64(v.data);
-    int status = hanu_get_u16(v.data + 8);
-    const uint8_t *rest = v.data + 10;
-    size_t rest_len = v.len - 10;
-    if (expires < hanu_wall_ms()) { hanu_buf_free(&v); return 0; }
-    h2o_iovec_t location = {NULL, 0};
-    /* Records written before fingerprints (their answer starts with ',') replay as before. */
-    if (rest_len && rest[0] == IDEM_RECORD_V1) {
-        size_t head = 1 + IDEM_FINGERPRINT + 2;
-        size_t ll = rest_len >= head ? hanu_get_u16(rest + 1 + IDEM_FINGERPRINT) : 0;
-        if (rest_len < head + ll) { hanu_buf_free(&v); return 0; }
-        if (memcmp(rest + 1, fp, IDEM_FINGERPRINT)) {
-            hanu_buf_free(&v);
-            http_error(c, 422, "idempotency_key_mismatch", "Idempotency-Key \"%.*s\" was first used for "
-                       "another request (method, path or body differ); use a new key", (int)k->len, k->base);
-            return 1;
+    docs_idem_answer a;
+    int rc = docs_idem_lookup(c->srv->store, key, idem_store_key(c, k, key), fp, hanu_wall_ms(), &v, &a);
+    if (rc == HANU_ERR_MISMATCH)
+        http_error(c, 422, "idempotency_key_mismatch", "Idempotency-Key \"%.*s\" was first used for "
+                   "another request (method, path or body differ); use a new key", (int)k->len, k->base);
+    if (rc == HANU_OK) {
+        h2o_add_header_by_str(&c->req->pool, &c->req->res.headers, H2O_STRLIT("idempotent-replayed"), 0, NULL,
+                              H2O_STRLIT("true"));
+        if (a.location_len) {
+            h2o_iovec_t l = h2o_strdup(&c->req->pool, (const char *)a.location, a.location_len);
+            h2o_add_header(&c->req->pool, &c->req->res.headers, H2O_TOKEN_LOCATION, NULL, l.base, l.len);
         }
-        location = h2o_iovec_init(rest + head, ll);
-        rest += head + ll;
-        rest_len -= head + ll;
+        /* The first request may still be waiting for its sync: so does its replay. */
+        reply_written(c, a.status, a.txn, a.rest, a.rest_len);
     }
-    hanu_buf body = {0};
-    char head[48];
-    int n = snprintf(head, sizeof head, "{\"txn\":%llu", (unsigned long long)token);
-    hanu_buf_append(&body, head, (size_t)n);
-    hanu_buf_append(&body, rest, rest_len);
-    h2o_add_header_by_str(&c->req->pool, &c->req->res.headers, H2O_STRLIT("idempotent-replayed"), 0, NULL,
-                          H2O_STRLIT("true"));
-    if (location.len) {
-        h2o_iovec_t l = h2o_strdup(&c->req->pool, location.base, location.len);
-        h2o_add_header(&c->req->pool, &c->req->res.headers, H2O_TOKEN_LOCATION, NULL, l.base, l.len);
-    }
-    /* The first request may still be waiting for its sync: so does its replay. */
-    http_reply_write(c, status, (const char *)body.data, body.len, token);
-    hanu_buf_free(&body);
     hanu_buf_free(&v);
-    return 1;
+    return rc == HANU_OK || rc == HANU_ERR_MISMATCH;
 }
 
-/* The idempotency record (docs/FORMATS.md): u64 expiry (ms) | u16 status | u8 1 |
-   the request's fingerprint | u16 length + the Location | the answer after its txn. */
-static void idem_record(http_call *c, int status, const uint8_t fp[IDEM_FINGERPRINT], h2o_iovec_t location,
-                        const char *rest, size_t rest_len, hanu_buf *out)
+/* The idempotency record of an answer, expiring after the configured TTL. */
+static void idem_record(http_call *c, int status, const uint8_t fp[DOCS_IDEM_FINGERPRINT], h2o_iovec_t location,
+                        const hanu_buf *rest, hanu_buf *out)
 {
-    uint8_t h[11 + IDEM_FINGERPRINT + 2];
-    hanu_put_u64(h, hanu_wall_ms() + c->srv->opt.idempotency_ttl_s * 1000);
-    hanu_put_u16(h + 8, (uint16_t)status);
-    h[10] = IDEM_RECORD_V1;
-    memcpy(h + 11, fp, IDEM_FINGERPRINT);
-    hanu_put_u16(h + 11 + IDEM_FINGERPRINT, (uint16_t)location.len);
-    hanu_buf_reset(out);
-    hanu_buf_append(out, h, sizeof h);
-    hanu_buf_append(out, location.base, location.len);
-    hanu_buf_append(out, rest, rest_len);
-}
-
-/* Sends {"txn":N + rest, parked until durable when asked. */
-static void reply_written(http_call *c, int status, uint64_t txn, const char *rest, size_t rest_len)
-{
-    hanu_buf b = {0};
-    char head[48];
-    int n = snprintf(head, sizeof head, "{\"txn\":%llu", (unsigned long long)txn);
-    hanu_buf_append(&b, head, (size_t)n);
-    hanu_buf_append(&b, rest, rest_len);
-    http_reply_write(c, status, (const char *)b.data, b.len, txn);
-    hanu_buf_free(&b);
+    docs_idem_answer a = { status, (const uint8_t *)location.base, location.len, rest->data, rest->len, 0 };
+    docs_idem_record(hanu_wall_ms() + c->srv->opt.idempotency_ttl_s * 1000, &a, fp, out);
 }
 
 static int check_write_allowed(http_call *c)
@@ -222,7 +158,7 @@ void http_collections_list(http_call *c)
     store *st = c->srv->store;
     size_t n = store_db_list(st, NULL, 0);
     store_db_info *infos = calloc(n ? n : 1, sizeof *infos);
-    n = store_db_list(st, infos, n);
+    n = infos ? store_db_list(st, infos, n) : 0;
     hanu_buf b = {0};
     json_writer w;
     json_writer_init(&w, &b);
@@ -230,7 +166,7 @@ void http_collections_list(http_call *c)
     json_write_key(&w, "collections", 11);
     json_write_array_begin(&w);
     for (size_t i = 0; i < n; i++) {
-        if (!http_token_allows(c, infos[i].name, 0)) continue;
+        if (infos[i].kind == STORE_DB_KV || !http_token_allows(c, infos[i].name, 0)) continue;
         json_write_object_begin(&w);
         json_write_key(&w, "name", 4);
         json_write_string(&w, infos[i].name, strlen(infos[i].name));
@@ -247,61 +183,82 @@ void http_collections_list(http_call *c)
     free(infos);
 }
 
-void http_collection(http_call *c)
+static void collection_get(http_call *c)
+{
+    uint32_t db;
+    if (!http_token_allows(c, c->col, 0)) {
+        http_error(c, 403, "forbidden", "this token may not read collection \"%s\"", c->col);
+        return;
+    }
+    if (find_collection(c, 0, &db)) return;
+    store_db_info info;
+    store_db_info_get(c->srv->store, db, &info);
+    hanu_buf b = {0};
+    json_writer w;
+    json_writer_init(&w, &b);
+    json_write_object_begin(&w);
+    json_write_key(&w, "name", 4);
+    json_write_string(&w, info.name, strlen(info.name));
+    json_write_key(&w, "count", 5);
+    json_write_int64(&w, (int64_t)info.keys);
+    json_write_key(&w, "bytes", 5);
+    json_write_int64(&w, (int64_t)info.bytes);
+    json_write_object_end(&w);
+    http_reply(c, 200, (const char *)b.data, b.len, 0);
+    hanu_buf_free(&b);
+}
+
+/* PUT (create, or 200 when it exists) and DELETE of a collection. */
+static void collection_write(http_call *c, int is_delete)
 {
     store *st = c->srv->store;
     h2o_req_t *req = c->req;
+    size_t len = strlen(c->col);
     uint32_t db;
-    uint64_t txn;
-    char rest[160];
-    int n;
+    uint64_t txn = 0;
+    if (!check_write_allowed(c)) return;
+    int rc = is_delete ? docs_collection_lookup(st, c->col, len, &db) : docs_collection_open(st, c->col, len, &db, &txn);
+    if (rc == HANU_OK && is_delete) rc = store_db_drop(st, c->col, len, &txn);
+    if (rc == HANU_ERR_MISMATCH) { wrong_kind(c); return; }
+    if (rc == HANU_ERR_NOT_FOUND) {
+        http_error(c, 404, "collection_not_found", "collection \"%s\" does not exist", c->col);
+        return;
+    }
+    if (rc) { store_failure(c, rc); return; }
+    hanu_buf rest = {0};
+    json_writer w;
+    answer_begin(&w, &rest);
+    json_write_key(&w, "name", 4);
+    json_write_string(&w, c->col, len);
+    json_write_key(&w, is_delete ? "dropped" : "created", 7);
+    json_write_bool(&w, txn != 0);
+    answer_end(&w);
+    if (txn == 0) {   /* it existed: nothing was written */
+        rest.data[0] = '{';
+        http_reply(c, 200, (const char *)rest.data, rest.len, 0);
+    } else {
+        int status = is_delete ? 200 : 201;
+        if (!is_delete) {
+            h2o_iovec_t loc = http_location(c, NULL, 0);
+            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_LOCATION, NULL, loc.base, loc.len);
+        }
+        reply_written(c, status, txn, rest.data, rest.len);
+    }
+    hanu_buf_free(&rest);
+}
+
+void http_collection(http_call *c)
+{
+    h2o_req_t *req = c->req;
     if ((req->method.len == 3 && !memcmp(req->method.base, "GET", 3)) ||
-        (req->method.len == 4 && !memcmp(req->method.base, "HEAD", 4))) {
-        if (!http_token_allows(c, c->col, 0)) {
-            http_error(c, 403, "forbidden", "this token may not read collection \"%s\"", c->col);
-            return;
-        }
-        if (find_collection(c, 0, &db)) return;
-        store_db_info info;
-        store_db_info_get(st, db, &info);
-        char body[200];
-        n = snprintf(body, sizeof body, "{\"name\":\"%s\",\"count\":%llu,\"bytes\":%llu}", info.name,
-                     (unsigned long long)info.keys, (unsigned long long)info.bytes);
-        http_reply(c, 200, body, (size_t)n, 0);
-        return;
-    }
-    if (req->method.len == 3 && !memcmp(req->method.base, "PUT", 3)) {
-        if (!check_write_allowed(c)) return;
-        if (store_db_lookup(st, c->col, strlen(c->col), &db) == HANU_OK) {
-            n = snprintf(rest, sizeof rest, "{\"name\":\"%s\",\"created\":false}", c->col);
-            http_reply(c, 200, rest, (size_t)n, 0);
-            return;
-        }
-        int rc = store_db_create(st, c->col, strlen(c->col), &txn);
-        if (rc) { store_failure(c, rc); return; }
-        n = snprintf(rest, sizeof rest, ",\"name\":\"%s\",\"created\":true}", c->col);
-        h2o_iovec_t loc = http_location(c, NULL, 0);
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_LOCATION, NULL, loc.base, loc.len);
-        reply_written(c, 201, txn, rest, (size_t)n);
-        return;
-    }
-    if (req->method.len == 6 && !memcmp(req->method.base, "DELETE", 6)) {
-        if (!check_write_allowed(c)) return;
-        int rc = store_db_drop(st, c->col, strlen(c->col), &txn);
-        if (rc == HANU_ERR_NOT_FOUND) {
-            http_error(c, 404, "collection_not_found", "collection \"%s\" does not exist", c->col);
-            return;
-        }
-        if (rc == HANU_ERR_INVALID) {
-            http_error(c, 400, "invalid_collection", "the default database cannot be dropped");
-            return;
-        }
-        if (rc) { store_failure(c, rc); return; }
-        n = snprintf(rest, sizeof rest, ",\"name\":\"%s\",\"dropped\":true}", c->col);
-        reply_written(c, 200, txn, rest, (size_t)n);
-        return;
-    }
-    http_error(c, 405, "method_not_allowed", "use GET, PUT or DELETE on a collection");
+        (req->method.len == 4 && !memcmp(req->method.base, "HEAD", 4)))
+        collection_get(c);
+    else if (req->method.len == 3 && !memcmp(req->method.base, "PUT", 3))
+        collection_write(c, 0);
+    else if (req->method.len == 6 && !memcmp(req->method.base, "DELETE", 6))
+        collection_write(c, 1);
+    else
+        http_error(c, 405, "method_not_allowed", "use GET, PUT or DELETE on a collection");
 }
 
 /* ---- documents ---- */
@@ -440,7 +397,7 @@ void http_doc_write(http_call *c)
     int bad;
     const h2o_iovec_t *ik = idempotency_key(c, &bad);
     if (bad) { http_error(c, 400, "invalid_request", "Idempotency-Key must be 1-128 bytes"); return; }
-    uint8_t fp[IDEM_FINGERPRINT];
+    uint8_t fp[DOCS_IDEM_FINGERPRINT];
     if (ik) idem_fingerprint(c, fp);
     if (ik && idem_replay(c, ik, fp)) return;
     if (!is_post && !docs_id_valid(c->id, c->id_len)) {
@@ -471,29 +428,29 @@ void http_doc_write(http_call *c)
     /* The answer, without its txn, is known before the write: it goes into the same
        log record as the idempotency key. */
     hanu_buf rest = {0}, idem = {0};
-    hanu_buf_append(&rest, ",\"_id\":", 7);
-    json_escape_string(&rest, c->id, c->id_len);
-    int status = 200;
-    if (is_delete) hanu_buf_append(&rest, ",\"deleted\":true}", 16);
-    else {
-        status = existed ? 200 : 201;
-        hanu_buf_append(&rest, existed ? ",\"created\":false}" : ",\"created\":true}", existed ? 17 : 16);
-    }
+    json_writer w;
+    answer_begin(&w, &rest);
+    json_write_key(&w, "_id", 3);
+    json_write_string(&w, c->id, c->id_len);
+    json_write_key(&w, is_delete ? "deleted" : "created", 7);
+    json_write_bool(&w, is_delete || !existed);
+    answer_end(&w);
+    int status = is_delete || existed ? 200 : 201;
     h2o_iovec_t location = status == 201 ? http_location(c, c->id, c->id_len) : h2o_iovec_init(NULL, 0);
     store_op ops[2];
     size_t nops = 0;
     ops[nops++] = (store_op){ is_delete ? STORE_DELETE : STORE_SET, c->id, c->id_len,
                               is_delete ? NULL : doc->data, is_delete ? 0 : doc->len };
-    char ikey[IDEM_STORE_KEY_MAX];
+    char ikey[DOCS_IDEM_STORE_KEY_MAX];
     if (ik) {
-        idem_record(c, status, fp, location, (const char *)rest.data, rest.len, &idem);
-        ops[nops++] = (store_op){ STORE_SYSTEM_SET, ikey, idem_store_key(c, ik, ikey), idem.data, idem.len };
+        idem_record(c, status, fp, location, &rest, &idem);
+        ops[nops++] = docs_idem_op(ikey, idem_store_key(c, ik, ikey), &idem);
     }
     int rc = store_write(st, db, ops, nops, cond, old, &txn, &current);
     if (rc == HANU_OK) {
         if (location.len)
             h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_LOCATION, NULL, location.base, location.len);
-        reply_written(c, status, txn, (const char *)rest.data, rest.len);
+        reply_written(c, status, txn, rest.data, rest.len);
     } else if (rc == HANU_ERR_MISMATCH || rc == HANU_ERR_EXISTS ||
                (rc == HANU_ERR_NOT_FOUND && (cond == STORE_COND_TOKEN || conditional))) {
         http_error(c, 412, "precondition_failed", "document \"%s\" changed while the request was checked", c->id);
@@ -516,7 +473,7 @@ void http_batch(http_call *c)
     int bad;
     const h2o_iovec_t *ik = idempotency_key(c, &bad);
     if (bad) { http_error(c, 400, "invalid_request", "Idempotency-Key must be 1-128 bytes"); return; }
-    uint8_t fp[IDEM_FINGERPRINT];
+    uint8_t fp[DOCS_IDEM_FINGERPRINT];
     if (ik) idem_fingerprint(c, fp);
     if (ik && idem_replay(c, ik, fp)) return;
     docs_batch batch;
@@ -531,26 +488,33 @@ void http_batch(http_call *c)
     size_t n = batch.n;
     store_op *sops = calloc(n + 1, sizeof *sops);
     hanu_buf rest = {0}, idem = {0};
-    hanu_buf_append(&rest, ",\"results\":[", 12);
+    json_writer w;
+    answer_begin(&w, &rest);
+    json_write_key(&w, "results", 7);
+    json_write_array_begin(&w);
     for (size_t i = 0; i < n; i++) {
         const docs_batch_item *it = &batch.items[i];
         const char *idp = (const char *)batch.arena.data + it->id_off;
         sops[i] = (store_op){ it->is_delete ? STORE_DELETE : STORE_SET, idp, it->id_len,
                               it->is_delete ? NULL : batch.arena.data + it->doc_off, it->doc_len };
-        hanu_buf_append(&rest, i ? ",{\"_id\":" : "{\"_id\":", i ? 8 : 7);
-        json_escape_string(&rest, idp, it->id_len);
-        hanu_buf_append(&rest, it->is_delete ? ",\"op\":\"delete\"}" : ",\"op\":\"put\"}", it->is_delete ? 15 : 12);
+        json_write_object_begin(&w);
+        json_write_key(&w, "_id", 3);
+        json_write_string(&w, idp, it->id_len);
+        json_write_key(&w, "op", 2);
+        json_write_string(&w, it->is_delete ? "delete" : "put", it->is_delete ? 6 : 3);
+        json_write_object_end(&w);
     }
-    hanu_buf_append(&rest, "]}", 2);
+    json_write_array_end(&w);
+    answer_end(&w);
     size_t nops = n;
-    char ikey[IDEM_STORE_KEY_MAX];
+    char ikey[DOCS_IDEM_STORE_KEY_MAX];
     if (ik) {
-        idem_record(c, 200, fp, h2o_iovec_init(NULL, 0), (const char *)rest.data, rest.len, &idem);
-        sops[nops++] = (store_op){ STORE_SYSTEM_SET, ikey, idem_store_key(c, ik, ikey), idem.data, idem.len };
+        idem_record(c, 200, fp, h2o_iovec_init(NULL, 0), &rest, &idem);
+        sops[nops++] = docs_idem_op(ikey, idem_store_key(c, ik, ikey), &idem);
     }
     uint64_t txn;
     int rc = store_write(srv->store, db, sops, nops, STORE_COND_NONE, 0, &txn, NULL);
-    if (rc == HANU_OK) reply_written(c, 200, txn, (const char *)rest.data, rest.len);
+    if (rc == HANU_OK) reply_written(c, 200, txn, rest.data, rest.len);
     else store_failure(c, rc);
     free(sops);
     hanu_buf_free(&rest);

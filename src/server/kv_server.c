@@ -13,6 +13,7 @@
  * Nothing here blocks the loop.
  */
 #include "server/server_internal.h"
+#include "docs/docs.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -165,6 +166,11 @@ static void respond_store_error(kv_conn *c, int rc, int key_op)
     }
 }
 
+static void respond_refused(kv_conn *c, const docs_error *e)
+{
+    respond_msg(c, e->status == 413 ? HKV_WIRE_PAYLOAD_TOO_LARGE : HKV_WIRE_INVALID_REQUEST, e->message);
+}
+
 /* Answers a successful write: Ok + token, gated on durability when asked. */
 static void respond_written(kv_conn *c, uint64_t txn, uint8_t durability)
 {
@@ -261,6 +267,7 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
         }
     }
     uint64_t txn = 0, current = 0;
+    docs_error refused;   /* a write into a collection that is no document (docs.h) */
     switch (op) {
     case HKV_OP_STATS: respond_stats(c); return;
     case HKV_OP_PING: kv_respond(&c->out, HKV_WIRE_PONG, NULL, 0); return;
@@ -270,7 +277,7 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
         return;
     case HKV_OP_INFO: respond_info(c, db); return;
     case HKV_OP_CREATE:
-        rc = store_db_create(st, (const char *)r.db, r.db_len, &txn);
+        rc = store_db_create(st, (const char *)r.db, r.db_len, STORE_DB_KV, &txn);
         if (rc == HANU_ERR_INVALID) { respond_msg(c, HKV_WIRE_INVALID_REQUEST, "database names use only A-Z a-z 0-9 _ . -"); return; }
         if (rc) { respond_store_error(c, rc, 0); return; }
         respond_written(c, txn, r.durability);
@@ -305,7 +312,8 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
                  : op == HKV_OP_SET_IF_NOT_EXISTS ? STORE_COND_NOT_EXISTS
                  : (op == HKV_OP_COMPARE_SET || op == HKV_OP_COMPARE_DELETE) ? STORE_COND_TOKEN
                  : STORE_COND_NONE;
-        rc = store_write(st, db, &sop, 1, cond, r.token, &txn, &current);
+        rc = docs_kv_write(st, db, &sop, 1, cond, r.token, srv->limits.max_value, &txn, &current, &refused);
+        if (rc && refused.code) { respond_refused(c, &refused); return; }
         if (rc == HANU_ERR_MISMATCH) { kv_respond_token(&c->out, HKV_WIRE_KEY_TOKEN_MISMATCH, current); return; }
         if (rc) { respond_store_error(c, rc, 1); return; }
         respond_written(c, txn, r.durability);
@@ -320,7 +328,8 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
         uint32_t kl, vl;
         while (kv_batch_next(&r, &pos, &kind, &k, &kl, &v, &vl))
             ops[n++] = (store_op){ kind == 0 ? STORE_SET : STORE_DELETE, k, kl, v, vl };
-        rc = store_write(st, db, ops, n, STORE_COND_NONE, 0, &txn, NULL);
+        rc = docs_kv_write(st, db, ops, n, STORE_COND_NONE, 0, srv->limits.max_value, &txn, NULL, &refused);
+        if (rc && refused.code) { respond_refused(c, &refused); return; }
         if (rc) { respond_store_error(c, rc, 1); return; }
         respond_written(c, txn, r.durability);
         return;

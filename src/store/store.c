@@ -64,7 +64,7 @@ static store_db *db_by_name(store *s, const char *name, size_t len)
     return NULL;
 }
 
-static int db_add(store *s, uint32_t id, const char *name, size_t len, uint64_t txn)
+static int db_add(store *s, uint32_t id, const char *name, size_t len, uint8_t kind, uint64_t txn)
 {
     if (s->ndbs >= STORE_MAX_DATABASES) return HANU_ERR_TOO_LARGE;
     store_db *d = calloc(1, sizeof *d);
@@ -75,6 +75,7 @@ static int db_add(store *s, uint32_t id, const char *name, size_t len, uint64_t 
     memcpy(d->name, name, len);
     d->name[len] = '\0';
     d->create_txn = txn;
+    d->kind = kind;
     keydir_init(&d->kd);
     s->dbs[s->ndbs++] = d;
     if (id >= s->next_db_id && id < STORE_SYSTEM_DB_ID) s->next_db_id = id + 1;
@@ -166,8 +167,7 @@ int store_apply_entry(store *s, const log_entry *e, uint64_t txn, uint32_t file_
     if (f) f->record_bytes += own;
     store_db *d;
     switch (e->op) {
-    case LOG_OP_PUT:
-    case LOG_OP_IDEMPOTENCY: {
+    case LOG_OP_PUT: {
         d = store_db_by_id(s, e->db);
         if (!d) { store_mark_dead(s, file_id, own); return HANU_OK; }
         kd_entry old;
@@ -199,7 +199,9 @@ int store_apply_entry(store *s, const log_entry *e, uint64_t txn, uint32_t file_
             store_mark_dead(s, file_id, own);
             return HANU_OK;
         }
-        return db_add(s, e->db, (const char *)e->key, e->key_len, txn);
+        /* Databases created before kinds have an empty value: untyped. */
+        return db_add(s, e->db, (const char *)e->key, e->key_len,
+                      e->value_len ? e->value[0] : STORE_DB_UNTYPED, txn);
     case LOG_OP_DROP_DB:
         store_mark_dead(s, file_id, own);
         d = store_db_by_id(s, e->db);
@@ -736,8 +738,8 @@ int store_open(const store_options *o, store **out, char *err, size_t errcap)
         return HANU_ERR_BUSY;
     }
     remove_tmp_files(s->log_dir);
-    int rc = db_add(s, STORE_DEFAULT_DB_ID, "default", 7, 0);
-    if (rc == HANU_OK) rc = db_add(s, STORE_SYSTEM_DB_ID, "_system", 7, 0);
+    int rc = db_add(s, STORE_DEFAULT_DB_ID, "default", 7, STORE_DB_KV, 0);
+    if (rc == HANU_OK) rc = db_add(s, STORE_SYSTEM_DB_ID, "_system", 7, STORE_DB_UNTYPED, 0);
     uint32_t active_id = 1;
     uint64_t next_txn = 1;
     /* Before anything can compact: the watermarks hold the floor down. */
@@ -832,6 +834,20 @@ int store_db_lookup(store *s, const char *name, size_t len, uint32_t *id)
     return d ? HANU_OK : HANU_ERR_NOT_FOUND;
 }
 
+/* The value of e: in the log's pending buffer (a write of this loop iteration, copied
+   to scratch: a read never writes) or in its file's map. mu held. */
+static int entry_value(store *s, const kd_entry *e, hanu_buf *scratch, const uint8_t **value)
+{
+    store_file *f = store_file_get(s, e->file_id);
+    size_t before = scratch->len;
+    int pending = log_writer_read_pending(s->log, e->file_id, e->value_off, e->value_len, scratch);
+    if (pending < 0) return pending;
+    if (pending) *value = scratch->data + before;
+    else if (!f || !f->map || (uint64_t)e->value_off + e->value_len > f->map_len) return HANU_ERR_IO;
+    else *value = f->map + e->value_off;
+    return HANU_OK;
+}
+
 int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value, uint64_t *token)
 {
     if (key_len == 0 || key_len > s->opt.max_key) return HANU_ERR_NOT_FOUND;
@@ -841,14 +857,11 @@ int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *
     kd_entry *e = d ? keydir_get(&d->kd, key, (uint16_t)key_len, h) : NULL;
     int rc = HANU_ERR_NOT_FOUND;
     if (e) {
-        store_file *f = store_file_get(s, e->file_id);
-        /* A write of this loop iteration may still sit in the log's pending buffer:
-           it is read there (a read never writes). */
-        int pending = log_writer_read_pending(s->log, e->file_id, e->value_off, e->value_len, value);
-        if (pending < 0) rc = pending;
-        else if (pending) rc = HANU_OK;
-        else if (!f || !f->map || (uint64_t)e->value_off + e->value_len > f->map_len) rc = HANU_ERR_IO;
-        else rc = hanu_buf_append(value, f->map + e->value_off, e->value_len);
+        size_t before = value->len;
+        const uint8_t *v;
+        rc = entry_value(s, e, value, &v);
+        /* Pending bytes were appended to value already. */
+        if (rc == HANU_OK && value->len == before) rc = hanu_buf_append(value, v, e->value_len);
         if (rc == HANU_OK) *token = e->txn;
     }
     pthread_mutex_unlock(&s->mu);
@@ -978,7 +991,7 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
     for (size_t i = 0; rc == HANU_OK && i < n; i++) {
         int del = ops[i].kind == STORE_DELETE || ops[i].kind == STORE_SYSTEM_DELETE;
         int sys = ops[i].kind == STORE_SYSTEM_SET || ops[i].kind == STORE_SYSTEM_DELETE;
-        rc = frame_add(s, del ? LOG_OP_DELETE : sys ? LOG_OP_IDEMPOTENCY : LOG_OP_PUT,
+        rc = frame_add(s, del ? LOG_OP_DELETE : LOG_OP_PUT,
                            sys ? STORE_SYSTEM_DB_ID : db, ops[i].key, (uint16_t)ops[i].key_len,
                            del ? NULL : ops[i].value, del ? 0 : (uint32_t)ops[i].value_len);
     }
@@ -986,49 +999,29 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
     return append_and_apply(s, txn);
 }
 
-int store_system_expire(store *s, uint64_t now_ms, size_t max, size_t *expired)
+int store_scan(store *s, uint32_t db, store_scan_fn fn, void *ctx)
 {
-    *expired = 0;
-    if (!max || log_writer_failed(s->log)) return HANU_OK;
-    store_op *ops = calloc(max, sizeof *ops);
-    hanu_buf keys = {0};
-    size_t *offs = calloc(max, sizeof *offs), n = 0;
-    if (!ops || !offs) { free(ops); free(offs); return HANU_ERR_NOMEM; }
+    hanu_buf pending = {0};
     pthread_mutex_lock(&s->mu);
-    store_db *d = store_db_by_id(s, STORE_SYSTEM_DB_ID);
+    store_db *d = store_db_by_id(s, db);
+    int rc = d ? HANU_OK : HANU_ERR_NOT_FOUND;
     size_t pos = 0;
     kd_entry *e;
-    while (d && n < max && (e = keydir_next(&d->kd, &pos)) != NULL) {
-        store_file *f = store_file_get(s, e->file_id);
-        if (e->value_len < 8 || !f || !f->map) continue;
-        hanu_buf head = {0};
-        int pending = log_writer_read_pending(s->log, e->file_id, e->value_off, 8, &head);
-        uint64_t expiry = pending == 1 ? hanu_get_u64(head.data) : hanu_get_u64(f->map + e->value_off);
-        hanu_buf_free(&head);
-        if (pending < 0 || expiry >= now_ms) continue;
-        offs[n] = keys.len;
-        hanu_buf_append(&keys, e->key, e->key_len);
-        ops[n].kind = STORE_SYSTEM_DELETE;
-        ops[n].key_len = e->key_len;
-        n++;
+    while (rc == HANU_OK && (e = keydir_next(&d->kd, &pos)) != NULL) {
+        const uint8_t *v;
+        hanu_buf_reset(&pending);
+        rc = entry_value(s, e, &pending, &v);
+        if (rc == HANU_OK && fn(ctx, e->key, e->key_len, v, e->value_len)) break;
     }
     pthread_mutex_unlock(&s->mu);
-    int rc = HANU_OK;
-    if (n) {
-        for (size_t i = 0; i < n; i++) ops[i].key = keys.data + offs[i];
-        uint64_t txn;
-        rc = store_write(s, STORE_SYSTEM_DB_ID, ops, n, STORE_COND_NONE, 0, &txn, NULL);
-        if (rc == HANU_OK) *expired = n;
-    }
-    free(ops);
-    free(offs);
-    hanu_buf_free(&keys);
+    hanu_buf_free(&pending);
     return rc;
 }
 
-int store_db_create(store *s, const char *name, size_t len, uint64_t *txn)
+int store_db_create(store *s, const char *name, size_t len, uint8_t kind, uint64_t *txn)
 {
-    if (!store_db_name_valid(name, len)) return HANU_ERR_INVALID;
+    if (!store_db_name_valid(name, len) || (kind != STORE_DB_KV && kind != STORE_DB_COLLECTION))
+        return HANU_ERR_INVALID;
     if (log_writer_failed(s->log)) return HANU_ERR_STOPPED;
     pthread_mutex_lock(&s->mu);
     int exists = db_by_name(s, name, len) != NULL;
@@ -1038,7 +1031,7 @@ int store_db_create(store *s, const char *name, size_t len, uint64_t *txn)
     if (exists) return HANU_ERR_EXISTS;
     if (full) return HANU_ERR_TOO_LARGE;
     int rc = frame_begin(s);
-    if (rc == HANU_OK) rc = frame_add(s, LOG_OP_CREATE_DB, id, name, (uint16_t)len, NULL, 0);
+    if (rc == HANU_OK) rc = frame_add(s, LOG_OP_CREATE_DB, id, name, (uint16_t)len, &kind, 1);
     if (rc == HANU_OK) rc = append_and_apply(s, txn);
     return rc;
 }
@@ -1065,6 +1058,7 @@ static void fill_info(store_db *d, store_db_info *info)
 {
     snprintf(info->name, sizeof info->name, "%s", d->name);
     info->id = d->id;
+    info->kind = d->kind;
     info->keys = d->kd.count;
     info->bytes = d->bytes;
     info->memory = keydir_memory(&d->kd);
@@ -1075,6 +1069,15 @@ int store_db_info_get(store *s, uint32_t id, store_db_info *info)
     pthread_mutex_lock(&s->mu);
     store_db *d = store_db_by_id(s, id);
     if (d) fill_info(d, info);
+    pthread_mutex_unlock(&s->mu);
+    return d ? HANU_OK : HANU_ERR_NOT_FOUND;
+}
+
+int store_db_kind(store *s, uint32_t id, uint8_t *kind)
+{
+    pthread_mutex_lock(&s->mu);
+    store_db *d = store_db_by_id(s, id);
+    if (d) *kind = d->kind;
     pthread_mutex_unlock(&s->mu);
     return d ? HANU_OK : HANU_ERR_NOT_FOUND;
 }

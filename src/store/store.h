@@ -19,20 +19,30 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "base/base.h"
+#include "log/log.h"
 
 #define STORE_DB_NAME_MAX 64
 #define STORE_DEFAULT_DB_ID 0
 #define STORE_MAX_DATABASES 4096
-/* A hidden database for the server's own records (idempotency keys); names that
-   start with '_' are reserved and invisible to lookups by name and listings. */
+/* A hidden database for the records of the layers above (the documents layer's
+   idempotency records), opaque bytes to the store; names that start with '_' are
+   reserved and invisible to lookups by name and listings. */
 #define STORE_SYSTEM_DB_ID 0xFFFFFFFEu
+
+/* What a database holds, fixed when it is created and kept in its create record.
+   The store only keeps the byte; the faces enforce it (docs.h has the rule). */
+enum store_db_kind {
+    STORE_DB_UNTYPED = 0,     /* created before kinds existed: both faces, no check */
+    STORE_DB_KV = 1,          /* bytes (the key-value protocol's databases, "default") */
+    STORE_DB_COLLECTION = 2,  /* JSON documents (the documents API's collections) */
+};
 
 typedef struct store store;
 
 typedef struct store_options {
     const char *data_dir;           /* DATA; log/ and meta/ are created inside */
     uint64_t file_size;             /* log file rotation size, default 64 MiB */
-    int prealloc;                   /* enum log_prealloc, default zerofill */
+    enum log_prealloc prealloc;     /* default zerofill */
     uint32_t commit_window_us;      /* adaptive group-commit window, default 100 us; 0 = off */
     uint32_t lazy_sync_ms;          /* writes nobody waits for are synced within this (10 ms) */
     uint32_t max_key;               /* default 1024, at most 65535 */
@@ -60,18 +70,22 @@ void store_close(store *s);
 
 /* ---- databases ---- */
 int store_db_lookup(store *s, const char *name, size_t len, uint32_t *id);  /* NOT_FOUND */
-int store_db_create(store *s, const char *name, size_t len, uint64_t *txn); /* EXISTS, INVALID */
+/* kind: enum store_db_kind (STORE_DB_KV or STORE_DB_COLLECTION). EXISTS, INVALID. */
+int store_db_create(store *s, const char *name, size_t len, uint8_t kind, uint64_t *txn);
 int store_db_drop(store *s, const char *name, size_t len, uint64_t *txn);   /* NOT_FOUND, INVALID */
 int store_db_name_valid(const char *name, size_t len);
 
 typedef struct store_db_info {
     char name[STORE_DB_NAME_MAX + 1];
     uint32_t id;
+    uint8_t kind;          /* enum store_db_kind */
     uint64_t keys;
     uint64_t bytes;        /* key + value bytes of live records */
     uint64_t memory;       /* key directory bytes */
 } store_db_info;
 int store_db_info_get(store *s, uint32_t id, store_db_info *info);
+/* The kind of database id (enum store_db_kind): OK or NOT_FOUND. Any thread. */
+int store_db_kind(store *s, uint32_t id, uint8_t *kind);
 /* Fills up to cap infos; returns how many databases there are. */
 size_t store_db_list(store *s, store_db_info *infos, size_t cap);
 
@@ -82,7 +96,7 @@ int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *
 enum store_op_kind {
     STORE_SET = 0,
     STORE_DELETE = 1,
-    STORE_SYSTEM_SET = 2,    /* a set in the system database, e.g. an idempotency record */
+    STORE_SYSTEM_SET = 2,    /* a set in the system database (STORE_SYSTEM_DB_ID) */
     STORE_SYSTEM_DELETE = 3, /* a delete in the system database */
 };
 typedef struct store_op {
@@ -93,9 +107,12 @@ typedef struct store_op {
     size_t value_len;
 } store_op;
 
-/* Deletes, in one write, up to max records of the system database whose value
-   starts with a u64 expiry time (ms since the epoch) before now_ms. Writer thread. */
-int store_system_expire(store *s, uint64_t now_ms, size_t max, size_t *expired);
+/* Calls fn for every key of database db (any order) with its value, under the store
+   lock: fn must not call the store; the pointers are valid during the call only.
+   Non-zero from fn stops the scan. NOT_FOUND (no such db), NOMEM, IO. Any thread. */
+typedef int (*store_scan_fn)(void *ctx, const uint8_t *key, size_t key_len, const uint8_t *value,
+                             size_t value_len);
+int store_scan(store *s, uint32_t db, store_scan_fn fn, void *ctx);
 
 /* Token of a key without copying its value: OK, or NOT_FOUND. */
 int store_lookup(store *s, uint32_t db, const void *key, size_t key_len, uint64_t *token);
@@ -133,7 +150,7 @@ int store_rotate(store *s);               /* seal the active file now */
 /* One entry of a record, as the feed delivers it (pointers valid during the call). */
 typedef struct store_change {
     uint64_t txn;
-    uint8_t op;                 /* 1 put, 2 delete, 3 create db, 4 drop db, 5 system record */
+    uint8_t op;                 /* enum log_op: 1 put, 2 delete, 3 create db, 4 drop db */
     uint32_t db;
     const uint8_t *key;
     size_t key_len;

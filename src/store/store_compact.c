@@ -152,7 +152,10 @@ int store_hint_load(store *s, store_file *f, char *err, size_t errcap)
         log_entry e = {
             .op = buf[pos], .db = hanu_get_u32(buf + pos + 1), .key_len = hanu_get_u16(buf + pos + 5),
             .value_len = hanu_get_u32(buf + pos + 7), .key = buf + pos + HINT_ENTRY_SIZE,
+            /* Checked above to lie in the map; a create record's value is its kind. */
+            .value = f->map + hanu_get_u32(buf + pos + 19),
         };
+        if (e.op == LOG_OP_OLD_SYSTEM_PUT) e.op = LOG_OP_PUT;
         uint64_t txn = hanu_get_u64(buf + pos + 11);
         if (!f->first_txn) f->first_txn = txn;
         f->last_txn = txn;
@@ -174,8 +177,7 @@ static int entry_live(store *s, uint32_t fid, uint32_t out_fid, const log_entry 
     /* Its database was dropped, but the drop is not durable yet. */
     if (!d && s->db_change_txn > floor) return 1;
     switch (e->op) {
-    case LOG_OP_PUT:
-    case LOG_OP_IDEMPOTENCY: {
+    case LOG_OP_PUT: {
         if (!d) return 0;
         uint64_t h = keydir_hash(e->key, e->key_len);
         kd_entry *k = keydir_get(&d->kd, e->key, e->key_len, h);
@@ -314,7 +316,7 @@ static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_
                 record_bytes += store_entry_bytes(e.key_len, e.value_len);
                 if (e.op == LOG_OP_DELETE || e.op == LOG_OP_DROP_DB)
                     tomb_bytes += store_entry_bytes(e.key_len, e.value_len);
-                if (rc == HANU_OK && (e.op == LOG_OP_PUT || e.op == LOG_OP_IDEMPOTENCY)) {
+                if (rc == HANU_OK && e.op == LOG_OP_PUT) {
                     if (nrel == relcap) {
                         relcap = relcap ? relcap * 2 : 1024;
                         relocation *nr = realloc(rel, relcap * sizeof *nr);

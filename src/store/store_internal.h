@@ -32,6 +32,7 @@ typedef struct store_db {
     uint32_t id;
     char name[STORE_DB_NAME_MAX + 1];
     uint64_t create_txn;
+    uint8_t kind;              /* enum store_db_kind, from the create record */
     uint64_t bytes;
     keydir kd;
 } store_db;

@@ -1,7 +1,8 @@
 /*
- * docs_body.c: document and batch bodies (docs_body.h), on the JSON module.
+ * docs_body.c: document and batch bodies (docs.h), on the JSON module: decoded
+ * apart from HTTP and the store, so that they are unit-tested and fuzzed alone.
  */
-#include "server/docs_body.h"
+#include "docs/docs.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,16 +22,6 @@ static int fail(docs_error *e, int status, const char *code, const char *fmt, ..
     return status == 413 ? HANU_ERR_TOO_LARGE : HANU_ERR_INVALID;
 }
 
-int docs_id_valid(const char *id, size_t len)
-{
-    if (len == 0 || len > DOCS_ID_MAX) return 0;
-    /* Clients collapse "." and ".." in URLs: ".../docs/.." would name the collection. */
-    if (id[0] == '.' && (len == 1 || (len == 2 && id[1] == '.'))) return 0;
-    for (size_t i = 0; i < len; i++)
-        if ((unsigned char)id[i] < 0x20 || id[i] == '/') return 0;
-    return 1;
-}
-
 int docs_prepare(const char *in, size_t len, uint32_t max_doc, char id[DOCS_ID_MAX + 1], size_t *id_len,
                  docs_id_fn new_id, void *ctx, hanu_buf *out, docs_error *e)
 {
@@ -44,7 +35,7 @@ int docs_prepare(const char *in, size_t len, uint32_t max_doc, char id[DOCS_ID_M
     if (i == len || in[i] != '{') return fail(e, 400, "invalid_request", "a document must be a JSON object");
     char found[DOCS_ID_MAX + 1];
     size_t flen = 0;
-    int rc = json_id_find(in, len, found, sizeof found, &flen);
+    int rc = docs_id_find(in, len, found, sizeof found, &flen);
     if (rc == HANU_OK) {
         if (!docs_id_valid(found, flen))
             return fail(e, 400, "invalid_id", "\"_id\" must be 1-256 bytes without '/' or control characters, and not . or ..");
@@ -63,7 +54,7 @@ int docs_prepare(const char *in, size_t len, uint32_t max_doc, char id[DOCS_ID_M
             new_id(ctx, id);
             *id_len = strlen(id);
         }
-        if (json_id_insert(in, len, id, *id_len, out) != HANU_OK)
+        if (docs_id_insert(in, len, id, *id_len, out) != HANU_OK)
             return fail(e, 400, "invalid_id", "the id is not valid UTF-8");
     }
     if (out->len > max_doc)
