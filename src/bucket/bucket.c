@@ -21,6 +21,7 @@ void bucket_options_default(bucket_options *o)
     o->part_size = 8ull << 20;
     o->request_timeout_ms = 60000;
     o->connect_timeout_ms = 5000;
+    o->list_page_keys = 1000;
     o->max_attempts = 6;
     o->backoff_base_ms = 100;
     o->backoff_max_ms = 5000;
@@ -53,6 +54,8 @@ static int check_options(const bucket_options *o, char *err, size_t errcap)
         return open_fail(err, errcap, "bucket: multipart threshold below half the part size");
     if (!(o->fail_rate >= 0 && o->timeout_rate >= 0 && o->fail_rate + o->timeout_rate < 1))
         return open_fail(err, errcap, "bucket: failure rates must be at least 0 and below 1 together");
+    if (o->list_page_keys < 1 || o->list_page_keys > 1000)
+        return open_fail(err, errcap, "bucket: list_page_keys must be between 1 and 1000");
     if (o->backoff_max_ms < o->backoff_base_ms)
         return open_fail(err, errcap, "bucket: backoff_max_ms below backoff_base_ms");
     return HANU_OK;
@@ -197,9 +200,6 @@ typedef struct request {
     bucket_object_info *info;
     const char *token;                  /* list */
     hanu_buf *next;
-    bucket_list_fn fn;
-    void *ctx;
-    int *stopped;
     int ambiguous;                      /* an attempt failed in a way that may have applied it */
 } request;
 
@@ -212,7 +212,7 @@ static int send_once(bucket *b, request *r, bucket_call *call)
     case REQ_DELETE: return b->ops->del(b, r->key, call);
     case REQ_LIST:
         r->next->len = 0;
-        return b->ops->list_page(b, r->key, r->token, r->next, r->fn, r->ctx, r->stopped, call);
+        return b->ops->list_page(b, r->key, r->token, r->next, r->out, call);
     }
     return HANU_ERR_INVALID;
 }
@@ -248,7 +248,7 @@ static int run(bucket *b, request *r, char *err, size_t errcap)
         }
         if (rc == HANU_OK) {
             if (r->kind == REQ_PUT) atomic_fetch_add(&b->bytes_up, r->len);
-            if (r->out) atomic_fetch_add(&b->bytes_down, r->out->len - out_len);
+            if (r->kind == REQ_GET) atomic_fetch_add(&b->bytes_down, r->out->len - out_len);
             return HANU_OK;
         }
         if (!call.retryable || bucket_backoff(b, attempt + 1)) break;
@@ -354,15 +354,39 @@ int bucket_list(bucket *b, const char *prefix, bucket_list_fn fn, void *ctx, cha
     if (!token) return HANU_ERR_NOMEM;
     int stopped = 0;
     while (rc == HANU_OK && token) {
-        hanu_buf next = {0};
-        request r = { .kind = REQ_LIST, .key = prefix, .token = token, .next = &next, .fn = fn, .ctx = ctx,
-                      .stopped = &stopped };
+        hanu_buf next = {0}, page = {0};
+        request r = { .kind = REQ_LIST, .key = prefix, .token = token, .next = &next, .out = &page };
         rc = run(b, &r, err, errcap);
         free(token);
-        token = rc == HANU_OK && !stopped && next.len ? strndup((const char *)next.data, next.len) : NULL;
+        token = NULL;
+        for (size_t at = 0; rc == HANU_OK && !stopped && at < page.len;) {
+            uint32_t n = hanu_get_u32(page.data + at);
+            uint64_t size = hanu_get_u64(page.data + at + 4 + n + 1);
+            stopped = fn(ctx, (const char *)page.data + at + 4, size) != 0;
+            at += 4 + n + 1 + 8;
+        }
+        if (rc == HANU_OK && !stopped && next.len) {
+            token = strndup((const char *)next.data, next.len);
+            if (!token) rc = HANU_ERR_NOMEM;
+        }
         hanu_buf_free(&next);
+        hanu_buf_free(&page);
     }
+    free(token);
     return rc;
+}
+
+/* A page entry: u32 key length, the key and a NUL, u64 size. */
+int bucket_page_add(hanu_buf *page, const char *key, uint64_t size)
+{
+    uint32_t n = (uint32_t)strlen(key);
+    if (hanu_buf_reserve(page, 4 + n + 1 + 8) != HANU_OK) return HANU_ERR_NOMEM;
+    uint8_t *p = page->data + page->len;
+    hanu_put_u32(p, n);
+    memcpy(p + 4, key, n + 1);
+    hanu_put_u64(p + 4 + n + 1, size);
+    page->len += 4 + n + 1 + 8;
+    return HANU_OK;
 }
 
 int bucket_probe_fencing(bucket *b, char *err, size_t errcap)

@@ -42,6 +42,7 @@ typedef struct bucket_options {
     uint64_t part_size;                 /* at least 5 MB (default 8 MB) */
     uint32_t request_timeout_ms;        /* one HTTP request (default 60000) */
     uint32_t connect_timeout_ms;        /* default 5000 */
+    uint32_t list_page_keys;            /* keys asked per list request, 1..1000 (default 1000) */
 
     /* every backend: retries */
     uint32_t max_attempts;              /* per request, at least 1 (default 6) */

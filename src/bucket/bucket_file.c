@@ -298,8 +298,8 @@ static int walk(const char *root, char *rel, size_t rel_len, const char *prefix,
 
 static int compare_keys(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static int file_list_page(bucket *b, const char *prefix, const char *token, hanu_buf *next, bucket_list_fn fn,
-                          void *ctx, int *stopped, bucket_call *call)
+static int file_list_page(bucket *b, const char *prefix, const char *token, hanu_buf *next, hanu_buf *page,
+                          bucket_call *call)
 {
     (void)token;
     (void)next;   /* one page holds every key */
@@ -308,11 +308,9 @@ static int file_list_page(bucket *b, const char *prefix, const char *token, hanu
     int rc = walk(fb(b)->root, rel, 0, prefix, &l, call);
     if (rc == HANU_OK) qsort(l.keys, l.count, sizeof *l.keys, compare_keys);
     for (size_t i = 0; i < l.count; i++) {
-        if (rc == HANU_OK && !*stopped) {
-            uint64_t size;
-            memcpy(&size, l.keys[i] + strlen(l.keys[i]) + 1, 8);
-            *stopped = fn(ctx, l.keys[i], size) != 0;
-        }
+        uint64_t size;
+        memcpy(&size, l.keys[i] + strlen(l.keys[i]) + 1, 8);
+        if (rc == HANU_OK) rc = bucket_page_add(page, l.keys[i], size);
         free(l.keys[i]);
     }
     free(l.keys);

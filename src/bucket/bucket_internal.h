@@ -33,10 +33,11 @@ typedef struct bucket_ops {
     int (*head)(bucket *b, const char *key, bucket_object_info *info, bucket_call *call);
     int (*del)(bucket *b, const char *key, bucket_call *call);
     /* One page of keys starting with prefix, after the continuation token (empty at
-       first; set *next to the next page's token or leave it empty), given to fn only
-       once the page is whole, in lexical order. *stopped when fn returned non-zero. */
-    int (*list_page)(bucket *b, const char *prefix, const char *token, hanu_buf *next, bucket_list_fn fn,
-                     void *ctx, int *stopped, bucket_call *call);
+       first), appended to page with bucket_page_add in lexical order; the next page's
+       token goes to next (left empty on the last page). bucket.c hands the entries to
+       the caller only once the attempt succeeded, so a retry never repeats one. */
+    int (*list_page)(bucket *b, const char *prefix, const char *token, hanu_buf *next, hanu_buf *page,
+                     bucket_call *call);
     void (*close)(bucket *b);
 } bucket_ops;
 
@@ -49,6 +50,9 @@ struct bucket {
     pthread_mutex_t random_lock;
     uint64_t random_state;
 };
+
+/* Appends one listed key and its size to a page. */
+int bucket_page_add(hanu_buf *page, const char *key, uint64_t size);
 
 /* A request a backend sends beyond the one bucket.c counted (multipart parts). */
 void bucket_count(bucket *b, enum bucket_class cls);
