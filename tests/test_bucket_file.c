@@ -95,6 +95,7 @@ static void test_bucket_file_conditional(void)
     CHECK(strcmp(s, "one") == 0);
 
     CHECK_EQ(bucket_compare_and_swap(b, "lease", first.etag, "x", 1, NULL, err, sizeof err), HANU_ERR_NOT_FOUND);
+    CHECK_EQ(bucket_compare_and_swap(b, "seg/000001", NULL, "x", 1, NULL, err, sizeof err), HANU_ERR_INVALID);
     CHECK_EQ(bucket_compare_and_swap(b, "seg/000001", "0123", "x", 1, NULL, err, sizeof err), HANU_ERR_MISMATCH);
     CHECK_EQ(bucket_compare_and_swap(b, "seg/000001", first.etag, "three", 5, &second, err, sizeof err), HANU_OK);
     CHECK(strcmp(first.etag, second.etag) != 0);

@@ -150,28 +150,25 @@ static void test_segment_damage_detected(void)
     expect_refused(copy.data, copy.len, "not a segment: bad magic");
 
     /* a header that lies under a valid trailer: each field checked against the records */
-    copy.len = 0;
-    hanu_buf_append(&copy, obj.data, obj.len);
-    hanu_put_u32(copy.data + 32, 41);   /* record count */
-    rehash(&copy);
-    expect_refused(copy.data, copy.len, "segment 7: record 40 truncated");
-    hanu_put_u32(copy.data + 32, 39);
-    rehash(&copy);
-    expect_refused(copy.data, copy.len, "segment 7: 29 bytes after the last record");
-    hanu_put_u32(copy.data + 32, 40);
-    hanu_put_u64(copy.data + 24, 120);  /* last txn */
-    rehash(&copy);
-    expect_refused(copy.data, copy.len, "segment 7: last record txn 119, header says 120");
-    hanu_put_u64(copy.data + 24, 118);
-    rehash(&copy);
-    expect_refused(copy.data, copy.len, "segment 7: record 38 txn 119 out of order");
-    hanu_put_u64(copy.data + 24, 119);
-    hanu_put_u64(copy.data + 80, h.raw_len + 1);   /* raw length */
-    rehash(&copy);
     snprintf(msg, sizeof msg, "segment 7: compressed frame does not declare %llu bytes",
              (unsigned long long)h.raw_len + 1);
-    expect_refused(copy.data, copy.len, msg);
-    hanu_put_u64(copy.data + 80, h.raw_len);
+    const struct { size_t at; int width; uint64_t value; const char *message; } lies[] = {
+        { 32, 4, 41, "segment 7: record 40 truncated" },                  /* record count */
+        { 32, 4, 39, "segment 7: 29 bytes after the last record" },
+        { 24, 8, 120, "segment 7: last record txn 119, header says 120" },  /* last txn */
+        { 24, 8, 118, "segment 7: record 38 txn 119 out of order" },
+        { 80, 8, h.raw_len + 1, msg },                                      /* raw length */
+    };
+    for (size_t i = 0; i < HANU_ARRAY_LEN(lies); i++) {
+        copy.len = 0;
+        hanu_buf_append(&copy, obj.data, obj.len);
+        if (lies[i].width == 4) hanu_put_u32(copy.data + lies[i].at, (uint32_t)lies[i].value);
+        else hanu_put_u64(copy.data + lies[i].at, lies[i].value);
+        rehash(&copy);
+        expect_refused(copy.data, copy.len, lies[i].message);
+    }
+    copy.len = 0;
+    hanu_buf_append(&copy, obj.data, obj.len);
     copy.data[4] = 2;                   /* version */
     expect_refused(copy.data, copy.len, "segment version 2 unknown (expected 1)");
     hanu_buf_free(&obj);

@@ -19,6 +19,7 @@ void bucket_options_default(bucket_options *o)
     memset(o, 0, sizeof *o);
     o->multipart_threshold = 16ull << 20;
     o->part_size = 8ull << 20;
+    o->parallel_parts = 4;
     o->request_timeout_ms = 60000;
     o->connect_timeout_ms = 5000;
     o->list_page_keys = 1000;
@@ -54,6 +55,8 @@ static int check_options(const bucket_options *o, char *err, size_t errcap)
         return open_fail(err, errcap, "bucket: multipart threshold below half the part size");
     if (!(o->fail_rate >= 0 && o->timeout_rate >= 0 && o->fail_rate + o->timeout_rate < 1))
         return open_fail(err, errcap, "bucket: failure rates must be at least 0 and below 1 together");
+    if (o->parallel_parts < 1 || o->parallel_parts > BUCKET_PARALLEL_PARTS_MAX)
+        return open_fail(err, errcap, "bucket: parallel_parts must be between 1 and 16");
     if (o->list_page_keys < 1 || o->list_page_keys > 1000)
         return open_fail(err, errcap, "bucket: list_page_keys must be between 1 and 1000");
     if (o->backoff_max_ms < o->backoff_base_ms)
@@ -258,11 +261,6 @@ static int run(bucket *b, request *r, char *err, size_t errcap)
     return rc;
 }
 
-int bucket_put(bucket *b, const char *key, const void *data, size_t len, bucket_object_info *info,
-               char *err, size_t errcap)
-{
-    return bucket_compare_and_swap(b, key, NULL, data, len, info, err, errcap);
-}
 
 /* After an ambiguous conditional put was refused: is the object there ours? */
 static int is_ours(bucket *b, const char *key, const void *data, size_t len, bucket_object_info *info)
@@ -291,6 +289,12 @@ static int put_request(bucket *b, const char *key, const void *data, size_t len,
     return rc;
 }
 
+int bucket_put(bucket *b, const char *key, const void *data, size_t len, bucket_object_info *info,
+               char *err, size_t errcap)
+{
+    return put_request(b, key, data, len, BUCKET_PUT_ANY, NULL, info, err, errcap);
+}
+
 int bucket_put_if_absent(bucket *b, const char *key, const void *data, size_t len, bucket_object_info *info,
                          char *err, size_t errcap)
 {
@@ -300,8 +304,7 @@ int bucket_put_if_absent(bucket *b, const char *key, const void *data, size_t le
 int bucket_compare_and_swap(bucket *b, const char *key, const char *expected_etag, const void *data, size_t len,
                             bucket_object_info *info, char *err, size_t errcap)
 {
-    return put_request(b, key, data, len, expected_etag ? BUCKET_PUT_IF_MATCH : BUCKET_PUT_ANY, expected_etag,
-                       info, err, errcap);
+    return put_request(b, key, data, len, BUCKET_PUT_IF_MATCH, expected_etag, info, err, errcap);
 }
 
 int bucket_get(bucket *b, const char *key, hanu_buf *out, bucket_object_info *info, char *err, size_t errcap)

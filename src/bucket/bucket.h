@@ -28,6 +28,7 @@
 #define BUCKET_URL_MAX 1024
 #define BUCKET_ETAG_MAX 80              /* a SHA-256 in hex, or an S3 ETag without quotes */
 #define BUCKET_OBJECT_MAX (5ull << 30)  /* largest object put or got in one call */
+#define BUCKET_PARALLEL_PARTS_MAX 16
 
 typedef struct bucket_options {
     /* s3 only; NULL means from the environment (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL,
@@ -40,6 +41,7 @@ typedef struct bucket_options {
     const char *s3_session_token;
     uint64_t multipart_threshold;       /* puts larger than this go in parts (default 16 MB) */
     uint64_t part_size;                 /* at least 5 MB (default 8 MB) */
+    uint32_t parallel_parts;            /* parts in flight at once, 1..16 (default 4) */
     uint32_t request_timeout_ms;        /* one HTTP request (default 60000) */
     uint32_t connect_timeout_ms;        /* default 5000 */
     uint32_t list_page_keys;            /* keys asked per list request, 1..1000 (default 1000) */

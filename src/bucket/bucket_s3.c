@@ -236,7 +236,7 @@ static int s3_status(bucket_call *call, const s3_request *rq, const s3_response 
         status = HANU_ERR_IO, call->retryable = 1;
     const char *hint = st == 403 ? " (check the access key, the secret and the region)" : "";
     return bucket_fail(call, status, "bucket: s3 %s %s: %ld %s%s%s%s", rq->method, rq->key ? rq->key : "(list)", st,
-                       code[0] ? code : "", message[0] ? ": " : "", message, hint);
+                       code[0] ? code : "(no error code)", message[0] ? ": " : "", message, hint);
 }
 
 /* Sends and maps: OK for 2xx. The answer's body goes to body (may be NULL). */
@@ -292,12 +292,95 @@ static int s3_call_retried(bucket *b, const s3_request *rq, hanu_buf *body, s3_r
     return rc;
 }
 
+/* The parts of one multipart upload, sent by up to parallel_parts threads. */
+typedef struct part_job {
+    bucket *b;
+    const char *key, *upload_id;
+    const uint8_t *data;
+    size_t len, part_size, count;
+    atomic_size_t next;
+    atomic_int failed;
+    pthread_mutex_t lock;
+    int rc;                           /* the first failure, and its message */
+    char err[256];
+    char (*etags)[BUCKET_ETAG_MAX + 1];
+} part_job;
+
+static void *send_parts(void *arg)
+{
+    part_job *j = arg;
+    hanu_buf query = {0};
+    for (;;) {
+        size_t i = atomic_fetch_add(&j->next, 1);
+        if (i >= j->count || atomic_load(&j->failed)) break;
+        char num[24], err[256] = "";
+        snprintf(num, sizeof num, "%zu", i + 1);
+        const char *const pairs[] = { "partNumber", num, "uploadId", j->upload_id };
+        query.len = 0;
+        bucket_call call = { 0, err, sizeof err };
+        int rc = build_query(&query, pairs, 4);
+        size_t off = i * j->part_size;
+        s3_request put = { "PUT", j->key, (const char *)query.data, j->data + off, HANU_MIN(j->part_size, j->len - off),
+                           { NULL } };
+        s3_response resp;
+        if (rc == HANU_OK) rc = s3_call_retried(j->b, &put, NULL, &resp, &call);
+        if (rc == HANU_OK && !resp.etag[0])
+            rc = bucket_fail(&call, HANU_ERR_IO, "bucket: s3 part %zu of %s: no ETag in the answer", i + 1, j->key);
+        if (rc == HANU_OK) {
+            snprintf(j->etags[i], sizeof j->etags[i], "%s", resp.etag);
+            continue;
+        }
+        pthread_mutex_lock(&j->lock);
+        if (j->rc == HANU_OK) {
+            j->rc = rc;
+            snprintf(j->err, sizeof j->err, "%s", err);
+        }
+        pthread_mutex_unlock(&j->lock);
+        atomic_store(&j->failed, 1);
+    }
+    hanu_buf_free(&query);
+    return NULL;
+}
+
+/* Sends every part and writes the CompleteMultipartUpload body listing them. */
+static int upload_parts(bucket *b, const char *key, const char *upload_id, const uint8_t *data, size_t len,
+                        hanu_buf *complete, bucket_call *call)
+{
+    part_job j = { .b = b, .key = key, .upload_id = upload_id, .data = data, .len = len,
+                   .part_size = b->opt.part_size, .count = (len + b->opt.part_size - 1) / b->opt.part_size };
+    j.etags = calloc(j.count, sizeof *j.etags);
+    if (!j.etags) return HANU_ERR_NOMEM;
+    pthread_mutex_init(&j.lock, NULL);
+    pthread_t threads[BUCKET_PARALLEL_PARTS_MAX];
+    size_t started = 0, want = HANU_MIN((size_t)b->opt.parallel_parts, j.count);
+    for (; started + 1 < want; started++)
+        if (pthread_create(&threads[started], NULL, send_parts, &j) != 0) break;
+    send_parts(&j);   /* this thread works too */
+    for (size_t i = 0; i < started; i++) pthread_join(threads[i], NULL);
+    int rc = j.rc;
+    if (rc != HANU_OK) {
+        bucket_fail(call, rc, "%s", j.err);
+    } else {
+        char line[BUCKET_ETAG_MAX + 80];
+        hanu_buf_append(complete, "<CompleteMultipartUpload>", 25);
+        for (size_t i = 0; i < j.count; i++) {
+            int n = snprintf(line, sizeof line, "<Part><PartNumber>%zu</PartNumber><ETag>\"%s\"</ETag></Part>", i + 1,
+                             j.etags[i]);
+            if (hanu_buf_append(complete, line, (size_t)n) != HANU_OK) rc = HANU_ERR_NOMEM;
+        }
+        if (hanu_buf_append(complete, "</CompleteMultipartUpload>", 26) != HANU_OK) rc = HANU_ERR_NOMEM;
+    }
+    pthread_mutex_destroy(&j.lock);
+    free(j.etags);
+    return rc;
+}
+
 static int s3_put_multipart(bucket *b, const char *key, const uint8_t *data, size_t len, enum bucket_put_mode mode,
                             const char *etag, bucket_object_info *info, bucket_call *call)
 {
     hanu_buf body = {0}, query = {0}, complete = {0};
     s3_response resp;
-    char upload_id[S3_LIST_TOKEN_MAX], line[160], if_match[BUCKET_ETAG_MAX + 16];
+    char upload_id[S3_LIST_TOKEN_MAX], if_match[BUCKET_ETAG_MAX + 16];
     const char *const initiate[] = { "uploads", "" };
     build_query(&query, initiate, 2);
     s3_request rq = { "POST", key, (const char *)query.data, NULL, 0, { NULL } };
@@ -306,26 +389,8 @@ static int s3_put_multipart(bucket *b, const char *key, const uint8_t *data, siz
     if (rc == HANU_OK && s3_xml_first_text(xml, "UploadId", upload_id, sizeof upload_id) != 0)
         rc = bucket_fail(call, HANU_ERR_IO, "bucket: s3 multipart upload of %s: no UploadId in the answer", key);
     if (rc != HANU_OK) goto out;
-    hanu_buf_append(&complete, "<CompleteMultipartUpload>", 25);
-    size_t part = b->opt.part_size;
-    for (size_t off = 0, number = 1; rc == HANU_OK && off < len; off += part, number++) {
-        char num[24];
-        snprintf(num, sizeof num, "%zu", number);
-        const char *const pairs[] = { "partNumber", num, "uploadId", upload_id };
-        query.len = 0;
-        build_query(&query, pairs, 4);
-        s3_request put = { "PUT", key, (const char *)query.data, data + off, HANU_MIN(part, len - off), { NULL } };
-        rc = s3_call_retried(b, &put, NULL, &resp, call);
-        if (rc == HANU_OK && !resp.etag[0])
-            rc = bucket_fail(call, HANU_ERR_IO, "bucket: s3 part %zu of %s: no ETag in the answer", number, key);
-        if (rc == HANU_OK) {
-            int n = snprintf(line, sizeof line, "<Part><PartNumber>%zu</PartNumber><ETag>\"%s\"</ETag></Part>", number,
-                             resp.etag);
-            hanu_buf_append(&complete, line, (size_t)n);
-        }
-    }
+    rc = upload_parts(b, key, upload_id, data, len, &complete, call);
     if (rc == HANU_OK) {
-        hanu_buf_append(&complete, "</CompleteMultipartUpload>", 26);
         const char *const pairs[] = { "uploadId", upload_id };
         query.len = 0;
         build_query(&query, pairs, 2);
