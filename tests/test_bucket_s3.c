@@ -232,9 +232,9 @@ static void test_bucket_s3_multipart(void)
     CHECK_EQ(bucket_get(b, "snapshot/file-1", &got, NULL, err, sizeof err), HANU_OK);
     CHECK(got.len == len && memcmp(got.data, data, len) == 0);
     got.len = 0;
-    uint64_t at = (10u << 20) - 500;   /* across the border of parts 2 and 3 */
-    CHECK_EQ(bucket_get_range(b, "snapshot/file-1", at, 1000, &got, err, sizeof err), HANU_OK);
-    CHECK(got.len == 1000 && memcmp(got.data, data + at, 1000) == 0);
+    uint64_t at = (10u << 20) - 800;   /* across the border of parts 2 and 3 */
+    CHECK_EQ(bucket_get_range(b, "snapshot/file-1", at, 900, &got, err, sizeof err), HANU_OK);
+    CHECK(got.len == 900 && memcmp(got.data, data + at, 900) == 0);
     CHECK_EQ(bucket_head(b, "snapshot/file-1", &info, err, sizeof err), HANU_OK);
     CHECK_EQ(info.size, len);
     CHECK(strcmp(info.etag, etag) == 0);
