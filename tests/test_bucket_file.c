@@ -314,6 +314,15 @@ static void test_bucket_file_injected_failures(void)
     CHECK(c.retries > 10);                      /* half the requests fail at first */
     CHECK(c.class_a > 40);
     CHECK_EQ(bucket_put_if_absent(b, "seg/003", "another", 7, NULL, err, sizeof err), HANU_ERR_EXISTS);
+    /* compare-and-swap chains: an answer lost after the swap resolves to OK on retry */
+    bucket_object_info info;
+    CHECK_EQ(bucket_put(b, "lease", "0", 1, &info, err, sizeof err), HANU_OK);
+    for (int i = 1; i <= 20; i++) {
+        snprintf(value, sizeof value, "%d", i);
+        CHECK_EQ(bucket_compare_and_swap(b, "lease", info.etag, value, strlen(value), &info, err, sizeof err), HANU_OK);
+    }
+    CHECK_EQ(get_string(b, "lease", value, sizeof value), HANU_OK);
+    CHECK(strcmp(value, "20") == 0);
     char s[64];
     for (int i = 0; i < 40; i++) {
         snprintf(key, sizeof key, "seg/%03d", i);

@@ -8,6 +8,7 @@
  */
 #include "test.h"
 #include <signal.h>
+#include <sys/prctl.h>
 #include <openssl/evp.h>
 #include "bucket/bucket.h"
 
@@ -23,6 +24,7 @@ static int start_server(void)
     snprintf(log, sizeof log, "%s.log", dir);
     server_pid = fork();
     if (server_pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);   /* no orphan server if this test is killed */
         if (!freopen(log, "w", stdout)) _exit(126);
         execlp("node", "node", "--openssl-legacy-provider", "tests/s3/s3rver.js", "-d", dir, "-a", "127.0.0.1", "-p", "0", "--silent",
                "--configure-bucket", "hanu", (char *)NULL);

@@ -264,8 +264,30 @@ static void test_segment_chain(void)
     for (int i = 0; i < N; i++) hanu_buf_free(&obj[i]);
 }
 
+static void test_segment_keys(void)
+{
+    char key[SEGMENT_KEY_SIZE];
+    segment_key(7, key);
+    CHECK(strcmp(key, "segments/00000000000000000007") == 0);
+    uint64_t seq = 0;
+    CHECK_EQ(segment_key_parse(key, &seq), HANU_OK);
+    CHECK_EQ(seq, 7);
+    segment_key(UINT64_MAX, key);
+    CHECK(strcmp(key, "segments/18446744073709551615") == 0);
+    CHECK_EQ(segment_key_parse(key, &seq), HANU_OK);
+    CHECK(seq == UINT64_MAX);
+    char a[SEGMENT_KEY_SIZE], b[SEGMENT_KEY_SIZE];
+    segment_key(9, a);
+    segment_key(10, b);
+    CHECK(strcmp(a, b) < 0);   /* listing order is sequence order */
+    const char *bad[] = { "segments/0000000000000000007", "segments/000000000000000000070", "segment/00000000000000000007",
+                          "segments/0000000000000000000x", "segments/00000000000000000000", "segments/99999999999999999999" };
+    for (size_t i = 0; i < HANU_ARRAY_LEN(bad); i++) CHECK_EQ(segment_key_parse(bad[i], &seq), HANU_ERR_INVALID);
+}
+
 int main(void)
 {
+    RUN(test_segment_keys);
     RUN(test_segment_round_trip);
     RUN(test_segment_builder_refuses);
     RUN(test_segment_damage_detected);

@@ -51,8 +51,8 @@ static int check_options(const bucket_options *o, char *err, size_t errcap)
     if (o->max_attempts < 1) return open_fail(err, errcap, "bucket: max_attempts must be at least 1");
     if (o->part_size < (5ull << 20) || o->part_size > BUCKET_OBJECT_MAX)
         return open_fail(err, errcap, "bucket: part size must be between 5 MB and 5 GB");
-    if (o->multipart_threshold < o->part_size / 2)
-        return open_fail(err, errcap, "bucket: multipart threshold below half the part size");
+    if (o->multipart_threshold < (5ull << 20))
+        return open_fail(err, errcap, "bucket: multipart threshold below 5 MB");
     if (!(o->fail_rate >= 0 && o->timeout_rate >= 0 && o->fail_rate + o->timeout_rate < 1))
         return open_fail(err, errcap, "bucket: failure rates must be at least 0 and below 1 together");
     if (o->parallel_parts < 1 || o->parallel_parts > BUCKET_PARALLEL_PARTS_MAX)

@@ -39,7 +39,7 @@ typedef struct bucket_options {
     const char *s3_access_key;
     const char *s3_secret_key;
     const char *s3_session_token;
-    uint64_t multipart_threshold;       /* puts larger than this go in parts (default 16 MB) */
+    uint64_t multipart_threshold;       /* puts larger go in parts; at least 5 MB (default 16 MB) */
     uint64_t part_size;                 /* at least 5 MB (default 8 MB) */
     uint32_t parallel_parts;            /* parts in flight at once, 1..16 (default 4) */
     uint32_t request_timeout_ms;        /* one HTTP request (default 60000) */

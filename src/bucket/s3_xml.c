@@ -122,8 +122,9 @@ static int parse_size(const char *s, uint64_t *out)
     uint64_t v = 0;
     if (!*s) return -1;
     for (; *s; s++) {
-        if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10) return -1;
-        v = v * 10 + (uint64_t)(*s - '0');
+        uint64_t digit = (uint64_t)(*s - '0');
+        if (*s < '0' || *s > '9' || v > (UINT64_MAX - digit) / 10) return -1;
+        v = v * 10 + digit;
     }
     *out = v;
     return 0;

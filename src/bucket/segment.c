@@ -232,6 +232,26 @@ void segment_free(segment *s)
     s->raw = NULL;
 }
 
+void segment_key(uint64_t sequence, char out[SEGMENT_KEY_SIZE])
+{
+    snprintf(out, SEGMENT_KEY_SIZE, SEGMENT_KEY_PREFIX "%020" PRIu64, sequence);
+}
+
+int segment_key_parse(const char *key, uint64_t *sequence)
+{
+    size_t plen = sizeof SEGMENT_KEY_PREFIX - 1;
+    if (strlen(key) != plen + 20 || strncmp(key, SEGMENT_KEY_PREFIX, plen) != 0) return HANU_ERR_INVALID;
+    uint64_t v = 0;
+    for (const char *p = key + plen; *p; p++) {
+        uint64_t digit = (uint64_t)(*p - '0');
+        if (*p < '0' || *p > '9' || v > (UINT64_MAX - digit) / 10) return HANU_ERR_INVALID;
+        v = v * 10 + digit;
+    }
+    if (v == 0) return HANU_ERR_INVALID;
+    *sequence = v;
+    return HANU_OK;
+}
+
 void segment_chain_init(segment_chain *c)
 {
     memset(c, 0, sizeof *c);

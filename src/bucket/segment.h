@@ -89,6 +89,14 @@ typedef struct segment {
 int segment_decode(const uint8_t *data, size_t len, segment *out, char *err, size_t errcap);
 void segment_free(segment *s);
 
+/* ---- names in the bucket ---- */
+/* "segments/" and the sequence in 20 digits, so that listing order is sequence order. */
+#define SEGMENT_KEY_PREFIX "segments/"
+#define SEGMENT_KEY_SIZE (sizeof SEGMENT_KEY_PREFIX + 20)   /* with the NUL */
+void segment_key(uint64_t sequence, char out[SEGMENT_KEY_SIZE]);
+/* The sequence a key names: 0, or INVALID for any other key (a stray object). */
+int segment_key_parse(const char *key, uint64_t *sequence);
+
 /* ---- the chain ---- */
 typedef struct segment_chain {
     uint64_t next_sequence;                     /* what the next segment must carry */
