@@ -306,7 +306,7 @@ static int file_list_page(bucket *b, const char *prefix, const char *token, hanu
     listing l = {0};
     char rel[BUCKET_KEY_MAX + 2] = "";
     int rc = walk(fb(b)->root, rel, 0, prefix, &l, call);
-    if (rc == HANU_OK) qsort(l.keys, l.count, sizeof *l.keys, compare_keys);
+    if (rc == HANU_OK && l.count) qsort(l.keys, l.count, sizeof *l.keys, compare_keys);
     for (size_t i = 0; i < l.count; i++) {
         uint64_t size;
         memcpy(&size, l.keys[i] + strlen(l.keys[i]) + 1, 8);
