@@ -5,6 +5,7 @@
  * injected failures retried without loss, and the fencing probe.
  */
 #include "test.h"
+#include "test_bucket.h"
 #include <openssl/sha.h>
 #include <sys/mman.h>
 #include "bucket/bucket.h"
@@ -107,23 +108,6 @@ static void test_bucket_file_conditional(void)
     bucket_close(b);
 }
 
-typedef struct collected {
-    char keys[16][64];
-    uint64_t sizes[16];
-    int n, stop_after;
-} collected;
-
-static int collect(void *ctx, const char *key, uint64_t size)
-{
-    collected *c = ctx;
-    if (c->n < 16) {
-        snprintf(c->keys[c->n], sizeof c->keys[0], "%s", key);
-        c->sizes[c->n] = size;
-    }
-    c->n++;
-    return c->stop_after && c->n >= c->stop_after;
-}
-
 static void test_bucket_file_list(void)
 {
     bucket *b = open_bucket("list", NULL);
@@ -132,8 +116,8 @@ static void test_bucket_file_list(void)
     for (size_t i = 0; i < HANU_ARRAY_LEN(keys); i++)
         CHECK_EQ(bucket_put(b, keys[i], keys[i], strlen(keys[i]), NULL, NULL, 0), HANU_OK);
     char err[256];
-    collected c = {0};
-    CHECK_EQ(bucket_list(b, "", collect, &c, err, sizeof err), HANU_OK);
+    listed c = {0};
+    CHECK_EQ(bucket_list(b, "", collect_key, &c, err, sizeof err), HANU_OK);
     const char *all[] = { "a-b", "a.b", "a/b", "a/c/d", "ab", "b", "probe/x" };   /* bytewise: - . / */
     CHECK_EQ(c.n, 7);
     for (int i = 0; i < 7 && i < c.n; i++) {
@@ -141,20 +125,20 @@ static void test_bucket_file_list(void)
         CHECK_EQ(c.sizes[i], strlen(all[i]));
     }
     memset(&c, 0, sizeof c);
-    CHECK_EQ(bucket_list(b, "a/", collect, &c, err, sizeof err), HANU_OK);
+    CHECK_EQ(bucket_list(b, "a/", collect_key, &c, err, sizeof err), HANU_OK);
     CHECK(c.n == 2 && strcmp(c.keys[0], "a/b") == 0 && strcmp(c.keys[1], "a/c/d") == 0);
     memset(&c, 0, sizeof c);
-    CHECK_EQ(bucket_list(b, "a", collect, &c, err, sizeof err), HANU_OK);
+    CHECK_EQ(bucket_list(b, "a", collect_key, &c, err, sizeof err), HANU_OK);
     CHECK_EQ(c.n, 5);
     memset(&c, 0, sizeof c);
-    CHECK_EQ(bucket_list(b, "a/c/d", collect, &c, err, sizeof err), HANU_OK);
+    CHECK_EQ(bucket_list(b, "a/c/d", collect_key, &c, err, sizeof err), HANU_OK);
     CHECK(c.n == 1 && strcmp(c.keys[0], "a/c/d") == 0);
     memset(&c, 0, sizeof c);
-    CHECK_EQ(bucket_list(b, "zz", collect, &c, err, sizeof err), HANU_OK);
+    CHECK_EQ(bucket_list(b, "zz", collect_key, &c, err, sizeof err), HANU_OK);
     CHECK_EQ(c.n, 0);
     memset(&c, 0, sizeof c);
     c.stop_after = 2;
-    CHECK_EQ(bucket_list(b, "", collect, &c, err, sizeof err), HANU_OK);
+    CHECK_EQ(bucket_list(b, "", collect_key, &c, err, sizeof err), HANU_OK);
     CHECK_EQ(c.n, 2);
     bucket_counters k;
     bucket_get_counters(b, &k);
@@ -180,7 +164,7 @@ static void test_bucket_file_refuses_bad_input(void)
     CHECK(strcmp(err, "bucket: key component longer than 255 bytes") == 0);
     long_key[200] = long_key[400] = '/';
     CHECK_EQ(bucket_put(b, long_key, "v", 1, NULL, err, sizeof err), HANU_OK);
-    CHECK_EQ(bucket_list(b, "/", collect, &(collected){0}, err, sizeof err), HANU_ERR_INVALID);
+    CHECK_EQ(bucket_list(b, "/", collect_key, &(listed){0}, err, sizeof err), HANU_ERR_INVALID);
     bucket_counters c;
     bucket_get_counters(b, &c);
     CHECK_EQ(c.class_a, 1);   /* refused input sends nothing */

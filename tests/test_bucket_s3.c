@@ -7,6 +7,7 @@
  * the fencing probe refusing the emulator, which does not honour If-None-Match.
  */
 #include "test.h"
+#include "test_bucket.h"
 #include <signal.h>
 #include <sys/prctl.h>
 #include <openssl/evp.h>
@@ -135,23 +136,6 @@ static void test_bucket_s3_round_trip(void)
     bucket_close(b);
 }
 
-typedef struct collected {
-    char keys[32][64];
-    uint64_t sizes[32];
-    int n;
-} collected;
-
-static int collect(void *ctx, const char *key, uint64_t size)
-{
-    collected *c = ctx;
-    if (c->n < 32) {
-        snprintf(c->keys[c->n], sizeof c->keys[0], "%s", key);
-        c->sizes[c->n] = size;
-    }
-    c->n++;
-    return 0;
-}
-
 static void test_bucket_s3_list_pages(void)
 {
     bucket_options o;
@@ -166,8 +150,8 @@ static void test_bucket_s3_list_pages(void)
         CHECK_EQ(bucket_put(b, key, key, strlen(key), NULL, err, sizeof err), HANU_OK);
     }
     CHECK_EQ(bucket_put(other, "even/0", "x", 1, NULL, err, sizeof err), HANU_OK);
-    collected c = {0};
-    CHECK_EQ(bucket_list(b, "", collect, &c, err, sizeof err), HANU_OK);
+    listed c = {0};
+    CHECK_EQ(bucket_list(b, "", collect_key, &c, err, sizeof err), HANU_OK);
     if (c.n != 10) fprintf(stderr, "%s\n", err);
     CHECK_EQ(c.n, 10);
     const char *want[] = { "even/0", "even/2", "even/4", "even/6", "even/8",
@@ -177,7 +161,7 @@ static void test_bucket_s3_list_pages(void)
         CHECK_EQ(c.sizes[i], strlen(want[i]));
     }
     memset(&c, 0, sizeof c);
-    CHECK_EQ(bucket_list(b, "odd/", collect, &c, err, sizeof err), HANU_OK);
+    CHECK_EQ(bucket_list(b, "odd/", collect_key, &c, err, sizeof err), HANU_OK);
     CHECK(c.n == 5 && strcmp(c.keys[0], "odd/1") == 0 && strcmp(c.keys[4], "odd/9") == 0);
     bucket_counters k;
     bucket_get_counters(b, &k);
@@ -255,8 +239,8 @@ static void test_bucket_s3_probe_refuses_emulator(void)
     CHECK_EQ(bucket_probe_fencing(b, err, sizeof err), HANU_ERR_UNSUPPORTED);
     const char *want = "bucket s3://hanu/db1 does not honour put-if-absent (If-None-Match: *)";
     CHECK(strncmp(err, want, strlen(want)) == 0);
-    collected c = {0};
-    CHECK_EQ(bucket_list(b, "probe/", collect, &c, err, sizeof err), HANU_OK);
+    listed c = {0};
+    CHECK_EQ(bucket_list(b, "probe/", collect_key, &c, err, sizeof err), HANU_OK);
     CHECK_EQ(c.n, 0);   /* the probe cleans up */
     bucket_close(b);
 }
@@ -315,8 +299,8 @@ static void test_bucket_s3_retries(void)
         snprintf(value, sizeof value, "value %d", i);
         CHECK_EQ(bucket_put(b, key, value, strlen(value), NULL, err, sizeof err), HANU_OK);
     }
-    collected got = {0};
-    CHECK_EQ(bucket_list(b, "", collect, &got, err, sizeof err), HANU_OK);
+    listed got = {0};
+    CHECK_EQ(bucket_list(b, "", collect_key, &got, err, sizeof err), HANU_OK);
     CHECK_EQ(got.n, 20);
     bucket_get_counters(b, &c);
     CHECK(c.retries > 0);

@@ -4,35 +4,22 @@
  * than read as a shorter list.
  */
 #include "test.h"
+#include "test_bucket.h"
 #include "base/base.h"
 #include "bucket/s3_xml.h"
 
-typedef struct seen {
-    char keys[8][64];
-    uint64_t sizes[8];
-    int n;
-} seen;
-
-static int on_entry(void *ctx, const char *key, uint64_t size)
-{
-    seen *s = ctx;
-    if (s->n < 8) snprintf(s->keys[s->n], sizeof s->keys[0], "%s", key), s->sizes[s->n] = size;
-    s->n++;
-    return 0;
-}
-
-static int parse(const char *xml, seen *s, int *truncated, char *token)
+static int parse(const char *xml, listed *s, int *truncated, char *token)
 {
     memset(s, 0, sizeof *s);
     s3_xml_span span = { xml, strlen(xml) };
-    return s3_xml_parse_list(span, on_entry, s, truncated, token);
+    return s3_xml_parse_list(span, collect_key, s, truncated, token);
 }
 
 #define PAGE(body) "<?xml version=\"1.0\"?><ListBucketResult xmlns=\"x\">" body "</ListBucketResult>"
 
 static void test_bucket_xml_list_page(void)
 {
-    seen s;
+    listed s;
     int truncated;
     char token[S3_LIST_TOKEN_MAX];
     CHECK_EQ(parse(PAGE("<Contents><Key>db/a&amp;b&#x41;&#66;&lt;&gt;&quot;&apos;</Key><Size>12</Size></Contents>"
@@ -51,7 +38,7 @@ static void test_bucket_xml_list_page(void)
 
 static void test_bucket_xml_refuses_malformed(void)
 {
-    seen s;
+    listed s;
     int truncated;
     char token[S3_LIST_TOKEN_MAX];
     char long_key[S3_LIST_KEY_MAX + 200];
