@@ -9,6 +9,7 @@ packages=(
   libroaring-dev libutf8proc-dev libcurl4-openssl-dev libjemalloc-dev
   liburing-dev python3 util-linux procps bc openssl groff-base
   chromium   # tests/e2e_http_browser.py: the API from a real browser (CORS, no-cors, dot segments)
+  nodejs     # tests/test_bucket_s3.c: an S3-compatible server (tests/s3/package.json)
 )
 
 missing=()
@@ -18,8 +19,25 @@ for p in "${packages[@]}"; do
   fi
 done
 
+# The npm packages the tests use, pinned by tests/s3/package-lock.json; installed
+# again only when the lock file changed since the last install.
+install_npm_packages() {
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/s3"
+  if [ -f "$dir/node_modules/.package-lock.json" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
+    echo "install-deps: npm packages in tests/s3 present"
+    return
+  fi
+  echo "install-deps: npm ci in tests/s3"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+}
+
+# Debian's npm; a nodejs from elsewhere (NodeSource) brings its own and conflicts with it.
+if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
+  install_npm_packages
   exit 0
 fi
 
@@ -29,3 +47,4 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+install_npm_packages
