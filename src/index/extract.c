@@ -48,6 +48,7 @@ static int add_leaf(void *p, const json_leaf *leaf)
     case JSON_STRING: {
         n = index_key(key, leaf->path, leaf->path_len, INDEX_KEY_STRING, leaf->str, leaf->str_len, 0);
         if (n && !leaf->in_array) rc = index_builder_string(b, leaf->path, leaf->path_len, leaf->str, leaf->str_len);
+        if (leaf->depth == 1 && leaf->path_len == 3 && memcmp(leaf->path, "_id", 3) == 0) break;   /* not text */
         uint32_t positions = 0;
         x->leaf = leaf;
         if (rc == HANU_OK) rc = text_tokenize(leaf->str, leaf->str_len, add_token, x, &positions);
