@@ -1,7 +1,9 @@
 /*
- * http_internal.h: the documents API over HTTP/1.1 (h2o), shared by http.c
- * (listener, routing, auth, CORS, metrics, answers parked until durable) and
- * http_docs.c (collections, documents, batches, idempotency).
+ * http_internal.h: the documents API over HTTP/1.1 (h2o), shared by its files:
+ * http_listen.c (listener, TLS, start and stop), http_route.c (paths, checks,
+ * dispatch), http_auth.c (tokens, Host, CORS), http_reply.c (answers, held in
+ * the waiters until their watermark), http_status.c (_status, /metrics),
+ * http_timeout.c, and http_docs.c (collections, documents, batches, idempotency).
  */
 #ifndef HANU_HTTP_INTERNAL_H
 #define HANU_HTTP_INTERNAL_H
@@ -36,7 +38,7 @@ typedef struct http_call {
     uint8_t durability;        /* kv_durability values */
 } http_call;
 
-/* Answers (http.c). Each sends now, or parks until txn is durable when asked. */
+/* Answers (http_reply.c). Each sends now, or is held until txn is durable when asked. */
 void http_reply(http_call *c, int status, const char *body, size_t len, uint64_t wait_txn);
 /* The answer to a write of txn at the request's durability: `local` waits for its
    fdatasync, `none` for its frame to be in the page cache (the loop's pwrite). */
@@ -44,9 +46,30 @@ void http_reply_write(http_call *c, int status, const char *body, size_t len, ui
 void http_reply_doc(http_call *c, const uint8_t *doc, size_t len, uint64_t txn);
 void http_error(http_call *c, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Sends now, counted in the metrics: a JSON body, or none (http_send_empty). */
+void http_send(http_call *c, int status, const char *body, size_t len);
+void http_send_empty(http_call *c, int status);
+void http_reply_start(server *srv);     /* the deadline sweep of held answers */
+void http_reply_stop(server *srv);
+
+/* Who may ask what (http_auth.c). */
+int http_auth_start(server *srv, char *err, size_t errcap);   /* tokens, CORS, --allowed-hosts */
+void http_auth_stop(server *srv);
 int http_token_allows(const http_call *c, const char *col, int write);
+const http_token *http_find_token(server *srv, h2o_req_t *req);   /* NULL: none or unknown */
+int http_host_allowed(server *srv, h2o_req_t *req);                /* the check without tokens */
+void http_add_cors(server *srv, h2o_req_t *req);
+void http_reply_options(http_call *c, const char *allow);         /* OPTIONS and CORS preflight */
 /* A request header's value, or NULL. */
 const h2o_iovec_t *http_header(h2o_req_t *req, const char *name, size_t len);
+
+/* Routing (http_route.c): every request enters here. */
+int http_on_req(server *srv, h2o_req_t *req);
+
+/* Status and metrics (http_status.c). */
+void http_count_request(server *srv, int route, int status, uint64_t start_ns);
+void http_status_reply(http_call *c);
+void http_metrics_reply(http_call *c);
 /* "/c/{col}" (id NULL) or "/c/{col}/docs/{id, percent-encoded}", in the request's pool:
    the Location of what a 201 created. */
 h2o_iovec_t http_location(http_call *c, const char *id, size_t id_len);

@@ -4,37 +4,32 @@
  * Every connection reads frames, runs them against the store and appends the
  * responses, in request order, to its output buffer. A response to a write at
  * durability `local` is a gate: it and everything after it on that connection
- * wait until the log reports its txn durable (kv_on_durable), so answers stay
- * in order and no write is acknowledged before its fdatasync. A write at
- * durability `none` is gated too, until the frame is in the page cache: in a
- * preallocated file the frame waits in the log's buffer until the loop's
- * store_flush at the end of the iteration (kv_on_written), so a process
- * crash cannot lose an answered write and a failed pwrite never yields Ok.
- * Nothing here blocks the loop.
+ * wait until the log reports its txn durable, so answers stay in order and no
+ * write is acknowledged before its fdatasync. A write at durability `none` is
+ * gated too, until the frame is in the page cache: in a preallocated file the
+ * frame waits in the log's buffer until the loop's store_flush at the end of
+ * the iteration, so a process crash cannot lose an answered write and a failed
+ * pwrite never yields Ok. A connection holds one waiter (waiters.h), queued on
+ * its first closed gate. Nothing here blocks the loop.
  */
 #include "server/server_internal.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #define KV_OUT_HIGH_WATER (8u << 20)   /* stop reading a client that does not read */
 
 typedef struct kv_gate {
     size_t start;          /* offset of the gated response in out */
     uint64_t txn;
-    int local;             /* waits for the txn's fdatasync, else for its pwrite */
+    int mark;              /* enum waiter_mark: WAIT_DURABLE (`local`) or WAIT_WRITTEN (`none`) */
 } kv_gate;
 
 struct kv_conn {
     server *srv;
     h2o_socket_t *sock;
     h2o_linklist_t link;        /* srv->conns */
-    h2o_linklist_t wait_link;   /* srv->waiting while it holds gates */
+    waiter wait;                /* queued on the first closed gate while there is one */
     hanu_buf out;               /* responses not yet handed to the socket */
     hanu_buf sending;           /* bytes the socket is writing now */
     kv_gate *gates;
@@ -51,7 +46,7 @@ static void on_read(h2o_socket_t *sock, const char *err);
 static void conn_close(kv_conn *c)
 {
     server *srv = c->srv;
-    if (h2o_linklist_is_linked(&c->wait_link)) h2o_linklist_unlink(&c->wait_link);
+    waiters_cancel(&srv->waits, &c->wait);
     h2o_linklist_unlink(&c->link);
     srv->nconns--;
     c->sock->data = NULL;
@@ -67,11 +62,39 @@ static int conn_has_gates(const kv_conn *c) { return c->ghead < c->ngates; }
 /* Skips the gates whose condition holds: txn synced (local) or written (none). */
 static void pass_open_gates(kv_conn *c)
 {
-    server *srv = c->srv;
-    uint64_t durable = atomic_load(&srv->durable_txn);
-    uint64_t written = HANU_MAX(durable, srv->written_txn);
-    while (c->ghead < c->ngates && c->gates[c->ghead].txn <= (c->gates[c->ghead].local ? durable : written))
+    while (c->ghead < c->ngates && server_reached(c->srv, c->gates[c->ghead].mark, c->gates[c->ghead].txn))
         c->ghead++;
+}
+
+/* fsyncgate: what waited for a failed sync is never acknowledged. Keeps what was
+   answerable and closes after it, so the client sees an unknown outcome, not a success. */
+static void fail_closed_gates(kv_conn *c)
+{
+    pass_open_gates(c);
+    if (conn_has_gates(c)) c->out.len = c->gates[c->ghead].start;
+    c->ghead = c->ngates = 0;
+    c->close_after_flush = 1;
+}
+
+static void on_gate_released(waiter *w, int outcome)
+{
+    kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, wait, w);
+    if (outcome != WAITER_REACHED) fail_closed_gates(c);
+    conn_flush(c);
+}
+
+/* Passes the open gates and queues the connection's waiter on the first closed one. */
+static void arm_gates(kv_conn *c)
+{
+    pass_open_gates(c);
+    if (!conn_has_gates(c)) { waiters_cancel(&c->srv->waits, &c->wait); return; }
+    const kv_gate *g = &c->gates[c->ghead];
+    if (c->wait.queued) {
+        if (c->wait.txn == g->txn && c->wait.mark == g->mark) return;
+        waiters_cancel(&c->srv->waits, &c->wait);
+    }
+    if (waiters_add(&c->srv->waits, &c->wait, g->mark, g->txn, 0, on_gate_released) == WAITER_FAILED)
+        fail_closed_gates(c);
 }
 
 static void on_write_done(h2o_socket_t *sock, const char *err)
@@ -87,13 +110,12 @@ static void on_write_done(h2o_socket_t *sock, const char *err)
 static void conn_flush(kv_conn *c)
 {
     server *srv = c->srv;
+    arm_gates(c);
     if (h2o_socket_is_writing(c->sock)) return;
-    pass_open_gates(c);
     size_t releasable = conn_has_gates(c) ? c->gates[c->ghead].start : c->out.len;
     if (releasable == 0) {
         if (!conn_has_gates(c)) {
             c->ghead = c->ngates = 0;
-            if (h2o_linklist_is_linked(&c->wait_link)) h2o_linklist_unlink(&c->wait_link);
             if (c->close_after_flush) { conn_close(c); return; }
         }
         goto resume;
@@ -109,10 +131,7 @@ static void conn_flush(kv_conn *c)
         hanu_buf_consume(&c->out, releasable);
     }
     for (size_t i = c->ghead; i < c->ngates; i++) c->gates[i].start -= releasable;
-    if (!conn_has_gates(c)) {
-        c->ghead = c->ngates = 0;
-        if (h2o_linklist_is_linked(&c->wait_link)) h2o_linklist_unlink(&c->wait_link);
-    }
+    if (!conn_has_gates(c)) c->ghead = c->ngates = 0;
     h2o_iovec_t iov = h2o_iovec_init(c->sending.data, c->sending.len);
     h2o_socket_write(c->sock, &iov, 1, on_write_done);
 resume:
@@ -122,7 +141,8 @@ resume:
     }
 }
 
-static int add_gate(kv_conn *c, size_t start, uint64_t txn, int local)
+/* Gates the response at start; conn_flush queues the waiter. */
+static int add_gate(kv_conn *c, size_t start, uint64_t txn, int mark)
 {
     if (c->ngates == c->gcap) {
         if (c->ghead > 0) {
@@ -137,9 +157,7 @@ static int add_gate(kv_conn *c, size_t start, uint64_t txn, int local)
             c->gcap = ncap;
         }
     }
-    c->gates[c->ngates++] = (kv_gate){ start, txn, local };
-    if (!local) c->srv->written_gates = 1;
-    if (!h2o_linklist_is_linked(&c->wait_link)) h2o_linklist_insert(&c->srv->waiting, &c->wait_link);
+    c->gates[c->ngates++] = (kv_gate){ start, txn, mark };
     return HANU_OK;
 }
 
@@ -170,13 +188,11 @@ static void respond_written(kv_conn *c, uint64_t txn, uint8_t durability)
 {
     size_t start = c->out.len;
     kv_respond_token(&c->out, HKV_WIRE_OK, txn);
-    if (durability == HKV_DUR_LOCAL && txn > atomic_load(&c->srv->durable_txn)) {
-        if (add_gate(c, start, txn, 1) != HANU_OK) { c->out.len = start; c->close_after_flush = 1; return; }
-        store_want_durable(c->srv->store, txn);
-    } else if (durability != HKV_DUR_LOCAL && txn > c->srv->written_txn) {
-        /* Released by kv_on_written after the loop's pwrite (no lock taken here). */
-        if (add_gate(c, start, txn, 0) != HANU_OK) { c->out.len = start; c->close_after_flush = 1; }
-    }
+    /* `none` is released after the loop's pwrite (no lock taken here). */
+    int mark = durability == HKV_DUR_LOCAL ? WAIT_DURABLE : WAIT_WRITTEN;
+    if (server_reached(c->srv, mark, txn)) return;
+    if (add_gate(c, start, txn, mark) != HANU_OK) { c->out.len = start; c->close_after_flush = 1; return; }
+    if (mark == WAIT_DURABLE) store_want_durable(c->srv->store, txn);
 }
 
 static void respond_stats(kv_conn *c)
@@ -373,31 +389,19 @@ static void on_read(h2o_socket_t *sock, const char *err)
     conn_flush(c);
 }
 
-static void on_accept(h2o_socket_t *listener, const char *err)
+static void on_conn(server *srv, h2o_socket_t *sock)
 {
-    server *srv = listener->data;
-    if (err) return;
-    for (int i = 0; i < 64; i++) {
-        h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
-        if (!sock) break;
-        if (srv->nconns >= srv->opt.max_connections || srv->stopping) {
-            h2o_socket_close(sock);
-            continue;
-        }
-        int one = 1;
-        setsockopt(h2o_socket_get_fd(sock), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        kv_conn *c = calloc(1, sizeof *c);
-        if (!c) { h2o_socket_close(sock); continue; }
-        c->srv = srv;
-        c->sock = sock;
-        c->last_active_ns = hanu_now_ns();
-        sock->data = c;
-        h2o_linklist_insert(&srv->conns, &c->link);
-        srv->nconns++;
-        srv->connections_total++;
-        if (srv->nconns == 1) kv_sweep_idle(srv);
-        h2o_socket_read_start(sock, on_read);
-    }
+    kv_conn *c = srv->nconns < srv->opt.max_connections ? calloc(1, sizeof *c) : NULL;
+    if (!c) { h2o_socket_close(sock); return; }
+    c->srv = srv;
+    c->sock = sock;
+    c->last_active_ns = hanu_now_ns();
+    sock->data = c;
+    h2o_linklist_insert(&srv->conns, &c->link);
+    srv->nconns++;
+    srv->connections_total++;
+    if (srv->nconns == 1) kv_sweep_idle(srv);
+    h2o_socket_read_start(sock, on_read);
 }
 
 int kv_listen(server *srv, const char *addr, char *err, size_t errcap)
@@ -408,66 +412,17 @@ int kv_listen(server *srv, const char *addr, char *err, size_t errcap)
         snprintf(err, errcap, "cannot parse address \"%s\" (want HOST:PORT)", addr);
         return HANU_ERR_INVALID;
     }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 1024) != 0) {
-        snprintf(err, errcap, "cannot listen on %s: %s", addr, strerror(errno));
-        if (fd >= 0) close(fd);
+    if (server_listen(srv, &ss, sl, addr, on_conn, &srv->kv_listener, err, errcap) != HANU_OK)
         return HANU_ERR_IO;
-    }
-    int loopback = (ss.ss_family == AF_INET && (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127) ||
-                   (ss.ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr));
-    if (!loopback)
+    if (!server_addr_is_loopback(&ss))
         fprintf(stderr, "hanudb: WARNING: the key-value protocol has no authentication and reaches every "
                 "database and collection; %s is not a loopback address\n", addr);
-    srv->kv_listener = h2o_evloop_socket_create(srv->loop, fd, H2O_SOCKET_FLAG_DONT_READ);
-    srv->kv_listener->data = srv;
-    h2o_socket_read_start(srv->kv_listener, on_accept);
     return HANU_OK;
-}
-
-void kv_on_durable(server *srv, uint64_t durable_txn, int failed)
-{
-    (void)durable_txn;
-    h2o_linklist_t *node = srv->waiting.next;
-    while (node != &srv->waiting) {
-        kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, wait_link, node);
-        node = node->next;
-        if (failed) {
-            /* fsyncgate: what waited for this sync is never acknowledged. Send what was
-               answerable and close, so the client sees an unknown outcome, not a success. */
-            pass_open_gates(c);
-            if (conn_has_gates(c)) c->out.len = c->gates[c->ghead].start;
-            c->ghead = c->ngates = 0;
-            c->close_after_flush = 1;
-        }
-        conn_flush(c);
-    }
-}
-
-void kv_on_written(server *srv, uint64_t written_txn)
-{
-    srv->written_txn = written_txn;
-    if (!srv->written_gates) return;
-    srv->written_gates = 0;
-    h2o_linklist_t *node = srv->waiting.next;
-    while (node != &srv->waiting) {
-        kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, wait_link, node);
-        node = node->next;
-        conn_flush(c);
-        for (size_t i = c->ghead; i < c->ngates; i++)
-            if (!c->gates[i].local) srv->written_gates = 1;
-    }
 }
 
 void kv_shutdown_begin(server *srv)
 {
-    if (srv->kv_listener) {
-        h2o_socket_read_stop(srv->kv_listener);
-        h2o_socket_close(srv->kv_listener);
-        srv->kv_listener = NULL;
-    }
+    server_unlisten(&srv->kv_listener);
     for (h2o_linklist_t *n = srv->conns.next; n != &srv->conns; n = n->next) {
         kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, link, n);
         if (!c->read_paused) {
