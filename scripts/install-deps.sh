@@ -9,6 +9,7 @@ packages=(
   libroaring-dev libutf8proc-dev libcurl4-openssl-dev libjemalloc-dev
   liburing-dev python3 util-linux procps bc openssl
   chromium   # tests/e2e_http_browser.py: the API from a real browser (CORS, no-cors, dot segments)
+  prometheus # promtool: tests/e2e_metrics.py checks /metrics with `promtool check metrics`
 )
 
 missing=()

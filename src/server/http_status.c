@@ -45,12 +45,6 @@ void http_count_request(server *srv, int route, int status, uint64_t start_ns)
 
 /* ---- /_status ---- */
 
-static void write_u64(json_writer *w, const char *key, uint64_t v)
-{
-    json_write_key(w, key, strlen(key));
-    json_write_int64(w, (int64_t)v);
-}
-
 void http_status_reply(http_call *c)
 {
     server *srv = c->srv;
@@ -60,19 +54,14 @@ void http_status_reply(http_call *c)
     json_writer w;
     json_writer_init(&w, &b);
     json_write_object_begin(&w);
-    write_u64(&w, "txn", st.last_txn);
-    write_u64(&w, "durable_txn", st.durable_txn);
-    write_u64(&w, "floor_txn", store_floor(srv->store));
-    write_u64(&w, "collections", st.databases);
-    write_u64(&w, "keys", st.keys);
-    write_u64(&w, "disk_bytes", st.disk_bytes);
-    write_u64(&w, "memory_bytes", st.memory_bytes);
-    write_u64(&w, "log_bytes_written", st.log_bytes_written);
-    write_u64(&w, "syncs", st.syncs);
-    write_u64(&w, "parked_writes", srv->parked_count);
-    write_u64(&w, "files", st.files);
-    write_u64(&w, "compactions", st.compactions);
-    write_u64(&w, "uptime_s", (hanu_wall_ms() - srv->started_ms) / 1000);
+    const server_json_field f[] = {
+        { "txn", st.last_txn }, { "durable_txn", st.durable_txn }, { "floor_txn", store_floor(srv->store) },
+        { "collections", st.databases }, { "keys", st.keys }, { "disk_bytes", st.disk_bytes },
+        { "memory_bytes", st.memory_bytes }, { "log_bytes_written", st.log_bytes_written },
+        { "syncs", st.syncs }, { "parked_writes", srv->parked_count }, { "files", st.files },
+        { "compactions", st.compactions }, { "uptime_s", (hanu_wall_ms() - srv->started_ms) / 1000 }
+    };
+    server_json_fields(&w, f, sizeof f / sizeof *f);
     json_write_key(&w, "store_failed", 12);
     json_write_bool(&w, store_failed(srv->store));
     /* Every projection that holds the compaction floor down, by name. */
@@ -80,7 +69,7 @@ void http_status_reply(http_call *c)
     json_write_object_begin(&w);
     store_watermark wm[STORE_MAX_WATERMARKS];
     size_t nw = store_watermark_list(srv->store, wm, STORE_MAX_WATERMARKS);
-    for (size_t i = 0; i < nw && i < STORE_MAX_WATERMARKS; i++) write_u64(&w, wm[i].name, wm[i].txn);
+    for (size_t i = 0; i < nw && i < STORE_MAX_WATERMARKS; i++) server_json_u64(&w, wm[i].name, wm[i].txn);
     json_write_object_end(&w);
     json_write_object_end(&w);
     if (json_writer_status(&w) != HANU_OK) http_error(c, 500, "internal", "cannot build the status");

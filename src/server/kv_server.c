@@ -195,30 +195,39 @@ static void respond_written(kv_conn *c, uint64_t txn, uint8_t durability)
     if (mark == WAIT_DURABLE) store_want_durable(c->srv->store, txn);
 }
 
+/* Sends the JSON object built in srv->scratch, or an internal error. */
+static void respond_json(kv_conn *c, const json_writer *w)
+{
+    hanu_buf *b = &c->srv->scratch;
+    if (json_writer_status(w) != HANU_OK) respond_msg(c, HKV_WIRE_INTERNAL_ERROR, "cannot build the answer");
+    else kv_respond(&c->out, HKV_WIRE_OK, (const char *)b->data, b->len);
+}
+
 static void respond_stats(kv_conn *c)
 {
     server *srv = c->srv;
     store_stats st;
     store_get_stats(srv->store, &st);
-    char json[1024];
-    int n = snprintf(json, sizeof json,
-        "{\"keys\":%llu,\"databases\":%llu,\"files\":%llu,\"disk_bytes\":%llu,\"dead_bytes\":%llu,"
-        "\"memory_bytes\":%llu,\"log_bytes_written\":%llu,\"prealloc_bytes\":%llu,\"syncs\":%llu,\"sync_us\":%llu,"
-        "\"frames\":%llu,\"rotations\":%llu,\"compactions\":%llu,\"compaction_lock_max_us\":%llu,\"last_txn\":%llu,"
-        "\"durable_txn\":%llu,\"startup_ms\":%llu,\"connections\":%zu,\"connections_total\":%llu,"
-        "\"requests\":%llu,\"errors\":%llu,\"store_failed\":%s}",
-        (unsigned long long)st.keys, (unsigned long long)st.databases, (unsigned long long)st.files,
-        (unsigned long long)st.disk_bytes, (unsigned long long)st.dead_bytes,
-        (unsigned long long)st.memory_bytes, (unsigned long long)st.log_bytes_written,
-        (unsigned long long)st.prealloc_bytes, (unsigned long long)st.syncs,
-        (unsigned long long)(st.sync_ns / 1000),
-        (unsigned long long)st.frames, (unsigned long long)st.rotations,
-        (unsigned long long)st.compactions, (unsigned long long)st.compaction_lock_max_us,
-        (unsigned long long)st.last_txn,
-        (unsigned long long)st.durable_txn, (unsigned long long)st.startup_ms, srv->nconns,
-        (unsigned long long)srv->connections_total, (unsigned long long)srv->requests,
-        (unsigned long long)srv->errors, store_failed(srv->store) ? "true" : "false");
-    kv_respond(&c->out, HKV_WIRE_OK, json, (size_t)n);
+    json_writer w;
+    srv->scratch.len = 0;
+    json_writer_init(&w, &srv->scratch);
+    json_write_object_begin(&w);
+    const server_json_field f[] = {
+        { "keys", st.keys }, { "databases", st.databases }, { "files", st.files },
+        { "disk_bytes", st.disk_bytes }, { "dead_bytes", st.dead_bytes }, { "memory_bytes", st.memory_bytes },
+        { "log_bytes_written", st.log_bytes_written }, { "prealloc_bytes", st.prealloc_bytes },
+        { "syncs", st.syncs }, { "sync_us", st.sync_ns / 1000 }, { "frames", st.frames },
+        { "rotations", st.rotations }, { "compactions", st.compactions },
+        { "compaction_lock_max_us", st.compaction_lock_max_us }, { "last_txn", st.last_txn },
+        { "durable_txn", st.durable_txn }, { "startup_ms", st.startup_ms }, { "connections", srv->nconns },
+        { "connections_total", srv->connections_total }, { "requests", srv->requests },
+        { "errors", srv->errors }
+    };
+    server_json_fields(&w, f, sizeof f / sizeof *f);
+    json_write_key(&w, "store_failed", 12);
+    json_write_bool(&w, store_failed(srv->store));
+    json_write_object_end(&w);
+    respond_json(c, &w);
 }
 
 static void respond_info(kv_conn *c, uint32_t id)
@@ -228,11 +237,18 @@ static void respond_info(kv_conn *c, uint32_t id)
         kv_respond(&c->out, HKV_WIRE_DB_NOT_FOUND, NULL, 0);
         return;
     }
-    char json[256];
-    int n = snprintf(json, sizeof json, "{\"name\":\"%s\",\"id\":%u,\"keys\":%llu,\"bytes\":%llu,\"memory\":%llu}",
-                     info.name, info.id, (unsigned long long)info.keys, (unsigned long long)info.bytes,
-                     (unsigned long long)info.memory);
-    kv_respond(&c->out, HKV_WIRE_OK, json, (size_t)n);
+    json_writer w;
+    c->srv->scratch.len = 0;
+    json_writer_init(&w, &c->srv->scratch);
+    json_write_object_begin(&w);
+    json_write_key(&w, "name", 4);
+    json_write_string(&w, info.name, strlen(info.name));
+    const server_json_field f[] = {
+        { "id", info.id }, { "keys", info.keys }, { "bytes", info.bytes }, { "memory", info.memory }
+    };
+    server_json_fields(&w, f, sizeof f / sizeof *f);
+    json_write_object_end(&w);
+    respond_json(c, &w);
 }
 
 static int ensure_ops(server *srv, size_t n)

@@ -11,6 +11,7 @@
 #include "server/server.h"
 #include "server/kv_proto.h"
 #include "server/waiters.h"
+#include "json/json.h"
 
 typedef struct kv_conn kv_conn;
 struct http_token;
@@ -47,7 +48,7 @@ typedef struct server {
 
     uint64_t requests, errors, connections_total;
 
-    /* documents over HTTP (http.c) */
+    /* documents over HTTP (http_*.c) */
     h2o_globalconf_t http_globalconf;
     h2o_context_t http_ctx;
     h2o_accept_ctx_t http_accept;
@@ -94,6 +95,20 @@ static inline int server_reached(server *srv, int mark, uint64_t txn)
 {
     return waiters_state(&srv->waits, mark, txn) == WAITER_REACHED ||
            (mark <= WAIT_DURABLE && txn <= atomic_load(&srv->durable_txn));
+}
+
+/* "key":v in an object being written (stats and status answers of both faces). */
+static inline void server_json_u64(json_writer *w, const char *key, uint64_t v)
+{
+    json_write_key(w, key, strlen(key));
+    json_write_int64(w, (int64_t)v);
+}
+
+typedef struct server_json_field { const char *key; uint64_t v; } server_json_field;
+
+static inline void server_json_fields(json_writer *w, const server_json_field *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++) server_json_u64(w, f[i].key, f[i].v);
 }
 
 int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len);
