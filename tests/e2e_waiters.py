@@ -3,7 +3,8 @@
 commit's fdatasync held (tests/fault_fsync.c), `local` answers of both faces wait, a `none`
 answer behind a `local` one on the same connection waits too (answers stay in request
 order), a key-value client that leaves is forgotten (hanudb_waiters counts only who still waits),
-and releasing the sync answers everything, in order, with what each write asked."""
+and releasing the sync answers everything, in order, with what each write asked; a failed sync
+answers nothing as a success."""
 import os
 import re
 import select
@@ -88,6 +89,37 @@ def run_held_sync(tmp):
     check(st == 200 and doc == {"_id": "x", "n": 2}, "the held write reads back: %r" % (doc,))
 
 
+def run_failed_sync(tmp):
+    """The held sync fails: what waited for it is never a success. A key-value connection
+    gets the answers before the failed one, then is closed (outcome unknown); a `none`
+    write that was written is still Ok; the HTTP write is a 500."""
+    hold, trigger = os.path.join(tmp, "hold2"), os.path.join(tmp, "fail2")
+    srv = start_with_fsync_hold(os.path.join(tmp, "failing"), hold, trigger)
+    check(Http(srv.http_port).json("PUT", "/c/f")[0] == 201, "collection")
+    open(hold, "w").close()
+    kv = Conn(srv.port)
+    kv.send(set_frame(b"n", NONE) + set_frame(b"l", 0) + set_frame(b"after", NONE))
+    result = {}
+    t = threading.Thread(target=lambda: result.update(r=Http(srv.http_port).json("PUT", "/c/f/docs/x", {"n": 1})))
+    t.start()
+    wait_for("two waiters", lambda: metric(srv.http_port, "hanudb_waiters") == 2)
+    open(trigger, "w").close()
+    os.unlink(hold)
+    st, _ = kv.read_response()
+    check(st == OK, "the none write before the failed sync was written: Ok")
+    try:
+        st, p = kv.read_response()
+        check(False, "an answer after the failed sync: %d %r" % (st, p))
+    except ConnectionError:
+        pass   # closed: the outcome of the local write and what followed is unknown
+    t.join(15)
+    st, _, body = result["r"]
+    check(st == 500 and body["error"]["code"] == "internal", "the HTTP write is a 500: %d %r" % (st, body))
+    check(metric(srv.http_port, "hanudb_waiters") == 0, "nothing waits")
+    check(metric(srv.http_port, "hanudb_store_failed") == 1, "the store says it failed")
+
+
 if __name__ == "__main__":
     run_suite("hanudb-waiters-", lambda tmp: 0,
-              [(run_held_sync, "both faces wait in one place: order, none behind local, a client that leaves")])
+              [(run_held_sync, "both faces wait in one place: order, none behind local, a client that leaves"),
+               (run_failed_sync, "a failed sync: key-value closed after what was answerable, HTTP 500")])

@@ -369,6 +369,8 @@ static void on_read(h2o_socket_t *sock, const char *err)
     if (err) { conn_close(c); return; }
     server *srv = c->srv;
     server_poll_durable(srv);
+    /* A failed sync may have closed this very connection (the socket is freed later). */
+    if (!(c = sock->data)) return;
     c->last_active_ns = hanu_now_ns();
     for (;;) {
         h2o_buffer_t *in = sock->input;
