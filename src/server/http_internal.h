@@ -66,6 +66,21 @@ const h2o_iovec_t *http_header(h2o_req_t *req, const char *name, size_t len);
 /* Routing (http_route.c): every request enters here. */
 int http_on_req(server *srv, h2o_req_t *req);
 
+/* What a path names, by its shape alone. */
+enum http_path {
+    PATH_UNKNOWN, PATH_HEALTH, PATH_STATUS, PATH_METRICS, PATH_COLLECTIONS, PATH_COLLECTION,
+    PATH_DOCS, PATH_DOC, PATH_BATCH, PATH_COUNT
+};
+
+/* Splits a path (without the query) into at most 4 non-empty segments and names it;
+   PATH_UNKNOWN for any other shape. The segments point into path. */
+int http_match_path(const char *path, size_t len, const char *seg[4], size_t segl[4]);
+/* Percent-decodes one path segment into out[0..cap); -1 when malformed or too long. */
+ssize_t http_decode_segment(const char *s, size_t len, char *out, size_t cap);
+/* Splits HOST[:PORT] (HOST may be [v6]): the host's length, and the port or -1;
+   0 when it does not parse. */
+int http_split_authority(const char *s, size_t len, size_t *host_len, long *port);
+
 /* Status and metrics (http_status.c). */
 void http_count_request(server *srv, int route, int status, uint64_t start_ns);
 void http_status_reply(http_call *c);

@@ -42,7 +42,6 @@ static const char *reason_of(int status)
     }
 }
 
-
 void http_send(http_call *c, int status, const char *body, size_t len)
 {
     h2o_req_t *req = c->req;

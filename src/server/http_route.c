@@ -18,8 +18,7 @@ static int hexval(char ch)
     return -1;
 }
 
-/* Percent-decodes one path segment into out; -1 when malformed or too long. */
-static ssize_t decode_segment(const char *s, size_t len, char *out, size_t cap)
+ssize_t http_decode_segment(const char *s, size_t len, char *out, size_t cap)
 {
     size_t n = 0;
     for (size_t i = 0; i < len; i++) {
@@ -51,12 +50,6 @@ static unsigned method_bit(h2o_req_t *req)
     }
 }
 
-/* What a path names, by its shape alone. */
-enum http_path {
-    PATH_UNKNOWN, PATH_HEALTH, PATH_STATUS, PATH_METRICS, PATH_COLLECTIONS, PATH_COLLECTION,
-    PATH_DOCS, PATH_DOC, PATH_BATCH, PATH_COUNT
-};
-
 #define READ_ONLY_METHODS { M_GET | M_HEAD | M_OPTIONS, "GET, HEAD, OPTIONS" }
 /* The methods each path answers: its Allow header, and the CORS preflight's methods. */
 static const struct { unsigned methods; const char *allow; } path_methods[PATH_COUNT] = {
@@ -74,10 +67,9 @@ static const struct { unsigned methods; const char *allow; } path_methods[PATH_C
 /* Splits the path (without the query) into its segments and names the route. An
    empty segment (a trailing or doubled slash) matches nothing: clients send
    "/c/x/docs/.." as "/c/x/", which must not be "/c/x". */
-static int match_path(h2o_req_t *req, const char *seg[4], size_t segl[4])
+int http_match_path(const char *path, size_t len, const char *seg[4], size_t segl[4])
 {
-    size_t plen = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
-    const char *p = req->path.base, *end = p + plen;
+    const char *p = path, *end = path + len;
     if (p == end || *p != '/') return PATH_UNKNOWN;
     p++;
     size_t n = 0;
@@ -152,7 +144,6 @@ static void parse_durability(http_call *c, int *bad)
     else *bad = 1;
 }
 
-
 static int content_type_is_json(h2o_req_t *req)
 {
     ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_TYPE, -1);
@@ -173,7 +164,6 @@ static int is_dot_segment(const char *s, size_t n)
 {
     return (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.');
 }
-
 
 int http_on_req(server *srv, h2o_req_t *req)
 {
@@ -198,7 +188,8 @@ int http_on_req(server *srv, h2o_req_t *req)
     }
     const char *seg[4];
     size_t segl[4];
-    int path = match_path(req, seg, segl);
+    int path = http_match_path(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len,
+                               seg, segl);
     unsigned m = method_bit(req);
     if (path == PATH_UNKNOWN) {
         http_error(c, 404, "not_found", "no such route; see docs/API.md");
@@ -237,7 +228,7 @@ int http_on_req(server *srv, h2o_req_t *req)
     if (path == PATH_STATUS) { http_status_reply(c); return 0; }
     if (path == PATH_METRICS) { http_metrics_reply(c); return 0; }
     if (path == PATH_COLLECTIONS) { http_collections_list(c); return 0; }
-    ssize_t cl = decode_segment(seg[1], segl[1], c->col, STORE_DB_NAME_MAX);
+    ssize_t cl = http_decode_segment(seg[1], segl[1], c->col, STORE_DB_NAME_MAX);
     if (cl <= 0 || is_dot_segment(c->col, (size_t)cl) || !store_db_name_valid(c->col, (size_t)cl)) {
         http_error(c, 400, "invalid_collection", "collection names are 1-64 bytes of A-Z a-z 0-9 _ . -, "
                    "do not start with _ and are not . or ..");
@@ -253,7 +244,7 @@ int http_on_req(server *srv, h2o_req_t *req)
     if (path == PATH_COLLECTION) { http_collection(c); return 0; }
     if (path == PATH_BATCH) { http_batch(c); return 0; }
     if (path == PATH_DOCS) { http_doc_write(c); return 0; }
-    ssize_t il = decode_segment(seg[3], segl[3], c->id, DOCS_ID_MAX);
+    ssize_t il = http_decode_segment(seg[3], segl[3], c->id, DOCS_ID_MAX);
     if (il <= 0 || !docs_id_valid(c->id, (size_t)il)) {
         http_error(c, 400, "invalid_id", "document ids are 1-256 bytes without '/' or control characters, "
                    "are not . or .., and are percent-encoded in URLs");

@@ -27,7 +27,6 @@ static const uint64_t latency_le_us[HTTP_LATENCY_BUCKETS] = {
     1000000, 2500000, 5000000,
 };
 
-
 void http_count_request(server *srv, int route, int status, uint64_t start_ns)
 {
     int slot = HTTP_STATUS_SLOTS - 1;
@@ -41,7 +40,6 @@ void http_count_request(server *srv, int route, int status, uint64_t start_ns)
     srv->http_latency[route][HTTP_LATENCY_BUCKETS] += us;
     srv->http_latency_count[route]++;
 }
-
 
 /* ---- /_status ---- */
 
