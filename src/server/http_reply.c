@@ -6,6 +6,7 @@
  * held answer has a deadline of its own.
  */
 #include "server/http_internal.h"
+#include "server/http_guard.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,30 +69,10 @@ void http_send_empty(http_call *c, int status)
     http_count_request(c->srv, c->route, status, c->start_ns);
 }
 
-/* {"error":{"code":...,"message":...}} */
-static void error_body(hanu_buf *b, const char *code, const char *msg)
-{
-    json_writer w;
-    json_writer_init(&w, b);
-    json_write_object_begin(&w);
-    json_write_key(&w, "error", 5);
-    json_write_object_begin(&w);
-    json_write_key(&w, "code", 4);
-    json_write_string(&w, code, strlen(code));
-    json_write_key(&w, "message", 7);
-    hanu_buf quoted = {0};   /* a message quoting the request may not be UTF-8 */
-    if (json_escape_string(&quoted, msg, strlen(msg)) != HANU_OK)
-        json_escape_string(&quoted, "(message not valid UTF-8)", 25);
-    json_write_raw(&w, (const char *)quoted.data, quoted.len);
-    hanu_buf_free(&quoted);
-    json_write_object_end(&w);
-    json_write_object_end(&w);
-}
-
 static void send_error(http_call *c, int status, const char *code, const char *msg)
 {
     hanu_buf b = {0};
-    error_body(&b, code, msg);
+    http_error_json(&b, code, msg);
     http_send(c, status, (const char *)b.data, b.len);
     hanu_buf_free(&b);
 }
@@ -194,7 +175,7 @@ void http_error(http_call *c, int status, const char *code, const char *fmt, ...
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     hanu_buf b = {0};
-    error_body(&b, code, msg);
+    http_error_json(&b, code, msg);
     http_reply(c, status, (const char *)b.data, b.len, 0);
     hanu_buf_free(&b);
 }
