@@ -164,7 +164,7 @@ void http_reply_write(http_call *c, int status, const char *body, size_t len, ui
 {
     /* `none`: the frame may still be in the log's buffer; the loop writes it, with
        every other of this iteration, before answering. */
-    reply_after(c, status, body, len, c->durability == HKV_DUR_LOCAL ? WAIT_DURABLE : WAIT_WRITTEN, txn);
+    reply_after(c, status, body, len, server_wait_mark(c->durability), txn);
 }
 
 void http_error(http_call *c, int status, const char *code, const char *fmt, ...)

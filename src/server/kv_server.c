@@ -22,7 +22,7 @@
 typedef struct kv_gate {
     size_t start;          /* offset of the gated response in out */
     uint64_t txn;
-    int mark;              /* enum waiter_mark: WAIT_DURABLE (`local`) or WAIT_WRITTEN (`none`) */
+    int mark;              /* enum waiter_mark: server_wait_mark of the durability asked */
 } kv_gate;
 
 struct kv_conn {
@@ -189,7 +189,7 @@ static void respond_written(kv_conn *c, uint64_t txn, uint8_t durability)
     size_t start = c->out.len;
     kv_respond_token(&c->out, HKV_WIRE_OK, txn);
     /* `none` is released after the loop's pwrite (no lock taken here). */
-    int mark = durability == HKV_DUR_LOCAL ? WAIT_DURABLE : WAIT_WRITTEN;
+    int mark = server_wait_mark(durability);
     if (server_reached(c->srv, mark, txn)) return;
     if (add_gate(c, start, txn, mark) != HANU_OK) { c->out.len = start; c->close_after_flush = 1; return; }
     if (mark == WAIT_DURABLE) store_want_durable(c->srv->store, txn);

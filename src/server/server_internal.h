@@ -97,6 +97,12 @@ static inline int server_reached(server *srv, int mark, uint64_t txn)
            (mark <= WAIT_DURABLE && txn <= atomic_load(&srv->durable_txn));
 }
 
+/* The watermark an answer at a durability level waits for (kv_durability values). */
+static inline int server_wait_mark(uint8_t durability)
+{
+    return durability == HKV_DUR_LOCAL ? WAIT_DURABLE : durability == HKV_DUR_BUCKET ? WAIT_BUCKET : WAIT_WRITTEN;
+}
+
 /* "key":v in an object being written (stats and status answers of both faces). */
 static inline void server_json_u64(json_writer *w, const char *key, uint64_t v)
 {
