@@ -44,6 +44,9 @@ void http_reply(http_call *c, int status, const char *body, size_t len, uint64_t
    fdatasync, `none` for its frame to be in the page cache (the loop's pwrite). */
 void http_reply_write(http_call *c, int status, const char *body, size_t len, uint64_t txn);
 void http_reply_doc(http_call *c, const uint8_t *doc, size_t len, uint64_t txn);
+/* "/c/{col}" (id NULL) or "/c/{col}/docs/{id, percent-encoded}", in the request's pool:
+   the Location of what a 201 created. */
+h2o_iovec_t http_location(http_call *c, const char *id, size_t id_len);
 void http_error(http_call *c, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Sends now, counted in the metrics: a JSON body, or none (http_send_empty). */
@@ -85,9 +88,6 @@ int http_split_authority(const char *s, size_t len, size_t *host_len, long *port
 void http_count_request(server *srv, int route, int status, uint64_t start_ns);
 void http_status_reply(http_call *c);
 void http_metrics_reply(http_call *c);
-/* "/c/{col}" (id NULL) or "/c/{col}/docs/{id, percent-encoded}", in the request's pool:
-   the Location of what a 201 created. */
-h2o_iovec_t http_location(http_call *c, const char *id, size_t id_len);
 
 /* Handlers (http_docs.c). */
 void http_collections_list(http_call *c);
