@@ -14,7 +14,7 @@
  * http_guard.h (accepts, refuses or waits on the same input, decodes the same
  * body, leaves the same bytes for the next request).
  *
- * The router (http.c) is not reached: it needs a running server and store; the
+ * The router (http_route.c) is not reached: it needs a running server and store; the
  * end-to-end test tests/e2e_http_framing.py covers it.
  */
 #include <assert.h>

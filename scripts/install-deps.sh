@@ -10,6 +10,7 @@ packages=(
   liburing-dev python3 util-linux procps bc openssl groff-base
   chromium   # tests/e2e_http_browser.py: the API from a real browser (CORS, no-cors, dot segments)
   nodejs     # tests/test_bucket_s3.c: an S3-compatible server (tests/s3/package.json)
+  prometheus # promtool: tests/e2e_metrics.py checks /metrics with `promtool check metrics`
 )
 
 missing=()

@@ -347,20 +347,8 @@ def run_concurrent_retry(tmp):
     """A retry that arrives while the first write still waits for its fdatasync waits
     for the same sync and gets the same answer: no 409, no second write. The sync is
     held with tests/fault_fsync.c (LD_PRELOAD) while a file exists."""
-    build = os.environ.get("HANUDB_BUILD", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))
     hold = os.path.join(tmp, "hold-fsync")
-    saved = dict(os.environ)
-    os.environ["LD_PRELOAD"] = os.path.join(build, "tests", "libfault_fsync.so")
-    os.environ["HANUDB_FAULT_FSYNC_HOLD"] = hold
-    # Under ASan (make asan) the preloaded library comes before ASan's runtime, which
-    # is harmless here: it only wraps fsync.
-    os.environ["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
-    try:
-        srv = HttpServer(os.path.join(tmp, "retry"))
-        srv.start()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    srv = start_with_fsync_hold(os.path.join(tmp, "retry"), hold)
     check(Http(srv.http_port).json("PUT", "/c/r")[0] == 201, "collection")
     open(hold, "w").close()
     results = {}

@@ -71,6 +71,28 @@ def error_code(body):
     return body["error"]["code"]
 
 
+def start_with_fsync_hold(data_dir, hold, trigger=None):
+    """An HttpServer whose fdatasync and fsync wait while the file hold exists
+    (tests/fault_fsync.c, LD_PRELOAD): answers that wait for a sync stay held;
+    and fail with EIO while the file trigger exists."""
+    build = os.environ.get("HANUDB_BUILD", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))
+    saved = dict(os.environ)
+    os.environ["LD_PRELOAD"] = os.path.join(build, "tests", "libfault_fsync.so")
+    os.environ["HANUDB_FAULT_FSYNC_HOLD"] = hold
+    if trigger:
+        os.environ["HANUDB_FAULT_FSYNC_TRIGGER"] = trigger
+    # Under ASan (make asan) the preloaded library comes before ASan's runtime, which
+    # is harmless here: it only wraps fsync.
+    os.environ["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
+    try:
+        srv = HttpServer(data_dir)
+        srv.start()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return srv
+
+
 def run_cases(srv, cases):
     """Runs each case(h, srv) on one server, printing ok/FAIL; returns the failures."""
     h = Http(srv.http_port)

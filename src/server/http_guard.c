@@ -32,6 +32,7 @@
  * handling.
  */
 #include "server/http_guard.h"
+#include "json/json.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -359,6 +360,25 @@ int phr_decode_chunked_is_in_data(struct phr_chunked_decoder *d) { return d->_st
 
 /* ---- JSON errors ---- */
 
+void http_error_json(hanu_buf *b, const char *code, const char *msg)
+{
+    json_writer w;
+    json_writer_init(&w, b);
+    json_write_object_begin(&w);
+    json_write_key(&w, "error", 5);
+    json_write_object_begin(&w);
+    json_write_key(&w, "code", 4);
+    json_write_string(&w, code, strlen(code));
+    json_write_key(&w, "message", 7);
+    hanu_buf quoted = {0};   /* a message quoting the request may not be UTF-8 */
+    if (json_escape_string(&quoted, msg, strlen(msg)) != HANU_OK)
+        json_escape_string(&quoted, "(message not valid UTF-8)", 25);
+    json_write_raw(&w, (const char *)quoted.data, quoted.len);
+    hanu_buf_free(&quoted);
+    json_write_object_end(&w);
+    json_write_object_end(&w);
+}
+
 void http_guard_send_error(h2o_req_t *req, int status, const char *reason, const char *message, int close)
 {
     h2o_hostconf_t **hosts = req->conn && req->conn->ctx ? req->conn->ctx->globalconf->hosts : NULL;
@@ -369,26 +389,20 @@ void http_guard_send_error(h2o_req_t *req, int status, const char *reason, const
         h2o_req_bind_conf(req, hosts[0], &hosts[0]->fallback_path);
     }
     if (close) req->http1_is_persistent = 0;
-    char msg[256];
-    size_t m = 0;
-    for (const char *p = message ? message : ""; *p && m + 7 < sizeof msg; p++) {
-        unsigned char ch = (unsigned char)*p;
-        if (ch == '"' || ch == '\\') { msg[m++] = '\\'; msg[m++] = (char)ch; }
-        else if (ch < 0x20) m += (size_t)snprintf(msg + m, sizeof msg - m, "\\u%04x", ch);
-        else msg[m++] = (char)ch;
-    }
-    msg[m] = '\0';
     const char *code = status == 413 ? "too_large" : status == 400 ? "invalid_request"
                      : status == 408 ? "request_timeout" : status == 414 ? "uri_too_long"
                      : status == 417 ? "expectation_failed" : status == 431 ? "headers_too_large" : "http_error";
-    size_t cap = m + 64;
-    char *json = h2o_mem_alloc_pool(&req->pool, cap);
-    int n = snprintf(json, cap, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code, msg);
+    hanu_buf b = {0};
+    http_error_json(&b, code, message ? message : "");
+    size_t n = b.len;
+    char *json = h2o_mem_alloc_pool(&req->pool, n + 1);
+    memcpy(json, b.data, n);
+    hanu_buf_free(&b);
     req->res.status = status;
     req->res.reason = reason;
-    req->res.content_length = (size_t)n;
+    req->res.content_length = n;
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, H2O_STRLIT("application/json"));
-    h2o_send_inline(req, json, (size_t)n);
+    h2o_send_inline(req, json, n);
 }
 
 typedef void (*send_error_fn)(h2o_req_t *, int, const char *, const char *, int);

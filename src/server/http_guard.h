@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <h2o.h>
+#include "base/base.h"
 
 #define HTTP_GUARD_MAX_REQUEST_LINE 8192         /* longer: 414 */
 #define HTTP_GUARD_MAX_HEAD (64 * 1024)          /* request line and header fields; more: 431 */
@@ -74,5 +75,7 @@ int http_guard_answer(h2o_req_t *req);
 /* Sends {"error":{"code":...,"message":...}} with status and reason; closes the
    connection after it when close is set. Works on a request h2o has not routed. */
 void http_guard_send_error(h2o_req_t *req, int status, const char *reason, const char *message, int close);
+/* Appends the body of every error answer, {"error":{"code":...,"message":...}}, to b. */
+void http_error_json(hanu_buf *b, const char *code, const char *msg);
 
 #endif

@@ -1,7 +1,9 @@
 /*
- * http_internal.h: the documents API over HTTP/1.1 (h2o), shared by http.c
- * (listener, routing, auth, CORS, metrics, answers parked until durable) and
- * http_docs.c (collections, documents, batches, idempotency).
+ * http_internal.h: the documents API over HTTP/1.1 (h2o), shared by its files:
+ * http_listen.c (listener, TLS, start and stop), http_route.c (paths, checks,
+ * dispatch), http_auth.c (tokens, Host, CORS), http_reply.c (answers, held in
+ * the waiters until their watermark), http_status.c (_status, /metrics),
+ * http_timeout.c, and http_docs.c (collections, documents, batches, idempotency).
  */
 #ifndef HANU_HTTP_INTERNAL_H
 #define HANU_HTTP_INTERNAL_H
@@ -36,20 +38,56 @@ typedef struct http_call {
     uint8_t durability;        /* kv_durability values */
 } http_call;
 
-/* Answers (http.c). Each sends now, or parks until txn is durable when asked. */
+/* Answers (http_reply.c). Each sends now, or is held until txn is durable when asked. */
 void http_reply(http_call *c, int status, const char *body, size_t len, uint64_t wait_txn);
 /* The answer to a write of txn at the request's durability: `local` waits for its
    fdatasync, `none` for its frame to be in the page cache (the loop's pwrite). */
 void http_reply_write(http_call *c, int status, const char *body, size_t len, uint64_t txn);
 void http_reply_doc(http_call *c, const uint8_t *doc, size_t len, uint64_t txn);
-void http_error(http_call *c, int status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-int http_token_allows(const http_call *c, const char *col, int write);
-/* A request header's value, or NULL. */
-const h2o_iovec_t *http_header(h2o_req_t *req, const char *name, size_t len);
 /* "/c/{col}" (id NULL) or "/c/{col}/docs/{id, percent-encoded}", in the request's pool:
    the Location of what a 201 created. */
 h2o_iovec_t http_location(http_call *c, const char *id, size_t id_len);
+void http_error(http_call *c, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Sends now, counted in the metrics: a JSON body, or none (http_send_empty). */
+void http_send(http_call *c, int status, const char *body, size_t len);
+void http_send_empty(http_call *c, int status);
+void http_reply_start(server *srv);     /* the deadline sweep of held answers */
+void http_reply_stop(server *srv);
+
+/* Who may ask what (http_auth.c). */
+int http_auth_start(server *srv, char *err, size_t errcap);   /* tokens, CORS, --allowed-hosts */
+void http_auth_stop(server *srv);
+int http_token_allows(const http_call *c, const char *col, int write);
+const http_token *http_find_token(server *srv, h2o_req_t *req);   /* NULL: none or unknown */
+int http_host_allowed(server *srv, h2o_req_t *req);                /* the check without tokens */
+void http_add_cors(server *srv, h2o_req_t *req);
+void http_reply_options(http_call *c, const char *allow);         /* OPTIONS and CORS preflight */
+/* A request header's value, or NULL. */
+const h2o_iovec_t *http_header(h2o_req_t *req, const char *name, size_t len);
+
+/* Routing (http_route.c): every request enters here. */
+int http_on_req(server *srv, h2o_req_t *req);
+
+/* What a path names, by its shape alone. */
+enum http_path {
+    PATH_UNKNOWN, PATH_HEALTH, PATH_STATUS, PATH_METRICS, PATH_COLLECTIONS, PATH_COLLECTION,
+    PATH_DOCS, PATH_DOC, PATH_BATCH, PATH_COUNT
+};
+
+/* Splits a path (without the query) into at most 4 non-empty segments and names it;
+   PATH_UNKNOWN for any other shape. The segments point into path. */
+int http_match_path(const char *path, size_t len, const char *seg[4], size_t segl[4]);
+/* Percent-decodes one path segment into out[0..cap); -1 when malformed or too long. */
+ssize_t http_decode_segment(const char *s, size_t len, char *out, size_t cap);
+/* Splits HOST[:PORT] (HOST may be [v6]): the host's length, and the port or -1;
+   0 when it does not parse. */
+int http_split_authority(const char *s, size_t len, size_t *host_len, long *port);
+
+/* Status and metrics (http_status.c). */
+void http_count_request(server *srv, int route, int status, uint64_t start_ns);
+void http_status_reply(http_call *c);
+void http_metrics_reply(http_call *c);
 
 /* Handlers (http_docs.c). */
 void http_collections_list(http_call *c);

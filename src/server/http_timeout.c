@@ -5,7 +5,7 @@
  * default), started when it waits for a request and stopped when the request
  * is handed over: it covers idle keep-alive, the head and the whole body at
  * once, and closes without an answer. A 1 MB PUT at 60 KB/s was cut at 10.1 s.
- * http.c sets that timer out of the way (a day) and this file keeps three:
+ * http_listen.c sets that timer out of the way (a day) and this file keeps three:
  *
  *   header  (--http-header-timeout-ms) the whole head, from its first byte, or
  *           from connecting while nothing was sent: 408 with the JSON body, or

@@ -4,38 +4,33 @@
  * Every connection reads frames, runs them against the store and appends the
  * responses, in request order, to its output buffer. A response to a write at
  * durability `local` is a gate: it and everything after it on that connection
- * wait until the log reports its txn durable (kv_on_durable), so answers stay
- * in order and no write is acknowledged before its fdatasync. A write at
- * durability `none` is gated too, until the frame is in the page cache: in a
- * preallocated file the frame waits in the log's buffer until the loop's
- * store_flush at the end of the iteration (kv_on_written), so a process
- * crash cannot lose an answered write and a failed pwrite never yields Ok.
- * Nothing here blocks the loop.
+ * wait until the log reports its txn durable, so answers stay in order and no
+ * write is acknowledged before its fdatasync. A write at durability `none` is
+ * gated too, until the frame is in the page cache: in a preallocated file the
+ * frame waits in the log's buffer until the loop's store_flush at the end of
+ * the iteration, so a process crash cannot lose an answered write and a failed
+ * pwrite never yields Ok. A connection holds one waiter (waiters.h), queued on
+ * its first closed gate. Nothing here blocks the loop.
  */
 #include "server/server_internal.h"
 #include "docs/docs.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #define KV_OUT_HIGH_WATER (8u << 20)   /* stop reading a client that does not read */
 
 typedef struct kv_gate {
     size_t start;          /* offset of the gated response in out */
     uint64_t txn;
-    int local;             /* waits for the txn's fdatasync, else for its pwrite */
+    int mark;              /* enum waiter_mark: server_wait_mark of the durability asked */
 } kv_gate;
 
 struct kv_conn {
     server *srv;
     h2o_socket_t *sock;
     h2o_linklist_t link;        /* srv->conns */
-    h2o_linklist_t wait_link;   /* srv->waiting while it holds gates */
+    waiter wait;                /* queued on the first closed gate while there is one */
     hanu_buf out;               /* responses not yet handed to the socket */
     hanu_buf sending;           /* bytes the socket is writing now */
     kv_gate *gates;
@@ -52,7 +47,7 @@ static void on_read(h2o_socket_t *sock, const char *err);
 static void conn_close(kv_conn *c)
 {
     server *srv = c->srv;
-    if (h2o_linklist_is_linked(&c->wait_link)) h2o_linklist_unlink(&c->wait_link);
+    waiters_cancel(&srv->waits, &c->wait);
     h2o_linklist_unlink(&c->link);
     srv->nconns--;
     c->sock->data = NULL;
@@ -68,11 +63,39 @@ static int conn_has_gates(const kv_conn *c) { return c->ghead < c->ngates; }
 /* Skips the gates whose condition holds: txn synced (local) or written (none). */
 static void pass_open_gates(kv_conn *c)
 {
-    server *srv = c->srv;
-    uint64_t durable = atomic_load(&srv->durable_txn);
-    uint64_t written = HANU_MAX(durable, srv->written_txn);
-    while (c->ghead < c->ngates && c->gates[c->ghead].txn <= (c->gates[c->ghead].local ? durable : written))
+    while (c->ghead < c->ngates && server_reached(c->srv, c->gates[c->ghead].mark, c->gates[c->ghead].txn))
         c->ghead++;
+}
+
+/* fsyncgate: what waited for a failed sync is never acknowledged. Keeps what was
+   answerable and closes after it, so the client sees an unknown outcome, not a success. */
+static void fail_closed_gates(kv_conn *c)
+{
+    pass_open_gates(c);
+    if (conn_has_gates(c)) c->out.len = c->gates[c->ghead].start;
+    c->ghead = c->ngates = 0;
+    c->close_after_flush = 1;
+}
+
+static void on_gate_released(waiter *w, int outcome)
+{
+    kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, wait, w);
+    if (outcome != WAITER_REACHED) fail_closed_gates(c);
+    conn_flush(c);
+}
+
+/* Passes the open gates and queues the connection's waiter on the first closed one. */
+static void arm_gates(kv_conn *c)
+{
+    pass_open_gates(c);
+    if (!conn_has_gates(c)) { waiters_cancel(&c->srv->waits, &c->wait); return; }
+    const kv_gate *g = &c->gates[c->ghead];
+    if (c->wait.queued) {
+        if (c->wait.txn == g->txn && c->wait.mark == g->mark) return;
+        waiters_cancel(&c->srv->waits, &c->wait);
+    }
+    if (waiters_add(&c->srv->waits, &c->wait, g->mark, g->txn, 0, on_gate_released) == WAITER_FAILED)
+        fail_closed_gates(c);
 }
 
 static void on_write_done(h2o_socket_t *sock, const char *err)
@@ -88,13 +111,12 @@ static void on_write_done(h2o_socket_t *sock, const char *err)
 static void conn_flush(kv_conn *c)
 {
     server *srv = c->srv;
+    arm_gates(c);
     if (h2o_socket_is_writing(c->sock)) return;
-    pass_open_gates(c);
     size_t releasable = conn_has_gates(c) ? c->gates[c->ghead].start : c->out.len;
     if (releasable == 0) {
         if (!conn_has_gates(c)) {
             c->ghead = c->ngates = 0;
-            if (h2o_linklist_is_linked(&c->wait_link)) h2o_linklist_unlink(&c->wait_link);
             if (c->close_after_flush) { conn_close(c); return; }
         }
         goto resume;
@@ -110,10 +132,7 @@ static void conn_flush(kv_conn *c)
         hanu_buf_consume(&c->out, releasable);
     }
     for (size_t i = c->ghead; i < c->ngates; i++) c->gates[i].start -= releasable;
-    if (!conn_has_gates(c)) {
-        c->ghead = c->ngates = 0;
-        if (h2o_linklist_is_linked(&c->wait_link)) h2o_linklist_unlink(&c->wait_link);
-    }
+    if (!conn_has_gates(c)) c->ghead = c->ngates = 0;
     h2o_iovec_t iov = h2o_iovec_init(c->sending.data, c->sending.len);
     h2o_socket_write(c->sock, &iov, 1, on_write_done);
 resume:
@@ -123,7 +142,8 @@ resume:
     }
 }
 
-static int add_gate(kv_conn *c, size_t start, uint64_t txn, int local)
+/* Gates the response at start; conn_flush queues the waiter. */
+static int add_gate(kv_conn *c, size_t start, uint64_t txn, int mark)
 {
     if (c->ngates == c->gcap) {
         if (c->ghead > 0) {
@@ -138,9 +158,7 @@ static int add_gate(kv_conn *c, size_t start, uint64_t txn, int local)
             c->gcap = ncap;
         }
     }
-    c->gates[c->ngates++] = (kv_gate){ start, txn, local };
-    if (!local) c->srv->written_gates = 1;
-    if (!h2o_linklist_is_linked(&c->wait_link)) h2o_linklist_insert(&c->srv->waiting, &c->wait_link);
+    c->gates[c->ngates++] = (kv_gate){ start, txn, mark };
     return HANU_OK;
 }
 
@@ -176,13 +194,19 @@ static void respond_written(kv_conn *c, uint64_t txn, uint8_t durability)
 {
     size_t start = c->out.len;
     kv_respond_token(&c->out, HKV_WIRE_OK, txn);
-    if (durability == HKV_DUR_LOCAL && txn > atomic_load(&c->srv->durable_txn)) {
-        if (add_gate(c, start, txn, 1) != HANU_OK) { c->out.len = start; c->close_after_flush = 1; return; }
-        store_want_durable(c->srv->store, txn);
-    } else if (durability != HKV_DUR_LOCAL && txn > c->srv->written_txn) {
-        /* Released by kv_on_written after the loop's pwrite (no lock taken here). */
-        if (add_gate(c, start, txn, 0) != HANU_OK) { c->out.len = start; c->close_after_flush = 1; }
-    }
+    /* `none` is released after the loop's pwrite (no lock taken here). */
+    int mark = server_wait_mark(durability);
+    if (server_reached(c->srv, mark, txn)) return;
+    if (add_gate(c, start, txn, mark) != HANU_OK) { c->out.len = start; c->close_after_flush = 1; return; }
+    if (mark == WAIT_DURABLE) store_want_durable(c->srv->store, txn);
+}
+
+/* Sends the JSON object built in srv->scratch, or an internal error. */
+static void respond_json(kv_conn *c, const json_writer *w)
+{
+    hanu_buf *b = &c->srv->scratch;
+    if (json_writer_status(w) != HANU_OK) respond_msg(c, HKV_WIRE_INTERNAL_ERROR, "cannot build the answer");
+    else kv_respond(&c->out, HKV_WIRE_OK, (const char *)b->data, b->len);
 }
 
 static void respond_stats(kv_conn *c)
@@ -190,25 +214,26 @@ static void respond_stats(kv_conn *c)
     server *srv = c->srv;
     store_stats st;
     store_get_stats(srv->store, &st);
-    char json[1024];
-    int n = snprintf(json, sizeof json,
-        "{\"keys\":%llu,\"databases\":%llu,\"files\":%llu,\"disk_bytes\":%llu,\"dead_bytes\":%llu,"
-        "\"memory_bytes\":%llu,\"log_bytes_written\":%llu,\"prealloc_bytes\":%llu,\"syncs\":%llu,\"sync_us\":%llu,"
-        "\"frames\":%llu,\"rotations\":%llu,\"compactions\":%llu,\"compaction_lock_max_us\":%llu,\"last_txn\":%llu,"
-        "\"durable_txn\":%llu,\"startup_ms\":%llu,\"connections\":%zu,\"connections_total\":%llu,"
-        "\"requests\":%llu,\"errors\":%llu,\"store_failed\":%s}",
-        (unsigned long long)st.keys, (unsigned long long)st.databases, (unsigned long long)st.files,
-        (unsigned long long)st.disk_bytes, (unsigned long long)st.dead_bytes,
-        (unsigned long long)st.memory_bytes, (unsigned long long)st.log_bytes_written,
-        (unsigned long long)st.prealloc_bytes, (unsigned long long)st.syncs,
-        (unsigned long long)(st.sync_ns / 1000),
-        (unsigned long long)st.frames, (unsigned long long)st.rotations,
-        (unsigned long long)st.compactions, (unsigned long long)st.compaction_lock_max_us,
-        (unsigned long long)st.last_txn,
-        (unsigned long long)st.durable_txn, (unsigned long long)st.startup_ms, srv->nconns,
-        (unsigned long long)srv->connections_total, (unsigned long long)srv->requests,
-        (unsigned long long)srv->errors, store_failed(srv->store) ? "true" : "false");
-    kv_respond(&c->out, HKV_WIRE_OK, json, (size_t)n);
+    json_writer w;
+    srv->scratch.len = 0;
+    json_writer_init(&w, &srv->scratch);
+    json_write_object_begin(&w);
+    const server_json_field f[] = {
+        { "keys", st.keys }, { "databases", st.databases }, { "files", st.files },
+        { "disk_bytes", st.disk_bytes }, { "dead_bytes", st.dead_bytes }, { "memory_bytes", st.memory_bytes },
+        { "log_bytes_written", st.log_bytes_written }, { "prealloc_bytes", st.prealloc_bytes },
+        { "syncs", st.syncs }, { "sync_us", st.sync_ns / 1000 }, { "frames", st.frames },
+        { "rotations", st.rotations }, { "compactions", st.compactions },
+        { "compaction_lock_max_us", st.compaction_lock_max_us }, { "last_txn", st.last_txn },
+        { "durable_txn", st.durable_txn }, { "startup_ms", st.startup_ms }, { "connections", srv->nconns },
+        { "connections_total", srv->connections_total }, { "requests", srv->requests },
+        { "errors", srv->errors }
+    };
+    server_json_fields(&w, f, sizeof f / sizeof *f);
+    json_write_key(&w, "store_failed", 12);
+    json_write_bool(&w, store_failed(srv->store));
+    json_write_object_end(&w);
+    respond_json(c, &w);
 }
 
 static void respond_info(kv_conn *c, uint32_t id)
@@ -218,11 +243,18 @@ static void respond_info(kv_conn *c, uint32_t id)
         kv_respond(&c->out, HKV_WIRE_DB_NOT_FOUND, NULL, 0);
         return;
     }
-    char json[256];
-    int n = snprintf(json, sizeof json, "{\"name\":\"%s\",\"id\":%u,\"keys\":%llu,\"bytes\":%llu,\"memory\":%llu}",
-                     info.name, info.id, (unsigned long long)info.keys, (unsigned long long)info.bytes,
-                     (unsigned long long)info.memory);
-    kv_respond(&c->out, HKV_WIRE_OK, json, (size_t)n);
+    json_writer w;
+    c->srv->scratch.len = 0;
+    json_writer_init(&w, &c->srv->scratch);
+    json_write_object_begin(&w);
+    json_write_key(&w, "name", 4);
+    json_write_string(&w, info.name, strlen(info.name));
+    const server_json_field f[] = {
+        { "id", info.id }, { "keys", info.keys }, { "bytes", info.bytes }, { "memory", info.memory }
+    };
+    server_json_fields(&w, f, sizeof f / sizeof *f);
+    json_write_object_end(&w);
+    respond_json(c, &w);
 }
 
 static int ensure_ops(server *srv, size_t n)
@@ -346,6 +378,8 @@ static void on_read(h2o_socket_t *sock, const char *err)
     if (err) { conn_close(c); return; }
     server *srv = c->srv;
     server_poll_durable(srv);
+    /* A failed sync may have closed this very connection (the socket is freed later). */
+    if (!(c = sock->data)) return;
     c->last_active_ns = hanu_now_ns();
     for (;;) {
         h2o_buffer_t *in = sock->input;
@@ -382,31 +416,19 @@ static void on_read(h2o_socket_t *sock, const char *err)
     conn_flush(c);
 }
 
-static void on_accept(h2o_socket_t *listener, const char *err)
+static void on_conn(server *srv, h2o_socket_t *sock)
 {
-    server *srv = listener->data;
-    if (err) return;
-    for (int i = 0; i < 64; i++) {
-        h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
-        if (!sock) break;
-        if (srv->nconns >= srv->opt.max_connections || srv->stopping) {
-            h2o_socket_close(sock);
-            continue;
-        }
-        int one = 1;
-        setsockopt(h2o_socket_get_fd(sock), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        kv_conn *c = calloc(1, sizeof *c);
-        if (!c) { h2o_socket_close(sock); continue; }
-        c->srv = srv;
-        c->sock = sock;
-        c->last_active_ns = hanu_now_ns();
-        sock->data = c;
-        h2o_linklist_insert(&srv->conns, &c->link);
-        srv->nconns++;
-        srv->connections_total++;
-        if (srv->nconns == 1) kv_sweep_idle(srv);
-        h2o_socket_read_start(sock, on_read);
-    }
+    kv_conn *c = srv->nconns < srv->opt.max_connections ? calloc(1, sizeof *c) : NULL;
+    if (!c) { h2o_socket_close(sock); return; }
+    c->srv = srv;
+    c->sock = sock;
+    c->last_active_ns = hanu_now_ns();
+    sock->data = c;
+    h2o_linklist_insert(&srv->conns, &c->link);
+    srv->nconns++;
+    srv->connections_total++;
+    if (srv->nconns == 1) kv_sweep_idle(srv);
+    h2o_socket_read_start(sock, on_read);
 }
 
 int kv_listen(server *srv, const char *addr, char *err, size_t errcap)
@@ -417,66 +439,17 @@ int kv_listen(server *srv, const char *addr, char *err, size_t errcap)
         snprintf(err, errcap, "cannot parse address \"%s\" (want HOST:PORT)", addr);
         return HANU_ERR_INVALID;
     }
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 1024) != 0) {
-        snprintf(err, errcap, "cannot listen on %s: %s", addr, strerror(errno));
-        if (fd >= 0) close(fd);
+    if (server_listen(srv, &ss, sl, addr, on_conn, &srv->kv_listener, err, errcap) != HANU_OK)
         return HANU_ERR_IO;
-    }
-    int loopback = (ss.ss_family == AF_INET && (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127) ||
-                   (ss.ss_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr));
-    if (!loopback)
+    if (!server_addr_is_loopback(&ss))
         fprintf(stderr, "hanudb: WARNING: the key-value protocol has no authentication and reaches every "
                 "database and collection; %s is not a loopback address\n", addr);
-    srv->kv_listener = h2o_evloop_socket_create(srv->loop, fd, H2O_SOCKET_FLAG_DONT_READ);
-    srv->kv_listener->data = srv;
-    h2o_socket_read_start(srv->kv_listener, on_accept);
     return HANU_OK;
-}
-
-void kv_on_durable(server *srv, uint64_t durable_txn, int failed)
-{
-    (void)durable_txn;
-    h2o_linklist_t *node = srv->waiting.next;
-    while (node != &srv->waiting) {
-        kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, wait_link, node);
-        node = node->next;
-        if (failed) {
-            /* fsyncgate: what waited for this sync is never acknowledged. Send what was
-               answerable and close, so the client sees an unknown outcome, not a success. */
-            pass_open_gates(c);
-            if (conn_has_gates(c)) c->out.len = c->gates[c->ghead].start;
-            c->ghead = c->ngates = 0;
-            c->close_after_flush = 1;
-        }
-        conn_flush(c);
-    }
-}
-
-void kv_on_written(server *srv, uint64_t written_txn)
-{
-    srv->written_txn = written_txn;
-    if (!srv->written_gates) return;
-    srv->written_gates = 0;
-    h2o_linklist_t *node = srv->waiting.next;
-    while (node != &srv->waiting) {
-        kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, wait_link, node);
-        node = node->next;
-        conn_flush(c);
-        for (size_t i = c->ghead; i < c->ngates; i++)
-            if (!c->gates[i].local) srv->written_gates = 1;
-    }
 }
 
 void kv_shutdown_begin(server *srv)
 {
-    if (srv->kv_listener) {
-        h2o_socket_read_stop(srv->kv_listener);
-        h2o_socket_close(srv->kv_listener);
-        srv->kv_listener = NULL;
-    }
+    server_unlisten(&srv->kv_listener);
     for (h2o_linklist_t *n = srv->conns.next; n != &srv->conns; n = n->next) {
         kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, link, n);
         if (!c->read_paused) {

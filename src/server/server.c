@@ -4,7 +4,10 @@
  */
 #include "server/server_internal.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
@@ -49,6 +52,64 @@ int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *
     return 0;
 }
 
+int server_addr_is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss->ss_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+    return 0;
+}
+
+/* What a listener's socket carries: the server and the face's connection handler. */
+typedef struct listener {
+    server *srv;
+    void (*on_conn)(server *srv, h2o_socket_t *sock);
+} listener;
+
+static void on_accept(h2o_socket_t *sock, const char *err)
+{
+    listener *l = sock->data;
+    if (err) return;
+    for (int i = 0; i < 64; i++) {
+        h2o_socket_t *conn = h2o_evloop_socket_accept(sock);
+        if (!conn) break;
+        if (l->srv->stopping) { h2o_socket_close(conn); continue; }
+        int one = 1;
+        setsockopt(h2o_socket_get_fd(conn), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        l->on_conn(l->srv, conn);
+    }
+}
+
+int server_listen(server *srv, const struct sockaddr_storage *ss, socklen_t sl, const char *shown,
+                  void (*on_conn)(server *srv, h2o_socket_t *sock), h2o_socket_t **out, char *err, size_t errcap)
+{
+    listener *l = malloc(sizeof *l);
+    int fd = l ? socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0) : -1;
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, (const struct sockaddr *)ss, sl) != 0 || listen(fd, 1024) != 0) {
+        snprintf(err, errcap, "cannot listen on %s: %s", shown, strerror(l ? errno : ENOMEM));
+        if (fd >= 0) close(fd);
+        free(l);
+        return HANU_ERR_IO;
+    }
+    *l = (listener){ srv, on_conn };
+    *out = h2o_evloop_socket_create(srv->loop, fd, H2O_SOCKET_FLAG_DONT_READ);
+    (*out)->data = l;
+    h2o_socket_read_start(*out, on_accept);
+    return HANU_OK;
+}
+
+void server_unlisten(h2o_socket_t **sock)
+{
+    if (!*sock) return;
+    free((*sock)->data);
+    h2o_socket_read_stop(*sock);
+    h2o_socket_close(*sock);
+    *sock = NULL;
+}
+
 /* Commit thread: publish the durable txn and wake the loop (at most one message queued). */
 static void on_durable_from_log(void *ctx, uint64_t txn, int failed)
 {
@@ -65,11 +126,8 @@ void server_poll_durable(server *srv)
 {
     uint64_t durable = atomic_load(&srv->durable_txn);
     int failed = atomic_load(&srv->store_failed);
-    if (durable == srv->seen_durable && failed == srv->seen_failed) return;
-    srv->seen_durable = durable;
-    srv->seen_failed = failed;
-    kv_on_durable(srv, durable, failed);
-    http_on_durable(srv, durable, failed);
+    if (durable == srv->waits.reached[WAIT_DURABLE] && failed == srv->waits.failed[WAIT_DURABLE]) return;
+    waiters_advance(&srv->waits, WAIT_DURABLE, durable, failed);
 }
 
 /* Loop thread. */
@@ -98,7 +156,6 @@ int server_run(const server_options *o)
     srv->limits = (kv_limits){ o->store.max_key ? o->store.max_key : 1024,
                                o->store.max_value ? o->store.max_value : (1u << 20), o->max_frame };
     h2o_linklist_init_anchor(&srv->conns);
-    h2o_linklist_init_anchor(&srv->waiting);
 
     /* Signals go to a signalfd on the loop; block them before any thread starts so
        every thread inherits the mask. */
@@ -124,6 +181,7 @@ int server_run(const server_options *o)
         return 2;
     }
     atomic_store(&srv->durable_txn, store_durable_txn(srv->store));
+    waiters_init(&srv->waits, store_durable_txn(srv->store));
     if (http_start(srv, err, sizeof err) != HANU_OK) {
         fprintf(stderr, "hanudb: %s\n", err);
         store_close(srv->store);
@@ -144,11 +202,8 @@ int server_run(const server_options *o)
         h2o_evloop_run(srv->loop, INT32_MAX);
         /* One pwrite for every write of this iteration; answers of `none` writes
            leave only now (a failed pwrite fails them through on_durable instead). */
-        if (store_flush(srv->store) == HANU_OK) {
-            uint64_t written = store_written_txn(srv->store);
-            kv_on_written(srv, written);
-            http_on_written(srv, written);
-        }
+        if (store_flush(srv->store) == HANU_OK)
+            waiters_advance(&srv->waits, WAIT_WRITTEN, store_written_txn(srv->store), 0);
     }
 
     /* Graceful shutdown: no new connections or requests, answer what was asked. */

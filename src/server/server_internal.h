@@ -1,5 +1,6 @@
 /*
- * server_internal.h: state shared by server.c and kv_server.c.
+ * server_internal.h: state shared by the faces of the serve process (server.c,
+ * kv_server.c, the http_*.c files) and the waiters they share.
  */
 #ifndef HANU_SERVER_INTERNAL_H
 #define HANU_SERVER_INTERNAL_H
@@ -9,9 +10,10 @@
 #include <h2o/multithread.h>
 #include "server/server.h"
 #include "server/kv_proto.h"
+#include "server/waiters.h"
+#include "json/json.h"
 
 typedef struct kv_conn kv_conn;
-typedef struct http_parked http_parked;
 struct http_token;
 
 #define HTTP_LATENCY_BUCKETS 16
@@ -31,13 +33,9 @@ typedef struct server {
     _Atomic int durable_msg_pending;
     _Atomic uint64_t durable_txn;
     _Atomic int store_failed;
-    uint64_t seen_durable;          /* durable txn last released (loop thread) */
-    uint64_t written_txn;           /* every txn up to it is in the page cache (loop thread) */
-    int written_gates;              /* some kv answer waits for its frame's pwrite */
-    int seen_failed;
+    waiters waits;                  /* answers of both faces held for a watermark (loop thread) */
 
     h2o_linklist_t conns;           /* every kv connection */
-    h2o_linklist_t waiting;         /* connections holding responses gated on a txn */
     size_t nconns;
     h2o_timeout_t idle_timeout;
     h2o_timeout_t sweep_timeout;
@@ -50,15 +48,13 @@ typedef struct server {
 
     uint64_t requests, errors, connections_total;
 
-    /* documents over HTTP (http.c) */
+    /* documents over HTTP (http_*.c) */
     h2o_globalconf_t http_globalconf;
     h2o_context_t http_ctx;
     h2o_accept_ctx_t http_accept;
     h2o_socket_t *http_listener;
     int http_on;
-    http_parked *parked_head, *parked_tail;      /* waiting for their txn's fdatasync */
-    http_parked *written_head, *written_tail;    /* `none` answers waiting for the loop's pwrite */
-    size_t parked_count;                         /* in both lists */
+    size_t parked_count;            /* HTTP answers held in waits */
     struct http_token *tokens;
     size_t ntokens;
     char **cors;
@@ -84,9 +80,6 @@ typedef struct server {
 } server;
 
 int kv_listen(server *srv, const char *addr, char *err, size_t errcap);
-void kv_on_durable(server *srv, uint64_t durable_txn, int failed);
-/* After the loop's store_flush: releases answers of `none` writes now in the page cache. */
-void kv_on_written(server *srv, uint64_t written_txn);
 /* Releases answers gated on syncs that completed since the last call; the
  * kv read path calls it too, so that a busy loop answers without waiting
  * for the commit thread's message (measured: 73-79 us later on average). */
@@ -96,13 +89,45 @@ size_t kv_busy_connections(server *srv);
 void kv_close_all(server *srv);
 void kv_sweep_idle(server *srv);
 
-int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len);
+/* Whether txn has reached mark: the loop's view, or for the log's own marks the
+   durable txn as the commit thread last published it (fresher than the view). */
+static inline int server_reached(server *srv, int mark, uint64_t txn)
+{
+    return waiters_state(&srv->waits, mark, txn) == WAITER_REACHED ||
+           (mark <= WAIT_DURABLE && txn <= atomic_load(&srv->durable_txn));
+}
 
-/* http.c */
+/* The watermark an answer at a durability level waits for (kv_durability values). */
+static inline int server_wait_mark(uint8_t durability)
+{
+    return durability == HKV_DUR_LOCAL ? WAIT_DURABLE : durability == HKV_DUR_BUCKET ? WAIT_BUCKET : WAIT_WRITTEN;
+}
+
+/* "key":v in an object being written (stats and status answers of both faces). */
+static inline void server_json_u64(json_writer *w, const char *key, uint64_t v)
+{
+    json_write_key(w, key, strlen(key));
+    json_write_int64(w, (int64_t)v);
+}
+
+typedef struct server_json_field { const char *key; uint64_t v; } server_json_field;
+
+static inline void server_json_fields(json_writer *w, const server_json_field *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++) server_json_u64(w, f[i].key, f[i].v);
+}
+
+int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len);
+int server_addr_is_loopback(const struct sockaddr_storage *ss);
+/* Listens on ss (shown: the address as the user gave it, for err); every accepted
+   socket (TCP_NODELAY, none while stopping) goes to on_conn. */
+int server_listen(server *srv, const struct sockaddr_storage *ss, socklen_t sl, const char *shown,
+                  void (*on_conn)(server *srv, h2o_socket_t *sock), h2o_socket_t **out, char *err, size_t errcap);
+/* Stops accepting and closes the listener, if any. */
+void server_unlisten(h2o_socket_t **sock);
+
+/* The documents API over HTTP (http_listen.c and the other http_*.c) */
 int http_start(server *srv, char *err, size_t errcap);
-void http_on_durable(server *srv, uint64_t durable_txn, int failed);
-/* After the loop's store_flush: sends `none` answers whose frames are now written. */
-void http_on_written(server *srv, uint64_t written_txn);
 void http_shutdown_begin(server *srv);
 size_t http_busy(server *srv);
 void http_stop(server *srv);

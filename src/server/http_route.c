@@ -1,0 +1,259 @@
+/*
+ * http_route.c: from a request to its handler: the path's shape (exact
+ * segments, percent-decoded), the methods each path answers (Allow, OPTIONS),
+ * the checks every request passes in order (framing, body size, Host, token,
+ * JSON-only bodies, names, durability), then the handler.
+ */
+#include "server/http_internal.h"
+#include "docs/docs.h"
+#include "server/http_guard.h"
+
+#include <stdio.h>
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+ssize_t http_decode_segment(const char *s, size_t len, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = s[i];
+        if (ch == '%') {
+            if (i + 2 >= len) return -1;
+            int h = hexval(s[i + 1]), l = hexval(s[i + 2]);
+            if (h < 0 || l < 0) return -1;
+            ch = (char)(h * 16 + l);
+            i += 2;
+        }
+        if (n >= cap) return -1;
+        out[n++] = ch;
+    }
+    return (ssize_t)n;
+}
+
+enum { M_GET = 1, M_HEAD = 2, M_PUT = 4, M_POST = 8, M_DELETE = 16, M_OPTIONS = 32 };
+
+static unsigned method_bit(h2o_req_t *req)
+{
+    const char *m = req->method.base;
+    switch (req->method.len) {
+    case 3: return !memcmp(m, "GET", 3) ? M_GET : !memcmp(m, "PUT", 3) ? M_PUT : 0;
+    case 4: return !memcmp(m, "POST", 4) ? M_POST : !memcmp(m, "HEAD", 4) ? M_HEAD : 0;
+    case 6: return !memcmp(m, "DELETE", 6) ? M_DELETE : 0;
+    case 7: return !memcmp(m, "OPTIONS", 7) ? M_OPTIONS : 0;
+    default: return 0;
+    }
+}
+
+#define READ_ONLY_METHODS { M_GET | M_HEAD | M_OPTIONS, "GET, HEAD, OPTIONS" }
+/* The methods each path answers: its Allow header, and the CORS preflight's methods. */
+static const struct { unsigned methods; const char *allow; } path_methods[PATH_COUNT] = {
+    [PATH_UNKNOWN] = { 0, "" },
+    [PATH_HEALTH] = READ_ONLY_METHODS,
+    [PATH_STATUS] = READ_ONLY_METHODS,
+    [PATH_METRICS] = READ_ONLY_METHODS,
+    [PATH_COLLECTIONS] = READ_ONLY_METHODS,
+    [PATH_COLLECTION] = { M_GET | M_HEAD | M_PUT | M_DELETE | M_OPTIONS, "GET, HEAD, PUT, DELETE, OPTIONS" },
+    [PATH_DOCS] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
+    [PATH_DOC] = { M_GET | M_HEAD | M_PUT | M_DELETE | M_OPTIONS, "GET, HEAD, PUT, DELETE, OPTIONS" },
+    [PATH_BATCH] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
+};
+
+/* Splits the path (without the query) into its segments and names the route. An
+   empty segment (a trailing or doubled slash) matches nothing: clients send
+   "/c/x/docs/.." as "/c/x/", which must not be "/c/x". */
+int http_match_path(const char *path, size_t len, const char *seg[4], size_t segl[4])
+{
+    const char *p = path, *end = path + len;
+    if (p == end || *p != '/') return PATH_UNKNOWN;
+    p++;
+    size_t n = 0;
+    for (;;) {
+        if (n == 4) return PATH_UNKNOWN;   /* more segments than any route has */
+        const char *slash = memchr(p, '/', (size_t)(end - p));
+        const char *e = slash ? slash : end;
+        if (e == p) return PATH_UNKNOWN;
+        seg[n] = p;
+        segl[n++] = (size_t)(e - p);
+        if (!slash) break;
+        p = slash + 1;
+    }
+#define SEG_IS(i, s) (segl[i] == sizeof s - 1 && !memcmp(seg[i], s, sizeof s - 1))
+    if (n == 1) {
+        if (SEG_IS(0, "_health")) return PATH_HEALTH;
+        if (SEG_IS(0, "_status")) return PATH_STATUS;
+        if (SEG_IS(0, "metrics")) return PATH_METRICS;
+        if (SEG_IS(0, "c")) return PATH_COLLECTIONS;
+        return PATH_UNKNOWN;
+    }
+    if (!SEG_IS(0, "c")) return PATH_UNKNOWN;
+    if (n == 2) return PATH_COLLECTION;
+    if (n == 3 && SEG_IS(2, "docs")) return PATH_DOCS;
+    if (n == 3 && SEG_IS(2, "_batch")) return PATH_BATCH;
+    if (n == 4 && SEG_IS(2, "docs")) return PATH_DOC;
+#undef SEG_IS
+    return PATH_UNKNOWN;
+}
+
+/* The route a request is counted under in the metrics. */
+static int route_of(int path, unsigned m)
+{
+    if (m == M_OPTIONS) return ROUTE_PREFLIGHT;
+    switch (path) {
+    case PATH_HEALTH: return ROUTE_HEALTH;
+    case PATH_STATUS: return ROUTE_STATUS;
+    case PATH_METRICS: return ROUTE_METRICS;
+    case PATH_COLLECTIONS: return ROUTE_COLLECTIONS;
+    case PATH_COLLECTION: return ROUTE_COLLECTION;
+    case PATH_DOCS: return ROUTE_DOC_POST;
+    case PATH_BATCH: return ROUTE_BATCH;
+    case PATH_DOC:
+        return m & (M_GET | M_HEAD) ? ROUTE_DOC_GET : m == M_PUT ? ROUTE_DOC_PUT
+             : m == M_DELETE ? ROUTE_DOC_DELETE : ROUTE_OTHER;
+    default: return ROUTE_OTHER;
+    }
+}
+
+static void parse_durability(http_call *c, int *bad)
+{
+    *bad = 0;
+    c->durability = HKV_DUR_LOCAL;
+    const char *v = NULL;
+    size_t vl = 0;
+    h2o_req_t *req = c->req;
+    if (req->query_at != SIZE_MAX) {
+        const char *q = req->path.base + req->query_at + 1, *end = req->path.base + req->path.len;
+        while (q < end) {
+            const char *amp = memchr(q, '&', (size_t)(end - q));
+            const char *e = amp ? amp : end;
+            if ((size_t)(e - q) > 11 && !memcmp(q, "durability=", 11)) { v = q + 11; vl = (size_t)(e - q - 11); }
+            q = amp ? amp + 1 : end;
+        }
+    }
+    const h2o_iovec_t *h = http_header(req, H2O_STRLIT("hanu-durability"));
+    if (h) { v = h->base; vl = h->len; }
+    if (!v) return;
+    if (vl == 4 && !memcmp(v, "none", 4)) c->durability = HKV_DUR_NONE;
+    else if (vl == 5 && !memcmp(v, "local", 5)) c->durability = HKV_DUR_LOCAL;
+    else if (vl == 6 && !memcmp(v, "bucket", 6)) c->durability = HKV_DUR_BUCKET;
+    else *bad = 1;
+}
+
+static int content_type_is_json(h2o_req_t *req)
+{
+    ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_TYPE, -1);
+    if (i < 0) return 0;
+    const h2o_iovec_t *v = &req->headers.entries[i].value;
+    const char *p = v->base, *end = p + v->len;
+    static const char json[] = "application/json";
+    if (v->len == sizeof json - 1 && !memcmp(p, json, sizeof json - 1)) return 1;   /* what clients send */
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    if ((size_t)(end - p) < sizeof json - 1) return 0;
+    for (size_t i = 0; i < sizeof json - 1; i++, p++)   /* case-insensitive, no locale */
+        if (*p != json[i] && !(*p >= 'A' && *p <= 'Z' && *p + 32 == json[i])) return 0;
+    while (p < end && (*p == ' ' || *p == '\t')) p++;
+    return p == end || *p == ';';   /* parameters (charset) allowed */
+}
+
+static int is_dot_segment(const char *s, size_t n)
+{
+    return (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.');
+}
+
+int http_on_req(server *srv, h2o_req_t *req)
+{
+    server_poll_durable(srv);   /* answers waiting for a finished sync go first */
+    http_call call = { .srv = srv, .req = req, .route = ROUTE_OTHER, .start_ns = hanu_now_ns() };
+    http_call *c = &call;
+    if (http_guard_answer(req)) return 0;   /* framing refused (http_guard.c) */
+    const h2o_iovec_t *too_large = http_header(req, H2O_STRLIT("x-hanu-body-too-large"));
+    if (too_large) {
+        /* The body was not read (http_guard.c): answer and close the connection. */
+        req->http1_is_persistent = 0;
+        http_error(c, 413, "too_large", "request body of %.*s bytes; the limit is %u (--max-body)",
+                   (int)HANU_MIN(too_large->len, 20), too_large->base, srv->opt.max_body);
+        return 0;
+    }
+    if (!srv->ntokens && !http_host_allowed(srv, req)) {
+        h2o_iovec_t a = req->input.authority;
+        http_error(c, 403, "host_not_allowed", "Host \"%.*s\" is not served: without --tokens only loopback "
+                   "names with port %u are, and --allowed-hosts", (int)HANU_MIN(a.len, 100),
+                   a.base ? a.base : "", srv->http_port);
+        return 0;
+    }
+    const char *seg[4];
+    size_t segl[4];
+    int path = http_match_path(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len,
+                               seg, segl);
+    unsigned m = method_bit(req);
+    if (path == PATH_UNKNOWN) {
+        http_error(c, 404, "not_found", "no such route; see docs/API.md");
+        return 0;
+    }
+    c->route = route_of(path, m);
+    if (m == M_OPTIONS) {
+        http_reply_options(c, path_methods[path].allow);
+        return 0;
+    }
+    if (!(path_methods[path].methods & m)) {
+        const char *allow = path_methods[path].allow;
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, allow, strlen(allow));
+        http_error(c, 405, "method_not_allowed", "%.*s is not allowed here; use %s",
+                   (int)HANU_MIN(req->method.len, 20), req->method.base, allow);
+        return 0;
+    }
+    if (path == PATH_HEALTH) {
+        http_reply(c, 200, "{\"ok\":true}", 11, 0);
+        return 0;
+    }
+    c->token = srv->ntokens ? http_find_token(srv, req) : NULL;
+    int open_route = (path == PATH_STATUS || path == PATH_METRICS) && srv->opt.open_metrics;
+    if (srv->ntokens && !c->token && !open_route) {
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL, H2O_STRLIT("Bearer"));
+        http_error(c, 401, "unauthorized", "%s", http_header(req, H2O_STRLIT("authorization"))
+                   ? "unknown bearer token" : "this server needs an Authorization: Bearer token");
+        return 0;
+    }
+    int takes_body = m == M_POST || (path == PATH_DOC && m == M_PUT);
+    if ((takes_body || req->entity.len) && !content_type_is_json(req)) {
+        http_error(c, 415, "unsupported_media_type", "the body must be JSON, sent with "
+                   "Content-Type: application/json");
+        return 0;
+    }
+    if (path == PATH_STATUS) { http_status_reply(c); return 0; }
+    if (path == PATH_METRICS) { http_metrics_reply(c); return 0; }
+    if (path == PATH_COLLECTIONS) { http_collections_list(c); return 0; }
+    ssize_t cl = http_decode_segment(seg[1], segl[1], c->col, STORE_DB_NAME_MAX);
+    if (cl <= 0 || is_dot_segment(c->col, (size_t)cl) || !store_db_name_valid(c->col, (size_t)cl)) {
+        http_error(c, 400, "invalid_collection", "collection names are 1-64 bytes of A-Z a-z 0-9 _ . -, "
+                   "do not start with _ and are not . or ..");
+        return 0;
+    }
+    c->col[cl] = '\0';
+    int bad_durability;
+    parse_durability(c, &bad_durability);
+    if (bad_durability) {
+        http_error(c, 400, "invalid_request", "durability must be none, local or bucket");
+        return 0;
+    }
+    if (path == PATH_COLLECTION) { http_collection(c); return 0; }
+    if (path == PATH_BATCH) { http_batch(c); return 0; }
+    if (path == PATH_DOCS) { http_doc_write(c); return 0; }
+    ssize_t il = http_decode_segment(seg[3], segl[3], c->id, DOCS_ID_MAX);
+    if (il <= 0 || !docs_id_valid(c->id, (size_t)il)) {
+        http_error(c, 400, "invalid_id", "document ids are 1-256 bytes without '/' or control characters, "
+                   "are not . or .., and are percent-encoded in URLs");
+        return 0;
+    }
+    c->id_len = (size_t)il;
+    c->id[il] = '\0';
+    if (m & (M_GET | M_HEAD)) http_doc_get(c);
+    else http_doc_write(c);
+    return 0;
+}
+
