@@ -234,243 +234,313 @@ static store_db *db_lookup(store *s, db_memo *m, uint32_t id)
     return m->db;
 }
 
-/* Rewrites the live records of the sealed files ids[0..n), adjacent in the log, into
-   one file with id ids[0]; the others are deleted once it is in place. */
-static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_t errcap)
-{
-    enum { MAX_RUN = 64 };
-    if (n == 0 || n > MAX_RUN) return HANU_ERR_INVALID;
-    uint32_t fid = ids[0];
+enum { MAX_RUN = 64 };   /* files one compaction run may merge */
+
+/* One compaction run: the files it rewrites and what it has built so far. */
+typedef struct compaction {
+    const uint32_t *ids;
+    size_t n;
+    uint32_t fid;                   /* the result takes the first file's id */
+    log_file_header h;
     const uint8_t *maps[MAX_RUN];
     uint64_t useds[MAX_RUN];
-    log_file_header h = { .flags = LOG_FLAG_COMPACTED, .file_id = fid };
+    hanu_buf out, hint, frame;      /* the new data file, its hint file, one frame */
+    relocation *rel;                /* puts kept: where their values move */
+    size_t nrel, relcap;
+    uint32_t hint_count;
+    uint64_t tomb_bytes, record_bytes, first_txn, last_txn, before, data_end;
+    store_file nf;                  /* the new file, mapped */
+    store_file *gone[MAX_RUN];      /* mappings replaced, released after the install */
+    size_t ngone;
+    char tmp_log[1300], tmp_hint[1300], log_path[1200], hint_path[1200];
+} compaction;
+
+/* Checks that ids[] are sealed, durable and adjacent, and takes their mappings. */
+static int run_claim(store *s, compaction *r)
+{
     /* After a failed sync the durable mark is frozen and pages may be lost: the
        log is left exactly as it is for the operator (docs/OPERATIONS.md). */
     if (log_writer_failed(s->log)) return HANU_ERR_STOPPED;
+    int rc = HANU_OK;
     pthread_mutex_lock(&s->mu);
     uint32_t active = log_writer_active_id(s->log);
     uint64_t durable = log_writer_durable_txn(s->log);
-    for (size_t i = 0; i < n; i++) {
-        store_file *f = store_file_get(s, ids[i]);
+    for (size_t i = 0; i < r->n && rc == HANU_OK; i++) {
+        store_file *f = store_file_get(s, r->ids[i]);
         uint64_t first = 0, last = 0;
         if (f && f->map) file_covers(f, &first, &last);
         /* Each file must continue the previous one's range: adjacent, nothing between. */
-        if (!f || !f->map || ids[i] >= active || !last || f->last_txn > durable ||
-            (i && first != h.covers_last + 1)) {
-            pthread_mutex_unlock(&s->mu);
-            return HANU_ERR_BUSY;
+        if (!f || !f->map || r->ids[i] >= active || !last || f->last_txn > durable ||
+            (i && first != r->h.covers_last + 1)) {
+            rc = HANU_ERR_BUSY;
+            break;
         }
         if (i == 0) {
-            h.covers_first = first;
-            h.generation = f->generation + 1;
+            r->h.covers_first = first;
+            r->h.generation = f->generation + 1;
         }
-        h.covers_last = last;
-        maps[i] = f->map;
-        useds[i] = f->used;
+        r->h.covers_last = last;
+        r->maps[i] = f->map;
+        r->useds[i] = f->used;
     }
     pthread_mutex_unlock(&s->mu);
+    return rc;
+}
 
-    hanu_buf out = {0}, hint = {0}, frame = {0};
-    relocation *rel = NULL;
-    size_t nrel = 0, relcap = 0;
-    uint32_t hint_count = 0;
-    uint64_t tomb_bytes = 0, record_bytes = 0, first_txn = 0, last_txn = 0, before = 0;
-    int rc = hanu_buf_reserve(&out, LOG_FILE_HEADER_SIZE);
-    if (rc == HANU_OK) {
-        log_file_header_encode(out.data, &h);
-        out.len = LOG_FILE_HEADER_SIZE;
-        rc = hanu_buf_reserve(&hint, HINT_HEADER_SIZE);
-        hint.len = HINT_HEADER_SIZE;
+static int remember_relocation(compaction *r, const log_entry *e, uint32_t src_fid, uint32_t old_off,
+                               uint32_t new_off)
+{
+    if (r->nrel == r->relcap) {
+        size_t cap = r->relcap ? r->relcap * 2 : 1024;
+        relocation *nr = realloc(r->rel, cap * sizeof *nr);
+        if (!nr) return HANU_ERR_NOMEM;
+        r->rel = nr;
+        r->relcap = cap;
     }
-    for (size_t i = 0; i < n && rc == HANU_OK; i++) {
-        const uint8_t *map = maps[i];
-        uint64_t used = useds[i], off = LOG_FILE_HEADER_SIZE;
-        before += used;
+    r->rel[r->nrel++] = (relocation){ keydir_hash(e->key, e->key_len), e->db, src_fid, old_off, new_off,
+                                      e->value_len, e->key_len };
+    return HANU_OK;
+}
+
+/* Copies the live entries of one frame (judged under the lock, against the floor). */
+static int copy_frame(store *s, compaction *r, uint32_t src_fid, const log_frame *fr, uint64_t off)
+{
+    int rc = log_frame_begin(&r->frame);
+    uint32_t pos = 0, kept = 0;
+    log_entry e;
+    pthread_mutex_lock(&s->mu);
+    uint64_t floor = store_floor_locked(s);
+    store_settle(s, floor);
+    if (log_writer_failed(s->log)) rc = HANU_ERR_STOPPED;
+    while (rc == HANU_OK && log_frame_next_entry(fr, &pos, &e)) {
+        if (!entry_live(s, src_fid, r->fid, &e, fr->txn, (uint32_t)off + e.value_offset, floor)) continue;
+        uint32_t new_voff = (uint32_t)(r->out.len + r->frame.len + LOG_ENTRY_HEADER_SIZE + e.key_len);
+        rc = log_frame_add(&r->frame, e.op, e.db, e.key, e.key_len, e.value, e.value_len);
+        if (rc == HANU_OK) rc = hint_add(&r->hint, &e, fr->txn, new_voff);
+        r->hint_count++;
+        kept++;
+        r->record_bytes += store_entry_bytes(e.key_len, e.value_len);
+        if (e.op == LOG_OP_DELETE || e.op == LOG_OP_DROP_DB)
+            r->tomb_bytes += store_entry_bytes(e.key_len, e.value_len);
+        if (rc == HANU_OK && e.op == LOG_OP_PUT)
+            rc = remember_relocation(r, &e, src_fid, (uint32_t)off + e.value_offset, new_voff);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (rc == HANU_OK && kept) {
+        log_frame_finish(&r->frame, fr->txn);
+        rc = hanu_buf_append(&r->out, r->frame.data, r->frame.len);
+        if (!r->first_txn) r->first_txn = fr->txn;
+        r->last_txn = fr->txn;
+    }
+    return rc;
+}
+
+/* Walks every frame of the run's files and copies what is live into out and hint. */
+static int run_copy_live(store *s, compaction *r, char *err, size_t errcap)
+{
+    int rc = hanu_buf_reserve(&r->out, LOG_FILE_HEADER_SIZE);
+    if (rc == HANU_OK) {
+        log_file_header_encode(r->out.data, &r->h);
+        r->out.len = LOG_FILE_HEADER_SIZE;
+        rc = hanu_buf_reserve(&r->hint, HINT_HEADER_SIZE);
+        r->hint.len = HINT_HEADER_SIZE;
+    }
+    for (size_t i = 0; i < r->n && rc == HANU_OK; i++) {
+        uint64_t off = LOG_FILE_HEADER_SIZE;
+        r->before += r->useds[i];
         log_walker wk;
-        log_walker_init(&wk, map, used);
+        log_walker_init(&wk, r->maps[i], r->useds[i]);
         while (rc == HANU_OK) {
             log_frame fr;
             const char *why = "";
-            int r = log_walker_next(&wk, &fr, &off, &why);
-            if (r == LOG_FRAME_SEAL || r == LOG_FRAME_END) break;
-            if (r != LOG_FRAME_OK) {
-                snprintf(err, errcap, "log/%06u.log: %s at offset %llu during compaction", ids[i],
+            int w = log_walker_next(&wk, &fr, &off, &why);
+            if (w == LOG_FRAME_SEAL || w == LOG_FRAME_END) break;
+            if (w != LOG_FRAME_OK) {
+                snprintf(err, errcap, "log/%06u.log: %s at offset %llu during compaction", r->ids[i],
                          why, (unsigned long long)wk.off);
-                rc = HANU_ERR_CORRUPT;
-                break;
+                return HANU_ERR_CORRUPT;
             }
-            rc = log_frame_begin(&frame);
-            uint32_t pos = 0, kept = 0;
-            log_entry e;
-            pthread_mutex_lock(&s->mu);
-            uint64_t floor = store_floor_locked(s);
-            store_settle(s, floor);
-            if (log_writer_failed(s->log)) rc = HANU_ERR_STOPPED;
-            while (rc == HANU_OK && log_frame_next_entry(&fr, &pos, &e)) {
-                if (!entry_live(s, ids[i], fid, &e, fr.txn, (uint32_t)off + e.value_offset, floor)) continue;
-                uint32_t new_voff = (uint32_t)(out.len + frame.len + LOG_ENTRY_HEADER_SIZE + e.key_len);
-                rc = log_frame_add(&frame, e.op, e.db, e.key, e.key_len, e.value, e.value_len);
-                if (rc == HANU_OK) rc = hint_add(&hint, &e, fr.txn, new_voff);
-                hint_count++;
-                kept++;
-                record_bytes += store_entry_bytes(e.key_len, e.value_len);
-                if (e.op == LOG_OP_DELETE || e.op == LOG_OP_DROP_DB)
-                    tomb_bytes += store_entry_bytes(e.key_len, e.value_len);
-                if (rc == HANU_OK && e.op == LOG_OP_PUT) {
-                    if (nrel == relcap) {
-                        relcap = relcap ? relcap * 2 : 1024;
-                        relocation *nr = realloc(rel, relcap * sizeof *nr);
-                        if (!nr) { rc = HANU_ERR_NOMEM; break; }
-                        rel = nr;
-                    }
-                    rel[nrel++] = (relocation){ keydir_hash(e.key, e.key_len), e.db, ids[i],
-                                                 (uint32_t)off + e.value_offset, new_voff,
-                                                 e.value_len, e.key_len };
-                }
-            }
-            pthread_mutex_unlock(&s->mu);
-            if (rc == HANU_OK && kept) {
-                log_frame_finish(&frame, fr.txn);
-                rc = hanu_buf_append(&out, frame.data, frame.len);
-                if (!first_txn) first_txn = fr.txn;
-                last_txn = fr.txn;
-            }
+            rc = copy_frame(s, r, r->ids[i], &fr, off);
             /* Offsets are u32: a merge never grows a file past the rotation size. */
-            if (rc == HANU_OK && out.len > UINT32_MAX - (1u << 20)) rc = HANU_ERR_TOO_LARGE;
+            if (rc == HANU_OK && r->out.len > UINT32_MAX - (1u << 20)) rc = HANU_ERR_TOO_LARGE;
             /* Shutting down: the files stay as they are, the work is redone next time. */
             if (rc == HANU_OK && atomic_load(&s->compact_abort)) rc = HANU_ERR_BUSY;
         }
     }
-    char tmp_log[1300], tmp_hint[1300], log_path[1200], hint_path[1200];
-    log_file_path(log_path, sizeof log_path, s->log_dir, fid, "log");
-    log_file_path(hint_path, sizeof hint_path, s->log_dir, fid, "hint");
-    snprintf(tmp_log, sizeof tmp_log, "%s.tmp", log_path);
-    snprintf(tmp_hint, sizeof tmp_hint, "%s.tmp", hint_path);
-    uint64_t data_end = out.len;
-    if (rc == HANU_OK) {   /* a compacted file ends with a seal like every sealed file */
-        uint8_t seal[LOG_FRAME_HEADER_SIZE];
-        log_seal_encode(seal, h.covers_last);
-        rc = hanu_buf_append(&out, seal, sizeof seal);
-    }
+    return rc;
+}
+
+/* Seals the new data file, finishes its hint file, writes both as .tmp (synced)
+   and maps the new data file. */
+static int run_write(store *s, compaction *r)
+{
+    log_file_path(r->log_path, sizeof r->log_path, s->log_dir, r->fid, "log");
+    log_file_path(r->hint_path, sizeof r->hint_path, s->log_dir, r->fid, "hint");
+    snprintf(r->tmp_log, sizeof r->tmp_log, "%s.tmp", r->log_path);
+    snprintf(r->tmp_hint, sizeof r->tmp_hint, "%s.tmp", r->hint_path);
+    r->data_end = r->out.len;
+    uint8_t seal[LOG_FRAME_HEADER_SIZE];   /* a compacted file ends with a seal like every sealed file */
+    log_seal_encode(seal, r->h.covers_last);
+    int rc = hanu_buf_append(&r->out, seal, sizeof seal);
     if (rc == HANU_OK) {
-        memcpy(hint.data, HINT_MAGIC, 8);
-        memset(hint.data + 8, 0, HINT_HEADER_SIZE - 8);
-        hint.data[8] = 1;
-        hanu_put_u32(hint.data + 12, fid);
-        hanu_put_u32(hint.data + 16, h.generation);
-        hanu_put_u32(hint.data + 20, hint_count);
-        hanu_put_u64(hint.data + 24, data_end);
+        uint8_t *hd = r->hint.data;
+        memcpy(hd, HINT_MAGIC, 8);
+        memset(hd + 8, 0, HINT_HEADER_SIZE - 8);
+        hd[8] = 1;
+        hanu_put_u32(hd + 12, r->fid);
+        hanu_put_u32(hd + 16, r->h.generation);
+        hanu_put_u32(hd + 20, r->hint_count);
+        hanu_put_u64(hd + 24, r->data_end);
         uint8_t sum[4];
-        hanu_put_u32(sum, hanu_checksum32(hint.data, hint.len));
-        rc = hanu_buf_append(&hint, sum, 4);
+        hanu_put_u32(sum, hanu_checksum32(r->hint.data, r->hint.len));
+        rc = hanu_buf_append(&r->hint, sum, 4);
     }
-    if (rc == HANU_OK) rc = write_all_sync(tmp_log, &out);
-    if (rc == HANU_OK) rc = write_all_sync(tmp_hint, &hint);
-    store_file nf = { .id = fid, .fd = -1 };
+    if (rc == HANU_OK) rc = write_all_sync(r->tmp_log, &r->out);
+    if (rc == HANU_OK) rc = write_all_sync(r->tmp_hint, &r->hint);
     if (rc == HANU_OK) {
-        nf.fd = open(tmp_log, O_RDONLY | O_CLOEXEC);
-        if (nf.fd < 0 || store_file_map(&nf, out.len) != HANU_OK) rc = HANU_ERR_IO;
+        r->nf.fd = open(r->tmp_log, O_RDONLY | O_CLOEXEC);
+        if (r->nf.fd < 0 || store_file_map(&r->nf, r->out.len) != HANU_OK) rc = HANU_ERR_IO;
     }
-    store_file *gone[MAX_RUN];
-    size_t ngone = 0;
-    if (rc == HANU_OK) {
-        /* Install: rename (outside the lock: the old file stays mapped, and either name
-           holds the same live records), repoint the key directory, swap the file, drop
-           the others. */
-        if (rename(tmp_log, log_path) != 0 || rename(tmp_hint, hint_path) != 0) {
-            rc = HANU_ERR_IO;
-            snprintf(err, errcap, "log/%06u.log: rename failed: %s", fid, strerror(errno));
+    return rc;
+}
+
+/* Points the key directory's entries at the new offsets, under the store lock. */
+static uint64_t repoint_keys(store *s, compaction *r)
+{
+    uint64_t dead = r->tomb_bytes;
+    /* Readers and writers wait for this loop: hashes are ready, the slot 16
+       relocations ahead and the entry 8 ahead are prefetched (two cache misses each
+       otherwise). */
+    enum { AHEAD = 16 };
+    db_memo memo = { 0, NULL, 0 };
+    const relocation *rel = r->rel;
+    for (size_t i = 0; i < r->nrel; i++) {
+        if (i + AHEAD < r->nrel) {
+            store_db *da = db_lookup(s, &memo, rel[i + AHEAD].db);
+            if (da) keydir_prefetch(&da->kd, rel[i + AHEAD].hash);
         }
-        pthread_mutex_lock(&s->mu);
-        uint64_t dead = tomb_bytes, lock_t0 = hanu_now_ns();
-        /* Readers and writers wait for this loop: hashes are ready, the slot 16
-           relocations ahead and the entry 8 ahead are prefetched (two cache misses each
-           otherwise). */
-        enum { AHEAD = 16 };
-        db_memo memo = { 0, NULL, 0 };
-        for (size_t i = 0; rc == HANU_OK && i < nrel; i++) {
-            if (i + AHEAD < nrel) {
-                store_db *da = db_lookup(s, &memo, rel[i + AHEAD].db);
-                if (da) keydir_prefetch(&da->kd, rel[i + AHEAD].hash);
-            }
-            if (i + AHEAD / 2 < nrel) {
-                store_db *da = db_lookup(s, &memo, rel[i + AHEAD / 2].db);
-                if (da) keydir_prefetch_entry(&da->kd, rel[i + AHEAD / 2].hash);
-            }
-            store_db *d = db_lookup(s, &memo, rel[i].db);
-            kd_entry *k = d ? keydir_get_at(&d->kd, rel[i].hash, rel[i].src_fid, rel[i].old_off) : NULL;
-            if (k) {
-                k->file_id = fid;
-                k->value_off = rel[i].new_off;
-            } else {
-                dead += store_entry_bytes(rel[i].key_len, rel[i].value_len);
-            }
+        if (i + AHEAD / 2 < r->nrel) {
+            store_db *da = db_lookup(s, &memo, rel[i + AHEAD / 2].db);
+            if (da) keydir_prefetch_entry(&da->kd, rel[i + AHEAD / 2].hash);
         }
-        if (rc == HANU_OK) {
-            store_file *cur = store_file_get(s, fid);
-            gone[ngone++] = malloc(sizeof(store_file));
-            if (gone[0]) *gone[0] = *cur;   /* the old mapping, released below */
-            else { store_file_unmap(cur); close(cur->fd); }
-            cur->fd = nf.fd;
-            cur->map = nf.map;
-            cur->map_len = nf.map_len;
-            cur->used = data_end;
-            cur->record_bytes = record_bytes;
-            cur->dead_bytes = dead;
-            cur->compacted = 1;
-            cur->generation = h.generation;
-            cur->first_txn = first_txn;
-            cur->last_txn = last_txn;
-            nf.fd = -1;
-            nf.map = NULL;
-            for (size_t i = 1; i < n; i++) {
-                gone[ngone++] = s->files[ids[i]];
-                s->files[ids[i]] = NULL;
-            }
+        store_db *d = db_lookup(s, &memo, rel[i].db);
+        kd_entry *k = d ? keydir_get_at(&d->kd, rel[i].hash, rel[i].src_fid, rel[i].old_off) : NULL;
+        if (k) {
+            k->file_id = r->fid;
+            k->value_off = rel[i].new_off;
+        } else {
+            dead += store_entry_bytes(rel[i].key_len, rel[i].value_len);
         }
-        uint64_t held_us = (hanu_now_ns() - lock_t0) / 1000;
-        if (held_us > atomic_load(&s->compaction_lock_max_us)) atomic_store(&s->compaction_lock_max_us, held_us);
-        pthread_mutex_unlock(&s->mu);
     }
-    if (rc == HANU_OK) {
-        /* The merged file is durable under its name before the files it replaces go;
-           if that cannot be made sure, they stay (recovery removes them once the
-           merged file is found to cover them). */
-        int dir_synced = hanu_fsync_dir(s->log_dir) == HANU_OK;
-        if (!dir_synced) {
-            snprintf(err, errcap, "log/%06u.log: fsync of the log directory failed after the rename: %s; "
-                     "the files it replaces are kept", fid, strerror(errno));
-            rc = HANU_ERR_IO;
-        }
-        for (size_t i = 0; i < ngone; i++) {
-            if (!gone[i]) continue;
-            store_file_unmap(gone[i]);
-            if (gone[i]->fd >= 0) close(gone[i]->fd);
-            if (i && dir_synced) {
-                char p[1200];
-                log_file_path(p, sizeof p, s->log_dir, ids[i], "log");
-                unlink(p);
-                log_file_path(p, sizeof p, s->log_dir, ids[i], "hint");
-                unlink(p);
-            }
-            free(gone[i]);
-        }
-        if (n > 1 && dir_synced && hanu_fsync_dir(s->log_dir) != HANU_OK) rc = HANU_ERR_IO;
-        if (s->opt.on_compacted) s->opt.on_compacted(s->opt.ctx, fid, before, out.len);
-        atomic_fetch_add(&s->compactions, 1);
-        atomic_fetch_add(&s->compaction_bytes, out.len + hint.len);
+    return dead;
+}
+
+/* Renames the new files into place, repoints the key directory and swaps the
+   file; the replaced mappings go to r->gone. */
+static int run_install(store *s, compaction *r, char *err, size_t errcap)
+{
+    /* The rename is outside the lock: the old file stays mapped, and either name
+       holds the same live records. */
+    int rc = HANU_OK;
+    if (rename(r->tmp_log, r->log_path) != 0 || rename(r->tmp_hint, r->hint_path) != 0) {
+        snprintf(err, errcap, "log/%06u.log: rename failed: %s", r->fid, strerror(errno));
+        return HANU_ERR_IO;
     }
+    pthread_mutex_lock(&s->mu);
+    uint64_t lock_t0 = hanu_now_ns();
+    uint64_t dead = repoint_keys(s, r);
+    store_file *cur = store_file_get(s, r->fid);
+    r->gone[r->ngone++] = malloc(sizeof(store_file));
+    if (r->gone[0]) *r->gone[0] = *cur;   /* the old mapping, released after the install */
+    else { store_file_unmap(cur); close(cur->fd); }
+    cur->fd = r->nf.fd;
+    cur->map = r->nf.map;
+    cur->map_len = r->nf.map_len;
+    cur->used = r->data_end;
+    cur->record_bytes = r->record_bytes;
+    cur->dead_bytes = dead;
+    cur->compacted = 1;
+    cur->generation = r->h.generation;
+    cur->first_txn = r->first_txn;
+    cur->last_txn = r->last_txn;
+    r->nf.fd = -1;
+    r->nf.map = NULL;
+    for (size_t i = 1; i < r->n; i++) {
+        r->gone[r->ngone++] = s->files[r->ids[i]];
+        s->files[r->ids[i]] = NULL;
+    }
+    uint64_t held_us = (hanu_now_ns() - lock_t0) / 1000;
+    if (held_us > atomic_load(&s->compaction_lock_max_us)) atomic_store(&s->compaction_lock_max_us, held_us);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* Releases the replaced mappings and deletes the merged-away files, once the new
+   file is durable under its name. */
+static int run_retire(store *s, compaction *r, char *err, size_t errcap)
+{
+    /* If the directory cannot be synced, the files the merge replaces stay
+       (recovery removes them once the merged file is found to cover them). */
+    int rc = HANU_OK;
+    int dir_synced = hanu_fsync_dir(s->log_dir) == HANU_OK;
+    if (!dir_synced) {
+        snprintf(err, errcap, "log/%06u.log: fsync of the log directory failed after the rename: %s; "
+                 "the files it replaces are kept", r->fid, strerror(errno));
+        rc = HANU_ERR_IO;
+    }
+    for (size_t i = 0; i < r->ngone; i++) {
+        if (!r->gone[i]) continue;
+        store_file_unmap(r->gone[i]);
+        if (r->gone[i]->fd >= 0) close(r->gone[i]->fd);
+        if (i && dir_synced) {
+            char p[1200];
+            log_file_path(p, sizeof p, s->log_dir, r->ids[i], "log");
+            unlink(p);
+            log_file_path(p, sizeof p, s->log_dir, r->ids[i], "hint");
+            unlink(p);
+        }
+        free(r->gone[i]);
+    }
+    if (r->n > 1 && dir_synced && hanu_fsync_dir(s->log_dir) != HANU_OK) rc = HANU_ERR_IO;
+    if (s->opt.on_compacted) s->opt.on_compacted(s->opt.ctx, r->fid, r->before, r->out.len);
+    atomic_fetch_add(&s->compactions, 1);
+    atomic_fetch_add(&s->compaction_bytes, r->out.len + r->hint.len);
+    return rc;
+}
+
+/* Rewrites the live records of the sealed files ids[0..n), adjacent in the log, into
+   one file with id ids[0]; the others are deleted once it is in place. */
+static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_t errcap)
+{
+    if (n == 0 || n > MAX_RUN) return HANU_ERR_INVALID;
+    compaction *r = calloc(1, sizeof *r);
+    if (!r) return HANU_ERR_NOMEM;
+    r->ids = ids;
+    r->n = n;
+    r->fid = ids[0];
+    r->h = (log_file_header){ .flags = LOG_FLAG_COMPACTED, .file_id = ids[0] };
+    r->nf = (store_file){ .id = ids[0], .fd = -1 };
+    int rc = run_claim(s, r);
+    if (rc) {
+        free(r);
+        return rc;
+    }
+    rc = run_copy_live(s, r, err, errcap);
+    if (rc == HANU_OK) rc = run_write(s, r);
+    if (rc == HANU_OK) rc = run_install(s, r, err, errcap);
+    if (rc == HANU_OK) rc = run_retire(s, r, err, errcap);
     if (rc != HANU_OK) {
-        unlink(tmp_log);
-        unlink(tmp_hint);
-        if (!err[0]) snprintf(err, errcap, "compacting log/%06u.log: %s", fid, hanu_status_str(rc));
+        if (r->tmp_log[0]) unlink(r->tmp_log);
+        if (r->tmp_hint[0]) unlink(r->tmp_hint);
+        if (!err[0]) snprintf(err, errcap, "compacting log/%06u.log: %s", r->fid, hanu_status_str(rc));
     }
-    store_file_unmap(&nf);
-    if (nf.fd >= 0) close(nf.fd);
-    free(rel);
-    hanu_buf_free(&out);
-    hanu_buf_free(&hint);
-    hanu_buf_free(&frame);
+    store_file_unmap(&r->nf);
+    if (r->nf.fd >= 0) close(r->nf.fd);
+    free(r->rel);
+    hanu_buf_free(&r->out);
+    hanu_buf_free(&r->hint);
+    hanu_buf_free(&r->frame);
+    free(r);
     return rc;
 }
 
