@@ -424,7 +424,7 @@ void index_snapshot_release(index_snapshot *snap)
 int index_snapshot_live(const index_snapshot *snap, uint32_t i, uint32_t ord)
 {
     const index_snapshot_segment *s = &snap->segments[i];
-    return bsearch(&ord, s->deleted, s->ndeleted, sizeof *s->deleted, cmp_u32) == NULL;
+    return !s->ndeleted || bsearch(&ord, s->deleted, s->ndeleted, sizeof *s->deleted, cmp_u32) == NULL;
 }
 
 /* A snapshot of d's state as committed (NULL *out when it has no segments). */
