@@ -6,9 +6,12 @@
  * restart resumes from COMMIT without rewriting segments and without losing
  * what came after it; a damaged segment is rebuilt from the log; leftover
  * files of an interrupted commit are removed; the watermark holds compaction.
+ * index_find equals filter_match over every stored document for hundreds of
+ * generated filters.
  */
 #include "test.h"
 #include "index/index.h"
+#include "query/query.h"
 #include "store/store.h"
 
 #include <dirent.h>
@@ -432,6 +435,149 @@ static void test_watermark_holds_compaction(void)
     store_close(st);
 }
 
+/* ---- index_find against filter_match ---- */
+
+#define FIND_DOCS 500
+
+static const char *const fields[] = { "n", "tag", "flag", "arr", "obj.x", "none" };
+
+/* A scalar operand of the kind that field holds (sometimes of another kind). */
+static int operand(char *out, size_t cap, int field)
+{
+    switch (rnd() % 9 == 0 ? (int)(rnd() % 4) : field) {
+    case 0: case 3: case 4: return snprintf(out, cap, "%d", (int)(rnd() % 24) - 2);
+    case 1: return snprintf(out, cap, "\"t%u\"", rnd() % 8);
+    case 2: return snprintf(out, cap, rnd() % 2 ? "true" : "false");
+    default: return snprintf(out, cap, rnd() % 2 ? "null" : "\"x\"");
+    }
+}
+
+static int gen_filter(char *out, size_t cap, int depth);
+
+static int gen_clause(char *out, size_t cap, int depth, unsigned *used)
+{
+    static const char *const ops[] = { "$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists" };
+    int field = (int)(rnd() % 6), len = 0;
+    char v[64];
+    unsigned pick = rnd() % 12, logic_pick = pick == 0 ? rnd() % 2 : 2;
+    unsigned key = depth < 3 && pick < 2 ? 1u << (6 + logic_pick) : 1u << field;
+    if (*used & key) return 0;
+    *used |= key;
+    if (depth < 3 && pick < 2) {
+        const char *logic = logic_pick == 0 ? "$and" : logic_pick == 1 ? "$or" : "$nor";
+        len = snprintf(out, cap, "\"%s\":[", logic);
+        int kids = 1 + (int)(rnd() % 3);
+        for (int k = 0; k < kids; k++) {
+            if (k) len += snprintf(out + len, cap - (size_t)len, ",");
+            len += gen_filter(out + len, cap - (size_t)len, depth + 1);
+        }
+        return len + snprintf(out + len, cap - (size_t)len, "]");
+    }
+    if (pick < 5) {
+        operand(v, sizeof v, field);
+        return snprintf(out, cap, "\"%s\":%s", fields[field], v);
+    }
+    const char *op = ops[rnd() % 9];
+    if (strcmp(op, "$exists") == 0) return snprintf(out, cap, "\"%s\":{\"$exists\":%s}", fields[field], rnd() % 2 ? "true" : "false");
+    if (strcmp(op, "$in") == 0 || strcmp(op, "$nin") == 0) {
+        len = snprintf(out, cap, "\"%s\":{\"%s\":[", fields[field], op);
+        int vals = (int)(rnd() % 4);
+        for (int k = 0; k < vals; k++) {
+            operand(v, sizeof v, field);
+            len += snprintf(out + len, cap - (size_t)len, "%s%s", k ? "," : "", v);
+        }
+        return len + snprintf(out + len, cap - (size_t)len, "]}");
+    }
+    operand(v, sizeof v, field);
+    if (rnd() % 6 == 0) return snprintf(out, cap, "\"%s\":{\"$not\":{\"%s\":%s}}", fields[field], op, v);
+    return snprintf(out, cap, "\"%s\":{\"%s\":%s}", fields[field], op, v);
+}
+
+static int gen_filter(char *out, size_t cap, int depth)
+{
+    int len = snprintf(out, cap, "{");
+    int clauses = (int)(rnd() % 3);
+    unsigned used = 0;   /* keys of this object so far: one object names a key once */
+    for (int k = 0; k < clauses; k++) {
+        if (len > 1) len += snprintf(out + len, cap - (size_t)len, ",");
+        int wrote = gen_clause(out + len, cap - (size_t)len, depth, &used);
+        if (wrote) len += wrote;
+        else if (len > 1 && out[len - 1] == ',') len--;   /* the key was taken */
+    }
+    return len + snprintf(out + len, cap - (size_t)len, "}");
+}
+
+static void test_find_equals_filter_match(void)
+{
+    set_dirs("indexer-find");
+    store *st = store_at();
+    REQUIRE(st);
+    uint32_t db = create(st, "a", STORE_DB_COLLECTION);
+    indexer *ix = indexer_at(st);
+    REQUIRE(ix);
+    static char docs[FIND_DOCS][256];
+    /* Three commits, with overwrites and deletes between them: several segments and deletions. */
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < FIND_DOCS; i++) {
+            if (round && rnd() % 3) continue;
+            char *d = docs[i];
+            int len = snprintf(d, 256, "{\"_id\":\"k%03d\"", i);
+            if (rnd() % 8) len += snprintf(d + len, 256 - (size_t)len, ",\"n\":%s", rnd() % 10 ? "" : "\"5\"");
+            if (d[len - 1] == ':') len += snprintf(d + len, 256 - (size_t)len, "%d", (int)(rnd() % 20));
+            if (rnd() % 8) len += snprintf(d + len, 256 - (size_t)len, ",\"tag\":\"t%u\"", rnd() % 7);
+            if (rnd() % 2) len += snprintf(d + len, 256 - (size_t)len, ",\"flag\":%s", rnd() % 3 ? "true" : "null");
+            if (rnd() % 2) len += snprintf(d + len, 256 - (size_t)len, ",\"arr\":[%u,%u]", rnd() % 20, rnd() % 20);
+            if (rnd() % 2) len += snprintf(d + len, 256 - (size_t)len, ",\"obj\":{\"x\":%u}", rnd() % 20);
+            else if (rnd() % 3 == 0) len += snprintf(d + len, 256 - (size_t)len, ",\"obj\":[{\"x\":%u},{\"x\":3}]", rnd() % 20);
+            snprintf(d + len, 256 - (size_t)len, "}");
+            char id[16];
+            snprintf(id, sizeof id, "k%03d", i);
+            int del = round && rnd() % 5 == 0;
+            store_op op = { del ? STORE_DELETE : STORE_SET, id, strlen(id), d, del ? 0 : strlen(d) };
+            uint64_t txn;
+            CHECK_EQ(store_write(st, db, &op, 1, STORE_COND_NONE, 0, &txn, NULL), HANU_OK);
+            if (del) d[0] = '\0';
+        }
+        CHECK_EQ(wait_all(st, ix), HANU_OK);
+    }
+    index_snapshot *snap = index_snapshot_acquire(ix, db);
+    REQUIRE(snap);
+    CHECK(snap->nsegments >= 2);
+    int nonempty = 0;
+    for (int q = 0; q < 600; q++) {
+        char text[4096];
+        gen_filter(text, sizeof text, 0);
+        filter *f = NULL;
+        query_error qe;
+        if (filter_parse(text, strlen(text), "filter", &f, &qe) != HANU_OK) {
+            fprintf(stderr, "  generated %s: %s\n", text, qe.msg);
+            CHECK(0);
+            continue;
+        }
+        index_hits hits;
+        REQUIRE(index_find(st, snap, f, &hits) == HANU_OK);
+        size_t k = 0;
+        int same = 1;
+        for (int i = 0; i < FIND_DOCS; i++) {   /* ids k000.. are in _id order */
+            if (!docs[i][0] || filter_match(f, docs[i], strlen(docs[i])) != 1) continue;
+            char id[16];
+            snprintf(id, sizeof id, "k%03d", i);
+            if (k >= hits.n || strcmp(hits.hits[k].id, id) != 0) same = 0;
+            k++;
+        }
+        if (k != hits.n) same = 0;
+        if (!same) fprintf(stderr, "  filter %s: index %zu hits, filter_match %zu\n", text, hits.n, k);
+        CHECK(same);
+        nonempty += hits.n > 0;
+        index_hits_free(&hits);
+        filter_free(f);
+    }
+    CHECK(nonempty > 100);
+    index_snapshot_release(snap);
+    indexer_close(ix);
+    store_close(st);
+}
+
 int main(void)
 {
     RUN(test_live_equals_store);
@@ -439,5 +585,6 @@ int main(void)
     RUN(test_damaged_segment_rebuilds);
     RUN(test_leftovers_removed);
     RUN(test_watermark_holds_compaction);
+    RUN(test_find_equals_filter_match);
     TEST_DONE();
 }

@@ -283,4 +283,25 @@ int indexer_wait_txn(indexer *ix, uint64_t txn, uint32_t timeout_ms);
 /* Asks for a commit as soon as there is anything new (no waiting). */
 void indexer_commit_now(indexer *ix);
 
+/* ------------------------------------------------------------ find (find.c) */
+
+/* The documents of a snapshot that match filter f, in _id order (byte order):
+ * the index gives candidates (equality and $in on keyword terms, numeric
+ * ranges as key ranges, AND/OR as merges) and filter_match on the stored
+ * bytes (store_get) decides, so the answer always equals filter_match over
+ * the collection's documents. txn is the version's store token. Sort, limit
+ * and offset are the caller's for now. */
+typedef struct filter filter;
+typedef struct index_hit {
+    char *id;                       /* NUL-terminated copy */
+    size_t id_len;
+    uint64_t txn;
+} index_hit;
+typedef struct index_hits {
+    index_hit *hits;
+    size_t n, cap;
+} index_hits;
+int index_find(store *st, const index_snapshot *snap, const filter *f, index_hits *out);
+void index_hits_free(index_hits *h);
+
 #endif
