@@ -11,6 +11,7 @@
  */
 #include "test.h"
 #include "index/index.h"
+#include "json/json.h"
 #include "query/query.h"
 #include "store/store.h"
 
@@ -507,6 +508,59 @@ static int gen_filter(char *out, size_t cap, int depth)
     return len + snprintf(out + len, cap - (size_t)len, "}");
 }
 
+/* No sort (by _id) half the time, else one or two keys of n, tag, flag, obj.x. */
+static void gen_sort(sort_spec *sort)
+{
+    static const char *const paths[] = { "n", "tag", "flag", "obj.x" };
+    memset(sort, 0, sizeof *sort);
+    if (rnd() % 2) return;
+    sort->n = 1 + rnd() % 2;
+    for (size_t k = 0; k < sort->n; k++) {
+        snprintf(sort->keys[k].path, sizeof sort->keys[k].path, "%s", paths[rnd() % 4]);
+        sort->keys[k].descending = (int)(rnd() % 2);
+    }
+}
+
+typedef struct brute_doc {
+    int i;
+    json_doc *doc;
+    const json_value *keys[SORT_MAX_KEYS];
+    char id[16];
+} brute_doc;
+
+static int cmp_brute(const void *a, const void *b, void *spec)
+{
+    const brute_doc *x = a, *y = b;
+    return sort_compare(spec, x->keys, x->id, strlen(x->id), y->keys, y->id, strlen(y->id));
+}
+
+/* The brute-force answer: matching indexes in order, -1 terminated (malloc'd). */
+static int *brute_find(const filter *f, char (*docs)[256], const sort_spec *sort, size_t offset, size_t limit,
+                       int *rc, size_t *total)
+{
+    brute_doc *v = calloc(FIND_DOCS, sizeof *v);
+    int *out = malloc((FIND_DOCS + 1) * sizeof *out);
+    size_t n = 0;
+    *rc = HANU_OK;
+    for (int i = 0; i < FIND_DOCS; i++) {
+        if (!docs[i][0] || filter_match(f, docs[i], strlen(docs[i])) != 1) continue;
+        brute_doc *d = &v[n++];
+        d->i = i;
+        snprintf(d->id, sizeof d->id, "k%03d", i);
+        json_doc_parse(docs[i], strlen(docs[i]), NULL, &d->doc, NULL);
+        query_error e;
+        if (sort->n && sort_keys_of(sort, json_doc_root(d->doc), d->keys, &e) != HANU_OK) *rc = HANU_ERR_INVALID;
+    }
+    if (*rc == HANU_OK && sort->n) qsort_r(v, n, sizeof *v, cmp_brute, (void *)sort);
+    size_t k = 0;
+    for (size_t j = offset; j < n && (!limit || k < limit); j++) out[k++] = v[j].i;
+    out[k] = -1;
+    *total = n;
+    for (size_t j = 0; j < n; j++) json_doc_free(v[j].doc);
+    free(v);
+    return out;
+}
+
 static void test_find_equals_filter_match(void)
 {
     set_dirs("indexer-find");
@@ -543,7 +597,7 @@ static void test_find_equals_filter_match(void)
     index_snapshot *snap = index_snapshot_acquire(ix, db);
     REQUIRE(snap);
     CHECK(snap->nsegments >= 2);
-    int nonempty = 0;
+    int nonempty = 0, sorted = 0, refused = 0;
     for (int q = 0; q < 600; q++) {
         char text[4096];
         gen_filter(text, sizeof text, 0);
@@ -554,25 +608,57 @@ static void test_find_equals_filter_match(void)
             CHECK(0);
             continue;
         }
+        sort_spec sort;
+        gen_sort(&sort);
+        size_t offset = rnd() % 4 ? 0 : rnd() % 50, limit = rnd() % 3 ? 0 : 1 + rnd() % 40;
         index_hits hits;
-        REQUIRE(index_find(st, snap, f, &hits) == HANU_OK);
-        size_t k = 0;
-        int same = 1;
-        for (int i = 0; i < FIND_DOCS; i++) {   /* ids k000.. are in _id order */
-            if (!docs[i][0] || filter_match(f, docs[i], strlen(docs[i])) != 1) continue;
+        query_error find_err;
+        int rc = index_find(st, snap, f, &sort, offset, limit, &hits, &find_err);
+        int want_rc;
+        size_t want_total;
+        int *want = brute_find(f, docs, &sort, offset, limit, &want_rc, &want_total);
+        REQUIRE(want);
+        int same = rc == want_rc;
+        for (size_t k = 0; same && rc == HANU_OK && k <= hits.n; k++) {
+            if (k == hits.n) { same = want[k] < 0 && hits.total == want_total; break; }
             char id[16];
-            snprintf(id, sizeof id, "k%03d", i);
-            if (k >= hits.n || strcmp(hits.hits[k].id, id) != 0) same = 0;
-            k++;
+            snprintf(id, sizeof id, "k%03d", want[k]);
+            same = want[k] >= 0 && strcmp(hits.hits[k].id, id) == 0 &&
+                   hits.hits[k].doc_len == strlen(docs[want[k]]) &&
+                   memcmp(hits.hits[k].doc, docs[want[k]], hits.hits[k].doc_len) == 0;
         }
-        if (k != hits.n) same = 0;
-        if (!same) fprintf(stderr, "  filter %s: index %zu hits, filter_match %zu\n", text, hits.n, k);
+        if (!same) fprintf(stderr, "  filter %s sort %zu keys offset %zu limit %zu: rc %d/%d, %zu hits of %zu, want %zu\n",
+                           text, sort.n, offset, limit, rc, want_rc, rc ? 0 : hits.n, rc ? 0 : hits.total, want_total);
         CHECK(same);
+        free(want);
+        sorted += rc == HANU_OK && sort.n && hits.n > 1;
+        refused += rc == HANU_ERR_INVALID;
+        if (rc) {
+            filter_free(f);
+            continue;
+        }
         nonempty += hits.n > 0;
         index_hits_free(&hits);
         filter_free(f);
     }
     CHECK(nonempty > 100);
+    CHECK(sorted > 50);
+    CHECK(refused > 10);   /* sort on obj.x where obj is an array */
+
+    /* The index narrows: an equality, a range and their AND read few documents. */
+    static const char *const narrow[] = { "{\"tag\":\"t3\"}", "{\"n\":{\"$gte\":17}}",
+                                          "{\"tag\":{\"$in\":[\"t1\",\"t2\"]},\"arr\":{\"$lt\":3}}" };
+    for (int q = 0; q < 3; q++) {
+        filter *f = NULL;
+        query_error qe;
+        REQUIRE(filter_parse(narrow[q], strlen(narrow[q]), "filter", &f, &qe) == HANU_OK);
+        index_hits hits;
+        CHECK_EQ(index_find(st, snap, f, NULL, 0, 0, &hits, &qe), HANU_OK);
+        if (q < 2) CHECK(hits.checked == hits.total);   /* range bounds are inclusive candidates */
+        CHECK(hits.checked > 0 && hits.checked < snap->live_docs / 4);
+        index_hits_free(&hits);
+        filter_free(f);
+    }
     index_snapshot_release(snap);
     indexer_close(ix);
     store_close(st);

@@ -6,7 +6,8 @@
  * missing), arrays and objects as operands, long strings, positional paths),
  * AND intersects, OR unites, and every candidate is then checked with
  * filter_match on its stored bytes (store_get). So the result always equals
- * filter_match over the collection's documents.
+ * filter_match over the collection's documents. Sorting parses the matches
+ * and orders them with the query module's sort keys.
  */
 #include "index/index.h"
 #include "json/json.h"
@@ -196,7 +197,7 @@ static int node_cand(const index_snapshot *snap, const filter_node *nodes, uint3
     return rc;
 }
 
-static int append_hit(index_hits *h, const char *id, size_t len, uint64_t txn)
+static int append_hit(index_hits *h, const char *id, size_t len, uint64_t txn, const hanu_buf *doc)
 {
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 64;
@@ -205,11 +206,16 @@ static int append_hit(index_hits *h, const char *id, size_t len, uint64_t txn)
         h->hits = p;
         h->cap = cap;
     }
-    char *copy = malloc(len + 1);
-    if (!copy) return HANU_ERR_NOMEM;
+    char *copy = malloc(len + 1), *bytes = malloc(doc->len ? doc->len : 1);
+    if (!copy || !bytes) {
+        free(copy);
+        free(bytes);
+        return HANU_ERR_NOMEM;
+    }
     memcpy(copy, id, len);
     copy[len] = '\0';
-    h->hits[h->n++] = (index_hit){ copy, len, txn };
+    if (doc->len) memcpy(bytes, doc->data, doc->len);
+    h->hits[h->n++] = (index_hit){ copy, len, txn, bytes, doc->len };
     return HANU_OK;
 }
 
@@ -226,6 +232,7 @@ static int check(store *st, const index_snapshot *snap, const filter *f, uint32_
                  hanu_buf *val, index_hits *out)
 {
     if (!index_snapshot_live(snap, s, ord)) return HANU_OK;
+    out->checked++;
     size_t len;
     const char *id = index_segment_doc_id(snap->segments[s].seg, ord, &len);
     uint64_t token;
@@ -235,10 +242,58 @@ static int check(store *st, const index_snapshot *snap, const filter *f, uint32_
     if (rc) return rc;
     int m = filter_match(f, (const char *)val->data, val->len);
     if (m < 0) return m == HANU_ERR_INVALID ? HANU_OK : m;
-    return m ? append_hit(out, id, len, token) : HANU_OK;
+    return m ? append_hit(out, id, len, token, val) : HANU_OK;
 }
 
-int index_find(store *st, const index_snapshot *snap, const filter *f, index_hits *out)
+/* A hit with its parsed document and sort keys. */
+typedef struct sorted_hit {
+    index_hit hit;
+    json_doc *doc;
+    const json_value *keys[SORT_MAX_KEYS];
+} sorted_hit;
+
+static int cmp_sorted(const void *a, const void *b, void *spec)
+{
+    const sorted_hit *x = a, *y = b;
+    return sort_compare(spec, x->keys, x->hit.id, x->hit.id_len, y->keys, y->hit.id, y->hit.id_len);
+}
+
+static int sort_hits(index_hits *h, const sort_spec *spec, query_error *err)
+{
+    sorted_hit *v = calloc(h->n, sizeof *v);
+    if (!v) return HANU_ERR_NOMEM;
+    int rc = HANU_OK;
+    for (size_t i = 0; i < h->n && !rc; i++) {
+        v[i].hit = h->hits[i];
+        rc = json_doc_parse(h->hits[i].doc, h->hits[i].doc_len, NULL, &v[i].doc, NULL);
+        if (!rc) rc = sort_keys_of(spec, json_doc_root(v[i].doc), v[i].keys, err);
+    }
+    if (!rc) {
+        qsort_r(v, h->n, sizeof *v, cmp_sorted, (void *)spec);
+        for (size_t i = 0; i < h->n; i++) h->hits[i] = v[i].hit;
+    }
+    for (size_t i = 0; i < h->n; i++) json_doc_free(v[i].doc);
+    free(v);
+    return rc;
+}
+
+/* Keeps hits[offset .. offset+limit). */
+static void slice(index_hits *h, size_t offset, size_t limit)
+{
+    h->total = h->n;
+    size_t from = offset < h->n ? offset : h->n;
+    size_t to = limit && limit < h->n - from ? from + limit : h->n;
+    for (size_t i = 0; i < h->n; i++)
+        if (i < from || i >= to) {
+            free(h->hits[i].id);
+            free(h->hits[i].doc);
+        }
+    memmove(h->hits, h->hits + from, (to - from) * sizeof *h->hits);
+    h->n = to - from;
+}
+
+int index_find(store *st, const index_snapshot *snap, const filter *f, const sort_spec *sort,
+               size_t offset, size_t limit, index_hits *out, query_error *err)
 {
     *out = (index_hits){0};
     if (!snap) return HANU_OK;
@@ -254,14 +309,21 @@ int index_find(store *st, const index_snapshot *snap, const filter *f, index_hit
     }
     hanu_buf_free(&val);
     cand_free(&c, snap->nsegments);
+    if (!rc && out->n) {
+        if (sort && sort->n) rc = sort_hits(out, sort, err);
+        else qsort(out->hits, out->n, sizeof *out->hits, cmp_hit_id);
+    }
     if (rc) index_hits_free(out);
-    else if (out->n) qsort(out->hits, out->n, sizeof *out->hits, cmp_hit_id);
+    else slice(out, offset, limit);
     return rc;
 }
 
 void index_hits_free(index_hits *h)
 {
-    for (size_t i = 0; i < h->n; i++) free(h->hits[i].id);
+    for (size_t i = 0; i < h->n; i++) {
+        free(h->hits[i].id);
+        free(h->hits[i].doc);
+    }
     free(h->hits);
     *h = (index_hits){0};
 }

@@ -285,23 +285,33 @@ void indexer_commit_now(indexer *ix);
 
 /* ------------------------------------------------------------ find (find.c) */
 
-/* The documents of a snapshot that match filter f, in _id order (byte order):
- * the index gives candidates (equality and $in on keyword terms, numeric
- * ranges as key ranges, AND/OR as merges) and filter_match on the stored
- * bytes (store_get) decides, so the answer always equals filter_match over
- * the collection's documents. txn is the version's store token. Sort, limit
- * and offset are the caller's for now. */
+/* The documents of a snapshot that match filter f: the index gives
+ * candidates (equality and $in on keyword terms, numeric ranges as key
+ * ranges, AND/OR as merges) and filter_match on the stored bytes (store_get)
+ * decides, so the answer always equals filter_match over the collection's
+ * documents. Ordered by sort (NULL or no keys: by _id, byte order; ties by
+ * _id), then offset hits skipped and at most limit kept (0: no limit);
+ * out->total counts every match. HANU_ERR_INVALID with err filled when sort
+ * meets an array path (sort_keys_of). Each hit keeps the stored bytes and
+ * their txn (the store's token). */
 typedef struct filter filter;
+typedef struct sort_spec sort_spec;
+typedef struct query_error query_error;
 typedef struct index_hit {
     char *id;                       /* NUL-terminated copy */
     size_t id_len;
     uint64_t txn;
+    char *doc;                      /* the stored bytes, byte-identical */
+    size_t doc_len;
 } index_hit;
 typedef struct index_hits {
     index_hit *hits;
     size_t n, cap;
+    size_t total;                   /* matches before offset and limit */
+    size_t checked;                 /* candidates read from the store and checked */
 } index_hits;
-int index_find(store *st, const index_snapshot *snap, const filter *f, index_hits *out);
+int index_find(store *st, const index_snapshot *snap, const filter *f, const sort_spec *sort,
+               size_t offset, size_t limit, index_hits *out, query_error *err);
 void index_hits_free(index_hits *h);
 
 #endif
