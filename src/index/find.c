@@ -45,6 +45,7 @@ static int cmp_u32(const void *a, const void *b)
 /* Sorted, without repeats. */
 static uint32_t uniq(uint32_t *v, uint32_t n)
 {
+    if (!n) return 0;
     qsort(v, n, sizeof *v, cmp_u32);
     uint32_t k = 0;
     for (uint32_t i = 0; i < n; i++)
@@ -288,7 +289,7 @@ static void slice(index_hits *h, size_t offset, size_t limit)
             free(h->hits[i].id);
             free(h->hits[i].doc);
         }
-    memmove(h->hits, h->hits + from, (to - from) * sizeof *h->hits);
+    if (to > from) memmove(h->hits, h->hits + from, (to - from) * sizeof *h->hits);
     h->n = to - from;
 }
 
