@@ -436,6 +436,50 @@ static void test_watermark_holds_compaction(void)
     store_close(st);
 }
 
+/* Commits without a waiter: on the interval, and at once on indexer_commit_now. */
+static int reaches(indexer *ix, uint64_t txn)
+{
+    for (int i = 0; i < 2000 && indexer_txn(ix) < txn; i++) usleep(5000);
+    return indexer_txn(ix) >= txn;
+}
+
+static void test_commit_triggers(void)
+{
+    set_dirs("indexer-triggers");
+    store *st = store_at();
+    REQUIRE(st);
+    model col = { .db = create(st, "a", STORE_DB_COLLECTION) };
+    uint32_t kv = create(st, "k", STORE_DB_KV);
+    indexer *ix = indexer_at(st);
+    REQUIRE(ix);
+    churn(st, &col, 1, kv, 50);
+    store_flush(st);
+    indexer_commit_now(ix);
+    CHECK(reaches(ix, store_last_txn(st)));
+    check_equal(st, ix, &col);
+    /* A txn nobody wrote yet: the wait ends at its timeout with BUSY. */
+    CHECK_EQ(indexer_wait_txn(ix, store_last_txn(st) + 1, 20), HANU_ERR_BUSY);
+    indexer_close(ix);
+
+    indexer_options o;
+    indexer_options_default(&o);
+    o.dir = index_dir;
+    o.commit_interval_ms = 20;
+    o.quiet = 1;
+    char err[512] = "";
+    REQUIRE(indexer_open(st, &o, &ix, err, sizeof err) == HANU_OK);
+    churn(st, &col, 1, kv, 50);
+    store_flush(st);
+    CHECK(reaches(ix, store_last_txn(st)));
+    check_equal(st, ix, &col);
+    indexer_stats s;
+    indexer_get_stats(ix, &s);
+    CHECK(s.commits >= 1);
+    CHECK_EQ(s.failed, 0);
+    indexer_close(ix);
+    store_close(st);
+}
+
 /* ---- index_find against filter_match ---- */
 
 #define FIND_DOCS 500
@@ -671,6 +715,7 @@ int main(void)
     RUN(test_damaged_segment_rebuilds);
     RUN(test_leftovers_removed);
     RUN(test_watermark_holds_compaction);
+    RUN(test_commit_triggers);
     RUN(test_find_equals_filter_match);
     TEST_DONE();
 }
