@@ -603,9 +603,8 @@ static int apply_staged(indexer *ix, const staged *s)
     switch (s->op) {
     case LOG_OP_CREATE_DB:
         /* A new database at this id: it starts empty (untyped ones have no kind byte). */
-        if (d->nsegs || d->npending) dbstate_reset(ix, d, 1);
         d->kind = s->val_len ? val[0] : STORE_DB_UNTYPED;
-        return HANU_OK;
+        return d->nsegs || d->npending ? dbstate_reset(ix, d, 1) : HANU_OK;
     case LOG_OP_DROP_DB: {
         int rc = dbstate_reset(ix, d, 1);
         d->kind = KIND_UNKNOWN;
