@@ -207,4 +207,111 @@ int index_commit_write(const char *dir, const index_commit *c);
 int index_commit_read(const char *dir, index_commit *out, char *err, size_t errcap);
 void index_commit_free(index_commit *c);
 
+/* ------------------------------------------------------------ the indexer */
+
+/*
+ * The indexer (indexer.c): one thread follows the store's change feed from
+ * the registered watermark "index" and keeps DIR (DATA/index) a projection of
+ * every collection (untyped databases count as collections; key-value
+ * databases are skipped). Every commit_interval_ms, or at once when someone
+ * waits in indexer_wait_txn, it writes one segment per changed collection, new
+ * deletion-list generations, then COMMIT; only then it advances the watermark
+ * and publishes the new snapshots. A failed write stops the indexer (reported
+ * by indexer_get_stats and in its log line); a restart resumes from COMMIT.
+ *
+ * Threads: indexer_open/indexer_close by one thread; everything else from any.
+ */
+typedef struct store store;
+typedef struct indexer indexer;   /* not "index": strings.h has index() */
+
+typedef struct indexer_options {
+    const char *dir;                /* DATA/index, created when missing */
+    uint32_t commit_interval_ms;    /* default 500 */
+    int quiet;                      /* no log lines on stderr */
+} indexer_options;
+
+void indexer_options_default(indexer_options *o);
+/* Reads COMMIT, opens and validates every segment and deletion list it names,
+ * deletes files it does not name, and starts the thread. An index that fails
+ * validation is removed and rebuilt from txn 0 (logged; *rebuilt in stats). */
+int indexer_open(store *st, const indexer_options *o, indexer **out, char *err, size_t errcap);
+/* Stops the thread (what was not committed is indexed again after a restart)
+ * and frees everything; snapshots still acquired must be released first. */
+void indexer_close(indexer *ix);
+
+/* A collection as of one commit: immutable, reference counted. Deleted
+ * ordinals are sorted; a document is live when its ordinal is not in them. */
+typedef struct index_snapshot_segment {
+    const index_segment *seg;
+    uint64_t id;                    /* seg-<id>.hix */
+    const uint32_t *deleted;
+    uint32_t ndeleted;
+} index_snapshot_segment;
+
+typedef struct index_snapshot {
+    uint32_t db;
+    uint64_t index_txn;             /* the commit it belongs to */
+    uint64_t live_docs;
+    uint32_t nsegments;
+    index_snapshot_segment *segments;   /* increasing id */
+} index_snapshot;
+
+/* The newest published snapshot of collection db, or NULL when it has no
+ * documents indexed (or is not a collection). Release what you acquire. */
+index_snapshot *index_snapshot_acquire(indexer *ix, uint32_t db);
+void index_snapshot_release(index_snapshot *snap);
+/* 1 when ordinal ord of the snapshot's segment i is live. */
+int index_snapshot_live(const index_snapshot *snap, uint32_t i, uint32_t ord);
+
+typedef struct indexer_stats {
+    uint64_t index_txn;             /* committed: every record up to it is indexed */
+    uint64_t lag_txns;              /* store last txn - index_txn */
+    uint64_t segments, bytes, live_docs, commits;
+    int rebuilt;                    /* the open found a damaged index and rebuilt it */
+    int failed;                     /* a write failed: the indexer stopped */
+} indexer_stats;
+void indexer_get_stats(indexer *ix, indexer_stats *st);
+/* Segments, live documents and bytes of collection db (0s when none). */
+void indexer_collection_stats(indexer *ix, uint32_t db, uint32_t *segments, uint64_t *live_docs,
+                            uint64_t *bytes);
+uint64_t indexer_txn(indexer *ix);
+
+/* Waits until index_txn >= txn, asking for a commit at once rather than at
+ * the next interval: OK, HANU_ERR_BUSY after timeout_ms, HANU_ERR_STOPPED when
+ * the indexer has failed. */
+int indexer_wait_txn(indexer *ix, uint64_t txn, uint32_t timeout_ms);
+/* Asks for a commit as soon as there is anything new (no waiting). */
+void indexer_commit_now(indexer *ix);
+
+/* ------------------------------------------------------------ find (find.c) */
+
+/* The documents of a snapshot that match filter f: the index gives
+ * candidates (equality and $in on keyword terms, numeric ranges as key
+ * ranges, AND/OR as merges) and filter_match on the stored bytes (store_get)
+ * decides, so the answer always equals filter_match over the collection's
+ * documents. Ordered by sort (NULL or no keys: by _id, byte order; ties by
+ * _id), then offset hits skipped and at most limit kept (0: no limit);
+ * out->total counts every match. HANU_ERR_INVALID with err filled when sort
+ * meets an array path (sort_keys_of). Each hit keeps the stored bytes and
+ * their txn (the store's token). */
+typedef struct filter filter;
+typedef struct sort_spec sort_spec;
+typedef struct query_error query_error;
+typedef struct index_hit {
+    char *id;                       /* NUL-terminated copy */
+    size_t id_len;
+    uint64_t txn;
+    char *doc;                      /* the stored bytes, byte-identical */
+    size_t doc_len;
+} index_hit;
+typedef struct index_hits {
+    index_hit *hits;
+    size_t n, cap;
+    size_t total;                   /* matches before offset and limit */
+    size_t checked;                 /* candidates read from the store and checked */
+} index_hits;
+int index_find(store *st, const index_snapshot *snap, const filter *f, const sort_spec *sort,
+               size_t offset, size_t limit, index_hits *out, query_error *err);
+void index_hits_free(index_hits *h);
+
 #endif

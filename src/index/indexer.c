@@ -1,0 +1,1090 @@
+/*
+ * indexer.c: the thread that keeps DATA/index a projection of every
+ * collection (docs/INDEX.md, "The indexer"). It reads the change feed from its
+ * watermark, keeps the newest version per _id of each collection in memory,
+ * and at each commit writes a segment per changed collection, the deletion
+ * lists of the segments that lost documents, then COMMIT; only then it
+ * advances the watermark and publishes immutable snapshots to readers.
+ *
+ * State has two copies on purpose: the working state (dbstate, touched only by
+ * the indexer thread, and by indexer_open before it starts) and the published
+ * snapshots (under mu, reference counted), so that a query never sees a
+ * half-applied commit.
+ */
+#include "index/index.h"
+#include "json/json.h"
+#include "store/store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WATERMARK "index"
+#define FEED_BATCH 512                 /* records per store_feed_next */
+#define PENDING_BYTES_MAX (64u << 20)  /* commit early past this much pending document text */
+#define IDLE_POLL_MS 5                 /* the feed has no wake-up: poll it when idle */
+#define KIND_UNKNOWN (-1)
+
+/* ------------------------------------------------------- the id map */
+
+/* Open addressing with linear probing and backward-shift removal; keys are
+ * borrowed (a segment's mapped id, or a pending entry's copy). */
+typedef struct id_slot {
+    const char *id;         /* NULL: empty */
+    uint32_t len;
+    uint32_t ord;
+    uint64_t val;
+} id_slot;
+
+typedef struct id_map {
+    id_slot *slots;
+    size_t cap, n;          /* cap a power of two */
+} id_map;
+
+static size_t id_home(const id_map *m, const char *id, size_t len)
+{
+    return (size_t)hanu_hash64(id, len, 0) & (m->cap - 1);
+}
+
+static id_slot *id_map_find(id_map *m, const char *id, size_t len)
+{
+    if (!m->n) return NULL;
+    for (size_t i = id_home(m, id, len);; i = (i + 1) & (m->cap - 1)) {
+        id_slot *s = &m->slots[i];
+        if (!s->id) return NULL;
+        if (s->len == len && memcmp(s->id, id, len) == 0) return s;
+    }
+}
+
+static int id_map_grow(id_map *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    id_slot *slots = calloc(cap, sizeof *slots);
+    if (!slots) return HANU_ERR_NOMEM;
+    id_map old = *m;
+    m->slots = slots;
+    m->cap = cap;
+    for (size_t i = 0; i < old.cap; i++) {
+        if (!old.slots[i].id) continue;
+        size_t j = id_home(m, old.slots[i].id, old.slots[i].len);
+        while (m->slots[j].id) j = (j + 1) & (cap - 1);
+        m->slots[j] = old.slots[i];
+    }
+    free(old.slots);
+    return HANU_OK;
+}
+
+/* Inserts or overwrites id's entry. */
+static int id_map_put(id_map *m, const char *id, size_t len, uint64_t val, uint32_t ord)
+{
+    id_slot *s = id_map_find(m, id, len);
+    if (!s) {
+        if ((m->n + 1) * 4 > m->cap * 3 && id_map_grow(m)) return HANU_ERR_NOMEM;
+        size_t i = id_home(m, id, len);
+        while (m->slots[i].id) i = (i + 1) & (m->cap - 1);
+        s = &m->slots[i];
+        m->n++;
+    }
+    *s = (id_slot){ id, (uint32_t)len, ord, val };
+    return HANU_OK;
+}
+
+static void id_map_remove(id_map *m, id_slot *s)
+{
+    size_t hole = (size_t)(s - m->slots), mask = m->cap - 1;
+    m->slots[hole].id = NULL;
+    m->n--;
+    /* Shift back every later entry of the run whose home is not between the hole and it. */
+    for (size_t i = (hole + 1) & mask; m->slots[i].id; i = (i + 1) & mask) {
+        size_t home = id_home(m, m->slots[i].id, m->slots[i].len);
+        if (((i - home) & mask) >= ((i - hole) & mask)) {
+            m->slots[hole] = m->slots[i];
+            m->slots[i].id = NULL;
+            hole = i;
+        }
+    }
+}
+
+static void id_map_clear(id_map *m)
+{
+    free(m->slots);
+    *m = (id_map){0};
+}
+
+/* ------------------------------------------------------- working state */
+
+typedef struct seg_ref {         /* an open segment, shared by the state and snapshots */
+    index_segment *seg;
+    uint64_t id;
+    atomic_uint refs;
+} seg_ref;
+
+typedef struct u32_vec {
+    uint32_t *v;
+    uint32_t n, cap;
+} u32_vec;
+
+typedef struct coll_seg {
+    seg_ref *ref;
+    u32_vec deleted;             /* sorted: as of the last commit */
+    u32_vec fresh;               /* deleted since then, unsorted */
+    uint32_t generation;         /* of the deletion list on disk (0: none) */
+} coll_seg;
+
+typedef struct pending_doc {
+    char *id;
+    size_t id_len;
+    uint64_t txn;
+    int is_delete;
+    size_t doc_off, doc_len;     /* in the dbstate's arena */
+} pending_doc;
+
+typedef struct dbstate {
+    uint32_t db;
+    int kind;                    /* enum store_db_kind, or KIND_UNKNOWN */
+    int dirty;                   /* publish a new snapshot at the next commit */
+    coll_seg *segs;              /* increasing id */
+    uint32_t nsegs, segcap;
+    id_map committed;            /* _id -> (segment id, ordinal) */
+    id_map pending_ids;          /* _id -> index into pending */
+    pending_doc *pending;
+    size_t npending, pendcap;
+    hanu_buf arena;
+} dbstate;
+
+typedef struct snap_impl {       /* index_snapshot first: a cast gets back here */
+    index_snapshot pub;
+    atomic_uint refs;
+    seg_ref **refs_of;
+    uint64_t bytes;
+} snap_impl;
+
+typedef struct published {
+    uint32_t db;
+    snap_impl *snap;
+} published;
+
+typedef struct staged {          /* a feed entry copied out from under the store lock */
+    uint64_t txn;
+    uint8_t op;
+    uint32_t db;
+    size_t key_off, key_len, val_off, val_len;
+} staged;
+
+struct indexer {
+    store *st;
+    indexer_options opt;
+    char dir[1024];
+
+    /* indexer thread only */
+    dbstate **dbs;               /* sorted by db */
+    size_t ndbs, dbcap;
+    store_feed *feed;
+    uint64_t consumed;           /* every record up to it is in the working state */
+    uint64_t next_file;
+    uint64_t pending_bytes;
+    uint64_t last_commit_ns;
+    staged *stage;
+    size_t nstage, stagecap;
+    hanu_buf stage_arena;
+    char (*doomed)[64];          /* files to remove once the next commit is durable */
+    size_t ndoomed, doomcap;
+
+    /* under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t wake;         /* the thread: a waiter or stop */
+    pthread_cond_t committed_cv; /* waiters: a commit or a failure */
+    published *pubs;
+    size_t npubs, pubcap;
+    uint64_t committed_txn, commits, segments, bytes, live_docs;
+    uint64_t wanted_txn;         /* the highest txn a waiter waits for */
+    int waiters, commit_asked, stop, failed, rebuilt;
+    pthread_t thread;
+    int started;
+};
+
+static void say(const indexer *ix, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const indexer *ix, const char *fmt, ...)
+{
+    if (ix->opt.quiet) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "index: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static int u32_push(u32_vec *v, uint32_t x)
+{
+    if (v->n == v->cap) {
+        uint32_t cap = v->cap ? v->cap * 2 : 16;
+        uint32_t *p = realloc(v->v, cap * sizeof *p);
+        if (!p) return HANU_ERR_NOMEM;
+        v->v = p;
+        v->cap = cap;
+    }
+    v->v[v->n++] = x;
+    return HANU_OK;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void seg_ref_release(seg_ref *r)
+{
+    if (r && atomic_fetch_sub(&r->refs, 1) == 1) {
+        index_segment_close(r->seg);
+        free(r);
+    }
+}
+
+static void seg_path(const indexer *ix, uint64_t id, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/seg-%" PRIu64 ".hix", ix->dir, id);
+}
+
+static void del_name(uint64_t seg, uint32_t gen, char *out, size_t cap)
+{
+    snprintf(out, cap, "del-%" PRIu64 "-%" PRIu32, seg, gen);
+}
+
+static void del_path(const indexer *ix, uint64_t seg, uint32_t gen, char *out, size_t cap)
+{
+    char name[64];
+    del_name(seg, gen, name, sizeof name);
+    snprintf(out, cap, "%s/%s", ix->dir, name);
+}
+
+static int doom(indexer *ix, const char *name)
+{
+    if (ix->ndoomed == ix->doomcap) {
+        size_t cap = ix->doomcap ? ix->doomcap * 2 : 16;
+        char(*p)[64] = realloc(ix->doomed, cap * sizeof *p);
+        if (!p) return HANU_ERR_NOMEM;
+        ix->doomed = p;
+        ix->doomcap = cap;
+    }
+    snprintf(ix->doomed[ix->ndoomed++], 64, "%s", name);
+    return HANU_OK;
+}
+
+static void pending_clear(dbstate *d)
+{
+    for (size_t i = 0; i < d->npending; i++) free(d->pending[i].id);
+    d->npending = 0;
+    id_map_clear(&d->pending_ids);
+    hanu_buf_free(&d->arena);
+}
+
+/* Forgets the collection's segments; their files go with the next commit when doom. */
+static int dbstate_reset(indexer *ix, dbstate *d, int doom_files)
+{
+    int rc = HANU_OK;
+    for (uint32_t i = 0; i < d->nsegs; i++) {
+        coll_seg *s = &d->segs[i];
+        char name[64];
+        if (doom_files) {
+            snprintf(name, sizeof name, "seg-%" PRIu64 ".hix", s->ref->id);
+            if (!rc) rc = doom(ix, name);
+            del_name(s->ref->id, s->generation, name, sizeof name);
+            if (!rc && s->generation) rc = doom(ix, name);
+        }
+        seg_ref_release(s->ref);
+        free(s->deleted.v);
+        free(s->fresh.v);
+    }
+    free(d->segs);
+    d->segs = NULL;
+    d->nsegs = d->segcap = 0;
+    id_map_clear(&d->committed);
+    pending_clear(d);
+    free(d->pending);
+    d->pending = NULL;
+    d->pendcap = 0;
+    d->dirty = 1;
+    return rc;
+}
+
+static dbstate *db_find(indexer *ix, uint32_t db, size_t *at)
+{
+    size_t lo = 0, hi = ix->ndbs;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (ix->dbs[mid]->db < db) lo = mid + 1;
+        else hi = mid;
+    }
+    if (at) *at = lo;
+    return lo < ix->ndbs && ix->dbs[lo]->db == db ? ix->dbs[lo] : NULL;
+}
+
+static dbstate *db_get(indexer *ix, uint32_t db)
+{
+    size_t at;
+    dbstate *d = db_find(ix, db, &at);
+    if (d) return d;
+    if (ix->ndbs == ix->dbcap) {
+        size_t cap = ix->dbcap ? ix->dbcap * 2 : 16;
+        dbstate **p = realloc(ix->dbs, cap * sizeof *p);
+        if (!p) return NULL;
+        ix->dbs = p;
+        ix->dbcap = cap;
+    }
+    d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->db = db;
+    d->kind = KIND_UNKNOWN;
+    memmove(ix->dbs + at + 1, ix->dbs + at, (ix->ndbs - at) * sizeof *ix->dbs);
+    ix->dbs[at] = d;
+    ix->ndbs++;
+    return d;
+}
+
+static coll_seg *seg_find(dbstate *d, uint64_t id)
+{
+    uint32_t lo = 0, hi = d->nsegs;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (d->segs[mid].ref->id < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < d->nsegs && d->segs[lo].ref->id == id ? &d->segs[lo] : NULL;
+}
+
+/* Appends an opened segment (ids only grow) and maps its live documents. */
+static int seg_add(dbstate *d, index_segment *seg, uint64_t id, uint32_t *deleted, uint32_t ndeleted,
+                   uint32_t generation)
+{
+    seg_ref *r = NULL;
+    if (d->nsegs == d->segcap) {
+        uint32_t cap = d->segcap ? d->segcap * 2 : 8;
+        coll_seg *p = realloc(d->segs, cap * sizeof *p);
+        if (p) {
+            d->segs = p;
+            d->segcap = cap;
+        }
+    }
+    if (d->nsegs < d->segcap) r = malloc(sizeof *r);
+    if (!r) {
+        index_segment_close(seg);
+        free(deleted);
+        return HANU_ERR_NOMEM;
+    }
+    r->seg = seg;
+    r->id = id;
+    atomic_init(&r->refs, 1);
+    d->segs[d->nsegs++] = (coll_seg){ r, { deleted, ndeleted, ndeleted }, { NULL, 0, 0 }, generation };
+    uint32_t docs = index_segment_docs(seg), k = 0;
+    for (uint32_t ord = 0; ord < docs; ord++) {
+        if (k < ndeleted && deleted[k] == ord) { k++; continue; }
+        size_t len;
+        const char *doc_id = index_segment_doc_id(seg, ord, &len);
+        /* Two live versions of one id: the index cannot be trusted. */
+        if (id_map_find(&d->committed, doc_id, len)) return HANU_ERR_CORRUPT;
+        int rc = id_map_put(&d->committed, doc_id, len, id, ord);
+        if (rc) return rc;
+    }
+    return HANU_OK;
+}
+
+static int is_collection(int kind)
+{
+    return kind == STORE_DB_COLLECTION || kind == STORE_DB_UNTYPED;
+}
+
+/* ------------------------------------------------------- snapshots */
+
+static void snap_free(snap_impl *s)
+{
+    for (uint32_t i = 0; i < s->pub.nsegments; i++) {
+        seg_ref_release(s->refs_of[i]);
+        free((void *)s->pub.segments[i].deleted);
+    }
+    free(s->refs_of);
+    free(s->pub.segments);
+    free(s);
+}
+
+void index_snapshot_release(index_snapshot *snap)
+{
+    snap_impl *s = (snap_impl *)snap;
+    if (s && atomic_fetch_sub(&s->refs, 1) == 1) snap_free(s);
+}
+
+int index_snapshot_live(const index_snapshot *snap, uint32_t i, uint32_t ord)
+{
+    const index_snapshot_segment *s = &snap->segments[i];
+    return !s->ndeleted || bsearch(&ord, s->deleted, s->ndeleted, sizeof *s->deleted, cmp_u32) == NULL;
+}
+
+/* A snapshot of d's state as committed (NULL *out when it has no segments). */
+static int snap_make(const dbstate *d, uint64_t txn, snap_impl **out)
+{
+    *out = NULL;
+    if (!d->nsegs) return HANU_OK;
+    snap_impl *s = calloc(1, sizeof *s);
+    if (!s) return HANU_ERR_NOMEM;
+    atomic_init(&s->refs, 1);
+    s->pub.db = d->db;
+    s->pub.index_txn = txn;
+    s->pub.segments = calloc(d->nsegs, sizeof *s->pub.segments);
+    s->refs_of = calloc(d->nsegs, sizeof *s->refs_of);
+    if (!s->pub.segments || !s->refs_of) {
+        snap_free(s);
+        return HANU_ERR_NOMEM;
+    }
+    for (uint32_t i = 0; i < d->nsegs; i++) {
+        const coll_seg *c = &d->segs[i];
+        uint32_t *del = NULL;
+        if (c->deleted.n) {
+            del = malloc(c->deleted.n * sizeof *del);
+            if (!del) {
+                snap_free(s);
+                return HANU_ERR_NOMEM;
+            }
+            memcpy(del, c->deleted.v, c->deleted.n * sizeof *del);
+        }
+        atomic_fetch_add(&c->ref->refs, 1);
+        s->refs_of[i] = c->ref;
+        s->pub.segments[i] = (index_snapshot_segment){ c->ref->seg, c->ref->id, del, c->deleted.n };
+        s->pub.nsegments = i + 1;
+        s->pub.live_docs += index_segment_docs(c->ref->seg) - c->deleted.n;
+        s->bytes += index_segment_bytes(c->ref->seg);
+    }
+    *out = s;
+    return HANU_OK;
+}
+
+/* Replaces db's published snapshot (mu held); NULL removes it. */
+static int publish_locked(indexer *ix, uint32_t db, snap_impl *snap)
+{
+    size_t i = 0;
+    while (i < ix->npubs && ix->pubs[i].db != db) i++;
+    if (i == ix->npubs) {
+        if (!snap) return HANU_OK;
+        if (ix->npubs == ix->pubcap) {
+            size_t cap = ix->pubcap ? ix->pubcap * 2 : 16;
+            published *p = realloc(ix->pubs, cap * sizeof *p);
+            if (!p) return HANU_ERR_NOMEM;
+            ix->pubs = p;
+            ix->pubcap = cap;
+        }
+        ix->pubs[ix->npubs++] = (published){ db, NULL };
+    }
+    snap_impl *old = ix->pubs[i].snap;
+    if (old) {
+        ix->segments -= old->pub.nsegments;
+        ix->bytes -= old->bytes;
+        ix->live_docs -= old->pub.live_docs;
+        index_snapshot_release(&old->pub);
+    }
+    if (snap) {
+        ix->pubs[i].snap = snap;
+        ix->segments += snap->pub.nsegments;
+        ix->bytes += snap->bytes;
+        ix->live_docs += snap->pub.live_docs;
+    } else {
+        ix->pubs[i] = ix->pubs[--ix->npubs];
+    }
+    return HANU_OK;
+}
+
+index_snapshot *index_snapshot_acquire(indexer *ix, uint32_t db)
+{
+    index_snapshot *out = NULL;
+    pthread_mutex_lock(&ix->mu);
+    for (size_t i = 0; i < ix->npubs; i++)
+        if (ix->pubs[i].db == db) {
+            atomic_fetch_add(&ix->pubs[i].snap->refs, 1);
+            out = &ix->pubs[i].snap->pub;
+            break;
+        }
+    pthread_mutex_unlock(&ix->mu);
+    return out;
+}
+
+/* Publishes a new snapshot of every dirty collection as of txn. */
+static int publish_dirty(indexer *ix, uint64_t txn)
+{
+    int rc = HANU_OK;
+    for (size_t i = 0; i < ix->ndbs && !rc; i++) {
+        dbstate *d = ix->dbs[i];
+        if (!d->dirty) continue;
+        snap_impl *s;
+        rc = snap_make(d, txn, &s);
+        if (rc) break;
+        pthread_mutex_lock(&ix->mu);
+        rc = publish_locked(ix, d->db, s);
+        pthread_mutex_unlock(&ix->mu);
+        if (rc) snap_free(s);
+        d->dirty = 0;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------- the feed */
+
+static int stage_change(void *ctx, const store_change *c)
+{
+    indexer *ix = ctx;
+    if (c->db == STORE_SYSTEM_DB_ID) return 0;
+    if (c->op == LOG_OP_PUT || c->op == LOG_OP_DELETE) {
+        dbstate *d = db_find(ix, c->db, NULL);
+        if (d && d->kind == STORE_DB_KV) return 0;   /* key-value databases are not indexed */
+    }
+    if (ix->nstage == ix->stagecap) {
+        size_t cap = ix->stagecap ? ix->stagecap * 2 : 256;
+        staged *p = realloc(ix->stage, cap * sizeof *p);
+        if (!p) return 1;
+        ix->stage = p;
+        ix->stagecap = cap;
+    }
+    staged *s = &ix->stage[ix->nstage];
+    *s = (staged){ c->txn, c->op, c->db, ix->stage_arena.len, c->key_len, 0, c->value_len };
+    if (hanu_buf_append(&ix->stage_arena, c->key, c->key_len)) return 1;
+    s->val_off = ix->stage_arena.len;
+    if (hanu_buf_append(&ix->stage_arena, c->value, c->value_len)) return 1;
+    ix->nstage++;
+    return 0;
+}
+
+/* The newest version of id wins; a delete replaces a pending put. */
+static int pending_set(indexer *ix, dbstate *d, const char *id, size_t id_len, uint64_t txn,
+                       const uint8_t *doc, size_t doc_len, int is_delete)
+{
+    id_slot *slot = id_map_find(&d->pending_ids, id, id_len);
+    pending_doc *p;
+    if (slot) {
+        p = &d->pending[slot->val];
+    } else {
+        if (d->npending == d->pendcap) {
+            size_t cap = d->pendcap ? d->pendcap * 2 : 64;
+            pending_doc *np = realloc(d->pending, cap * sizeof *np);
+            if (!np) return HANU_ERR_NOMEM;
+            d->pending = np;
+            d->pendcap = cap;
+        }
+        p = &d->pending[d->npending];
+        p->id = malloc(id_len ? id_len : 1);
+        if (!p->id) return HANU_ERR_NOMEM;
+        memcpy(p->id, id, id_len);
+        p->id_len = id_len;
+        int rc = id_map_put(&d->pending_ids, p->id, id_len, d->npending, 0);
+        if (rc) {
+            free(p->id);
+            return rc;
+        }
+        d->npending++;
+    }
+    p->txn = txn;
+    p->is_delete = is_delete;
+    p->doc_off = d->arena.len;
+    p->doc_len = doc_len;
+    ix->pending_bytes += doc_len;
+    return hanu_buf_append(&d->arena, doc, doc_len);
+}
+
+static int apply_staged(indexer *ix, const staged *s)
+{
+    const uint8_t *key = ix->stage_arena.data + s->key_off;
+    const uint8_t *val = ix->stage_arena.data + s->val_off;
+    dbstate *d = db_get(ix, s->db);
+    if (!d) return HANU_ERR_NOMEM;
+    switch (s->op) {
+    case LOG_OP_CREATE_DB:
+        /* A new database at this id: it starts empty (untyped ones have no kind byte). */
+        d->kind = s->val_len ? val[0] : STORE_DB_UNTYPED;
+        return d->nsegs || d->npending ? dbstate_reset(ix, d, 1) : HANU_OK;
+    case LOG_OP_DROP_DB: {
+        int rc = dbstate_reset(ix, d, 1);
+        d->kind = KIND_UNKNOWN;
+        return rc;
+    }
+    case LOG_OP_PUT:
+    case LOG_OP_DELETE:
+        if (d->kind == KIND_UNKNOWN) {
+            uint8_t kind;
+            /* Gone by now: a drop follows in the feed, which removes what this adds. */
+            d->kind = store_db_kind(ix->st, s->db, &kind) == HANU_OK ? kind : STORE_DB_COLLECTION;
+        }
+        if (!is_collection(d->kind)) return HANU_OK;
+        return pending_set(ix, d, (const char *)key, s->key_len, s->txn, val, s->val_len,
+                           s->op == LOG_OP_DELETE);
+    default:
+        return HANU_OK;
+    }
+}
+
+/* Reads up to one batch of the feed into the working state; *got records. */
+static int feed_step(indexer *ix, size_t *got)
+{
+    ix->nstage = 0;
+    hanu_buf_reset(&ix->stage_arena);
+    int rc = store_feed_next(ix->feed, FEED_BATCH, stage_change, ix, got);
+    if (rc) {
+        say(ix, "the change feed failed at txn %" PRIu64 ": %s", store_feed_position(ix->feed),
+            hanu_status_str(rc));
+        return rc;
+    }
+    for (size_t i = 0; i < ix->nstage && !rc; i++) rc = apply_staged(ix, &ix->stage[i]);
+    if (rc) return rc;
+    uint64_t pos = store_feed_position(ix->feed);
+    if (pos > 0 && pos - 1 > ix->consumed) ix->consumed = pos - 1;
+    return HANU_OK;
+}
+
+/* ------------------------------------------------------- the commit */
+
+/* Turns d's pending versions into deletions of what they replace and one new segment. */
+static int apply_pending(indexer *ix, dbstate *d)
+{
+    index_builder *b = NULL;
+    uint32_t nput = 0;
+    int rc = HANU_OK;
+    for (size_t i = 0; i < d->npending && !rc; i++) {
+        pending_doc *p = &d->pending[i];
+        id_slot *old = id_map_find(&d->committed, p->id, p->id_len);
+        if (old) {
+            coll_seg *s = seg_find(d, old->val);
+            rc = s ? u32_push(&s->fresh, old->ord) : HANU_ERR_CORRUPT;
+            id_map_remove(&d->committed, old);
+        }
+        if (rc || p->is_delete) continue;
+        const char *doc = (const char *)d->arena.data + p->doc_off;
+        /* An untyped database may hold bytes that are no document: not indexed. */
+        if (json_validate(doc, p->doc_len, NULL, NULL) != HANU_OK) continue;
+        if (!b && !(b = index_builder_new())) rc = HANU_ERR_NOMEM;
+        if (!rc) rc = index_add_document(b, p->id, p->id_len, p->txn, doc, p->doc_len);
+        nput++;
+    }
+    if (!rc && nput) {
+        uint64_t id = ix->next_file++;
+        char path[1200], err[256];
+        seg_path(ix, id, path, sizeof path);
+        index_segment *seg = NULL;
+        rc = index_builder_write(b, path);
+        if (!rc) rc = index_segment_open(path, &seg, err, sizeof err);
+        if (!rc) rc = seg_add(d, seg, id, NULL, 0, 0);
+        if (rc) say(ix, "cannot write %s: %s", path, hanu_status_str(rc));
+    }
+    index_builder_free(b);
+    pending_clear(d);
+    d->dirty = 1;
+    return rc;
+}
+
+/* Folds a segment's fresh deletions into a new list generation. Returns 1 in
+ * *empty when nothing of the segment is live any more. */
+static int write_deletions(indexer *ix, coll_seg *s, int *empty)
+{
+    *empty = 0;
+    if (!s->fresh.n) return HANU_OK;
+    for (uint32_t i = 0; i < s->fresh.n; i++) {
+        int rc = u32_push(&s->deleted, s->fresh.v[i]);
+        if (rc) return rc;
+    }
+    s->fresh.n = 0;
+    qsort(s->deleted.v, s->deleted.n, sizeof *s->deleted.v, cmp_u32);
+    char name[64];
+    if (s->generation) {
+        del_name(s->ref->id, s->generation, name, sizeof name);
+        int rc = doom(ix, name);
+        if (rc) return rc;
+    }
+    if (s->deleted.n == index_segment_docs(s->ref->seg)) {
+        *empty = 1;
+        snprintf(name, sizeof name, "seg-%" PRIu64 ".hix", s->ref->id);
+        return doom(ix, name);
+    }
+    char path[1200];
+    del_path(ix, s->ref->id, ++s->generation, path, sizeof path);
+    return index_deletes_write(path, s->ref->id, s->generation, s->deleted.v, s->deleted.n);
+}
+
+static int cmp_commit_seg(const void *a, const void *b)
+{
+    uint64_t x = ((const index_commit_segment *)a)->segment, y = ((const index_commit_segment *)b)->segment;
+    return x < y ? -1 : x > y;
+}
+
+static int write_commit(indexer *ix, uint64_t txn)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ix->ndbs; i++) n += ix->dbs[i]->nsegs;
+    index_commit c = { txn, ix->next_file, (uint32_t)n, calloc(n ? n : 1, sizeof(index_commit_segment)) };
+    if (!c.segments) return HANU_ERR_NOMEM;
+    n = 0;
+    for (size_t i = 0; i < ix->ndbs; i++)
+        for (uint32_t j = 0; j < ix->dbs[i]->nsegs; j++) {
+            const coll_seg *s = &ix->dbs[i]->segs[j];
+            c.segments[n++] = (index_commit_segment){ s->ref->id, ix->dbs[i]->db,
+                                                      index_segment_docs(s->ref->seg), s->deleted.n,
+                                                      s->generation };
+        }
+    qsort(c.segments, n, sizeof *c.segments, cmp_commit_seg);
+    int rc = index_commit_write(ix->dir, &c);
+    free(c.segments);
+    return rc;
+}
+
+static void remove_doomed(indexer *ix)
+{
+    char path[1200];
+    for (size_t i = 0; i < ix->ndoomed; i++) {
+        snprintf(path, sizeof path, "%s/%s", ix->dir, ix->doomed[i]);
+        unlink(path);
+    }
+    ix->ndoomed = 0;
+}
+
+static int commit(indexer *ix)
+{
+    uint64_t txn = ix->consumed;
+    int rc = HANU_OK;
+    for (size_t i = 0; i < ix->ndbs && !rc; i++)
+        if (ix->dbs[i]->npending) rc = apply_pending(ix, ix->dbs[i]);
+    for (size_t i = 0; i < ix->ndbs && !rc; i++) {
+        dbstate *d = ix->dbs[i];
+        for (uint32_t j = 0; j < d->nsegs && !rc; j++) {
+            int empty;
+            rc = write_deletions(ix, &d->segs[j], &empty);
+            if (rc || !empty) continue;
+            coll_seg *s = &d->segs[j];
+            seg_ref_release(s->ref);
+            free(s->deleted.v);
+            free(s->fresh.v);
+            memmove(s, s + 1, (d->nsegs - j - 1) * sizeof *s);
+            d->nsegs--;
+            j--;
+        }
+    }
+    if (!rc) rc = write_commit(ix, txn);
+    if (rc) {
+        say(ix, "commit at txn %" PRIu64 " failed: %s; the indexer stops (a restart resumes "
+            "from the last commit)", txn, hanu_status_str(rc));
+        return rc;
+    }
+    remove_doomed(ix);
+    rc = store_watermark_advance(ix->st, WATERMARK, txn);
+    if (!rc) rc = publish_dirty(ix, txn);
+    ix->pending_bytes = 0;
+    ix->last_commit_ns = hanu_now_ns();
+    pthread_mutex_lock(&ix->mu);
+    ix->committed_txn = txn;
+    ix->commits++;
+    pthread_cond_broadcast(&ix->committed_cv);
+    pthread_mutex_unlock(&ix->mu);
+    return rc;
+}
+
+/* ------------------------------------------------------- the thread */
+
+static void *indexer_main(void *arg)
+{
+    indexer *ix = arg;
+    uint64_t interval_ns = (uint64_t)ix->opt.commit_interval_ms * 1000000u;
+    pthread_mutex_lock(&ix->mu);
+    while (!ix->stop && !ix->failed) {
+        pthread_mutex_unlock(&ix->mu);
+        size_t got = 0;
+        int rc = feed_step(ix, &got);
+        pthread_mutex_lock(&ix->mu);
+        /* A waiter's commit comes once the feed reaches its txn, not one per batch. */
+        int waited = ix->waiters && ix->wanted_txn > ix->committed_txn && ix->consumed >= ix->wanted_txn;
+        int due = ix->consumed > ix->committed_txn &&
+                  (waited || ix->commit_asked || ix->pending_bytes > PENDING_BYTES_MAX ||
+                   hanu_now_ns() - ix->last_commit_ns >= interval_ns);
+        if (!rc && due) {
+            ix->commit_asked = 0;
+            pthread_mutex_unlock(&ix->mu);
+            rc = commit(ix);
+            pthread_mutex_lock(&ix->mu);
+        } else if (!rc && !got) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += IDLE_POLL_MS * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&ix->wake, &ix->mu, &ts);
+        }
+        if (rc) {
+            ix->failed = 1;
+            pthread_cond_broadcast(&ix->committed_cv);
+        }
+    }
+    pthread_mutex_unlock(&ix->mu);
+    return NULL;
+}
+
+int indexer_wait_txn(indexer *ix, uint64_t txn, uint32_t timeout_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)timeout_ms * 1000000u;
+    ts.tv_sec += (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    int rc = HANU_OK;
+    pthread_mutex_lock(&ix->mu);
+    ix->waiters++;
+    if (txn > ix->wanted_txn) ix->wanted_txn = txn;
+    pthread_cond_signal(&ix->wake);
+    while (ix->committed_txn < txn && !ix->failed)
+        if (pthread_cond_timedwait(&ix->committed_cv, &ix->mu, &ts) == ETIMEDOUT) break;
+    if (ix->committed_txn < txn) rc = ix->failed ? HANU_ERR_STOPPED : HANU_ERR_BUSY;
+    ix->waiters--;
+    pthread_mutex_unlock(&ix->mu);
+    return rc;
+}
+
+void indexer_commit_now(indexer *ix)
+{
+    pthread_mutex_lock(&ix->mu);
+    ix->commit_asked = 1;
+    pthread_cond_signal(&ix->wake);
+    pthread_mutex_unlock(&ix->mu);
+}
+
+uint64_t indexer_txn(indexer *ix)
+{
+    pthread_mutex_lock(&ix->mu);
+    uint64_t t = ix->committed_txn;
+    pthread_mutex_unlock(&ix->mu);
+    return t;
+}
+
+void indexer_get_stats(indexer *ix, indexer_stats *st)
+{
+    uint64_t last = store_last_txn(ix->st);
+    pthread_mutex_lock(&ix->mu);
+    *st = (indexer_stats){ ix->committed_txn, last > ix->committed_txn ? last - ix->committed_txn : 0,
+                           ix->segments, ix->bytes, ix->live_docs, ix->commits, ix->rebuilt, ix->failed };
+    pthread_mutex_unlock(&ix->mu);
+}
+
+void indexer_collection_stats(indexer *ix, uint32_t db, uint32_t *segments, uint64_t *live_docs,
+                              uint64_t *bytes)
+{
+    *segments = 0;
+    *live_docs = *bytes = 0;
+    pthread_mutex_lock(&ix->mu);
+    for (size_t i = 0; i < ix->npubs; i++)
+        if (ix->pubs[i].db == db) {
+            *segments = ix->pubs[i].snap->pub.nsegments;
+            *live_docs = ix->pubs[i].snap->pub.live_docs;
+            *bytes = ix->pubs[i].snap->bytes;
+        }
+    pthread_mutex_unlock(&ix->mu);
+}
+
+/* ------------------------------------------------------- open and close */
+
+void indexer_options_default(indexer_options *o)
+{
+    *o = (indexer_options){ NULL, 500, 0 };
+}
+
+static void free_state(indexer *ix)
+{
+    for (size_t i = 0; i < ix->ndbs; i++) {
+        dbstate_reset(ix, ix->dbs[i], 0);
+        free(ix->dbs[i]);
+    }
+    free(ix->dbs);
+    ix->dbs = NULL;
+    ix->ndbs = ix->dbcap = 0;
+    ix->ndoomed = 0;
+}
+
+/* Opens every segment and deletion list the commit names. */
+static int load_commit(indexer *ix, const index_commit *c, char *err, size_t errcap)
+{
+    for (uint32_t i = 0; i < c->nsegments; i++) {
+        const index_commit_segment *e = &c->segments[i];
+        char path[1200];
+        seg_path(ix, e->segment, path, sizeof path);
+        index_segment *seg = NULL;
+        int rc = index_segment_open(path, &seg, err, errcap);
+        if (rc) return rc;
+        if (index_segment_docs(seg) != e->docs) {
+            snprintf(err, errcap, "seg-%" PRIu64 ".hix: %u documents, the commit says %u", e->segment,
+                     index_segment_docs(seg), e->docs);
+            index_segment_close(seg);
+            return HANU_ERR_CORRUPT;
+        }
+        uint32_t *del = NULL, ndel = 0;
+        if (e->del_generation) {
+            del_path(ix, e->segment, e->del_generation, path, sizeof path);
+            rc = index_deletes_read(path, e->segment, e->del_generation, e->docs, &del, &ndel, err, errcap);
+            if (!rc && ndel != e->deleted) {
+                snprintf(err, errcap, "del-%" PRIu64 "-%u: %u deletions, the commit says %u", e->segment,
+                         e->del_generation, ndel, e->deleted);
+                rc = HANU_ERR_CORRUPT;
+            }
+            if (rc) {
+                free(del);
+                index_segment_close(seg);
+                return rc;
+            }
+        }
+        dbstate *d = db_get(ix, e->db);
+        if (!d) {
+            index_segment_close(seg);
+            free(del);
+            rc = HANU_ERR_NOMEM;
+        } else {
+            d->kind = STORE_DB_COLLECTION;
+            d->dirty = 1;
+            rc = seg_add(d, seg, e->segment, del, ndel, e->del_generation);
+            if (rc == HANU_ERR_CORRUPT) snprintf(err, errcap, "seg-%" PRIu64 ".hix: an _id live twice", e->segment);
+        }
+        if (rc) return rc;   /* seg_add owns seg and del, also when it fails */
+    }
+    return HANU_OK;
+}
+
+/* 1 when the commit names file (COMMIT, a segment, or a current deletion list). */
+static int named(const index_commit *c, const char *file)
+{
+    if (strcmp(file, "COMMIT") == 0) return 1;
+    uint64_t id;
+    uint32_t gen;
+    char tail;
+    for (uint32_t i = 0; i < c->nsegments; i++) {
+        const index_commit_segment *e = &c->segments[i];
+        if (sscanf(file, "seg-%" SCNu64 ".hi%c", &id, &tail) == 2 && id == e->segment) {
+            char want[64];
+            snprintf(want, sizeof want, "seg-%" PRIu64 ".hix", id);
+            if (strcmp(file, want) == 0) return 1;
+        }
+        if (e->del_generation && sscanf(file, "del-%" SCNu64 "-%" SCNu32, &id, &gen) == 2 &&
+            id == e->segment && gen == e->del_generation) {
+            char want[64];
+            del_name(id, gen, want, sizeof want);
+            if (strcmp(file, want) == 0) return 1;
+        }
+    }
+    return 0;
+}
+
+/* Deletes every file of DIR the commit does not name (all of them with NULL). */
+static int remove_leftovers(indexer *ix, const index_commit *c)
+{
+    DIR *dir = opendir(ix->dir);
+    if (!dir) return HANU_ERR_IO;
+    struct dirent *de;
+    size_t removed = 0;
+    char path[1400];
+    while ((de = readdir(dir))) {
+        if (de->d_name[0] == '.') continue;
+        if (c && named(c, de->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", ix->dir, de->d_name);
+        if (unlink(path) == 0) removed++;
+    }
+    closedir(dir);
+    if (removed) say(ix, "removed %zu file(s) no commit names", removed);
+    return removed ? hanu_fsync_dir(ix->dir) : HANU_OK;
+}
+
+int indexer_open(store *st, const indexer_options *o, indexer **out, char *err, size_t errcap)
+{
+    indexer *ix = calloc(1, sizeof *ix);
+    if (!ix) return HANU_ERR_NOMEM;
+    ix->st = st;
+    ix->opt = *o;
+    if (!ix->opt.commit_interval_ms) ix->opt.commit_interval_ms = 500;
+    snprintf(ix->dir, sizeof ix->dir, "%s", o->dir);
+    pthread_mutex_init(&ix->mu, NULL);
+    pthread_cond_init(&ix->wake, NULL);
+    pthread_cond_init(&ix->committed_cv, NULL);
+    uint64_t watermark = 0;
+    int rc = hanu_mkdir_p(ix->dir);
+    if (rc) snprintf(err, errcap, "cannot create %s: %s", ix->dir, strerror(errno));
+    if (!rc) {
+        rc = store_watermark_register(st, WATERMARK, &watermark);
+        if (rc) snprintf(err, errcap, "cannot register the index watermark: %s", hanu_status_str(rc));
+    }
+    index_commit c = {0};
+    char why[512] = "";
+    int have = 0;
+    if (!rc) {
+        int r = index_commit_read(ix->dir, &c, why, sizeof why);
+        if (r == HANU_OK) {
+            have = 1;
+            r = load_commit(ix, &c, why, sizeof why);
+        }
+        if (r == HANU_ERR_NOMEM) rc = r;
+        else if (r != HANU_OK && r != HANU_ERR_NOT_FOUND) {
+            /* Never use an index that cannot be trusted: start over from the log. */
+            say(ix, "the index cannot be trusted (%s); rebuilding it from the log", why);
+            free_state(ix);
+            index_commit_free(&c);
+            c = (index_commit){0};
+            have = 0;
+            ix->rebuilt = 1;
+        }
+    }
+    if (!rc) rc = remove_leftovers(ix, have ? &c : NULL);
+    if (!rc) {
+        ix->committed_txn = ix->consumed = have ? c.index_txn : 0;
+        ix->next_file = have ? c.next_file : 1;
+        if (ix->next_file == 0) ix->next_file = 1;
+        if (have && c.index_txn < watermark)
+            say(ix, "COMMIT is at txn %" PRIu64 ", the watermark at %" PRIu64 "; resuming from the commit",
+                c.index_txn, watermark);
+        rc = publish_dirty(ix, ix->committed_txn);
+    }
+    index_commit_free(&c);
+    if (!rc) rc = store_feed_open(st, ix->committed_txn + 1, &ix->feed);
+    if (!rc) {
+        ix->last_commit_ns = hanu_now_ns();
+        if (pthread_create(&ix->thread, NULL, indexer_main, ix) != 0) rc = HANU_ERR_NOMEM;
+        else ix->started = 1;
+    }
+    if (rc) {
+        if (!err[0]) snprintf(err, errcap, "cannot open the index: %s", hanu_status_str(rc));
+        indexer_close(ix);
+        return rc;
+    }
+    say(ix, "open at txn %" PRIu64 "%s", ix->committed_txn, ix->rebuilt ? " (rebuilding)" : "");
+    *out = ix;
+    return HANU_OK;
+}
+
+void indexer_close(indexer *ix)
+{
+    if (!ix) return;
+    if (ix->started) {
+        pthread_mutex_lock(&ix->mu);
+        ix->stop = 1;
+        pthread_cond_broadcast(&ix->wake);
+        pthread_mutex_unlock(&ix->mu);
+        pthread_join(ix->thread, NULL);
+    }
+    while (ix->npubs) {
+        pthread_mutex_lock(&ix->mu);
+        publish_locked(ix, ix->pubs[0].db, NULL);
+        pthread_mutex_unlock(&ix->mu);
+    }
+    free(ix->pubs);
+    free_state(ix);
+    if (ix->feed) store_feed_close(ix->feed);
+    free(ix->stage);
+    hanu_buf_free(&ix->stage_arena);
+    free(ix->doomed);
+    pthread_mutex_destroy(&ix->mu);
+    pthread_cond_destroy(&ix->wake);
+    pthread_cond_destroy(&ix->committed_cv);
+    free(ix);
+}
