@@ -199,22 +199,31 @@ static uint64_t watermark_of(store *s)
     return UINT64_MAX;
 }
 
-static char *dir_copy(const char *name)
+/* A fresh temporary directory with a store in data/ and a file bucket in bucket/. */
+typedef struct fixture {
+    char dir[512], data[600], url[700];
+    store *s;
+    bucket *b;
+} fixture;
+
+static int fixture_open(fixture *f, const char *name, uint32_t lazy_sync_ms, const bucket_options *bo)
 {
-    return strdup(test_tmpdir(name));
+    snprintf(f->dir, sizeof f->dir, "%s", test_tmpdir(name));
+    snprintf(f->data, sizeof f->data, "%s/data", f->dir);
+    snprintf(f->url, sizeof f->url, "file://%s/bucket", f->dir);
+    f->s = open_store_lazy(f->data, lazy_sync_ms);
+    f->b = open_bucket(f->url, bo);
+    return f->s && f->b;
 }
 
 /* ---- tests ---- */
 
 static void test_records_sealed_in_txn_order_with_exact_contents(void)
 {
-    char *dir = dir_copy("sealer-exact");
-    char data[600], url[700];
-    snprintf(data, sizeof data, "%s/data", dir);
-    snprintf(url, sizeof url, "file://%s/bucket", dir);
-    store *s = open_store(data);
-    bucket *b = open_bucket(url, NULL);
-    REQUIRE(s && b);
+    fixture fx;
+    REQUIRE(fixture_open(&fx, "sealer-exact", 0, NULL));
+    store *s = fx.s;
+    bucket *b = fx.b;
     sealer *z = start_sealer(s, b, 20);
     REQUIRE(z);
     CHECK_EQ(sealer_sealed_txn(z), 0);
@@ -241,7 +250,7 @@ static void test_records_sealed_in_txn_order_with_exact_contents(void)
         CHECK_EQ(sealer_wait(z, m.last_txn, WAIT_MS), HANU_OK);
     }
     chain_read got;
-    check_chain_equals(url, &m, &got);
+    check_chain_equals(fx.url, &m, &got);
     CHECK(got.segments >= 4);
     CHECK_EQ(got.last_txn, m.last_txn);
     sealer_stats st;
@@ -266,18 +275,14 @@ static void test_records_sealed_in_txn_order_with_exact_contents(void)
     hanu_buf_free(&m.text);
     bucket_close(b);
     store_close(s);
-    free(dir);
 }
 
 static void test_idle_sends_nothing(void)
 {
-    char *dir = dir_copy("sealer-idle");
-    char data[600], url[700];
-    snprintf(data, sizeof data, "%s/data", dir);
-    snprintf(url, sizeof url, "file://%s/bucket", dir);
-    store *s = open_store(data);
-    bucket *b = open_bucket(url, NULL);
-    REQUIRE(s && b);
+    fixture fx;
+    REQUIRE(fixture_open(&fx, "sealer-idle", 0, NULL));
+    store *s = fx.s;
+    bucket *b = fx.b;
     sealer *z = start_sealer(s, b, 5);
     REQUIRE(z);
     bucket_counters before, after;
@@ -300,18 +305,14 @@ static void test_idle_sends_nothing(void)
     hanu_buf_free(&m.text);
     bucket_close(b);
     store_close(s);
-    free(dir);
 }
 
 static void test_restart_continues_the_chain(void)
 {
-    char *dir = dir_copy("sealer-restart");
-    char data[600], url[700];
-    snprintf(data, sizeof data, "%s/data", dir);
-    snprintf(url, sizeof url, "file://%s/bucket", dir);
-    store *s = open_store(data);
-    bucket *b = open_bucket(url, NULL);
-    REQUIRE(s && b);
+    fixture fx;
+    REQUIRE(fixture_open(&fx, "sealer-restart", 0, NULL));
+    store *s = fx.s;
+    bucket *b = fx.b;
     model m = {0};
     sealer *z = start_sealer(s, b, 5);
     REQUIRE(z);
@@ -322,12 +323,12 @@ static void test_restart_continues_the_chain(void)
     put_many(s, &m, "two", 10, 4);
     CHECK_EQ(store_sync(s), HANU_OK);
     store_close(s);
-    s = open_store(data);
+    s = open_store(fx.data);
     REQUIRE(s);
     z = start_sealer(s, b, 5);
     REQUIRE(z);
     chain_read got;
-    read_chain(url, &got);
+    read_chain(fx.url, &got);
     uint64_t segments_before = got.segments;
     hanu_buf_free(&got.text);
     put_many(s, &m, "three", 10, 4);
@@ -337,7 +338,7 @@ static void test_restart_continues_the_chain(void)
     CHECK(st.segments >= 1);
     CHECK_EQ(st.sequence, segments_before + st.segments);
     sealer_close(z);
-    check_chain_equals(url, &m, &got);
+    check_chain_equals(fx.url, &m, &got);
     hanu_buf_free(&got.text);
 
     /* A put that landed just before a crash, its watermark advance lost: the
@@ -349,27 +350,25 @@ static void test_restart_continues_the_chain(void)
     CHECK_EQ(watermark_of(s), m.last_txn - 5);
     CHECK_EQ(sealer_wait(z, m.last_txn, WAIT_MS), HANU_OK);
     sealer_close(z);
-    check_chain_equals(url, &m, &got);
+    check_chain_equals(fx.url, &m, &got);
     CHECK_EQ(watermark_of(s), m.last_txn);
     hanu_buf_free(&got.text);
     hanu_buf_free(&m.text);
     bucket_close(b);
     store_close(s);
-    free(dir);
 }
 
 static void test_refuses_a_bucket_that_does_not_match(void)
 {
-    char *dir = dir_copy("sealer-mismatch");
-    char data[600], other[600], url[700], url2[700], err[512];
-    snprintf(data, sizeof data, "%s/data", dir);
-    snprintf(other, sizeof other, "%s/other", dir);
-    snprintf(url, sizeof url, "file://%s/bucket", dir);
-    snprintf(url2, sizeof url2, "file://%s/bucket2", dir);
-    store *s = open_store(data);
-    bucket *b = open_bucket(url, NULL);
+    char other[600], url2[700], err[512];
+    fixture fx;
+    REQUIRE(fixture_open(&fx, "sealer-mismatch", 0, NULL));
+    store *s = fx.s;
+    bucket *b = fx.b;
+    snprintf(other, sizeof other, "%s/other", fx.dir);
+    snprintf(url2, sizeof url2, "file://%s/bucket2", fx.dir);
     bucket *b2 = open_bucket(url2, NULL);
-    REQUIRE(s && b && b2);
+    REQUIRE(b2);
     model m = {0};
     sealer *z = start_sealer(s, b, 5);
     REQUIRE(z);
@@ -385,13 +384,14 @@ static void test_refuses_a_bucket_that_does_not_match(void)
     err[0] = '\0';
     CHECK_EQ(sealer_open(fresh, b, NULL, &z, err, sizeof err), HANU_ERR_FENCED);
     CHECK(strstr(err, "holds txns up to 10 but this data directory ends at txn 0") != NULL);
+    CHECK_EQ(watermark_of(fresh), UINT64_MAX);   /* refused: no watermark left behind */
     store_close(fresh);
     /* A damaged last segment is refused, named. */
     keys_seen k = {0};
     CHECK_EQ(bucket_list(b, SEGMENT_KEY_PREFIX, keep_key, &k, err, sizeof err), HANU_OK);
     REQUIRE(k.n >= 1);
     char path[900];
-    snprintf(path, sizeof path, "%s/bucket/%s", dir, k.keys[k.n - 1]);
+    snprintf(path, sizeof path, "%s/bucket/%s", fx.dir, k.keys[k.n - 1]);
     FILE *f = fopen(path, "r+b");
     REQUIRE(f);
     fseek(f, SEGMENT_HEADER_SIZE + 4, SEEK_SET);
@@ -407,10 +407,9 @@ static void test_refuses_a_bucket_that_does_not_match(void)
     bucket_close(b);
     bucket_close(b2);
     store_close(s);
-    free(dir);
 }
 
-/* Feed entries from txn `from` on, as model lines. */
+/* A feed entry as a model line. */
 static int feed_line(void *ctx, const store_change *c)
 {
     model *m = ctx;
@@ -420,13 +419,11 @@ static int feed_line(void *ctx, const store_change *c)
 
 static void test_watermark_holds_compaction(void)
 {
-    char *dir = dir_copy("sealer-floor");
-    char data[600], url[700], err[512];
-    snprintf(data, sizeof data, "%s/data", dir);
-    snprintf(url, sizeof url, "file://%s/bucket", dir);
-    store *s = open_store(data);
-    bucket *b = open_bucket(url, NULL);
-    REQUIRE(s && b);
+    char err[512];
+    fixture fx;
+    REQUIRE(fixture_open(&fx, "sealer-floor", 0, NULL));
+    store *s = fx.s;
+    bucket *b = fx.b;
     model m = {0};
     sealer *z = start_sealer(s, b, 5);
     REQUIRE(z);
@@ -461,7 +458,7 @@ static void test_watermark_holds_compaction(void)
     CHECK_EQ(sealer_wait(z, m.last_txn, WAIT_MS), HANU_OK);
     sealer_close(z);
     chain_read got;
-    check_chain_equals(url, &m, &got);
+    check_chain_equals(fx.url, &m, &got);
     CHECK_EQ(store_floor(s), m.last_txn);
     hanu_buf_free(&got.text);
     hanu_buf_free(&fed.text);
@@ -469,20 +466,20 @@ static void test_watermark_holds_compaction(void)
     hanu_buf_free(&m.text);
     bucket_close(b);
     store_close(s);
-    free(dir);
 }
 
 /* Two writers on one bucket: the one whose put collides stops for good. */
 static void test_collision_fences_the_second_writer(void)
 {
-    char *dir = dir_copy("sealer-fence");
-    char data_a[600], data_b[600], url[700], msg[256];
-    snprintf(data_a, sizeof data_a, "%s/a", dir);
-    snprintf(data_b, sizeof data_b, "%s/b", dir);
-    snprintf(url, sizeof url, "file://%s/bucket", dir);
-    store *sa = open_store(data_a), *sb = open_store(data_b);
-    bucket *ba = open_bucket(url, NULL), *bb = open_bucket(url, NULL);
-    REQUIRE(sa && sb && ba && bb);
+    char data_b[600], msg[256];
+    fixture fx;
+    REQUIRE(fixture_open(&fx, "sealer-fence", 0, NULL));
+    store *sa = fx.s;
+    bucket *ba = fx.b;
+    snprintf(data_b, sizeof data_b, "%s/b", fx.dir);
+    store *sb = open_store(data_b);
+    bucket *bb = open_bucket(fx.url, NULL);
+    REQUIRE(sb && bb);
     /* Both find an empty chain before either writes. */
     sealer *za = start_sealer(sa, ba, 5), *zb = start_sealer(sb, bb, 5);
     REQUIRE(za && zb);
@@ -513,7 +510,7 @@ static void test_collision_fences_the_second_writer(void)
     put_many(sa, &ma, "a2", 10, 10);
     CHECK_EQ(sealer_wait(za, ma.last_txn, WAIT_MS), HANU_OK);
     chain_read got;
-    check_chain_equals(url, &ma, &got);
+    check_chain_equals(fx.url, &ma, &got);
     sealer_close(zb);
     sealer_close(za);
     hanu_buf_free(&got.text);
@@ -523,26 +520,22 @@ static void test_collision_fences_the_second_writer(void)
     bucket_close(bb);
     store_close(sa);
     store_close(sb);
-    free(dir);
 }
 
 /* Injected 503s and lost answers, one attempt per request so the sealer sees
    them: every segment is put in the end, once, in order. */
 static void test_bucket_failures_delay_but_lose_nothing(void)
 {
-    char *dir = dir_copy("sealer-flaky");
-    char data[600], url[700];
-    snprintf(data, sizeof data, "%s/data", dir);
-    snprintf(url, sizeof url, "file://%s/bucket", dir);
-    store *s = open_store(data);
     bucket_options bo;
     bucket_options_default(&bo);
     bo.fail_rate = 0.35;
     bo.timeout_rate = 0.25;
     bo.fail_seed = 7;
     bo.max_attempts = 1;
-    bucket *b = open_bucket(url, &bo);
-    REQUIRE(s && b);
+    fixture fx;
+    REQUIRE(fixture_open(&fx, "sealer-flaky", 0, &bo));
+    store *s = fx.s;
+    bucket *b = fx.b;
     sealer *z = NULL;
     for (int tries = 0; !z && tries < 50; tries++) {   /* the list at start may fail too */
         sealer_options o;
@@ -567,27 +560,23 @@ static void test_bucket_failures_delay_but_lose_nothing(void)
     CHECK_EQ(st.records, m.entries);
     sealer_close(z);
     chain_read got;
-    check_chain_equals(url, &m, &got);
+    check_chain_equals(fx.url, &m, &got);
     CHECK_EQ(got.segments, st.segments);
     CHECK_EQ(watermark_of(s), m.last_txn);
     hanu_buf_free(&got.text);
     hanu_buf_free(&m.text);
     bucket_close(b);
     store_close(s);
-    free(dir);
 }
 
 /* A record in the page cache but not yet durable is not sealed before it is:
    with syncs otherwise a minute apart, a sealed txn is a durable one. */
 static void test_seals_only_durable_records(void)
 {
-    char *dir = dir_copy("sealer-durable");
-    char data[600], url[700];
-    snprintf(data, sizeof data, "%s/data", dir);
-    snprintf(url, sizeof url, "file://%s/bucket", dir);
-    store *s = open_store_lazy(data, 60000);
-    bucket *b = open_bucket(url, NULL);
-    REQUIRE(s && b);
+    fixture fx;
+    REQUIRE(fixture_open(&fx, "sealer-durable", 60000, NULL));
+    store *s = fx.s;
+    bucket *b = fx.b;
     sealer *z = start_sealer(s, b, 5);
     REQUIRE(z);
     model m = {0};
@@ -597,12 +586,11 @@ static void test_seals_only_durable_records(void)
     CHECK(store_durable_txn(s) >= m.last_txn);
     sealer_close(z);
     chain_read got;
-    check_chain_equals(url, &m, &got);
+    check_chain_equals(fx.url, &m, &got);
     hanu_buf_free(&got.text);
     hanu_buf_free(&m.text);
     bucket_close(b);
     store_close(s);
-    free(dir);
 }
 
 int main(void)

@@ -107,6 +107,16 @@ static int find_chain_end(bucket *b, segment_chain *chain, char *err, size_t err
     return HANU_OK;
 }
 
+/* The watermark's value, 0 when it is not registered (yet). */
+static uint64_t existing_watermark(store *s)
+{
+    store_watermark w[STORE_MAX_WATERMARKS];
+    size_t n = HANU_MIN(store_watermark_list(s, w, STORE_MAX_WATERMARKS), (size_t)STORE_MAX_WATERMARKS);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(w[i].name, SEALER_WATERMARK) == 0) return w[i].txn;
+    return 0;
+}
+
 /* The bucket, the store's log and the watermark must tell one story. */
 static int check_against_store(sealer *z, uint64_t watermark, char *err, size_t errcap)
 {
@@ -310,14 +320,16 @@ int sealer_open(store *s, bucket *b, const sealer_options *o, sealer **out, char
     z->retry_ms = z->o.retry_min_ms;
     segment_builder_init(&z->pending);
 
-    uint64_t watermark = 0;
+    /* Checked before registering: a refused sealer must not leave a watermark that
+       holds compaction back for good. */
+    uint64_t watermark = existing_watermark(s);
     int rc = find_chain_end(b, &z->chain, err, errcap);
+    if (rc == HANU_OK) rc = check_against_store(z, watermark, err, errcap);
     if (rc == HANU_OK) {
         rc = store_watermark_register(s, SEALER_WATERMARK, &watermark);
         if (rc) say(err, errcap, "sealer: registering the watermark %s: %s", SEALER_WATERMARK,
                     hanu_status_str(rc));
     }
-    if (rc == HANU_OK) rc = check_against_store(z, watermark, err, errcap);
     /* A put that landed just before a crash: the bucket is ahead of the watermark. */
     if (rc == HANU_OK && watermark < z->chain.last_txn)
         rc = store_watermark_advance(s, SEALER_WATERMARK, z->chain.last_txn);
