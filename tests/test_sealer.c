@@ -244,7 +244,7 @@ static void test_records_sealed_in_txn_order_with_exact_contents(void)
     CHECK_EQ(sealer_wait(z, m.last_txn, WAIT_MS), HANU_OK);
     /* More rounds: more segments, each chained to the one before. */
     for (int round = 0; round < 3; round++) {
-        char tag[16];
+        char tag[24];
         snprintf(tag, sizeof tag, "round%d", round);
         put_many(s, &m, tag, 30, 11);
         CHECK_EQ(sealer_wait(z, m.last_txn, WAIT_MS), HANU_OK);
@@ -548,7 +548,7 @@ static void test_bucket_failures_delay_but_lose_nothing(void)
     REQUIRE(z);
     model m = {0};
     for (int round = 0; round < 12; round++) {
-        char tag[16];
+        char tag[24];
         snprintf(tag, sizeof tag, "r%d", round);
         put_many(s, &m, tag, 15, 6);
         if (round % 3 == 2) CHECK_EQ(sealer_wait(z, m.last_txn, WAIT_MS), HANU_OK);
