@@ -130,6 +130,8 @@ static int keep_key(void *ctx, const char *key, uint64_t size)
 typedef struct chain_read {
     hanu_buf text;            /* the records, as model lines */
     uint64_t segments, entries, last_sequence, last_txn;
+    uint64_t smallest_raw_but_last;   /* the least record bytes of a segment before the last */
+    uint64_t last_raw;
     int broken;               /* a segment failed decoding or the chain rules */
 } chain_read;
 
@@ -167,6 +169,9 @@ static void read_chain(const char *url, chain_read *out)
             hanu_buf_append(&out->text, line, (size_t)n);
             out->entries++;
         }
+        if (out->segments && (out->segments == 1 || out->last_raw < out->smallest_raw_but_last))
+            out->smallest_raw_but_last = out->last_raw;
+        out->last_raw = seg.header.raw_len;
         out->segments++;
         out->last_sequence = seg.header.sequence;
         out->last_txn = seg.header.last_txn;
@@ -593,11 +598,54 @@ static void test_seals_only_durable_records(void)
     store_close(s);
 }
 
+/* A backlog of records is cut into segments of seal_bytes without waiting for the
+   interval (a minute here). */
+static void test_seal_bytes_cuts_segments_before_the_interval(void)
+{
+    fixture fx;
+    REQUIRE(fixture_open(&fx, "sealer-bytes", 0, NULL));
+    store *s = fx.s;
+    bucket *b = fx.b;
+    sealer_options o;
+    sealer_options_default(&o);
+    o.seal_interval_ms = 60000;
+    o.seal_bytes = 16384;
+    sealer *z = NULL;
+    REQUIRE(sealer_open(s, b, &o, &z, NULL, 0) == HANU_OK);
+    model m = {0};
+    put_many(s, &m, "bulk", 300, 300);
+    /* The txn where the first 16 KB of records end: sealed long before a minute. */
+    uint64_t raw = 0, first_cut = 0;
+    const char *line = (const char *)m.text.data, *end = line + m.text.len;
+    while (line < end && !first_cut) {
+        const char *nl = memchr(line, '\n', (size_t)(end - line)), *sp = strchr(strchr(line, ' ') + 1, ' ') + 1;
+        sp = strchr(sp, ' ') + 1;   /* "txn op db key=value": key=value is key + value + 1 bytes */
+        raw += SEGMENT_RECORD_HEADER_SIZE + (uint64_t)(nl - sp) - 1;
+        if (raw >= o.seal_bytes) first_cut = strtoull(line, NULL, 10);
+        line = nl + 1;
+    }
+    REQUIRE(first_cut > 0 && first_cut < m.last_txn);
+    sealer_notify(z);
+    CHECK_EQ(sealer_wait(z, first_cut, WAIT_MS), HANU_OK);
+    sealer_seal_now(z);
+    CHECK_EQ(sealer_wait(z, m.last_txn, WAIT_MS), HANU_OK);
+    sealer_close(z);
+    chain_read got;
+    check_chain_equals(fx.url, &m, &got);
+    CHECK(got.segments >= 3);
+    CHECK(got.smallest_raw_but_last >= o.seal_bytes);
+    hanu_buf_free(&got.text);
+    hanu_buf_free(&m.text);
+    bucket_close(b);
+    store_close(s);
+}
+
 int main(void)
 {
     RUN(test_records_sealed_in_txn_order_with_exact_contents);
     RUN(test_idle_sends_nothing);
     RUN(test_seals_only_durable_records);
+    RUN(test_seal_bytes_cuts_segments_before_the_interval);
     RUN(test_restart_continues_the_chain);
     RUN(test_refuses_a_bucket_that_does_not_match);
     RUN(test_watermark_holds_compaction);

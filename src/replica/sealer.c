@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#define SEALER_FEED_BATCH 256           /* records per feed call: one store-lock slice */
+#define SEALER_FEED_BATCH 32            /* records per feed call: how far a segment may pass seal_bytes */
 #define SEALER_SEAL_BYTES_MAX (64ull << 20)
 
 struct sealer {
@@ -42,7 +42,10 @@ struct sealer {
     pthread_mutex_t mu;                 /* guards what follows */
     pthread_cond_t wake;                /* the thread sleeps here */
     pthread_cond_t sealed;              /* sealer_wait sleeps here */
-    int stop, poked, force;
+    int stop, poked;
+    /* sealer_seal_now calls asked and answered: one is answered once the feed,
+       read after it, is sealed to its end (the thread alone reads it). */
+    uint64_t seal_now_asked, seal_now_answered;
     int status;
     char status_msg[256];
     sealer_stats stats;
@@ -162,8 +165,8 @@ static int add_to_pending(void *ctx, const store_change *c)
     return 0;
 }
 
-/* Reads what the feed holds, up to seal_bytes. */
-static int read_feed(sealer *z)
+/* Reads what the feed holds, up to seal_bytes; *drained: to its end. */
+static int read_feed(sealer *z, int *drained)
 {
     size_t n;
     do {
@@ -171,6 +174,7 @@ static int read_feed(sealer *z)
         if (rc) return rc;
         if (z->builder_rc) return z->builder_rc;
     } while (n > 0 && segment_builder_raw_len(&z->pending) < z->o.seal_bytes);
+    *drained = n == 0;
     return HANU_OK;
 }
 
@@ -276,17 +280,24 @@ static void *sealer_thread(void *arg)
     uint64_t interval_ns = (uint64_t)z->o.seal_interval_ms * 1000000u;
     for (;;) {
         pthread_mutex_lock(&z->mu);
-        int force = z->force;
-        z->force = 0;
+        uint64_t asked = z->seal_now_asked;
+        int force = asked > z->seal_now_answered;
         pthread_mutex_unlock(&z->mu);
         if (!z->upload_ready) {
-            int rc = read_feed(z);
+            int drained = 0;
+            int rc = read_feed(z, &drained);
             if (rc == HANU_OK && time_to_seal(z, force)) rc = seal_pending(z);
             if (rc) {
                 stop_for_good(z, rc, "sealer: %s after txn %" PRIu64 ": %s",
                               z->pending.count ? "sealing" : "reading the change feed", z->chain.last_txn,
                               hanu_status_str(rc));
                 return NULL;
+            }
+            /* Answered when what the feed held after the ask is sealed (or was nothing). */
+            if (force && drained) {
+                pthread_mutex_lock(&z->mu);
+                z->seal_now_answered = asked;
+                pthread_mutex_unlock(&z->mu);
             }
         }
         if (z->upload_ready && hanu_now_ns() >= z->retry_at_ns) {
@@ -382,7 +393,7 @@ static void poke(sealer *z, int force)
 {
     pthread_mutex_lock(&z->mu);
     z->poked = 1;
-    if (force) z->force = 1;
+    if (force) z->seal_now_asked++;
     pthread_cond_signal(&z->wake);
     pthread_mutex_unlock(&z->mu);
 }

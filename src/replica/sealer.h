@@ -67,9 +67,11 @@ int sealer_open(store *s, bucket *b, const sealer_options *o, sealer **out, char
 void sealer_close(sealer *z);
 
 /* New records may be in the feed: look now rather than at the next tick (a
-   condition-variable signal; cheap enough to call after every flush). */
+   condition-variable signal; cheap enough to call after every flush). Without it,
+   seal_bytes is noticed only at the next tick of seal_interval_ms. */
 void sealer_notify(sealer *z);
-/* Seal what the feed holds now without waiting for the interval. */
+/* Seal everything the feed holds now (what was written before the call), without
+   waiting for the interval. */
 void sealer_seal_now(sealer *z);
 /* Blocks until the bucket holds txn: OK; the sealer's stopping status (FENCED,
    STOPPED, CORRUPT...) when it stopped; BUSY when timeout_ms passed first. */
