@@ -318,6 +318,7 @@ static void *sealer_thread(void *arg)
 
 int sealer_open(store *s, bucket *b, const sealer_options *o, sealer **out, char *err, size_t errcap)
 {
+    if (err && errcap) err[0] = '\0';
     sealer *z = calloc(1, sizeof *z);
     if (!z) return HANU_ERR_NOMEM;
     z->s = s;
