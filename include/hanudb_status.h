@@ -25,6 +25,7 @@ enum hanu_status {
     HANU_ERR_STOPPED = -10,    /* the store refuses writes after a failed fdatasync */
     HANU_ERR_UNSUPPORTED = -11,
     HANU_ERR_BUSY = -12,       /* resource held by someone else (lock, running job) */
+    HANU_ERR_FENCED = -13,     /* another writer extended the bucket's segment chain: stop writing */
 };
 
 /* A short, static, human-readable name for a status ("no space left", ...). */

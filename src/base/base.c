@@ -29,6 +29,7 @@ const char *hanu_status_str(int status)
     case HANU_ERR_STOPPED: return "store stopped after a failed fdatasync; restart required";
     case HANU_ERR_UNSUPPORTED: return "not supported";
     case HANU_ERR_BUSY: return "busy";
+    case HANU_ERR_FENCED: return "fenced: another writer extended the bucket's chain";
     default: return "unknown error";
     }
 }
