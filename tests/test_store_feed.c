@@ -222,11 +222,47 @@ static void test_damaged_watermarks_refused(void)
     CHECK(strstr(err, "meta/watermarks") != NULL);
 }
 
+
+/* A callback that stops on the first entry of a batch still gets the whole batch:
+   a stop takes effect after the record, as store.h says (a sealer relies on it). */
+static void test_stop_inside_a_record_delivers_all_of_it(void)
+{
+    char err[512];
+    const char *dir = test_tmpdir("feed-stop");
+    store *s = open_at(dir, err);
+    REQUIRE(s);
+    store_op ops[3] = {
+        { STORE_SET, "a", 1, "1", 1 }, { STORE_SET, "b", 1, "2", 1 }, { STORE_DELETE, "c", 1, NULL, 0 },
+    };
+    uint64_t t1, t2;
+    REQUIRE(store_write(s, 0, ops, 3, STORE_COND_NONE, 0, &t1, NULL) == HANU_OK);
+    REQUIRE(put(s, 0, "d", "4", &t2) == HANU_OK);
+    REQUIRE(store_flush(s) == HANU_OK);
+    store_feed *f;
+    REQUIRE(store_feed_open(s, t1, &f) == HANU_OK);
+    static seen got;
+    memset(&got, 0, sizeof got);
+    got.stop_after = 1;
+    size_t n = 0;
+    CHECK_EQ(store_feed_next(f, 10, collect, &got, &n), HANU_OK);
+    CHECK_EQ(n, 1);
+    CHECK_EQ(got.entries, 3);
+    CHECK_EQ(store_feed_position(f), t1 + 1);
+    got.stop_after = 0;
+    CHECK_EQ(store_feed_next(f, 10, collect, &got, &n), HANU_OK);
+    CHECK_EQ(n, 1);
+    CHECK_EQ(got.entries, 4);
+    CHECK(strstr(got.text, "=4\n") != NULL);
+    store_feed_close(f);
+    store_close(s);
+}
+
 int main(void)
 {
     RUN(test_feed_in_txn_order_across_files);
     RUN(test_watermark_behind_keeps_records);
     RUN(test_feed_survives_compaction_midway);
     RUN(test_damaged_watermarks_refused);
+    RUN(test_stop_inside_a_record_delivers_all_of_it);
     TEST_DONE();
 }

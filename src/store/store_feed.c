@@ -253,7 +253,7 @@ int store_feed_next(store_feed *f, size_t max_records, store_change_fn fn, void 
             if (fr.txn < f->next_txn) continue;
             uint32_t pos = 0;
             log_entry e;
-            while (!stop && log_frame_next_entry(&fr, &pos, &e)) {
+            while (log_frame_next_entry(&fr, &pos, &e)) {   /* a stop takes effect after the whole record */
                 store_change c = { fr.txn, e.op, e.db, e.key, e.key_len, e.value, e.value_len };
                 if (fn(ctx, &c)) stop = 1;
             }
