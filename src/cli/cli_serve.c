@@ -77,6 +77,7 @@ int cli_serve_main(int argc, char **argv)
     const char *kv_addr = o.kv_addr;
     uint64_t max_frame = o.max_frame, idle_ms = o.idle_timeout_ms, max_conns = o.max_connections;
     uint64_t max_body = o.max_body, idem_ttl = o.idempotency_ttl_s;
+    uint64_t seal_ms = o.seal_interval_ms, lat_put = 0, lat_get = 0;
     uint64_t header_ms = o.http_header_timeout_ms, body_ms = o.http_body_timeout_ms, http_idle_ms = o.http_idle_timeout_ms;
     cli_opt opts[] = {
         { "data", CLI_STR, &f.data, "data directory (default ./data)" },
@@ -111,6 +112,11 @@ int cli_serve_main(int argc, char **argv)
         { "http-idle-timeout-ms", CLI_U64, &http_idle_ms, "HTTP: close keep-alive connections idle this long (default 75000)" },
         { "idempotency-ttl", CLI_U64, &idem_ttl, "seconds an Idempotency-Key is remembered (default 86400)" },
         { "open-metrics", CLI_FLAG, &o.open_metrics, "serve /metrics and /_status without a token" },
+        { "bucket", CLI_STR, &o.bucket_url, "seal the log into this bucket: file:///path or s3://bucket/prefix "
+                                            "(docs/BUCKET.md); enables durability bucket" },
+        { "seal-interval-ms", CLI_U64, &seal_ms, "with --bucket: at most one segment per interval (default 1000)" },
+        { "bucket-latency-put-ms", CLI_U64, &lat_put, "with --bucket: simulated latency of every put/list/delete" },
+        { "bucket-latency-get-ms", CLI_U64, &lat_get, "with --bucket: simulated latency of every get/head" },
         { NULL, 0, NULL, NULL },
     };
     int rc = cli_parse("serve", "Runs the HanuDB server on DATA until SIGINT or SIGTERM.", opts, argc, argv);
@@ -140,6 +146,13 @@ int cli_serve_main(int argc, char **argv)
     o.http_body_timeout_ms = (uint32_t)body_ms;
     o.http_idle_timeout_ms = (uint32_t)http_idle_ms;
     o.idempotency_ttl_s = idem_ttl;
+    if (seal_ms < 10 || seal_ms > 3600000 || lat_put > 600000 || lat_get > 600000) {
+        fprintf(stderr, "hanudb: --seal-interval-ms must be 10..3600000, bucket latencies at most 600000\n");
+        return 2;
+    }
+    o.seal_interval_ms = (uint32_t)seal_ms;
+    o.bucket_latency_put_ms = (uint32_t)lat_put;
+    o.bucket_latency_get_ms = (uint32_t)lat_get;
     return server_run(&o);
 }
 

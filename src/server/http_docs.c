@@ -140,8 +140,8 @@ static int check_write_allowed(http_call *c)
         http_error(c, 403, "forbidden", "this token may not write to collection \"%s\"", c->col);
         return 0;
     }
-    if (c->durability == HKV_DUR_BUCKET) {
-        http_error(c, 501, "not_implemented", "durability=bucket needs a bucket, which this server does not have yet");
+    if (c->durability == HKV_DUR_BUCKET && !c->srv->sealer) {
+        http_error(c, 501, "not_implemented", "durability=bucket needs a bucket: start the server with --bucket URL");
         return 0;
     }
     if (c->srv->stopping) {

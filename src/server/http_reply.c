@@ -97,8 +97,8 @@ static void on_parked_released(waiter *w, int outcome)
     if (outcome == WAITER_REACHED)
         http_send(&c, pk->status, pk->body, pk->len);
     else if (outcome == WAITER_TIMED_OUT)
-        send_error(&c, 503, "timeout", "the write is in the log but its fdatasync has not completed in 30 s; "
-                   "its outcome is unknown");
+        send_error(&c, 503, "timeout", "the write is in the log but has not reached its durability level "
+                   "(fdatasync, or the bucket) in 30 s; its outcome is unknown");
     else
         send_error(&c, 500, "internal", LOG_FAILED_MESSAGE);
     free(pk);
@@ -145,7 +145,7 @@ static void reply_after(http_call *c, int status, const char *body, size_t len, 
         send_error(c, 500, "internal", LOG_FAILED_MESSAGE);
         return;
     }
-    if (mark == WAIT_DURABLE) store_want_durable(srv->store, txn);
+    if (mark != WAIT_WRITTEN) store_want_durable(srv->store, txn);
     pk->body = h2o_mem_alloc_pool(&c->req->pool, len + 1);
     memcpy(pk->body, body, len);
     pk->guard = h2o_mem_alloc_shared(&c->req->pool, sizeof *pk->guard, on_parked_req_gone);

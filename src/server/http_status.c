@@ -69,6 +69,21 @@ void http_status_reply(http_call *c)
     size_t nw = store_watermark_list(srv->store, wm, STORE_MAX_WATERMARKS);
     for (size_t i = 0; i < nw && i < STORE_MAX_WATERMARKS; i++) server_json_u64(&w, wm[i].name, wm[i].txn);
     json_write_object_end(&w);
+    if (srv->sealer) {   /* the bucket: what is sealed there and what it cost */
+        sealer_stats ss;
+        sealer_get_stats(srv->sealer, &ss);
+        json_write_key(&w, "bucket", 6);
+        json_write_object_begin(&w);
+        const server_json_field bf[] = {
+            { "class_a", ss.class_a }, { "class_b", ss.class_b }, { "sealed_txn", ss.sealed_txn },
+            { "segment", ss.sequence }, { "segments_put", ss.segments }, { "bytes_put", ss.bytes },
+            { "failed_puts", ss.failed_puts }, { "last_upload_ms", ss.last_upload_ms },
+        };
+        server_json_fields(&w, bf, sizeof bf / sizeof *bf);
+        json_write_key(&w, "sealer_ok", 9);
+        json_write_bool(&w, ss.status == HANU_OK);
+        json_write_object_end(&w);
+    }
     json_write_object_end(&w);
     if (json_writer_status(&w) != HANU_OK) http_error(c, 500, "internal", "cannot build the status");
     else http_reply(c, 200, (const char *)b.data, b.len, 0);
@@ -172,6 +187,18 @@ static void store_families(hanu_buf *b, server *srv)
     size_t nw = store_watermark_list(srv->store, wm, STORE_MAX_WATERMARKS);
     for (size_t i = 0; i < nw && i < STORE_MAX_WATERMARKS; i++)
         text(b, "hanudb_watermark_txn{name=\"%s\"} %llu\n", wm[i].name, (unsigned long long)wm[i].txn);
+    if (srv->sealer) {
+        sealer_stats ss;
+        sealer_get_stats(srv->sealer, &ss);
+        scalar(b, "hanudb_bucket_sealed_txn", "gauge", "Highest txn the bucket holds.", ss.sealed_txn);
+        scalar(b, "hanudb_bucket_segment", "gauge", "Sequence number of the chain's last segment.", ss.sequence);
+        scalar(b, "hanudb_bucket_class_a_total", "counter", "Bucket requests of class A (put, list, delete).",
+               ss.class_a);
+        scalar(b, "hanudb_bucket_class_b_total", "counter", "Bucket requests of class B (get, head).", ss.class_b);
+        scalar(b, "hanudb_bucket_bytes_put_total", "counter", "Bytes of segments put by this process.", ss.bytes);
+        scalar(b, "hanudb_bucket_failed_puts_total", "counter", "Segment puts that failed and were tried again.",
+               ss.failed_puts);
+    }
     scalar(b, "hanudb_keydir_bytes", "gauge", "Memory of the key directories.", st.memory_bytes);
     scalar(b, "hanudb_compactions_total", "counter", "Compactions finished.", st.compactions);
     scalar_double(b, "hanudb_compaction_lock_max_seconds", "gauge",

@@ -198,7 +198,7 @@ static void respond_written(kv_conn *c, uint64_t txn, uint8_t durability)
     int mark = server_wait_mark(durability);
     if (server_reached(c->srv, mark, txn)) return;
     if (add_gate(c, start, txn, mark) != HANU_OK) { c->out.len = start; c->close_after_flush = 1; return; }
-    if (mark == WAIT_DURABLE) store_want_durable(c->srv->store, txn);
+    if (mark != WAIT_WRITTEN) store_want_durable(c->srv->store, txn);
 }
 
 /* Sends the JSON object built in srv->scratch, or an internal error. */
@@ -280,8 +280,8 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
         return;
     }
     int is_write = op == HKV_OP_CREATE || op == HKV_OP_DROP || op >= HKV_OP_SET;
-    if (is_write && r.durability == HKV_DUR_BUCKET) {
-        respond_msg(c, HKV_WIRE_INVALID_REQUEST, "bucket durability is not available (no bucket configured)");
+    if (is_write && r.durability == HKV_DUR_BUCKET && !srv->sealer) {
+        respond_msg(c, HKV_WIRE_INVALID_REQUEST, "bucket durability is not available (start the server with --bucket URL)");
         return;
     }
     if (is_write && srv->stopping) {

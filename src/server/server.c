@@ -29,6 +29,7 @@ void server_options_default(server_options *o)
     o->http_body_timeout_ms = 10000;
     o->http_idle_timeout_ms = 75000;
     o->idempotency_ttl_s = 86400;
+    o->seal_interval_ms = 1000;
 }
 
 int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
@@ -120,14 +121,66 @@ static void on_durable_from_log(void *ctx, uint64_t txn, int failed)
         h2o_multithread_send_message(&srv->durable_receiver, &srv->durable_msg);
 }
 
-/* Loop thread: releases what waited for a sync when the durable txn moved
- * since the last look (or the store failed). */
+/* Sealer thread: the bucket holds every record up to txn; wake the loop. */
+static void on_sealed_from_sealer(void *ctx, uint64_t txn)
+{
+    server *srv = ctx;
+    atomic_store(&srv->sealed_txn, txn);
+    if (!atomic_exchange(&srv->durable_msg_pending, 1))
+        h2o_multithread_send_message(&srv->durable_receiver, &srv->durable_msg);
+}
+
+/* Loop thread: releases what waited for a sync (or for the bucket) when the durable
+ * (or sealed) txn moved since the last look, or the store or the sealer failed. */
 void server_poll_durable(server *srv)
 {
     uint64_t durable = atomic_load(&srv->durable_txn);
     int failed = atomic_load(&srv->store_failed);
-    if (durable == srv->waits.reached[WAIT_DURABLE] && failed == srv->waits.failed[WAIT_DURABLE]) return;
-    waiters_advance(&srv->waits, WAIT_DURABLE, durable, failed);
+    if (durable != srv->waits.reached[WAIT_DURABLE] || failed != srv->waits.failed[WAIT_DURABLE])
+        waiters_advance(&srv->waits, WAIT_DURABLE, durable, failed);
+    if (!srv->sealer) return;
+    uint64_t sealed = atomic_load(&srv->sealed_txn);
+    if (sealed > srv->waits.reached[WAIT_BUCKET]) waiters_advance(&srv->waits, WAIT_BUCKET, sealed, 0);
+}
+
+/* Loop thread, once a second: a sealer that stopped for good (fenced by another
+   writer, or a damaged chain) fails every bucket wait and ends the process. */
+void server_check_sealer(server *srv)
+{
+    char msg[512] = "";
+    if (!srv->sealer || srv->fenced || sealer_status(srv->sealer, msg, sizeof msg) == HANU_OK) return;
+    fprintf(stderr, "hanudb: the bucket sealer stopped: %s; shutting down\n", msg[0] ? msg : "unknown reason");
+    srv->fenced = 1;
+    srv->stopping = 1;
+    waiters_advance(&srv->waits, WAIT_BUCKET, srv->waits.reached[WAIT_BUCKET], 1);
+}
+
+/* Opens the bucket and starts the sealer when --bucket is given. */
+static int open_bucket(server *srv, char *err, size_t errcap)
+{
+    const server_options *o = &srv->opt;
+    if (!o->bucket_url) return HANU_OK;
+    bucket_options bo;
+    bucket_options_default(&bo);
+    bo.latency_put_ms = o->bucket_latency_put_ms;
+    bo.latency_get_ms = o->bucket_latency_get_ms;
+    int rc = bucket_open(o->bucket_url, &bo, &srv->bucket, err, errcap);
+    if (rc) return rc;
+    sealer_options so;
+    sealer_options_default(&so);
+    so.seal_interval_ms = o->seal_interval_ms ? o->seal_interval_ms : 1000;
+    so.on_sealed = on_sealed_from_sealer;
+    so.ctx = srv;
+    rc = sealer_open(srv->store, srv->bucket, &so, &srv->sealer, err, errcap);
+    if (rc) {
+        bucket_close(srv->bucket);
+        srv->bucket = NULL;
+        return rc;
+    }
+    uint64_t sealed = sealer_sealed_txn(srv->sealer);
+    atomic_store(&srv->sealed_txn, sealed);
+    srv->waits.reached[WAIT_BUCKET] = sealed;
+    return HANU_OK;
 }
 
 /* Loop thread. */
@@ -182,6 +235,11 @@ int server_run(const server_options *o)
     }
     atomic_store(&srv->durable_txn, store_durable_txn(srv->store));
     waiters_init(&srv->waits, store_durable_txn(srv->store));
+    if ((rc = open_bucket(srv, err, sizeof err)) != HANU_OK) {
+        fprintf(stderr, "hanudb: bucket %s: %s\n", o->bucket_url, err[0] ? err : hanu_status_str(rc));
+        store_close(srv->store);
+        return rc == HANU_ERR_FENCED ? SERVER_EXIT_FENCED : 2;
+    }
     if (http_start(srv, err, sizeof err) != HANU_OK) {
         fprintf(stderr, "hanudb: %s\n", err);
         store_close(srv->store);
@@ -198,8 +256,14 @@ int server_run(const server_options *o)
     h2o_socket_read_start(sig, on_signal);
     fprintf(stderr, "hanudb: key-value protocol listening on %s\n", o->kv_addr);
 
+    uint64_t sealer_checked_ns = 0;
     while (!srv->stopping) {
-        h2o_evloop_run(srv->loop, INT32_MAX);
+        /* With a sealer the loop wakes at least once a second to look at it. */
+        h2o_evloop_run(srv->loop, srv->sealer ? 1000 : INT32_MAX);
+        if (srv->sealer && hanu_now_ns() - sealer_checked_ns > 1000000000ull) {
+            sealer_checked_ns = hanu_now_ns();
+            server_check_sealer(srv);
+        }
         /* One pwrite for every write of this iteration; answers of `none` writes
            leave only now (a failed pwrite fails them through on_durable instead). */
         if (store_flush(srv->store) == HANU_OK)
@@ -210,6 +274,7 @@ int server_run(const server_options *o)
     kv_shutdown_begin(srv);
     http_shutdown_begin(srv);
     store_sync(srv->store);
+    if (srv->sealer && !srv->fenced) sealer_seal_now(srv->sealer);   /* bucket answers can still go */
     uint64_t deadline = hanu_now_ns() + 5000000000ull;
     while ((kv_busy_connections(srv) || http_busy(srv)) && hanu_now_ns() < deadline)
         h2o_evloop_run(srv->loop, 50);
@@ -220,10 +285,13 @@ int server_run(const server_options *o)
     h2o_socket_read_stop(sig);
     h2o_socket_close(sig);
     h2o_evloop_run(srv->loop, 0);
+    sealer_close(srv->sealer);   /* before the store it reads */
+    bucket_close(srv->bucket);
     store_close(srv->store);
     fprintf(stderr, "hanudb: stopped cleanly\n");
     h2o_multithread_unregister_receiver(srv->queue, &srv->durable_receiver);
     hanu_buf_free(&srv->scratch);
     free(srv->ops_scratch);
-    return 0;
+    int status = srv->fenced ? SERVER_EXIT_FENCED : 0;
+    return status;
 }

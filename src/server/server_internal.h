@@ -11,6 +11,8 @@
 #include "server/server.h"
 #include "server/kv_proto.h"
 #include "server/waiters.h"
+#include "bucket/bucket.h"
+#include "replica/sealer.h"
 #include "json/json.h"
 
 typedef struct kv_conn kv_conn;
@@ -32,6 +34,12 @@ typedef struct server {
     h2o_multithread_message_t durable_msg;
     _Atomic int durable_msg_pending;
     _Atomic uint64_t durable_txn;
+    /* the bucket and its sealer (NULL without --bucket); the sealer thread publishes
+       sealed_txn and wakes the loop with the durable message */
+    bucket *bucket;
+    sealer *sealer;
+    _Atomic uint64_t sealed_txn;
+    int fenced;                     /* the sealer stopped for good: exit with its status */
     _Atomic int store_failed;
     waiters waits;                  /* answers of both faces held for a watermark (loop thread) */
 
@@ -84,6 +92,7 @@ int kv_listen(server *srv, const char *addr, char *err, size_t errcap);
  * kv read path calls it too, so that a busy loop answers without waiting
  * for the commit thread's message (measured: 73-79 us later on average). */
 void server_poll_durable(server *srv);
+void server_check_sealer(server *srv);
 void kv_shutdown_begin(server *srv);
 size_t kv_busy_connections(server *srv);
 void kv_close_all(server *srv);

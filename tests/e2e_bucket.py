@@ -1,0 +1,122 @@
+"""`serve --bucket`: the sealer runs inside the server. A write at durability
+`bucket` (both faces) is answered only once a segment holding its txn is in
+the bucket (checked after a SIGKILL right after the answer, from the segment
+headers on disk); an idle server sends nothing to the bucket; a second data
+directory on the same bucket is fenced (exit status 3); without --bucket the
+level is refused."""
+import json
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from hanukv import *  # noqa
+from hanuhttp import HttpServer, Http, error_code
+
+FENCED_EXIT = 3
+
+
+def segment_headers(bucket_dir):
+    """(sequence, first txn, last txn, records) of every segment object, in key order."""
+    seg_dir = os.path.join(bucket_dir, "segments")
+    out = []
+    for name in sorted(os.listdir(seg_dir)) if os.path.isdir(seg_dir) else []:
+        if not name.isdigit():
+            continue
+        with open(os.path.join(seg_dir, name), "rb") as f:
+            h = f.read(96)
+        check(h[:4] == b"HSEG" and h[4] == 1, "segment %s: magic and version" % name)
+        seq, first, last, count = struct.unpack_from("<QQQI", h, 8)
+        check(seq == int(name), "segment %s: sequence %d" % (name, seq))
+        out.append((seq, first, last, count))
+    return out
+
+
+def status(h):
+    st, _, body = h.json("GET", "/_status")
+    check(st == 200, "status %d" % st)
+    return body
+
+
+def bucket_writes_wait_for_the_bucket(tmp):
+    bdir = os.path.join(tmp, "bucket")
+    url = "file://" + bdir
+    srv = HttpServer(os.path.join(tmp, "data"), ["--bucket", url, "--seal-interval-ms", "100"])
+    srv.start()
+    try:
+        c = Conn(srv.port)
+        h = Http(srv.http_port)
+        answered = []
+        for i in range(5):
+            st, p = c.set("k%d" % i, "v%d" % i, flags=BUCKET)
+            check(st == OK, "kv set at bucket: %d %r" % (st, p))
+            answered.append(token_of(p))
+            st, _, body = h.json("PUT", "/c/docs/docs/d%d?durability=bucket" % i, {"n": i})
+            check(st == 201, "doc put at bucket: %d %r" % (st, body))
+            answered.append(body["txn"])
+        # Killed right after the last answer: the bucket must already hold it.
+        srv.kill()
+        segs = segment_headers(bdir)
+        check(segs, "segments in the bucket")
+        check([s[0] for s in segs] == list(range(1, len(segs) + 1)), "sequences 1..n: %r" % segs)
+        for a, b in zip(segs, segs[1:]):
+            check(b[1] > a[2], "txns increase along the chain: %r" % segs)
+        check(segs[-1][2] >= max(answered), "every bucket answer is in the bucket: last %d, answered %d"
+              % (segs[-1][2], max(answered)))
+        # A restart continues the chain; an idle server then sends nothing.
+        srv.start()
+        h = Http(srv.http_port)
+        st0 = status(h)
+        check(st0["bucket"]["sealed_txn"] == segs[-1][2] and st0["bucket"]["segment"] == len(segs),
+              "status after restart: %r" % st0["bucket"])
+        check("sealed_txn" in st0["watermarks"], "the sealer's watermark holds the floor: %r" % st0["watermarks"])
+        a0 = st0["bucket"]["class_a"]
+        time.sleep(1.0)   # ten seal intervals with nothing to seal
+        st1 = status(h)
+        check(st1["bucket"]["class_a"] == a0 and st1["bucket"]["segments_put"] == 0,
+              "idle: no request (%r -> %r)" % (st0["bucket"], st1["bucket"]))
+        st, _, body = h.call("GET", "/metrics")
+        check(b"hanudb_bucket_sealed_txn %d" % segs[-1][2] in body, "metric hanudb_bucket_sealed_txn")
+        check(srv.stop() == 0, "clean stop")
+    finally:
+        srv.kill()
+    return bdir
+
+
+def second_writer_is_fenced(tmp, bdir):
+    other = Server(os.path.join(tmp, "other"), ["--bucket", "file://" + bdir])
+    check(other.start(expect_ok=False) is False, "a data directory behind the bucket does not start")
+    code = other.proc.returncode if other.proc else other.kill()
+    other.kill()
+    check(code == FENCED_EXIT, "exit status %r, want %d: %s" % (code, FENCED_EXIT, other.tail()))
+    check("bucket" in other.tail(), "says why: %s" % other.tail())
+
+
+def refused_without_a_bucket(tmp):
+    srv = HttpServer(os.path.join(tmp, "plain"))
+    srv.start()
+    try:
+        st, p = Conn(srv.port).set("k", "v", flags=BUCKET)
+        check(st != OK and b"--bucket" in p, "kv bucket level refused: %d %r" % (st, p))
+        st, _, body = Http(srv.http_port).json("PUT", "/c/x/docs/a?durability=bucket", {})
+        check(st == 501 and error_code(body) == "not_implemented", "http bucket level refused: %d" % st)
+    finally:
+        srv.kill()
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="hanudb-bucket-")
+    try:
+        bdir = bucket_writes_wait_for_the_bucket(tmp)
+        second_writer_is_fenced(tmp, bdir)
+        refused_without_a_bucket(tmp)
+        print("ok   bucket durability, chain on disk, idle, fencing, refusal")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
