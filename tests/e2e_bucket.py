@@ -2,12 +2,14 @@
 `bucket` (both faces) is answered only once a segment holding its txn is in
 the bucket (checked after a SIGKILL right after the answer, from the segment
 headers on disk); an idle server sends nothing to the bucket; a second data
-directory on the same bucket is fenced (exit status 3); without --bucket the
-level is refused."""
+directory on the same bucket is fenced (exit status 3); `hanudb audit` passes
+the chain and finds a flipped byte, a missing, reordered or extra segment;
+without --bucket the level is refused."""
 import json
 import os
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -95,6 +97,52 @@ def second_writer_is_fenced(tmp, bdir):
     check("bucket" in other.tail(), "says why: %s" % other.tail())
 
 
+def audit(bdir):
+    r = subprocess.run([BIN, "audit", "--bucket", "file://" + bdir], capture_output=True, text=True, timeout=60)
+    return r.returncode, r.stdout + r.stderr
+
+
+def audit_finds_every_damage(tmp, bdir):
+    segs = segment_headers(bdir)
+    code, out = audit(bdir)
+    check(code == 0 and ("chain ok: %d segments" % len(segs)) in out, "whole chain: %d %s" % (code, out))
+    check(len(segs) >= 2, "at least two segments to damage: %r" % segs)
+
+    def damaged(name, change):
+        d = os.path.join(tmp, name)
+        shutil.copytree(bdir, d)
+        change(os.path.join(d, "segments"))
+        return audit(d)
+
+    def flip(sd):
+        p = os.path.join(sd, "%020d" % 2)
+        with open(p, "r+b") as f:
+            f.seek(os.path.getsize(p) // 2)
+            b = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([b[0] ^ 0x40]))
+    code, out = damaged("flipped", flip)
+    check(code == 1 and "segments/%020d" % 2 in out, "a flipped byte is found: %d %s" % (code, out))
+    code, out = damaged("missing", lambda sd: os.remove(os.path.join(sd, "%020d" % 1)))
+    check(code == 1 and "segments/%020d" % 2 in out, "a missing segment is found: %d %s" % (code, out))
+
+    def swap(sd):
+        a, b = os.path.join(sd, "%020d" % 1), os.path.join(sd, "%020d" % 2)
+        os.rename(a, a + "x")
+        os.rename(b, a)
+        os.rename(a + "x", b)
+    code, out = damaged("reordered", swap)
+    check(code == 1, "reordered segments are found: %d %s" % (code, out))
+
+    def extra(sd):
+        with open(os.path.join(sd, "junk"), "wb") as f:
+            f.write(b"x")
+    code, out = damaged("extra", extra)
+    check(code == 1 and "segments/junk" in out, "an extra object is found: %d %s" % (code, out))
+    code, out = subprocess.run([BIN, "audit"], capture_output=True, text=True).returncode, ""
+    check(code == 2, "audit without --bucket: usage error")
+
+
 def refused_without_a_bucket(tmp):
     srv = HttpServer(os.path.join(tmp, "plain"))
     srv.start()
@@ -112,8 +160,9 @@ def main():
     try:
         bdir = bucket_writes_wait_for_the_bucket(tmp)
         second_writer_is_fenced(tmp, bdir)
+        audit_finds_every_damage(tmp, bdir)
         refused_without_a_bucket(tmp)
-        print("ok   bucket durability, chain on disk, idle, fencing, refusal")
+        print("ok   bucket durability, chain on disk, idle, fencing, audit, refusal")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
