@@ -15,6 +15,7 @@ static void usage(FILE *f)
         "  serve     run the server: key-value protocol and documents over HTTP (hanudb serve --help)\n"
         "  compact   compact the data files of a stopped server (hanudb compact --data DIR)\n"
         "  kv        key-value command-line client (hanudb kv --help)\n"
+        "  dump      every live document and key of a stopped server as JSON lines (hanudb dump --data DIR)\n"
         "  audit     check every segment of a bucket's chain (hanudb audit --bucket URL)\n"
         "  version   print the version\n"
         "  help      this text\n\n"
@@ -30,6 +31,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "serve")) return cli_serve_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "compact")) return cli_compact_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "kv")) return cli_kv_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "dump")) return cli_dump_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "audit")) return cli_audit_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("hanudb %s\n", HANUDB_VERSION); return 0; }
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { usage(stdout); return 0; }
