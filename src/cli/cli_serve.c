@@ -77,6 +77,7 @@ int cli_serve_main(int argc, char **argv)
     const char *kv_addr = o.kv_addr;
     uint64_t max_frame = o.max_frame, idle_ms = o.idle_timeout_ms, max_conns = o.max_connections;
     uint64_t max_body = o.max_body, idem_ttl = o.idempotency_ttl_s;
+    uint64_t index_commit_ms = o.index_commit_ms, min_txn_wait_ms = o.min_txn_wait_ms;
     uint64_t header_ms = o.http_header_timeout_ms, body_ms = o.http_body_timeout_ms, http_idle_ms = o.http_idle_timeout_ms;
     cli_opt opts[] = {
         { "data", CLI_STR, &f.data, "data directory (default ./data)" },
@@ -111,6 +112,10 @@ int cli_serve_main(int argc, char **argv)
         { "http-idle-timeout-ms", CLI_U64, &http_idle_ms, "HTTP: close keep-alive connections idle this long (default 75000)" },
         { "idempotency-ttl", CLI_U64, &idem_ttl, "seconds an Idempotency-Key is remembered (default 86400)" },
         { "open-metrics", CLI_FLAG, &o.open_metrics, "serve /metrics and /_status without a token" },
+        { "index-commit-ms", CLI_U64, &index_commit_ms, "the documents index commits new segments this often "
+                                                        "(default 500)" },
+        { "min-txn-wait-ms", CLI_U64, &min_txn_wait_ms, "longest a query waits for the index to reach its min_txn, "
+                                                        "then 503 index_behind (default 5000, at most 60000)" },
         { NULL, 0, NULL, NULL },
     };
     int rc = cli_parse("serve", "Runs the HanuDB server on DATA until SIGINT or SIGTERM.", opts, argc, argv);
@@ -140,6 +145,16 @@ int cli_serve_main(int argc, char **argv)
     o.http_body_timeout_ms = (uint32_t)body_ms;
     o.http_idle_timeout_ms = (uint32_t)http_idle_ms;
     o.idempotency_ttl_s = idem_ttl;
+    if (index_commit_ms < 1 || index_commit_ms > 3600000) {
+        fprintf(stderr, "hanudb: --index-commit-ms must be between 1 and 3600000\n");
+        return 2;
+    }
+    if (min_txn_wait_ms > 60000) {
+        fprintf(stderr, "hanudb: --min-txn-wait-ms must be at most 60000\n");
+        return 2;
+    }
+    o.index_commit_ms = (uint32_t)index_commit_ms;
+    o.min_txn_wait_ms = (uint32_t)min_txn_wait_ms;
     return server_run(&o);
 }
 

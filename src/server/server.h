@@ -30,6 +30,9 @@ typedef struct server_options {
     uint32_t http_idle_timeout_ms;    /* keep-alive connection between requests: closed; default 75 000 */
     uint64_t idempotency_ttl_s;     /* default 86 400 */
     int open_metrics;               /* /metrics and /_status without a token */
+    /* the documents index (DATA/index) and the queries over it */
+    uint32_t index_commit_ms;       /* the indexer commits this often, default 500 */
+    uint32_t min_txn_wait_ms;       /* longest a query waits for its min_txn, default 5000 */
 } server_options;
 
 void server_options_default(server_options *o);

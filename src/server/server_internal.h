@@ -12,6 +12,7 @@
 #include "server/kv_proto.h"
 #include "server/waiters.h"
 #include "json/json.h"
+#include "index/index.h"
 
 typedef struct kv_conn kv_conn;
 struct http_token;
@@ -24,6 +25,7 @@ typedef struct server {
     kv_limits limits;
     h2o_evloop_t *loop;
     store *store;
+    indexer *indexer;               /* DATA/index: the documents index (http_query.c reads it) */
     h2o_socket_t *kv_listener;
 
     /* Durable notifications from the commit thread. */
@@ -77,6 +79,9 @@ typedef struct server {
     h2o_timeout_t expire_timeout;
     h2o_timeout_entry_t expire_entry;
     uint64_t idempotency_expired;
+    h2o_linklist_t query_waits;     /* queries held for their min_txn (http_query.c) */
+    h2o_timeout_t query_wait_timeout;
+    h2o_timeout_entry_t query_wait_entry;
 } server;
 
 int kv_listen(server *srv, const char *addr, char *err, size_t errcap);
