@@ -513,6 +513,14 @@ def index_behind(tmp):
     check(srv.stop() == 0, "clean stop")
 
 
+def with_ctx(fn, ctx):
+    """A case as run_cases calls it, (h, srv), over the shared data set."""
+    def case(h, srv):
+        fn(h, ctx)
+    case.__name__ = fn.__name__
+    return case
+
+
 def run_main(tmp):
     srv = HttpServer(os.path.join(tmp, "q"), ["--index-commit-ms", "50"])
     srv.start()
@@ -522,15 +530,7 @@ def run_main(tmp):
     ctx = {"srv": srv, "docs": docs, "raw": raw, "txn": txn}
     cases = (t_find_every_operator, t_find_after_delete_and_replace, t_invalid_queries, t_missing_and_wrong_kind,
              t_min_txn_held_until_a_write, t_aggs, t_search, t_listing, t_docbench_shapes, t_status)
-    failures = 0
-    for t in cases:
-        try:
-            t(h, ctx)
-            print("ok   %s" % t.__name__)
-        except Exception as e:  # noqa
-            failures += 1
-            print("FAIL %s: %s" % (t.__name__, e))
-            h = Http(srv.http_port)
+    failures = run_cases(srv, [with_ctx(t, ctx) for t in cases])
     check(srv.stop() == 0, "clean stop")
     srv.start()
     h = Http(srv.http_port)

@@ -197,19 +197,31 @@ static void send_built(http_call *c, json_writer *w, hanu_buf *b)
     else http_reply(c, 200, (const char *)b->data, b->len, 0);
 }
 
+/* Closes a query's answer: "count", "next" when it has hits, "index_txn"; sends it. */
+static void finish_answer(http_call *c, json_writer *w, hanu_buf *b, size_t count, int has_hits, uint64_t itxn)
+{
+    server_json_u64(w, "count", count);
+    if (has_hits) {
+        json_write_key(w, "next", 4);
+        json_write_null(w);
+    }
+    server_json_u64(w, "index_txn", itxn);
+    json_write_object_end(w);
+    send_built(c, w, b);
+}
+
 static void find_failed(http_call *c, int rc, const query_error *qe)
 {
     if (rc == HANU_ERR_INVALID) invalid_query(c, qe->msg);
     else http_error(c, 500, "internal", "query failed: %s", hanu_status_str(rc));
 }
 
-static void run_find(http_call *c, uint32_t db, query_req *r, uint64_t itxn, const index_snapshot *snap)
+static void run_find(http_call *c, query_req *r, uint64_t itxn, const index_snapshot *snap)
 {
     index_hits h;
     query_error qe = { "" };
     int rc = index_find(c->srv->store, snap, r->filter, r->count_only ? NULL : &r->sort,
                         r->count_only ? 0 : r->offset, r->count_only ? 1 : r->limit, &h, &qe);
-    (void)db;
     if (rc) { find_failed(c, rc, &qe); return; }
     hanu_buf b = {0};
     json_writer w;
@@ -225,14 +237,7 @@ static void run_find(http_call *c, uint32_t db, query_req *r, uint64_t itxn, con
         }
         json_write_array_end(&w);
     }
-    server_json_u64(&w, "count", h.total);
-    if (!r->count_only) {
-        json_write_key(&w, "next", 4);
-        json_write_null(&w);
-    }
-    server_json_u64(&w, "index_txn", itxn);
-    json_write_object_end(&w);
-    send_built(c, &w, &b);
+    finish_answer(c, &w, &b, h.total, !r->count_only, itxn);
     hanu_buf_free(&b);
     index_hits_free(&h);
 }
@@ -279,10 +284,7 @@ static void run_aggs(http_call *c, query_req *r, uint64_t itxn, const index_snap
         json_write_object_begin(&w);
         json_write_key(&w, "aggs", 4);
         json_write_raw(&w, (const char *)out.data, out.len);
-        server_json_u64(&w, "count", h.n);
-        server_json_u64(&w, "index_txn", itxn);
-        json_write_object_end(&w);
-        send_built(c, &w, &b);
+        finish_answer(c, &w, &b, h.n, 0, itxn);
     }
     free_roots(h.n, docs, roots);
     hanu_buf_free(&out);
@@ -341,12 +343,7 @@ static void run_search(http_call *c, query_req *r, uint64_t itxn, const index_sn
             json_write_object_end(&w);
         }
         json_write_array_end(&w);
-        server_json_u64(&w, "count", n);
-        json_write_key(&w, "next", 4);
-        json_write_null(&w);
-        server_json_u64(&w, "index_txn", itxn);
-        json_write_object_end(&w);
-        send_built(c, &w, &b);
+        finish_answer(c, &w, &b, n, 1, itxn);
         hanu_buf_free(&b);
     }
     free_roots(h.n, docs, roots);
@@ -604,7 +601,7 @@ static void run_query(http_call *c, int waited)
         return;
     }
     index_snapshot *snap = index_snapshot_acquire(srv->indexer, db);
-    if (c->route == ROUTE_FIND) run_find(c, db, &r, itxn, snap);
+    if (c->route == ROUTE_FIND) run_find(c, &r, itxn, snap);
     else if (c->route == ROUTE_SEARCH) run_search(c, &r, itxn, snap);
     else run_aggs(c, &r, itxn, snap);
     if (snap) index_snapshot_release(snap);
