@@ -15,6 +15,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+_Static_assert(ROUTE_COUNT <= HTTP_ROUTE_SLOTS, "the server's counters need a slot for every route");
+
 static const char *route_names[ROUTE_COUNT] = {
     "health", "status", "metrics", "collections", "collection", "doc_get", "doc_put",
     "doc_post", "doc_delete", "batch", "preflight", "other", "find", "search", "aggs", "doc_list",

@@ -19,6 +19,7 @@ struct http_token;
 
 #define HTTP_LATENCY_BUCKETS 16
 #define HTTP_STATUS_SLOTS 20
+#define HTTP_ROUTE_SLOTS 16          /* at least ROUTE_COUNT (http_internal.h) */
 
 typedef struct server {
     server_options opt;
@@ -70,9 +71,9 @@ typedef struct server {
     hanu_buf http_scratch;
     struct http_timeouts *http_timeouts;   /* http_timeout.c */
     uint64_t id_last_ms, id_seq;
-    uint64_t http_requests[16][HTTP_STATUS_SLOTS];        /* route x status slot */
-    uint64_t http_latency[16][HTTP_LATENCY_BUCKETS + 1];  /* route x bucket, last = sum in us */
-    uint64_t http_latency_count[16];
+    uint64_t http_requests[HTTP_ROUTE_SLOTS][HTTP_STATUS_SLOTS];        /* route x status slot */
+    uint64_t http_latency[HTTP_ROUTE_SLOTS][HTTP_LATENCY_BUCKETS + 1];  /* route x bucket, last = sum in us */
+    uint64_t http_latency_count[HTTP_ROUTE_SLOTS];
     uint64_t started_ms;
     h2o_timeout_t parked_timeout;
     h2o_timeout_entry_t parked_entry;
