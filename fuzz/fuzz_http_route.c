@@ -19,6 +19,7 @@
 static const size_t segments_of[PATH_COUNT] = {
     [PATH_HEALTH] = 1, [PATH_STATUS] = 1, [PATH_METRICS] = 1, [PATH_COLLECTIONS] = 1,
     [PATH_COLLECTION] = 2, [PATH_DOCS] = 3, [PATH_BATCH] = 3, [PATH_DOC] = 4,
+    [PATH_FIND] = 3, [PATH_SEARCH] = 3, [PATH_AGGS] = 3,
 };
 
 static void check_segment(const char *s, size_t len)

@@ -226,7 +226,7 @@ def t_location_allow_options_head(h, srv):
     routes = {
         "/_health": "GET, HEAD, OPTIONS", "/_status": "GET, HEAD, OPTIONS", "/metrics": "GET, HEAD, OPTIONS",
         "/c": "GET, HEAD, OPTIONS", "/c/loc": "GET, HEAD, PUT, DELETE, OPTIONS",
-        "/c/loc/docs": "POST, OPTIONS", "/c/loc/_batch": "POST, OPTIONS",
+        "/c/loc/docs": "GET, HEAD, POST, OPTIONS", "/c/loc/_batch": "POST, OPTIONS",
         "/c/loc/docs/x": "GET, HEAD, PUT, DELETE, OPTIONS",
     }
     for path, allow in routes.items():
@@ -254,7 +254,7 @@ def t_location_allow_options_head(h, srv):
 
 def t_cors(h, srv):
     origin = "https://app.example"
-    for path, methods in (("/c/users/docs/a", "GET, HEAD, PUT, DELETE, OPTIONS"), ("/c/users/docs", "POST, OPTIONS"),
+    for path, methods in (("/c/users/docs/a", "GET, HEAD, PUT, DELETE, OPTIONS"), ("/c/users/docs", "GET, HEAD, POST, OPTIONS"),
                           ("/c/users/_batch", "POST, OPTIONS"), ("/c", "GET, HEAD, OPTIONS")):
         st, hd, _ = h.call("OPTIONS", path, headers={"Origin": origin, "Access-Control-Request-Method": "PUT",
                                                      "Access-Control-Request-Headers": "traceparent"})

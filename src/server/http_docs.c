@@ -29,9 +29,7 @@ static void store_failure(http_call *c, int rc)
     else http_error(c, 500, "internal", "write failed: %s", hanu_status_str(rc));
 }
 
-/* The collection of the request, created when create is set and it is missing;
-   otherwise the error answer was sent. */
-static int find_collection(http_call *c, int create, uint32_t *db)
+int http_find_collection(http_call *c, int create, uint32_t *db)
 {
     store *st = c->srv->store;
     size_t len = strlen(c->col);
@@ -190,7 +188,7 @@ static void collection_get(http_call *c)
         http_error(c, 403, "forbidden", "this token may not read collection \"%s\"", c->col);
         return;
     }
-    if (find_collection(c, 0, &db)) return;
+    if (http_find_collection(c, 0, &db)) return;
     store_db_info info;
     store_db_info_get(c->srv->store, db, &info);
     hanu_buf b = {0};
@@ -368,7 +366,7 @@ void http_doc_get(http_call *c)
         return;
     }
     uint32_t db;
-    if (find_collection(c, 0, &db)) return;
+    if (http_find_collection(c, 0, &db)) return;
     hanu_buf *b = &c->srv->http_scratch;
     hanu_buf_reset(b);
     uint64_t txn;
@@ -415,7 +413,7 @@ void http_doc_write(http_call *c)
         }
     }
     uint32_t db;
-    if (find_collection(c, !is_delete, &db)) return;
+    if (http_find_collection(c, !is_delete, &db)) return;
     uint64_t txn = 0, current = 0, old = 0;
     int existed = store_lookup(st, db, c->id, c->id_len, &old) == HANU_OK;
     int conditional;
@@ -484,7 +482,7 @@ void http_batch(http_call *c)
         return;
     }
     uint32_t db;
-    if (find_collection(c, 1, &db)) { docs_batch_free(&batch); return; }
+    if (http_find_collection(c, 1, &db)) { docs_batch_free(&batch); return; }
     size_t n = batch.n;
     store_op *sops = calloc(n + 1, sizeof *sops);
     hanu_buf rest = {0}, idem = {0};

@@ -59,9 +59,12 @@ static const struct { unsigned methods; const char *allow; } path_methods[PATH_C
     [PATH_METRICS] = READ_ONLY_METHODS,
     [PATH_COLLECTIONS] = READ_ONLY_METHODS,
     [PATH_COLLECTION] = { M_GET | M_HEAD | M_PUT | M_DELETE | M_OPTIONS, "GET, HEAD, PUT, DELETE, OPTIONS" },
-    [PATH_DOCS] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
+    [PATH_DOCS] = { M_GET | M_HEAD | M_POST | M_OPTIONS, "GET, HEAD, POST, OPTIONS" },
     [PATH_DOC] = { M_GET | M_HEAD | M_PUT | M_DELETE | M_OPTIONS, "GET, HEAD, PUT, DELETE, OPTIONS" },
     [PATH_BATCH] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
+    [PATH_FIND] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
+    [PATH_SEARCH] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
+    [PATH_AGGS] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
 };
 
 /* Splits the path (without the query) into its segments and names the route. An
@@ -95,6 +98,9 @@ int http_match_path(const char *path, size_t len, const char *seg[4], size_t seg
     if (n == 2) return PATH_COLLECTION;
     if (n == 3 && SEG_IS(2, "docs")) return PATH_DOCS;
     if (n == 3 && SEG_IS(2, "_batch")) return PATH_BATCH;
+    if (n == 3 && SEG_IS(2, "_find")) return PATH_FIND;
+    if (n == 3 && SEG_IS(2, "_search")) return PATH_SEARCH;
+    if (n == 3 && SEG_IS(2, "_aggs")) return PATH_AGGS;
     if (n == 4 && SEG_IS(2, "docs")) return PATH_DOC;
 #undef SEG_IS
     return PATH_UNKNOWN;
@@ -110,7 +116,10 @@ static int route_of(int path, unsigned m)
     case PATH_METRICS: return ROUTE_METRICS;
     case PATH_COLLECTIONS: return ROUTE_COLLECTIONS;
     case PATH_COLLECTION: return ROUTE_COLLECTION;
-    case PATH_DOCS: return ROUTE_DOC_POST;
+    case PATH_DOCS: return m & (M_GET | M_HEAD) ? ROUTE_DOC_LIST : ROUTE_DOC_POST;
+    case PATH_FIND: return ROUTE_FIND;
+    case PATH_SEARCH: return ROUTE_SEARCH;
+    case PATH_AGGS: return ROUTE_AGGS;
     case PATH_BATCH: return ROUTE_BATCH;
     case PATH_DOC:
         return m & (M_GET | M_HEAD) ? ROUTE_DOC_GET : m == M_PUT ? ROUTE_DOC_PUT
@@ -243,6 +252,10 @@ int http_on_req(server *srv, h2o_req_t *req)
     }
     if (path == PATH_COLLECTION) { http_collection(c); return 0; }
     if (path == PATH_BATCH) { http_batch(c); return 0; }
+    if (path == PATH_FIND || path == PATH_SEARCH || path == PATH_AGGS || c->route == ROUTE_DOC_LIST) {
+        http_query(c);
+        return 0;
+    }
     if (path == PATH_DOCS) { http_doc_write(c); return 0; }
     ssize_t il = http_decode_segment(seg[3], segl[3], c->id, DOCS_ID_MAX);
     if (il <= 0 || !docs_id_valid(c->id, (size_t)il)) {

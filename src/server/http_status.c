@@ -15,9 +15,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+_Static_assert(ROUTE_COUNT <= HTTP_ROUTE_SLOTS, "the server's counters need a slot for every route");
+
 static const char *route_names[ROUTE_COUNT] = {
     "health", "status", "metrics", "collections", "collection", "doc_get", "doc_put",
-    "doc_post", "doc_delete", "batch", "preflight", "other",
+    "doc_post", "doc_delete", "batch", "preflight", "other", "find", "search", "aggs", "doc_list",
 };
 static const int status_codes[HTTP_STATUS_SLOTS] = {
     200, 201, 204, 304, 400, 401, 403, 404, 405, 409, 412, 413, 415, 421, 422, 500, 501, 503, 0, 0,
@@ -84,6 +86,7 @@ void http_status_reply(http_call *c)
         json_write_bool(&w, ss.status == HANU_OK);
         json_write_object_end(&w);
     }
+    http_index_status(srv, &w);
     json_write_object_end(&w);
     if (json_writer_status(&w) != HANU_OK) http_error(c, 500, "internal", "cannot build the status");
     else http_reply(c, 200, (const char *)b.data, b.len, 0);
@@ -287,6 +290,7 @@ void http_metrics_reply(http_call *c)
     http_families(&b, srv);
     kv_families(&b, srv);
     store_families(&b, srv);
+    http_index_metrics(srv, &b);
     process_families(&b);
     c->req->res.status = 200;
     c->req->res.reason = "OK";

@@ -30,6 +30,8 @@ void server_options_default(server_options *o)
     o->http_idle_timeout_ms = 75000;
     o->idempotency_ttl_s = 86400;
     o->seal_interval_ms = 1000;
+    o->index_commit_ms = 500;
+    o->min_txn_wait_ms = 5000;
 }
 
 int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
@@ -201,6 +203,23 @@ static void on_signal(h2o_socket_t *sock, const char *err)
     srv->stopping = 1;
 }
 
+/* The indexer follows the store from DATA/index on its own thread. */
+static int open_index(server *srv, char *err, size_t errcap)
+{
+    const char *data = srv->opt.store.data_dir ? srv->opt.store.data_dir : ".";
+    size_t n = strlen(data) + sizeof "/index";
+    char *dir = malloc(n);
+    if (!dir) return HANU_ERR_NOMEM;
+    snprintf(dir, n, "%s/index", data);
+    indexer_options io;
+    indexer_options_default(&io);
+    io.dir = dir;
+    io.commit_interval_ms = srv->opt.index_commit_ms;
+    int rc = indexer_open(srv->store, &io, &srv->indexer, err, errcap);
+    free(dir);
+    return rc;
+}
+
 int server_run(const server_options *o)
 {
     server *srv = calloc(1, sizeof *srv);
@@ -235,18 +254,26 @@ int server_run(const server_options *o)
     }
     atomic_store(&srv->durable_txn, store_durable_txn(srv->store));
     waiters_init(&srv->waits, store_durable_txn(srv->store));
+    if (open_index(srv, err, sizeof err) != HANU_OK) {
+        fprintf(stderr, "hanudb: cannot open the index: %s\n", err);
+        store_close(srv->store);
+        return 2;
+    }
     if ((rc = open_bucket(srv, err, sizeof err)) != HANU_OK) {
         fprintf(stderr, "hanudb: bucket %s: %s\n", o->bucket_url, err[0] ? err : hanu_status_str(rc));
+        indexer_close(srv->indexer);
         store_close(srv->store);
         return rc == HANU_ERR_FENCED ? SERVER_EXIT_FENCED : 2;
     }
     if (http_start(srv, err, sizeof err) != HANU_OK) {
         fprintf(stderr, "hanudb: %s\n", err);
+        indexer_close(srv->indexer);
         store_close(srv->store);
         return 2;
     }
     if (kv_listen(srv, o->kv_addr, err, sizeof err) != HANU_OK) {
         fprintf(stderr, "hanudb: %s\n", err);
+        indexer_close(srv->indexer);
         store_close(srv->store);
         return 2;
     }
@@ -287,6 +314,7 @@ int server_run(const server_options *o)
     h2o_evloop_run(srv->loop, 0);
     sealer_close(srv->sealer);   /* before the store it reads */
     bucket_close(srv->bucket);
+    indexer_close(srv->indexer);   /* before the store it follows */
     store_close(srv->store);
     fprintf(stderr, "hanudb: stopped cleanly\n");
     h2o_multithread_unregister_receiver(srv->queue, &srv->durable_receiver);

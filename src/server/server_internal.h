@@ -14,18 +14,21 @@
 #include "bucket/bucket.h"
 #include "replica/sealer.h"
 #include "json/json.h"
+#include "index/index.h"
 
 typedef struct kv_conn kv_conn;
 struct http_token;
 
 #define HTTP_LATENCY_BUCKETS 16
 #define HTTP_STATUS_SLOTS 20
+#define HTTP_ROUTE_SLOTS 16          /* at least ROUTE_COUNT (http_internal.h) */
 
 typedef struct server {
     server_options opt;
     kv_limits limits;
     h2o_evloop_t *loop;
     store *store;
+    indexer *indexer;               /* DATA/index: the documents index (http_query.c reads it) */
     h2o_socket_t *kv_listener;
 
     /* Durable notifications from the commit thread. */
@@ -76,15 +79,18 @@ typedef struct server {
     hanu_buf http_scratch;
     struct http_timeouts *http_timeouts;   /* http_timeout.c */
     uint64_t id_last_ms, id_seq;
-    uint64_t http_requests[16][HTTP_STATUS_SLOTS];        /* route x status slot */
-    uint64_t http_latency[16][HTTP_LATENCY_BUCKETS + 1];  /* route x bucket, last = sum in us */
-    uint64_t http_latency_count[16];
+    uint64_t http_requests[HTTP_ROUTE_SLOTS][HTTP_STATUS_SLOTS];        /* route x status slot */
+    uint64_t http_latency[HTTP_ROUTE_SLOTS][HTTP_LATENCY_BUCKETS + 1];  /* route x bucket, last = sum in us */
+    uint64_t http_latency_count[HTTP_ROUTE_SLOTS];
     uint64_t started_ms;
     h2o_timeout_t parked_timeout;
     h2o_timeout_entry_t parked_entry;
     h2o_timeout_t expire_timeout;
     h2o_timeout_entry_t expire_entry;
     uint64_t idempotency_expired;
+    h2o_linklist_t query_waits;     /* queries held for their min_txn (http_query.c) */
+    h2o_timeout_t query_wait_timeout;
+    h2o_timeout_entry_t query_wait_entry;
 } server;
 
 int kv_listen(server *srv, const char *addr, char *err, size_t errcap);

@@ -1,0 +1,652 @@
+/*
+ * http_query.c: the queries over the documents index (docs/API.md,
+ * docs/QUERY.md): POST /c/{col}/_find, _search and _aggs, and GET
+ * /c/{col}/docs, the listing by id.
+ *
+ * A request body is parsed and checked whole first (400 invalid_query with the
+ * query module's message, which names the JSON path). One that asks for a
+ * min_txn the index does not cover yet is held in srv->query_waits: the indexer
+ * is asked to commit at once and a 2 ms loop timer looks at its txn, so the
+ * event loop never blocks on the indexer; past --min-txn-wait-ms the answer is
+ * 503 index_behind with the index's txn in the error object.
+ *
+ * Execution is the first, synchronous version, on the loop thread: index_find
+ * narrows with the index and decides with filter_match on the stored bytes.
+ * A search scores every live document of the collection with search_eval, so
+ * that BM25 uses the whole collection's statistics exactly as the oracle does;
+ * on a big collection that is a scan per search (block-max WAND comes later).
+ * The listing reads the store, not the index: it is current without min_txn.
+ */
+#include "server/http_internal.h"
+#include "docs/docs.h"
+#include "query/query.h"
+#include "server/http_guard.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define QUERY_DEFAULT_LIMIT 20
+#define QUERY_MAX_LIMIT 1000
+#define QUERY_MAX_OFFSET 1000000
+#define LIST_DEFAULT_LIMIT 100
+#define SEARCH_MAX_FIELDS 16
+#define QUERY_WAIT_POLL_MS 2
+
+/* A query body, parsed. */
+typedef struct query_req {
+    json_doc *dom;
+    filter *filter;
+    sort_spec sort;
+    size_t limit, offset;
+    int count_only;
+    uint64_t min_txn;
+    search_query q;
+    const char *fields[SEARCH_MAX_FIELDS];
+    size_t nfields;
+    aggs_spec *aggs;
+} query_req;
+
+static void query_req_free(query_req *r)
+{
+    filter_free(r->filter);
+    search_query_free(&r->q);
+    if (r->aggs) aggs_free(r->aggs);
+    free(r->aggs);
+    json_doc_free(r->dom);
+}
+
+static void invalid_query(http_call *c, const char *msg)
+{
+    http_error(c, 400, "invalid_query", "%s", msg);
+}
+
+/* A non-negative integer member at most max; 0 and an answer sent when it is not. */
+static int member_uint(http_call *c, const json_value *v, const char *name, uint64_t min, uint64_t max,
+                       uint64_t *out)
+{
+    int64_t n;
+    if (json_as_int64(v, &n) != HANU_OK || n < (int64_t)min || (uint64_t)n > max) {
+        http_error(c, 400, "invalid_query", "%s: must be an integer from %llu to %llu", name,
+                   (unsigned long long)min, (unsigned long long)max);
+        return 0;
+    }
+    *out = (uint64_t)n;
+    return 1;
+}
+
+static int parse_fields(http_call *c, const json_value *v, query_req *r)
+{
+    size_t n = json_len(v);
+    if (v->type != JSON_ARRAY || n == 0 || n > SEARCH_MAX_FIELDS) {
+        http_error(c, 400, "invalid_query", "fields: must be an array of 1 to %d field paths", SEARCH_MAX_FIELDS);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_value *f = json_at(v, i);
+        size_t len;
+        if (json_as_string(f, &r->fields[i], &len) != HANU_OK || len == 0 || len > QUERY_MAX_PATH_BYTES) {
+            http_error(c, 400, "invalid_query", "fields[%zu]: must be a field path of 1 to %d bytes", i,
+                       QUERY_MAX_PATH_BYTES);
+            return 0;
+        }
+    }
+    r->nfields = n;
+    return 1;
+}
+
+/* The members each route takes, besides min_txn. */
+static const char *const find_members[] = { "filter", "sort", "limit", "offset", "count", NULL };
+static const char *const search_members[] = { "q", "fields", "filter", "limit", "offset", NULL };
+static const char *const aggs_members[] = { "aggs", "filter", NULL };
+
+static int known_member(const char *const *names, const char *key)
+{
+    for (; *names; names++)
+        if (!strcmp(*names, key)) return 1;
+    return !strcmp(key, "min_txn");
+}
+
+/* Parses the body of c's route into r; 0 and the answer sent when it is not a
+   valid query. */
+static int parse_query(http_call *c, query_req *r)
+{
+    h2o_req_t *req = c->req;
+    const char *in = req->entity.base ? req->entity.base : "{}";
+    size_t len = req->entity.base ? req->entity.len : 2;
+    json_error je;
+    query_error qe = { "" };
+    *r = (query_req){ .limit = QUERY_DEFAULT_LIMIT };
+    if (json_doc_parse(in, len, NULL, &r->dom, &je) != HANU_OK) {
+        http_error(c, 400, "invalid_json", "%s", je.msg);
+        return 0;
+    }
+    const json_value *root = json_doc_root(r->dom);
+    if (root->type != JSON_OBJECT) {
+        invalid_query(c, "the body must be a JSON object");
+        return 0;
+    }
+    const char *const *names = c->route == ROUTE_FIND ? find_members
+                             : c->route == ROUTE_SEARCH ? search_members : aggs_members;
+    const json_value *fv = NULL, *q = NULL, *aggs = NULL;
+    for (size_t i = 0; i < json_len(root); i++) {
+        const json_value *v = json_at(root, i);
+        const char *k = v->key;
+        uint64_t u;
+        int bval;
+        if (!known_member(names, k)) {
+            http_error(c, 400, "invalid_query", "%.64s: unknown member of a %s request", k,
+                       c->route == ROUTE_FIND ? "_find" : c->route == ROUTE_SEARCH ? "_search" : "_aggs");
+            return 0;
+        }
+        if (!strcmp(k, "filter")) fv = v;
+        else if (!strcmp(k, "q")) q = v;
+        else if (!strcmp(k, "aggs")) aggs = v;
+        else if (!strcmp(k, "fields")) { if (!parse_fields(c, v, r)) return 0; }
+        else if (!strcmp(k, "sort")) {
+            int rc = sort_parse(v, "sort", &r->sort, &qe);
+            if (rc) { invalid_query(c, qe.msg); return 0; }
+        } else if (!strcmp(k, "limit")) {
+            if (!member_uint(c, v, "limit", 1, QUERY_MAX_LIMIT, &u)) return 0;
+            r->limit = (size_t)u;
+        } else if (!strcmp(k, "offset")) {
+            if (!member_uint(c, v, "offset", 0, QUERY_MAX_OFFSET, &u)) return 0;
+            r->offset = (size_t)u;
+        } else if (!strcmp(k, "min_txn")) {
+            if (!member_uint(c, v, "min_txn", 0, INT64_MAX, &r->min_txn)) return 0;
+        } else if (!strcmp(k, "count")) {
+            if (json_as_bool(v, &bval) != HANU_OK) { invalid_query(c, "count: must be true or false"); return 0; }
+            r->count_only = bval;
+        }
+    }
+    int rc = fv ? filter_parse_value(in, fv, "filter", &r->filter, &qe)
+                : filter_parse("{}", 2, "filter", &r->filter, &qe);
+    if (rc == HANU_OK && c->route == ROUTE_SEARCH) {
+        const char *s;
+        size_t sl;
+        if (!q || json_as_string(q, &s, &sl) != HANU_OK) {
+            invalid_query(c, "q: must be a string of words to search for");
+            return 0;
+        }
+        rc = search_query_parse(s, sl, &r->q, &qe);
+    }
+    if (rc == HANU_OK && c->route == ROUTE_AGGS) {
+        if (!aggs) { invalid_query(c, "aggs: missing (an object of named aggregations)"); return 0; }
+        r->aggs = calloc(1, sizeof *r->aggs);
+        rc = r->aggs ? aggs_parse(in, aggs, "aggs", r->aggs, &qe) : HANU_ERR_NOMEM;
+    }
+    if (rc == HANU_ERR_NOMEM) { http_error(c, 500, "internal", "out of memory"); return 0; }
+    if (rc) { invalid_query(c, qe.msg); return 0; }
+    return 1;
+}
+
+/* ---- answers ---- */
+
+static void write_hit(json_writer *w, const index_hit *h)
+{
+    json_write_key(w, "_id", 3);
+    json_write_string(w, h->id, h->id_len);
+    json_write_key(w, "txn", 3);
+    json_write_int64(w, (int64_t)h->txn);
+    json_write_key(w, "doc", 3);
+    json_write_raw(w, h->doc, h->doc_len);
+}
+
+static void send_built(http_call *c, json_writer *w, hanu_buf *b)
+{
+    if (json_writer_status(w) != HANU_OK) http_error(c, 500, "internal", "cannot build the answer");
+    else http_reply(c, 200, (const char *)b->data, b->len, 0);
+}
+
+/* Closes a query's answer: "count", "next" when it has hits, "index_txn"; sends it. */
+static void finish_answer(http_call *c, json_writer *w, hanu_buf *b, size_t count, int has_hits, uint64_t itxn)
+{
+    server_json_u64(w, "count", count);
+    if (has_hits) {
+        json_write_key(w, "next", 4);
+        json_write_null(w);
+    }
+    server_json_u64(w, "index_txn", itxn);
+    json_write_object_end(w);
+    send_built(c, w, b);
+}
+
+static void find_failed(http_call *c, int rc, const query_error *qe)
+{
+    if (rc == HANU_ERR_INVALID) invalid_query(c, qe->msg);
+    else http_error(c, 500, "internal", "query failed: %s", hanu_status_str(rc));
+}
+
+static void run_find(http_call *c, query_req *r, uint64_t itxn, const index_snapshot *snap)
+{
+    index_hits h;
+    query_error qe = { "" };
+    int rc = index_find(c->srv->store, snap, r->filter, r->count_only ? NULL : &r->sort,
+                        r->count_only ? 0 : r->offset, r->count_only ? 1 : r->limit, &h, &qe);
+    if (rc) { find_failed(c, rc, &qe); return; }
+    hanu_buf b = {0};
+    json_writer w;
+    json_writer_init(&w, &b);
+    json_write_object_begin(&w);
+    if (!r->count_only) {
+        json_write_key(&w, "hits", 4);
+        json_write_array_begin(&w);
+        for (size_t i = 0; i < h.n; i++) {
+            json_write_object_begin(&w);
+            write_hit(&w, &h.hits[i]);
+            json_write_object_end(&w);
+        }
+        json_write_array_end(&w);
+    }
+    finish_answer(c, &w, &b, h.total, !r->count_only, itxn);
+    hanu_buf_free(&b);
+    index_hits_free(&h);
+}
+
+/* The parsed documents of hits (roots[i] of hits->hits[i]); free with free_roots. */
+static int parse_hits(const index_hits *h, json_doc ***docs, const json_value ***roots)
+{
+    *docs = calloc(h->n ? h->n : 1, sizeof **docs);
+    *roots = calloc(h->n ? h->n : 1, sizeof **roots);
+    if (!*docs || !*roots) return HANU_ERR_NOMEM;
+    for (size_t i = 0; i < h->n; i++) {
+        int rc = json_doc_parse(h->hits[i].doc, h->hits[i].doc_len, NULL, &(*docs)[i], NULL);
+        if (rc) return rc;
+        (*roots)[i] = json_doc_root((*docs)[i]);
+    }
+    return HANU_OK;
+}
+
+static void free_roots(size_t n, json_doc **docs, const json_value **roots)
+{
+    for (size_t i = 0; docs && i < n; i++) json_doc_free(docs[i]);
+    free(docs);
+    free(roots);
+}
+
+static void run_aggs(http_call *c, query_req *r, uint64_t itxn, const index_snapshot *snap)
+{
+    index_hits h;
+    query_error qe = { "" };
+    int rc = index_find(c->srv->store, snap, r->filter, NULL, 0, 0, &h, &qe);
+    if (rc) { find_failed(c, rc, &qe); return; }
+    json_doc **docs = NULL;
+    const json_value **roots = NULL;
+    hanu_buf out = {0}, b = {0};
+    rc = parse_hits(&h, &docs, &roots);
+    if (!rc) rc = aggs_eval(r->aggs, roots, h.n, &out, &qe);
+    if (rc == HANU_ERR_TOO_LARGE) {
+        invalid_query(c, qe.msg);
+    } else if (rc) {
+        http_error(c, 500, "internal", "aggregation failed: %s", hanu_status_str(rc));
+    } else {
+        json_writer w;
+        json_writer_init(&w, &b);
+        json_write_object_begin(&w);
+        json_write_key(&w, "aggs", 4);
+        json_write_raw(&w, (const char *)out.data, out.len);
+        finish_answer(c, &w, &b, h.n, 0, itxn);
+    }
+    free_roots(h.n, docs, roots);
+    hanu_buf_free(&out);
+    hanu_buf_free(&b);
+    index_hits_free(&h);
+}
+
+typedef struct scored { size_t i; double score; } scored;
+
+static const index_hits *sort_hits_of;   /* loop thread only: qsort has no context */
+
+static int cmp_scored(const void *a, const void *b)
+{
+    const scored *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    const index_hit *hx = &sort_hits_of->hits[x->i], *hy = &sort_hits_of->hits[y->i];
+    size_t m = HANU_MIN(hx->id_len, hy->id_len);
+    int d = memcmp(hx->id, hy->id, m);
+    return d ? d : (hx->id_len > hy->id_len) - (hx->id_len < hy->id_len);
+}
+
+static void run_search(http_call *c, query_req *r, uint64_t itxn, const index_snapshot *snap)
+{
+    index_hits h;
+    query_error qe = { "" };
+    filter *all = NULL;
+    int rc = filter_parse("{}", 2, "filter", &all, &qe);
+    if (!rc) rc = index_find(c->srv->store, snap, all, NULL, 0, 0, &h, &qe);
+    filter_free(all);
+    if (rc) { find_failed(c, rc, &qe); return; }
+    json_doc **docs = NULL;
+    const json_value **roots = NULL;
+    double *scores = malloc((h.n ? h.n : 1) * sizeof *scores);
+    scored *sel = malloc((h.n ? h.n : 1) * sizeof *sel);
+    rc = scores && sel ? parse_hits(&h, &docs, &roots) : HANU_ERR_NOMEM;
+    if (!rc) rc = search_eval(&r->q, r->fields, r->nfields, roots, h.n, scores);
+    size_t n = 0;
+    for (size_t i = 0; !rc && i < h.n; i++)
+        if (scores[i] >= 0 && filter_match_value(r->filter, roots[i]) == 1) sel[n++] = (scored){ i, scores[i] };
+    if (rc) {
+        http_error(c, 500, "internal", "search failed: %s", hanu_status_str(rc));
+    } else {
+        sort_hits_of = &h;
+        qsort(sel, n, sizeof *sel, cmp_scored);
+        hanu_buf b = {0};
+        json_writer w;
+        json_writer_init(&w, &b);
+        json_write_object_begin(&w);
+        json_write_key(&w, "hits", 4);
+        json_write_array_begin(&w);
+        for (size_t k = r->offset; k < n && k < r->offset + r->limit; k++) {
+            json_write_object_begin(&w);
+            write_hit(&w, &h.hits[sel[k].i]);
+            json_write_key(&w, "score", 5);
+            json_write_double(&w, sel[k].score);
+            json_write_object_end(&w);
+        }
+        json_write_array_end(&w);
+        finish_answer(c, &w, &b, n, 1, itxn);
+        hanu_buf_free(&b);
+    }
+    free_roots(h.n, docs, roots);
+    free(scores);
+    free(sel);
+    index_hits_free(&h);
+}
+
+/* ---- the listing by id (from the store) ---- */
+
+typedef struct id_list {
+    const char *after;
+    size_t after_len;
+    char **ids;                  /* NUL-terminated: ids hold no NUL (docs_id_valid) */
+    size_t n, cap;
+    int failed;
+} id_list;
+
+static int id_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+    int d = memcmp(a, b, HANU_MIN(al, bl));
+    return d ? d : (al > bl) - (al < bl);
+}
+
+static int collect_id(void *ctx, const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len)
+{
+    id_list *l = ctx;
+    (void)value;
+    (void)value_len;
+    if (l->after && id_cmp((const char *)key, key_len, l->after, l->after_len) <= 0) return 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        char **ids = realloc(l->ids, cap * sizeof *ids);
+        if (!ids) { l->failed = 1; return 1; }
+        l->ids = ids;
+        l->cap = cap;
+    }
+    char *id = malloc(key_len + 1);
+    if (!id) { l->failed = 1; return 1; }
+    memcpy(id, key, key_len);
+    id[key_len] = '\0';
+    l->ids[l->n++] = id;
+    return 0;
+}
+
+static int cmp_id_ptr(const void *a, const void *b)
+{
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    return strcmp(x, y);
+}
+
+/* A query-string parameter's value, or NULL. */
+static const char *query_param(h2o_req_t *req, const char *name, size_t *len)
+{
+    if (req->query_at == SIZE_MAX) return NULL;
+    const char *q = req->path.base + req->query_at + 1, *end = req->path.base + req->path.len;
+    size_t nl = strlen(name);
+    while (q < end) {
+        const char *amp = memchr(q, '&', (size_t)(end - q));
+        const char *e = amp ? amp : end;
+        if ((size_t)(e - q) > nl && !memcmp(q, name, nl) && q[nl] == '=') {
+            *len = (size_t)(e - q - nl - 1);
+            return q + nl + 1;
+        }
+        q = amp ? amp + 1 : end;
+    }
+    return NULL;
+}
+
+static void list_docs(http_call *c, uint32_t db)
+{
+    size_t limit = LIST_DEFAULT_LIMIT, vl;
+    const char *v = query_param(c->req, "limit", &vl);
+    if (v) {
+        char *end, tmp[16];
+        snprintf(tmp, sizeof tmp, "%.*s", (int)HANU_MIN(vl, sizeof tmp - 1), v);
+        unsigned long n = strtoul(tmp, &end, 10);
+        if (!vl || vl >= sizeof tmp || *end || n < 1 || n > QUERY_MAX_LIMIT) {
+            http_error(c, 400, "invalid_request", "limit must be an integer from 1 to %d", QUERY_MAX_LIMIT);
+            return;
+        }
+        limit = n;
+    }
+    char after[DOCS_ID_MAX + 1];
+    id_list l = {0};
+    v = query_param(c->req, "after", &vl);
+    if (v) {
+        ssize_t al = http_decode_segment(v, vl, after, DOCS_ID_MAX);
+        if (al <= 0) {
+            http_error(c, 400, "invalid_request", "after must be a percent-encoded document id");
+            return;
+        }
+        l.after = after;
+        l.after_len = (size_t)al;
+    }
+    store *st = c->srv->store;
+    int rc = store_scan(st, db, collect_id, &l);
+    if (!rc && l.failed) rc = HANU_ERR_NOMEM;
+    if (!rc) qsort(l.ids, l.n, sizeof *l.ids, cmp_id_ptr);
+    hanu_buf b = {0}, *doc = &c->srv->http_scratch;
+    json_writer w;
+    json_writer_init(&w, &b);
+    json_write_object_begin(&w);
+    json_write_key(&w, "docs", 4);
+    json_write_array_begin(&w);
+    size_t shown = 0, last = 0;
+    for (size_t i = 0; !rc && i < l.n && shown < limit; i++) {
+        index_hit hit = { .id = l.ids[i], .id_len = strlen(l.ids[i]) };
+        hanu_buf_reset(doc);
+        if (store_get(st, db, hit.id, hit.id_len, doc, &hit.txn) != HANU_OK) continue;
+        hit.doc = (char *)doc->data;
+        hit.doc_len = doc->len;
+        json_write_object_begin(&w);
+        write_hit(&w, &hit);
+        json_write_object_end(&w);
+        shown++;
+        last = i;
+    }
+    json_write_array_end(&w);
+    json_write_key(&w, "next", 4);
+    if (shown == limit && last + 1 < l.n) json_write_string(&w, l.ids[last], strlen(l.ids[last]));
+    else json_write_null(&w);
+    json_write_object_end(&w);
+    if (rc) http_error(c, 500, "internal", "cannot list the documents: %s", hanu_status_str(rc));
+    else send_built(c, &w, &b);
+    hanu_buf_free(&b);
+    for (size_t i = 0; i < l.n; i++) free(l.ids[i]);
+    free(l.ids);
+}
+
+/* ---- queries held for their min_txn ---- */
+
+typedef struct query_wait {
+    h2o_linklist_t link;
+    http_call call;
+    uint64_t min_txn, deadline_ns;
+    struct query_wait **guard;   /* in the request's pool; points back here until released */
+} query_wait;
+
+static void on_wait_req_gone(void *p)
+{
+    query_wait *qw = *(query_wait **)p;
+    if (!qw) return;
+    /* The client left: nobody to answer. */
+    h2o_linklist_unlink(&qw->link);
+    free(qw);
+}
+
+static void release_wait(query_wait *qw)
+{
+    h2o_linklist_unlink(&qw->link);
+    *qw->guard = NULL;   /* answering may free the request's pool */
+}
+
+static void index_behind(http_call *c, uint64_t min_txn, uint64_t itxn)
+{
+    char msg[160];
+    snprintf(msg, sizeof msg, "the index is at txn %llu, below min_txn %llu, after %u ms (--min-txn-wait-ms)",
+             (unsigned long long)itxn, (unsigned long long)min_txn, c->srv->opt.min_txn_wait_ms);
+    hanu_buf b = {0};
+    http_error_json(&b, "index_behind", msg);
+    if (b.len >= 2) {
+        b.len -= 2;   /* reopen the error object for its index_txn */
+        char tail[48];
+        int n = snprintf(tail, sizeof tail, ",\"index_txn\":%llu}}", (unsigned long long)itxn);
+        hanu_buf_append(&b, tail, (size_t)n);
+    }
+    c->srv->errors++;
+    http_send(c, 503, (const char *)b.data, b.len);
+    hanu_buf_free(&b);
+}
+
+static void run_query(http_call *c, int waited);
+
+static void on_query_wait_poll(h2o_timeout_entry_t *entry)
+{
+    server *srv = H2O_STRUCT_FROM_MEMBER(server, query_wait_entry, entry);
+    uint64_t itxn = indexer_txn(srv->indexer), now = hanu_now_ns();
+    indexer_stats st;
+    indexer_get_stats(srv->indexer, &st);
+    h2o_linklist_t *anchor = &srv->query_waits;
+    for (h2o_linklist_t *n = anchor->next; n != anchor;) {
+        query_wait *qw = H2O_STRUCT_FROM_MEMBER(query_wait, link, n);
+        n = n->next;
+        if (itxn < qw->min_txn && !st.failed && now < qw->deadline_ns) continue;
+        release_wait(qw);
+        http_call c = qw->call;
+        uint64_t min_txn = qw->min_txn;
+        free(qw);
+        if (itxn >= min_txn) run_query(&c, 1);
+        else if (st.failed) http_error(&c, 503, "index_failed", "the indexer stopped after a failed write; "
+                                       "restart the server");
+        else index_behind(&c, min_txn, itxn);
+    }
+    if (!h2o_linklist_is_empty(anchor))
+        h2o_timeout_link(srv->loop, &srv->query_wait_timeout, &srv->query_wait_entry);
+}
+
+/* Holds c until the index reaches min_txn; 0 and an answer sent when it cannot. */
+static int hold_query(http_call *c, uint64_t min_txn)
+{
+    server *srv = c->srv;
+    query_wait *qw = malloc(sizeof *qw);
+    if (!qw) { http_error(c, 500, "internal", "out of memory"); return 0; }
+    *qw = (query_wait){ .call = *c, .min_txn = min_txn,
+                        .deadline_ns = c->start_ns + (uint64_t)srv->opt.min_txn_wait_ms * 1000000u };
+    qw->guard = h2o_mem_alloc_shared(&c->req->pool, sizeof *qw->guard, on_wait_req_gone);
+    *qw->guard = qw;
+    h2o_linklist_insert(&srv->query_waits, &qw->link);
+    indexer_commit_now(srv->indexer);
+    if (!h2o_timeout_is_linked(&srv->query_wait_entry))
+        h2o_timeout_link(srv->loop, &srv->query_wait_timeout, &srv->query_wait_entry);
+    return 1;
+}
+
+void http_query_start(server *srv)
+{
+    h2o_linklist_init_anchor(&srv->query_waits);
+    h2o_timeout_init(srv->loop, &srv->query_wait_timeout, QUERY_WAIT_POLL_MS);
+    srv->query_wait_entry.cb = on_query_wait_poll;
+}
+
+void http_query_stop(server *srv)
+{
+    if (!srv->query_waits.next) return;   /* never started (HTTP off) */
+    if (h2o_timeout_is_linked(&srv->query_wait_entry)) h2o_timeout_unlink(&srv->query_wait_entry);
+    while (!h2o_linklist_is_empty(&srv->query_waits)) {
+        query_wait *qw = H2O_STRUCT_FROM_MEMBER(query_wait, link, srv->query_waits.next);
+        release_wait(qw);
+        http_call c = qw->call;
+        free(qw);
+        http_error(&c, 503, "shutting_down", "the server is shutting down");
+    }
+}
+
+/* ---- entry ---- */
+
+static void run_query(http_call *c, int waited)
+{
+    server *srv = c->srv;
+    if (!http_token_allows(c, c->col, 0)) {
+        http_error(c, 403, "forbidden", "this token may not read collection \"%s\"", c->col);
+        return;
+    }
+    uint32_t db;
+    if (http_find_collection(c, 0, &db)) return;
+    if (c->route == ROUTE_DOC_LIST) { list_docs(c, db); return; }
+    query_req r;
+    if (!parse_query(c, &r)) { query_req_free(&r); return; }
+    uint64_t itxn = indexer_txn(srv->indexer);   /* read before the snapshot: it covers it */
+    if (r.min_txn > itxn && !waited) {
+        query_req_free(&r);
+        if (srv->stopping) http_error(c, 503, "shutting_down", "the server is shutting down");
+        else hold_query(c, r.min_txn);
+        return;
+    }
+    index_snapshot *snap = index_snapshot_acquire(srv->indexer, db);
+    if (c->route == ROUTE_FIND) run_find(c, &r, itxn, snap);
+    else if (c->route == ROUTE_SEARCH) run_search(c, &r, itxn, snap);
+    else run_aggs(c, &r, itxn, snap);
+    if (snap) index_snapshot_release(snap);
+    query_req_free(&r);
+}
+
+void http_query(http_call *c)
+{
+    run_query(c, 0);
+}
+
+/* ---- status and metrics ---- */
+
+void http_index_status(server *srv, json_writer *w)
+{
+    indexer_stats st;
+    indexer_get_stats(srv->indexer, &st);
+    json_write_key(w, "index", 5);
+    json_write_object_begin(w);
+    const server_json_field f[] = {
+        { "index_txn", st.index_txn }, { "lag_txns", st.lag_txns }, { "segments", st.segments },
+        { "bytes", st.bytes }, { "live_docs", st.live_docs }, { "commits", st.commits },
+    };
+    server_json_fields(w, f, sizeof f / sizeof *f);
+    json_write_key(w, "failed", 6);
+    json_write_bool(w, st.failed);
+    json_write_object_end(w);
+}
+
+void http_index_metrics(server *srv, hanu_buf *b)
+{
+    indexer_stats st;
+    indexer_get_stats(srv->indexer, &st);
+    static const struct { const char *name, *type, *help; } fam[] = {
+        { "hanudb_index_txn", "gauge", "Every txn up to it is in the documents index." },
+        { "hanudb_index_lag_txns", "gauge", "Txns written to the log and not yet in the index." },
+        { "hanudb_index_segments", "gauge", "Segments of the documents index, every collection." },
+        { "hanudb_index_bytes", "gauge", "Bytes of the index's segments." },
+        { "hanudb_index_commits_total", "counter", "Commits of the indexer since the start." },
+    };
+    const uint64_t v[] = { st.index_txn, st.lag_txns, st.segments, st.bytes, st.commits };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        char line[512];
+        int n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", fam[i].name, fam[i].help,
+                         fam[i].name, fam[i].type, fam[i].name, (unsigned long long)v[i]);
+        if (n > 0) hanu_buf_append(b, line, HANU_MIN((size_t)n, sizeof line - 1));
+    }
+}
