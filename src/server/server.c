@@ -265,14 +265,10 @@ int server_run(const server_options *o)
         store_close(srv->store);
         return rc == HANU_ERR_FENCED ? SERVER_EXIT_FENCED : 2;
     }
-    if (http_start(srv, err, sizeof err) != HANU_OK) {
+    if (http_start(srv, err, sizeof err) != HANU_OK || kv_listen(srv, o->kv_addr, err, sizeof err) != HANU_OK) {
         fprintf(stderr, "hanudb: %s\n", err);
-        indexer_close(srv->indexer);
-        store_close(srv->store);
-        return 2;
-    }
-    if (kv_listen(srv, o->kv_addr, err, sizeof err) != HANU_OK) {
-        fprintf(stderr, "hanudb: %s\n", err);
+        sealer_close(srv->sealer);
+        bucket_close(srv->bucket);
         indexer_close(srv->indexer);
         store_close(srv->store);
         return 2;
