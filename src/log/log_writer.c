@@ -558,21 +558,7 @@ int log_txn_reserve_write(const char *path, uint64_t reserved, uint64_t durable)
     hanu_put_u64(b + 8, reserved);
     hanu_put_u64(b + 16, durable);
     hanu_put_u32(b + 24, hanu_checksum32(b, 24));
-    char tmp[1200], dir[1200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = '\0';
-    else snprintf(dir, sizeof dir, ".");
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return (errno == ENOSPC || errno == EDQUOT) ? HANU_ERR_NOSPACE : HANU_ERR_IO;
-    int rc = hanu_write_full(fd, b, sizeof b);
-    if (rc == HANU_OK && fdatasync(fd) != 0) rc = HANU_ERR_IO;
-    close(fd);
-    if (rc == HANU_OK && rename(tmp, path) != 0) rc = HANU_ERR_IO;
-    if (rc == HANU_OK) rc = hanu_fsync_dir(dir);
-    if (rc) unlink(tmp);
-    return rc;
+    return hanu_replace_file(path, b, sizeof b);
 }
 
 /* Puts the bytes a failed write may have left back the way they were. */

@@ -56,18 +56,9 @@ static int watermarks_save(store *s)
         hanu_put_u32(sum, hanu_checksum32(b.data, b.len));
         rc = hanu_buf_append(&b, sum, 4);
     }
-    char path[1200], tmp[1300], meta[1200];
+    char path[1200];
     watermark_path(s, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    snprintf(meta, sizeof meta, "%s/meta", s->data_dir);
-    int fd = rc == HANU_OK ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
-    if (rc == HANU_OK && fd < 0) rc = errno == ENOSPC ? HANU_ERR_NOSPACE : HANU_ERR_IO;
-    if (rc == HANU_OK) rc = hanu_write_full(fd, b.data, b.len);
-    if (rc == HANU_OK && fdatasync(fd) != 0) rc = HANU_ERR_IO;
-    if (fd >= 0) close(fd);
-    if (rc == HANU_OK && rename(tmp, path) != 0) rc = HANU_ERR_IO;
-    if (rc == HANU_OK) rc = hanu_fsync_dir(meta);
-    if (rc) unlink(tmp);
+    if (rc == HANU_OK) rc = hanu_replace_file(path, b.data, b.len);
     hanu_buf_free(&b);
     return rc;
 }
