@@ -209,6 +209,14 @@ typedef struct log_location {
    *rotated_from is set to the sealed file id when this call rotated, else 0. */
 int log_writer_append(log_writer *w, hanu_buf *b, uint64_t *txn, log_location *loc,
                       uint32_t *rotated_from);
+/* The same with the txn the frame must carry (replaying another writer's log): txn is
+   at least log_writer_next_txn, else INVALID. Above it, the txns between are skipped
+   (a new file whose header says so: see the file header above). */
+int log_writer_append_at(log_writer *w, hanu_buf *b, uint64_t txn, log_location *loc,
+                         uint32_t *rotated_from);
+/* The next frame gets txn at least, and so does every frame after a crash from now
+   on (the reservation is raised durably before it returns). */
+int log_writer_skip_to(log_writer *w, uint64_t txn);
 uint64_t log_writer_next_txn(const log_writer *w);
 uint64_t log_writer_durable_txn(const log_writer *w);
 /* Highest txn whose frame is in the file (page cache): appended and flushed. */

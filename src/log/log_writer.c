@@ -574,6 +574,51 @@ static void undo_partial_write(log_writer *w, uint64_t off, size_t len)
         if (hanu_pwrite_full(w->fd, zeros, HANU_MIN(sizeof zeros, off + len - at), (off_t)at)) break;
 }
 
+/* Numbering jumps from next_txn to txn: the active file is sealed and the next one's
+   header says the log continues at the old next_txn, so recovery accepts a first
+   frame above it (the rule for txns lost in a crash). The header is synced before
+   any frame can follow it, so no power loss leaves frames in a file that does not
+   say why they skip. */
+static int jump_to(log_writer *w, uint64_t txn, uint32_t *rotated_from)
+{
+    uint64_t continues_from = w->next_txn;
+    int rc = rotate(w, rotated_from);
+    if (rc) return rc;
+    log_file_header h = { .file_id = w->active_id, .covers_first = continues_from };
+    uint8_t head[LOG_FILE_HEADER_SIZE];
+    log_file_header_encode(head, &h);
+    if (hanu_pwrite_full(w->fd, head, sizeof head, 0) != HANU_OK) return HANU_ERR_IO;
+    if (sync_by_commit_thread(w) != HANU_OK) return HANU_ERR_STOPPED;
+    w->next_txn = txn;
+    return HANU_OK;
+}
+
+int log_writer_append_at(log_writer *w, hanu_buf *b, uint64_t txn, log_location *loc,
+                         uint32_t *rotated_from)
+{
+    if (rotated_from) *rotated_from = 0;
+    if (txn < w->next_txn || txn > (UINT64_MAX >> 1)) return HANU_ERR_INVALID;
+    if (atomic_load(&w->failed)) return HANU_ERR_STOPPED;
+    if (txn > w->next_txn) {
+        int rc = jump_to(w, txn, rotated_from);
+        if (rc) return rc;
+    }
+    uint64_t got;
+    uint32_t rotated_again = 0;
+    int rc = log_writer_append(w, b, &got, loc, &rotated_again);
+    if (rotated_again && rotated_from) *rotated_from = rotated_again;
+    return rc;
+}
+
+int log_writer_skip_to(log_writer *w, uint64_t txn)
+{
+    if (txn > (UINT64_MAX >> 1)) return HANU_ERR_INVALID;
+    if (txn <= w->next_txn) return HANU_OK;
+    int rc = jump_to(w, txn, NULL);
+    if (rc == HANU_OK && w->reserve_path[0]) rc = reserve_txns(w);   /* durable before it returns */
+    return rc;
+}
+
 int log_writer_append(log_writer *w, hanu_buf *b, uint64_t *txn, log_location *loc,
                       uint32_t *rotated_from)
 {

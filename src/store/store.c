@@ -916,12 +916,15 @@ static int frame_begin(store *s)
     return log_frame_begin(&s->frame);
 }
 
-/* Appends the frame in s->frame and applies its entries. mu is NOT held on entry. */
-static int append_and_apply(store *s, uint64_t *txn)
+/* Appends the frame in s->frame and applies its entries: with the next txn when at
+   is 0, else with txn at (replay); *txn gets it. mu is NOT held on entry. */
+static int append_and_apply(store *s, uint64_t at, uint64_t *txn)
 {
     log_location loc;
     uint32_t rotated = 0;
-    int rc = log_writer_append(s->log, &s->frame, txn, &loc, &rotated);
+    *txn = at;
+    int rc = at ? log_writer_append_at(s->log, &s->frame, at, &loc, &rotated)
+                : log_writer_append(s->log, &s->frame, txn, &loc, &rotated);
     if (rc) return rc;
     pthread_mutex_lock(&s->mu);
     store_file *f = store_file_get(s, loc.file_id);
@@ -996,7 +999,41 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
                            del ? NULL : ops[i].value, del ? 0 : (uint32_t)ops[i].value_len);
     }
     if (rc) return rc;
-    return append_and_apply(s, txn);
+    return append_and_apply(s, 0, txn);
+}
+
+int store_replay(store *s, uint64_t txn, const store_change *entries, size_t n)
+{
+    if (n == 0 || txn == 0) return HANU_ERR_INVALID;
+    if (n > LOG_MAX_ENTRIES_PER_FRAME) return HANU_ERR_TOO_LARGE;
+    if (log_writer_failed(s->log)) return HANU_ERR_STOPPED;
+    for (size_t i = 0; i < n; i++) {
+        const store_change *c = &entries[i];
+        if (c->txn != txn || c->op < LOG_OP_PUT || c->op > LOG_OP_OLD_SYSTEM_PUT) return HANU_ERR_INVALID;
+        if (c->key_len == 0 || c->key_len > UINT16_MAX) return HANU_ERR_INVALID;
+        if (c->key_len > s->opt.max_key && c->op != LOG_OP_CREATE_DB && c->op != LOG_OP_DROP_DB)
+            return HANU_ERR_TOO_LARGE;
+        if (c->value_len > s->opt.max_value || c->value_len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
+    }
+    pthread_mutex_lock(&s->mu);
+    uint64_t held = s->last_txn;
+    pthread_mutex_unlock(&s->mu);
+    if (txn <= held) return HANU_ERR_EXISTS;
+    int rc = frame_begin(s);
+    for (size_t i = 0; rc == HANU_OK && i < n; i++) {
+        const store_change *c = &entries[i];
+        uint8_t op = c->op == LOG_OP_OLD_SYSTEM_PUT ? LOG_OP_PUT : c->op;
+        rc = frame_add(s, op, c->db, c->key, (uint16_t)c->key_len, c->value, (uint32_t)c->value_len);
+    }
+    if (rc) return rc;
+    uint64_t at;
+    return append_and_apply(s, txn, &at);
+}
+
+int store_skip_txns(store *s, uint64_t next_txn)
+{
+    if (log_writer_failed(s->log)) return HANU_ERR_STOPPED;
+    return log_writer_skip_to(s->log, next_txn);
 }
 
 int store_scan(store *s, uint32_t db, store_scan_fn fn, void *ctx)
@@ -1032,7 +1069,7 @@ int store_db_create(store *s, const char *name, size_t len, uint8_t kind, uint64
     if (full) return HANU_ERR_TOO_LARGE;
     int rc = frame_begin(s);
     if (rc == HANU_OK) rc = frame_add(s, LOG_OP_CREATE_DB, id, name, (uint16_t)len, &kind, 1);
-    if (rc == HANU_OK) rc = append_and_apply(s, txn);
+    if (rc == HANU_OK) rc = append_and_apply(s, 0, txn);
     return rc;
 }
 
@@ -1048,7 +1085,7 @@ int store_db_drop(store *s, const char *name, size_t len, uint64_t *txn)
     if (!d) return HANU_ERR_NOT_FOUND;
     int rc = frame_begin(s);
     if (rc == HANU_OK) rc = frame_add(s, LOG_OP_DROP_DB, id, name, (uint16_t)len, NULL, 0);
-    if (rc == HANU_OK) rc = append_and_apply(s, txn);
+    if (rc == HANU_OK) rc = append_and_apply(s, 0, txn);
     return rc;
 }
 

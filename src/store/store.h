@@ -174,6 +174,19 @@ void store_feed_close(store_feed *f);
 /* Blocks until txn is durable: OK, or STOPPED when the log failed. */
 int store_wait_durable(store *s, uint64_t txn);
 
+/* ---- replaying another writer's log (rebuild, restore, followers) ---- */
+
+/* Appends one record exactly as the feed delivered it on the writer (store_change
+   entries of one txn, in order; create and drop keep their database ids) and applies
+   it. Single writer thread, like store_write. EXISTS when the store already holds
+   txn (nothing done: replay skips what it has); txns between the last one held and
+   txn are skipped in the log's numbering. INVALID for entries that are not one
+   record of txn, TOO_LARGE past the store's limits, STOPPED, IO, NOMEM. */
+int store_replay(store *s, uint64_t txn, const store_change *entries, size_t n);
+/* The next write gets txn next_txn at least, also after a crash (a node taking over
+   writes of a chain another writer may have numbered further than the bucket shows). */
+int store_skip_txns(store *s, uint64_t next_txn);
+
 /* A projection of the log (index, bucket sealer, replica) registers a named watermark
    and advances it as it consumes the feed; the compaction floor is the minimum of the
    durable txn and every watermark. Persisted in meta/watermarks (each change synced). */
