@@ -73,6 +73,9 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libhanudb.a $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(BUILD)/libhanudb.a -o $@ $(LDLIBS)
 
+# Peers for scale (docs/PERFORMANCE.md, "Peers"): their client libraries only here.
+$(BUILD)/bench/peer_sqlite: LDLIBS += -lsqlite3
+
 test: all
 	BUILD=$(BUILD) tests/run-tests.sh
 	$(MAKE) examples-check
