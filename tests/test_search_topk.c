@@ -212,7 +212,7 @@ static int cmp_ranked(const void *a, const void *b)
 
 typedef struct corpus {
     char docs[MAX_DOCS][400];
-    char ids[MAX_DOCS][8];
+    char ids[MAX_DOCS][16];
     int live[MAX_DOCS];
     json_doc *parsed[MAX_DOCS];
 } corpus;
