@@ -172,6 +172,7 @@ typedef struct seg_run {
     const index_column **lens;  /* the selected text-length columns */
     uint32_t nlens;
     const index_column **tcols; /* per col_test: its column, or NULL */
+    word_iter *fiters;          /* per col_test: the postings of its keyword terms */
     clause_run *runs;           /* per clause */
     clause_run **pos, **must, **neg;
     uint32_t npos, nmust, nneg;
@@ -358,6 +359,46 @@ static uint64_t wi_live_df(word_iter *w, const index_snapshot_segment *ss, uint3
     return df;
 }
 
+/* The keyword term of one scalar at path (0 when it has none). */
+static size_t scalar_key(uint8_t *key, const col_test *ct, const json_value *v)
+{
+    if (v->type == JSON_STRING)
+        return index_key(key, ct->path, ct->path_len, INDEX_KEY_STRING, v->u.str.ptr, v->u.str.len, 0);
+    if (v->type == JSON_NUMBER) return index_key(key, ct->path, ct->path_len, INDEX_KEY_NUMBER, NULL, 0, v->u.num.d);
+    return index_key(key, ct->path, ct->path_len, v->u.boolean ? INDEX_KEY_TRUE : INDEX_KEY_FALSE, NULL, 0, 0);
+}
+
+/* The documents a column test can match are among the postings of its values'
+ * keyword terms (array elements included): their union is its cursor. */
+static int filter_iter_open(word_iter *w, const index_segment *seg, const col_test *ct)
+{
+    size_t n = ct->is_in ? json_len(ct->vals) : 1;
+    w->subs = malloc((n ? n : 1) * sizeof *w->subs);
+    w->nsubs = 0;
+    if (!w->subs) return HANU_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t key[INDEX_KEY_MAX];
+        size_t klen = scalar_key(key, ct, ct->is_in ? json_at(ct->vals, i) : ct->vals);
+        uint32_t t = klen ? index_segment_term_find(seg, key, klen) : UINT32_MAX;
+        if (t != UINT32_MAX) index_postings_open(&w->subs[w->nsubs++], seg, t);
+    }
+    wi_settle(w);
+    return HANU_OK;
+}
+
+/* The first ordinal >= d that every column test's postings hold: documents
+ * before it cannot pass the filter, so the loops jump there. */
+static uint32_t filter_seek(seg_run *r, uint32_t d)
+{
+    for (uint32_t t = 0; t < r->x->ntests;) {
+        uint32_t got = wi_advance(&r->fiters[t], d);
+        if (got == INDEX_ORD_END) return INDEX_ORD_END;
+        if (got > d) { d = got; t = 0; continue; }
+        t++;
+    }
+    return d;
+}
+
 static void seg_run_free(seg_run *r)
 {
     for (size_t c = 0; r->runs && c < r->x->q->n; c++)
@@ -365,6 +406,8 @@ static void seg_run_free(seg_run *r)
     free(r->runs);
     free(r->pos);
     free(r->lens);
+    for (uint32_t t = 0; r->fiters && t < r->x->ntests; t++) free(r->fiters[t].subs);
+    free(r->fiters);
     free(r->tcols);
     memset(r, 0, sizeof *r);
 }
@@ -383,8 +426,12 @@ static int seg_run_open(seg_run *r, search_ctx *x, uint32_t s)
     if (rc || !r->runs || !r->pos || !r->tcols) return rc ? rc : HANU_ERR_NOMEM;
     r->must = r->pos + q->n;
     r->neg = r->must + q->n;
-    for (uint32_t t = 0; t < x->ntests; t++)
+    r->fiters = calloc(x->ntests ? x->ntests : 1, sizeof *r->fiters);
+    if (!r->fiters) return HANU_ERR_NOMEM;
+    for (uint32_t t = 0; t < x->ntests && !rc; t++) {
         r->tcols[t] = index_segment_column(r->seg, x->tests[t].path, x->tests[t].path_len);
+        rc = filter_iter_open(&r->fiters[t], r->seg, &x->tests[t]);
+    }
     for (uint32_t c = 0; c < q->n && !rc; c++) {
         const search_clause *cl = &q->clauses[c];
         clause_run *cr = &r->runs[c];
@@ -555,6 +602,11 @@ static int wand(seg_run *r)
         }
         if (p < 0) return HANU_OK;
         uint32_t d = cur[p]->doc;
+        uint32_t f = filter_seek(r, d);
+        if (f != d) {   /* nothing in [d, f) passes the filter, nothing before d can rank */
+            for (int64_t i = 0; i <= p; i++) cl_advance(cur[i], f);
+            continue;
+        }
         while ((uint32_t)p + 1 < n && cur[p + 1]->doc == d) p++;
         if (x->prune && x->nheap == x->k) {
             double b = 0;
@@ -598,6 +650,12 @@ static int conjunction(seg_run *r)
                 if (got == INDEX_ORD_END) return HANU_OK;
                 if (got > d) { d = got; agree = 0; }
             }
+        }
+        uint32_t f = filter_seek(r, d);
+        if (f == INDEX_ORD_END) return HANU_OK;
+        if (f != d) {
+            cl_advance(r->must[0], f);
+            continue;
         }
         if (x->prune && x->nheap == x->k) {
             double b = 0;
