@@ -18,9 +18,10 @@
  *   - +must clauses are intersected first (leapfrog), and their blocks skip
  *     the same way; a query of one +must clause is peeled to a plain word so
  *     that WAND prunes it; -not words are looked up by cursor;
- *   - equality and $in filters on scalars are decided on the columns inside
- *     the loop; phrases, -phrases and any other filter are checked on the
- *     stored document, only for documents whose bound can enter the top k.
+ *   - equality and $in filters on scalars walk their keyword postings as one
+ *     more cursor the loops leapfrog with, and are decided on the columns
+ *     inside the loop; phrases, -phrases and any other filter are checked on
+ *     the stored document, only for documents whose bound can enter the top k.
  */
 #include "index/index.h"
 #include "index/segment_format.h"
