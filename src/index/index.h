@@ -160,6 +160,10 @@ enum index_col_tag {
 typedef struct index_column index_column;   /* points into the mapping */
 
 const index_column *index_segment_column(const index_segment *seg, const char *path, size_t len);
+/* Every column in path order: count, the i-th, and its path bytes. */
+uint32_t index_segment_column_count(const index_segment *seg);
+const index_column *index_segment_column_at(const index_segment *seg, uint32_t i);
+const char *index_column_path(const index_column *c, size_t *len);
 enum index_col_tag index_column_tag(const index_column *c, uint32_t ord);
 double index_column_number(const index_column *c, uint32_t ord);       /* tag NUMBER */
 uint32_t index_column_string_ord(const index_column *c, uint32_t ord); /* tag STRING */
@@ -313,5 +317,36 @@ typedef struct index_hits {
 int index_find(store *st, const index_snapshot *snap, const filter *f, const sort_spec *sort,
                size_t offset, size_t limit, index_hits *out, query_error *err);
 void index_hits_free(index_hits *h);
+
+/* ------------------------------------------------- search (search_topk.c) */
+
+/* The best documents of a snapshot for a search query (docs/QUERY.md,
+ * "Search execution"): BM25 over the collection's live documents (N, average
+ * length and document frequencies summed over the snapshot's segments minus
+ * their deleted documents), exactly as search_eval scores them, top-k by
+ * block-max WAND over the text postings (fields: the per-field postings of
+ * every path at or below them). Phrases, and filters the columns cannot
+ * decide, are checked on the stored document (store_get), only for documents
+ * whose score bound can still enter the top k. Hits are ordered by score
+ * descending, ties by _id (byte order); offset of them are skipped and at
+ * most limit kept. With INDEX_SEARCH_COUNT every match is visited (no
+ * pruning) and hits.total counts them; otherwise hits.total is 0.
+ * INDEX_SEARCH_EXHAUSTIVE scores every match without pruning (the tests'
+ * reference for the pruned top k). A hit's doc is the stored bytes now; a
+ * document deleted after the snapshot is left out. */
+typedef struct search_query search_query;
+#define INDEX_SEARCH_COUNT 1u
+#define INDEX_SEARCH_EXHAUSTIVE 2u
+typedef struct index_search_result {
+    index_hits hits;            /* the page, best first */
+    double *scores;             /* scores[i] of hits.hits[i] */
+    uint64_t scored;            /* documents whose score (or bound) was computed */
+    uint64_t verified;          /* documents read from the store to check phrases or the filter */
+    uint64_t skipped_blocks;    /* block-max skips */
+} index_search_result;
+int index_search(store *st, const index_snapshot *snap, const search_query *q, const filter *f,
+                 const char *const *fields, size_t nfields, size_t offset, size_t limit, unsigned flags,
+                 index_search_result *out);
+void index_search_result_free(index_search_result *r);
 
 #endif

@@ -362,6 +362,16 @@ const index_column *index_segment_column(const index_segment *s, const char *pat
     return NULL;
 }
 
+uint32_t index_segment_column_count(const index_segment *s) { return s->ncols; }
+
+const index_column *index_segment_column_at(const index_segment *s, uint32_t i) { return &s->cols[i]; }
+
+const char *index_column_path(const index_column *c, size_t *len)
+{
+    *len = c->path_len;
+    return (const char *)c->path;
+}
+
 enum index_col_tag index_column_tag(const index_column *c, uint32_t ord)
 {
     return (enum index_col_tag)codec_get(c->desc[SEG_PART_TAGS], c->part[SEG_PART_TAGS], ord);

@@ -195,6 +195,13 @@ double bm25_idf(uint64_t n_docs, uint64_t df);
 int search_eval(const search_query *q, const char *const *fields, size_t n_fields,
                 const json_value *const *docs, size_t n, double *scores);
 
+/* One document's side of search_eval, for executors that take the
+ * statistics from elsewhere (the index): tfs[c] gets the occurrences of
+ * clause c in doc (a phrase: within one string value), *length its text
+ * length in tokens, both over the text fields selects (as search_eval). */
+int search_doc_tfs(const search_query *q, const char *const *fields, size_t n_fields,
+                   const json_value *doc, uint32_t *tfs, uint32_t *length);
+
 /* ------------------------------------------------------------ aggregations */
 
 typedef enum agg_kind { AGG_TERMS = 1, AGG_STATS, AGG_HISTOGRAM } agg_kind;

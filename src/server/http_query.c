@@ -12,9 +12,9 @@
  *
  * Execution is the first, synchronous version, on the loop thread: index_find
  * narrows with the index and decides with filter_match on the stored bytes.
- * A search scores every live document of the collection with search_eval, so
- * that BM25 uses the whole collection's statistics exactly as the oracle does;
- * on a big collection that is a scan per search (block-max WAND comes later).
+ * A search runs index_search (block-max WAND over the text postings, BM25 with
+ * the collection's statistics, equal to search_eval's; `count` asks it to
+ * visit every match).
  * The listing reads the store, not the index: it is current without min_txn.
  */
 #include "server/http_internal.h"
@@ -292,64 +292,32 @@ static void run_aggs(http_call *c, query_req *r, uint64_t itxn, const index_snap
     index_hits_free(&h);
 }
 
-typedef struct scored { size_t i; double score; } scored;
-
-static const index_hits *sort_hits_of;   /* loop thread only: qsort has no context */
-
-static int cmp_scored(const void *a, const void *b)
-{
-    const scored *x = a, *y = b;
-    if (x->score != y->score) return x->score > y->score ? -1 : 1;
-    const index_hit *hx = &sort_hits_of->hits[x->i], *hy = &sort_hits_of->hits[y->i];
-    size_t m = HANU_MIN(hx->id_len, hy->id_len);
-    int d = memcmp(hx->id, hy->id, m);
-    return d ? d : (hx->id_len > hy->id_len) - (hx->id_len < hy->id_len);
-}
-
 static void run_search(http_call *c, query_req *r, uint64_t itxn, const index_snapshot *snap)
 {
-    index_hits h;
-    query_error qe = { "" };
-    filter *all = NULL;
-    int rc = filter_parse("{}", 2, "filter", &all, &qe);
-    if (!rc) rc = index_find(c->srv->store, snap, all, NULL, 0, 0, &h, &qe);
-    filter_free(all);
-    if (rc) { find_failed(c, rc, &qe); return; }
-    json_doc **docs = NULL;
-    const json_value **roots = NULL;
-    double *scores = malloc((h.n ? h.n : 1) * sizeof *scores);
-    scored *sel = malloc((h.n ? h.n : 1) * sizeof *sel);
-    rc = scores && sel ? parse_hits(&h, &docs, &roots) : HANU_ERR_NOMEM;
-    if (!rc) rc = search_eval(&r->q, r->fields, r->nfields, roots, h.n, scores);
-    size_t n = 0;
-    for (size_t i = 0; !rc && i < h.n; i++)
-        if (scores[i] >= 0 && filter_match_value(r->filter, roots[i]) == 1) sel[n++] = (scored){ i, scores[i] };
+    index_search_result res;
+    int rc = index_search(c->srv->store, snap, &r->q, r->filter, r->fields, r->nfields, r->offset, r->limit,
+                          INDEX_SEARCH_COUNT, &res);
     if (rc) {
         http_error(c, 500, "internal", "search failed: %s", hanu_status_str(rc));
-    } else {
-        sort_hits_of = &h;
-        qsort(sel, n, sizeof *sel, cmp_scored);
-        hanu_buf b = {0};
-        json_writer w;
-        json_writer_init(&w, &b);
-        json_write_object_begin(&w);
-        json_write_key(&w, "hits", 4);
-        json_write_array_begin(&w);
-        for (size_t k = r->offset; k < n && k < r->offset + r->limit; k++) {
-            json_write_object_begin(&w);
-            write_hit(&w, &h.hits[sel[k].i]);
-            json_write_key(&w, "score", 5);
-            json_write_double(&w, sel[k].score);
-            json_write_object_end(&w);
-        }
-        json_write_array_end(&w);
-        finish_answer(c, &w, &b, n, 1, itxn);
-        hanu_buf_free(&b);
+        return;
     }
-    free_roots(h.n, docs, roots);
-    free(scores);
-    free(sel);
-    index_hits_free(&h);
+    hanu_buf b = {0};
+    json_writer w;
+    json_writer_init(&w, &b);
+    json_write_object_begin(&w);
+    json_write_key(&w, "hits", 4);
+    json_write_array_begin(&w);
+    for (size_t k = 0; k < res.hits.n; k++) {
+        json_write_object_begin(&w);
+        write_hit(&w, &res.hits.hits[k]);
+        json_write_key(&w, "score", 5);
+        json_write_double(&w, res.scores[k]);
+        json_write_object_end(&w);
+    }
+    json_write_array_end(&w);
+    finish_answer(c, &w, &b, res.hits.total, 1, itxn);
+    hanu_buf_free(&b);
+    index_search_result_free(&res);
 }
 
 /* ---- the listing by id (from the store) ---- */
