@@ -120,6 +120,17 @@ static bitmap *term_bitmap(const index_segment *seg, const uint8_t *key, size_t 
     return b;
 }
 
+/* The column of a path when it tells the path's whole value. Only for a
+ * top-level field: a leaf below an object inside an array has a column value
+ * too ({"o":[{"x":3}]} gives o.x = 3, as {"o":{"x":3}} does), yet the path
+ * walk also reaches "missing" in the array's other objects, nothing at all
+ * through an array of arrays, and sort refuses it; the index does not record
+ * that an array was crossed, so dotted paths are decided on the documents. */
+static const index_column *exact_column(const index_segment *seg, const char *path, size_t path_len)
+{
+    return memchr(path, '.', path_len) ? NULL : index_segment_column(seg, path, path_len);
+}
+
 /* The documents whose column at path holds one scalar (cached per segment). */
 static bitmap *scalar_set(const index_segment *seg, const char *path, size_t path_len)
 {
@@ -130,7 +141,7 @@ static bitmap *scalar_set(const index_segment *seg, const char *path, size_t pat
     bitmap *b = index_bitset_cache_get(seg, key, path_len + 2);
     if (b) return b;
     if (!(b = roaring_bitmap_create())) return NULL;
-    const index_column *col = index_segment_column(seg, path, path_len);
+    const index_column *col = exact_column(seg, path, path_len);
     uint32_t docs = index_segment_docs(seg), buf[256], n = 0;
     for (uint32_t d = 0; col && d < docs; d++) {
         enum index_col_tag tag = index_column_tag(col, d);
@@ -674,7 +685,7 @@ int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const 
     for (uint32_t s = 0; s < m.n && !rc; s++) {
         const index_segment *seg = snap->segments[s].seg;
         const index_column *cols[SORT_MAX_KEYS];
-        for (size_t i = 0; i < sort->n; i++) cols[i] = index_segment_column(seg, sort->keys[i].path, strlen(sort->keys[i].path));
+        for (size_t i = 0; i < sort->n; i++) cols[i] = exact_column(seg, sort->keys[i].path, strlen(sort->keys[i].path));
         roaring_uint32_iterator_t it;
         roaring_init_iterator(m.seg[s], &it);
         for (; it.has_value && !rc; roaring_advance_uint32_iterator(&it)) {
@@ -834,7 +845,7 @@ int index_aggs(store *st, const index_snapshot *snap, const filter *f, const agg
             bitmap *docs = m.seg[s];
             if (spec->filter && !(docs = roaring_bitmap_and(m.seg[s], narrow.seg[s]))) rc = HANU_ERR_NOMEM;
             r.s = s;
-            r.col = index_segment_column(snap->segments[s].seg, spec->field, strlen(spec->field));
+            r.col = exact_column(snap->segments[s].seg, spec->field, strlen(spec->field));
             if (!rc) rc = agg_segment(&r, docs);
             if (spec->filter && docs) roaring_bitmap_free(docs);
         }
