@@ -724,6 +724,14 @@ void http_index_status(server *srv, json_writer *w)
     server_json_fields(w, f, sizeof f / sizeof *f);
     json_write_key(w, "failed", 6);
     json_write_bool(w, st.failed);
+    index_bitset_cache_stats cs;
+    index_bitset_cache_get_stats(&cs);
+    json_write_key(w, "filter_cache", 12);
+    json_write_object_begin(w);
+    const server_json_field cf[] = { { "hits", cs.hits }, { "misses", cs.misses }, { "bytes", cs.bytes },
+                                     { "entries", cs.entries }, { "max_bytes", cs.max_bytes } };
+    server_json_fields(w, cf, sizeof cf / sizeof *cf);
+    json_write_object_end(w);
     json_write_object_end(w);
 }
 
@@ -737,8 +745,13 @@ void http_index_metrics(server *srv, hanu_buf *b)
         { "hanudb_index_segments", "gauge", "Segments of the documents index, every collection." },
         { "hanudb_index_bytes", "gauge", "Bytes of the index's segments." },
         { "hanudb_index_commits_total", "counter", "Commits of the indexer since the start." },
+        { "hanudb_filter_cache_hits_total", "counter", "Filter bitmaps found in the cache." },
+        { "hanudb_filter_cache_misses_total", "counter", "Filter bitmaps built from postings or columns." },
+        { "hanudb_filter_cache_bytes", "gauge", "Bytes held by the filter bitmap cache." },
     };
-    const uint64_t v[] = { st.index_txn, st.lag_txns, st.segments, st.bytes, st.commits };
+    index_bitset_cache_stats cs;
+    index_bitset_cache_get_stats(&cs);
+    const uint64_t v[] = { st.index_txn, st.lag_txns, st.segments, st.bytes, st.commits, cs.hits, cs.misses, cs.bytes };
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
         char line[512];
         int n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", fam[i].name, fam[i].help,
