@@ -14,7 +14,7 @@
 #include <roaring/roaring.h>
 #include <stdlib.h>
 
-#define CACHE_BUCKETS 4096   /* hash chains; a chain is short at the sizes bounded below */
+#define CACHE_MIN_BUCKETS 4096   /* hash chains; doubled to keep at most one entry per chain on average */
 #define CACHE_ENTRY_OVERHEAD 96
 
 typedef struct entry {
@@ -29,7 +29,8 @@ typedef struct entry {
 
 static struct {
     pthread_mutex_t mu;
-    entry *buckets[CACHE_BUCKETS];
+    entry **buckets;
+    size_t nbuckets;                     /* a power of two */
     entry *newest, *oldest;
     uint64_t max_bytes, bytes, entries, hits, misses;
 } cache = { .mu = PTHREAD_MUTEX_INITIALIZER, .max_bytes = INDEX_BITSET_CACHE_DEFAULT_BYTES };
@@ -56,7 +57,7 @@ static void lru_push(entry *e)
 
 static void drop(entry *e)
 {
-    entry **p = &cache.buckets[e->hash % CACHE_BUCKETS];
+    entry **p = &cache.buckets[e->hash & (cache.nbuckets - 1)];
     while (*p != e) p = &(*p)->chain;
     *p = e->chain;
     lru_unlink(e);
@@ -64,6 +65,24 @@ static void drop(entry *e)
     cache.entries--;
     roaring_bitmap_free(e->bm);
     free(e);
+}
+
+/* Doubles the chains (the first call makes them). */
+static int grow(void)
+{
+    size_t n = cache.nbuckets ? cache.nbuckets * 2 : CACHE_MIN_BUCKETS;
+    entry **b = calloc(n, sizeof *b);
+    if (!b) return HANU_ERR_NOMEM;
+    for (size_t i = 0; i < cache.nbuckets; i++)
+        for (entry *e = cache.buckets[i], *next; e; e = next) {
+            next = e->chain;
+            e->chain = b[e->hash & (n - 1)];
+            b[e->hash & (n - 1)] = e;
+        }
+    free(cache.buckets);
+    cache.buckets = b;
+    cache.nbuckets = n;
+    return HANU_OK;
 }
 
 static void shrink_to(uint64_t bytes)
@@ -84,7 +103,7 @@ struct roaring_bitmap_s *index_bitset_cache_get(const index_segment *seg, const 
     uint64_t h = key_hash(seg, key, len);
     roaring_bitmap_t *copy = NULL;
     pthread_mutex_lock(&cache.mu);
-    entry *e = cache.buckets[h % CACHE_BUCKETS];
+    entry *e = cache.nbuckets ? cache.buckets[h & (cache.nbuckets - 1)] : NULL;
     while (e && !(e->hash == h && e->seg == seg && e->key_len == len && memcmp(e->key, key, len) == 0)) e = e->chain;
     if (e) {
         lru_unlink(e);
@@ -109,12 +128,18 @@ void index_bitset_cache_put(const index_segment *seg, const uint8_t *key, size_t
     if (!(e->bm = roaring_bitmap_copy(bm))) { free(e); return; }
     roaring_bitmap_run_optimize(e->bm);
     pthread_mutex_lock(&cache.mu);
-    entry *old = cache.buckets[e->hash % CACHE_BUCKETS];
+    if (cache.entries >= cache.nbuckets && grow() != HANU_OK) {
+        pthread_mutex_unlock(&cache.mu);
+        roaring_bitmap_free(e->bm);
+        free(e);
+        return;
+    }
+    entry **head = &cache.buckets[e->hash & (cache.nbuckets - 1)], *old = *head;
     while (old && !(old->hash == e->hash && old->seg == seg && old->key_len == len && memcmp(old->key, key, len) == 0))
         old = old->chain;
     if (old) drop(old);   /* two queries built the same bitmap at once */
-    e->chain = cache.buckets[e->hash % CACHE_BUCKETS];
-    cache.buckets[e->hash % CACHE_BUCKETS] = e;
+    e->chain = *head;
+    *head = e;
     lru_push(e);
     cache.bytes += bytes;
     cache.entries++;
