@@ -120,7 +120,10 @@ void index_bitset_cache_put(const index_segment *seg, const uint8_t *key, size_t
                             const struct roaring_bitmap_s *bm)
 {
     uint64_t bytes = roaring_bitmap_size_in_bytes(bm) + len + CACHE_ENTRY_OVERHEAD;
-    if (bytes > cache.max_bytes / 4) return;   /* one entry may not flush most of the cache */
+    pthread_mutex_lock(&cache.mu);
+    int fits = bytes <= cache.max_bytes / 4;   /* one entry may not flush most of the cache */
+    pthread_mutex_unlock(&cache.mu);
+    if (!fits) return;
     entry *e = malloc(sizeof *e + len);
     if (!e) return;
     *e = (entry){ .seg = seg, .hash = key_hash(seg, key, len), .bytes = bytes, .key_len = len };

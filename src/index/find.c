@@ -289,7 +289,7 @@ static int range_tri(const seg_ctx *c, const filter_node *n, tri *out)
     enum index_key_type type = number ? INDEX_KEY_NUMBER : INDEX_KEY_STRING;
     uint8_t bound[INDEX_KEY_MAX], end[INDEX_KEY_MAX + 72];
     size_t bound_len = value_key(bound, n, v);
-    size_t end_len = index_key(end, n->path, n->path_len, type, NULL, 0, 0);
+    size_t end_len = index_key(end, n->path, n->path_len, type, "", 0, 0);
     if (number) end_len -= 8;   /* path \0 type: below every value of the type */
     uint8_t *lo = end, *hi = bound;
     size_t lo_len = end_len, hi_len = bound_len;
@@ -534,7 +534,6 @@ static void set_key(entry *e, size_t i, const json_value *v)
 static int entry_keys(store *st, const index_snapshot *snap, const sort_spec *sort, const index_column *const *cols,
                       entry *e, query_error *err)
 {
-    const index_segment *seg = snap->segments[e->seg].seg;
     int need_doc = 0;
     e->nulls = 0;
     e->doc = NULL;
@@ -576,7 +575,6 @@ static int entry_keys(store *st, const index_snapshot *snap, const sort_spec *so
     if (rc) { json_doc_free(e->doc); e->doc = NULL; return rc; }
     e->nulls = 0;
     for (size_t i = 0; i < sort->n; i++) set_key(e, i, keys[i]);
-    (void)seg;
     return 0;
 }
 
@@ -797,9 +795,6 @@ static bool agg_one(uint32_t ord, void *p)
 
 static int agg_segment(agg_run *r, const bitmap *docs)
 {
-    const index_segment *seg = r->snap->segments[r->s].seg;
-    const agg_spec *a = NULL;
-    (void)a;
     uint32_t dict = r->col ? index_column_dict_size(r->col) : 0;
     r->ord_counts = calloc(dict ? dict : 1, sizeof *r->ord_counts);
     r->bools[0] = r->bools[1] = 0;
@@ -818,7 +813,6 @@ static int agg_segment(agg_run *r, const bitmap *docs)
     }
     free(r->ord_counts);
     r->ord_counts = NULL;
-    (void)seg;
     return rc;
 }
 
