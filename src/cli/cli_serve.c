@@ -120,6 +120,8 @@ int cli_serve_main(int argc, char **argv)
         { "bucket-latency-get-ms", CLI_U64, &lat_get, "with --bucket: simulated latency of every get/head" },
         { "index-commit-ms", CLI_U64, &index_commit_ms, "the documents index commits new segments this often "
                                                         "(default 500)" },
+        { "filter-cache-bytes", CLI_SIZE, &o.filter_cache_bytes, "bytes of cached equality-filter bitmaps of the "
+                                                                  "index, 0: none (default 64M)" },
         { "min-txn-wait-ms", CLI_U64, &min_txn_wait_ms, "longest a query waits for the index to reach its min_txn, "
                                                         "then 503 index_behind (default 5000, at most 60000)" },
         { NULL, 0, NULL, NULL },

@@ -24,6 +24,12 @@
 
 #include "base/base.h"
 #include "codec/codec.h"
+#include "json/json.h"
+
+#define SORT_MAX_KEYS_INDEX 8         /* = SORT_MAX_KEYS (query.h) */
+#define INDEX_CURSOR_ID_MAX 256      /* = DOCS_ID_MAX */
+#define INDEX_CURSOR_BYTES_MAX 4096  /* string sort values of one cursor */
+#define INDEX_CURSOR_TEXT_MAX 6144
 
 /* ------------------------------------------------------------- term keys */
 
@@ -348,5 +354,85 @@ int index_search(store *st, const index_snapshot *snap, const search_query *q, c
                  const char *const *fields, size_t nfields, size_t offset, size_t limit, unsigned flags,
                  index_search_result *out);
 void index_search_result_free(index_search_result *r);
+/* ------------------------------------- find over columns (find.c, find_cursor.c) */
+
+/*
+ * index_find_ex answers on the index wherever it is exact (docs/QUERY.md,
+ * "How _find runs"): every filter node gives per segment a CRoaring bitmap of
+ * the documents it surely matches and one of those it may match; only the
+ * difference is read from the store and checked with filter_match. Sorting
+ * reads the columns and keeps the best offset+limit in a heap; documents are
+ * read only for the hits returned (and where a column cannot tell a sort
+ * value: missing, multi or an integer beyond 2^53). count_only reads nothing
+ * where the filter is exact.
+ *
+ * A cursor is the position of a hit: its sort values and _id, so that the
+ * next page starts strictly after it whatever was written in between.
+ */
+typedef struct index_cursor_key {
+    json_type type;                 /* JSON_NULL (also missing), NUMBER, STRING, BOOL */
+    int is_int, boolean;
+    int64_t i;
+    double d;
+    uint32_t str_off, str_len;      /* STRING: bytes[str_off ..] */
+} index_cursor_key;
+
+typedef struct index_cursor {
+    uint64_t txn_bound;             /* index_txn of the page that made it */
+    uint64_t sort_hash;             /* the sort spec it belongs to */
+    uint32_t nkeys;
+    index_cursor_key keys[SORT_MAX_KEYS_INDEX];
+    char id[INDEX_CURSOR_ID_MAX + 1];
+    size_t id_len;
+    uint32_t used;                  /* bytes of string keys */
+    char bytes[INDEX_CURSOR_BYTES_MAX];
+} index_cursor;
+
+typedef struct index_find_opts {
+    const sort_spec *sort;          /* NULL or no keys: by _id */
+    size_t offset, limit;           /* limit 0: no limit */
+    int count_only;                 /* only total: no hits */
+    const index_cursor *after;      /* NULL, or hits strictly after this position */
+    uint64_t index_txn;             /* written into next */
+} index_find_opts;
+
+/* out->total counts every match of the filter (the cursor does not narrow
+ * it); *next (may be NULL) is set to the last hit's position when more hits
+ * follow it, and next_valid says so. */
+int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const index_find_opts *o,
+                  index_hits *out, index_cursor *next, int *next_valid, query_error *err);
+
+/* The sort spec's fingerprint a cursor must carry. */
+uint64_t index_sort_hash(const sort_spec *sort);
+/* Text form of a cursor: base64url (no padding) of a versioned, checksummed
+ * record; at most INDEX_CURSOR_TEXT_MAX bytes, NUL-terminated. */
+size_t index_cursor_encode(const index_cursor *c, char *out, size_t cap);
+/* HANU_ERR_INVALID when text is not a cursor this server wrote (bad base64,
+ * length, version, checksum, value types) or when it belongs to another sort. */
+int index_cursor_decode(const char *text, size_t len, const sort_spec *sort, index_cursor *out);
+
+/* Aggregations over the filter's documents, from columns (string columns by
+ * dictionary ordinal); documents are decoded only where a column cannot tell
+ * (missing or multi values, integers beyond 2^53). Appends the "aggs" object
+ * as aggs_eval would; *count gets the number of documents matched. */
+typedef struct aggs_spec aggs_spec;
+int index_aggs(store *st, const index_snapshot *snap, const filter *f, const aggs_spec *a, hanu_buf *out,
+               size_t *count, query_error *err);
+
+/* ------------------------------------------------ bitset cache (bitset_cache.c) */
+
+/* Equality-filter and column bitmaps per open segment, bounded in bytes (LRU),
+ * shared by every query thread. get returns a copy (free it) or NULL. */
+#define INDEX_BITSET_CACHE_DEFAULT_BYTES (64ull << 20)
+struct roaring_bitmap_s;
+void index_bitset_cache_configure(uint64_t max_bytes);
+struct roaring_bitmap_s *index_bitset_cache_get(const index_segment *seg, const uint8_t *key, size_t len);
+void index_bitset_cache_put(const index_segment *seg, const uint8_t *key, size_t len,
+                            const struct roaring_bitmap_s *bm);
+void index_bitset_cache_forget(const index_segment *seg);
+typedef struct index_bitset_cache_stats {
+    uint64_t hits, misses, bytes, entries, max_bytes;
+} index_bitset_cache_stats;
+void index_bitset_cache_get_stats(index_bitset_cache_stats *st);
 
 #endif

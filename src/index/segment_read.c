@@ -228,6 +228,7 @@ int index_segment_open(const char *path, index_segment **out, char *err, size_t 
 void index_segment_close(index_segment *s)
 {
     if (!s) return;
+    index_bitset_cache_forget(s);   /* its cached filter bitmaps die with the mapping */
     if (s->map) munmap((void *)s->map, s->size);
     free(s->cols);
     free(s);

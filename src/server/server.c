@@ -32,6 +32,7 @@ void server_options_default(server_options *o)
     o->seal_interval_ms = 1000;
     o->index_commit_ms = 500;
     o->min_txn_wait_ms = 5000;
+    o->filter_cache_bytes = INDEX_BITSET_CACHE_DEFAULT_BYTES;
 }
 
 int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
@@ -215,6 +216,7 @@ static int open_index(server *srv, char *err, size_t errcap)
     indexer_options_default(&io);
     io.dir = dir;
     io.commit_interval_ms = srv->opt.index_commit_ms;
+    index_bitset_cache_configure(srv->opt.filter_cache_bytes);
     int rc = indexer_open(srv->store, &io, &srv->indexer, err, errcap);
     free(dir);
     return rc;
