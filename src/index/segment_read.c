@@ -392,3 +392,14 @@ uint32_t index_column_text_length(const index_column *c, uint32_t ord)
 }
 
 uint64_t index_column_text_total(const index_column *c) { return c->text_total; }
+
+/* Columns in path order, for merges (merge.c) that copy every column. */
+uint32_t index_segment_columns(const index_segment *s) { return s->ncols; }
+
+const index_column *index_segment_column_at(const index_segment *s, uint32_t i) { return &s->cols[i]; }
+
+const char *index_column_path(const index_column *c, size_t *len)
+{
+    *len = c->path_len;
+    return (const char *)c->path;
+}
