@@ -245,7 +245,8 @@ struct indexer {
     uint64_t merges, merges_abandoned, merge_bytes, merge_docs, merge_ns;
 };
 
-enum { JOB_NONE, JOB_QUEUED, JOB_RUNNING, JOB_DONE };
+/* INSTALLING: taken by the commit that installs it, which may queue the next. */
+enum { JOB_NONE, JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_INSTALLING };
 
 static void say(const indexer *ix, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const indexer *ix, const char *fmt, ...)
@@ -846,7 +847,7 @@ static void merge_schedule(indexer *ix)
 {
     if (ix->opt.merge_policy == INDEX_MERGE_NONE || !ix->merge_started) return;
     pthread_mutex_lock(&ix->mu);
-    int busy = ix->job_state != JOB_NONE;
+    int busy = ix->job_state != JOB_NONE && ix->job_state != JOB_INSTALLING;
     pthread_mutex_unlock(&ix->mu);
     if (busy) return;
     for (size_t k = 0; k < ix->ndbs; k++) {
@@ -1076,7 +1077,7 @@ static int commit(indexer *ix)
     if (ix->job_state == JOB_DONE) {
         done = ix->job;
         ix->job = NULL;
-        ix->job_state = JOB_NONE;
+        ix->job_state = JOB_INSTALLING;   /* still "merging" in the stats until the next is queued */
     }
     pthread_mutex_unlock(&ix->mu);
     if (done) rc = merge_install(ix, done);
@@ -1109,6 +1110,9 @@ static int commit(indexer *ix)
     rc = store_watermark_advance(ix->st, WATERMARK, txn);
     if (!rc) rc = publish_dirty(ix, txn);
     if (!rc) merge_schedule(ix);
+    pthread_mutex_lock(&ix->mu);
+    if (ix->job_state == JOB_INSTALLING) ix->job_state = JOB_NONE;
+    pthread_mutex_unlock(&ix->mu);
     rebuild_progress(ix, txn);
     ix->pending_bytes = 0;
     ix->last_commit_ns = hanu_now_ns();
