@@ -1395,7 +1395,7 @@ int indexer_open(store *st, const indexer_options *o, indexer **out, char *err, 
             have = 0;
             ix->rebuilt = ix->rebuilding = 1;
             ix->rebuild_target = store_last_txn(st);
-            ix->last_progress_ns = hanu_now_ns();
+            ix->last_progress_ns = 0;   /* the first commit of the rebuild shows where it is */
         }
     }
     if (!rc) rc = remove_leftovers(ix, have ? &c : NULL);
