@@ -323,7 +323,7 @@ typedef struct indexer_stats {
     int failed;                     /* a write failed: the indexer stopped */
     /* merges (docs/INDEX.md, "Merges") */
     uint64_t merges;                /* installed */
-    uint64_t merges_abandoned;      /* an input left the index while it ran */
+    uint64_t merges_abandoned;      /* failed, or its collection was dropped while it ran */
     uint64_t merge_bytes;           /* written by merges */
     uint64_t merge_docs;            /* documents written by merges */
     uint64_t merge_ms;              /* time spent merging */

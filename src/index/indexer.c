@@ -155,6 +155,7 @@ typedef struct dbstate {
     uint32_t db;
     int kind;                    /* enum store_db_kind, or KIND_UNKNOWN */
     int dirty;                   /* publish a new snapshot at the next commit */
+    uint32_t epoch;              /* counts resets (drop, create): a merge of an older epoch is void */
     coll_seg *segs;              /* increasing id */
     uint32_t nsegs, segcap;
     id_map committed;            /* _id -> (segment id, ordinal) */
@@ -179,7 +180,7 @@ typedef struct published {
 /* A merge handed to the merge thread: its inputs as of the commit that
  * scheduled it (their references held, deletions copied), and its result. */
 typedef struct merge_job {
-    uint32_t db;
+    uint32_t db, epoch;
     uint64_t out_id;             /* seg-<out_id>.hix, from next_file */
     uint32_t n;
     seg_ref **in;
@@ -353,6 +354,7 @@ static int dbstate_reset(indexer *ix, dbstate *d, int doom_files)
     d->pending = NULL;
     d->pendcap = 0;
     d->dirty = 1;
+    d->epoch++;
     return rc;
 }
 
@@ -813,6 +815,7 @@ static merge_job *job_make(indexer *ix, dbstate *d, const uint32_t *pick, uint32
     merge_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
     j->db = d->db;
+    j->epoch = d->epoch;
     j->in = calloc(n, sizeof *j->in);
     j->deleted = calloc(n, sizeof *j->deleted);
     j->ndeleted = calloc(n, sizeof *j->ndeleted);
@@ -980,19 +983,27 @@ static int move_input(dbstate *d, coll_seg *s, const uint32_t *map, coll_seg *ns
     return HANU_OK;
 }
 
+/* An input emptied while the merge ran (every document replaced or deleted,
+ * the segment already gone from the commit): all its documents are deletions. */
+static int drop_input(const merge_job *j, uint32_t i, coll_seg *ns)
+{
+    uint32_t docs = index_segment_docs(j->in[i]->seg);
+    for (uint32_t ord = 0; ord < docs; ord++)
+        if (j->map[i][ord] != INDEX_ORD_END && u32_push(&ns->fresh, j->map[i][ord])) return HANU_ERR_NOMEM;
+    return HANU_OK;
+}
+
 /* Swaps a finished merge into the working state; the commit it is part of
- * makes it durable. An input that left the index meanwhile (emptied, its
- * collection dropped) abandons the merge. */
+ * makes it durable. A collection dropped or created again meanwhile voids it. */
 static int merge_install(indexer *ix, merge_job *j)
 {
     dbstate *d = db_find(ix, j->db, NULL);
     char path[1200];
     seg_path(ix, j->out_id, path, sizeof path);
-    int ok = !j->rc && d;
-    for (uint32_t i = 0; i < j->n && ok; i++) ok = seg_find(d, j->in[i]->id) != NULL;
+    int ok = !j->rc && d && d->epoch == j->epoch;
     if (!ok || !j->docs) {
         unlink(path);
-        if (!ok && !j->rc) say(ix, "merge into seg-%" PRIu64 " abandoned: an input left the index", j->out_id);
+        if (!ok && !j->rc) say(ix, "merge into seg-%" PRIu64 " abandoned: its collection was dropped", j->out_id);
         pthread_mutex_lock(&ix->mu);
         if (ok) ix->merges++;
         else ix->merges_abandoned++;
@@ -1011,6 +1022,10 @@ static int merge_install(indexer *ix, merge_job *j)
     int rc = HANU_OK;
     for (uint32_t i = 0; i < j->n && !rc; i++) {
         coll_seg *s = seg_find(d, j->in[i]->id);
+        if (!s) {
+            if (ns.ref) rc = drop_input(j, i, &ns);
+            continue;
+        }
         if (ns.ref) rc = move_input(d, s, j->map[i], &ns);
         char name[64];
         del_name(s->ref->id, s->generation, name, sizeof name);
@@ -1269,7 +1284,12 @@ static int load_commit(indexer *ix, const index_commit *c, char *err, size_t err
         seg_path(ix, e->segment, path, sizeof path);
         index_segment *seg = NULL;
         int rc = index_segment_open(path, &seg, err, errcap);
-        if (rc) return rc;
+        if (rc) {   /* the message names the file: an operator looks at it */
+            char why[400];
+            snprintf(why, sizeof why, "%s", err);
+            snprintf(err, errcap, "seg-%" PRIu64 ".hix: %s", e->segment, why);
+            return rc;
+        }
         if (index_segment_docs(seg) != e->docs) {
             snprintf(err, errcap, "seg-%" PRIu64 ".hix: %u documents, the commit says %u", e->segment,
                      index_segment_docs(seg), e->docs);
@@ -1426,6 +1446,7 @@ int indexer_open(store *st, const indexer_options *o, indexer **out, char *err, 
         return rc;
     }
     say(ix, "open at txn %" PRIu64 "%s", ix->committed_txn, ix->rebuilt ? " (rebuilding)" : "");
+    if (ix->rebuilding) say(ix, "rebuilding: txn 0 of %" PRIu64 " (0%%)", ix->rebuild_target);
     *out = ix;
     return HANU_OK;
 }

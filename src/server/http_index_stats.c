@@ -102,7 +102,7 @@ void http_index_more_metrics(server *srv, hanu_buf *b)
     doc_cache_stats cs;
     indexer_doc_cache_stats(srv->indexer, &cs);
     metric(b, "hanudb_index_merges_total", "counter", "Merges of index segments installed.", st.merges);
-    metric(b, "hanudb_index_merges_abandoned_total", "counter", "Merges dropped because an input left the index.",
+    metric(b, "hanudb_index_merges_abandoned_total", "counter", "Merges dropped: failed, or their collection was dropped.",
            st.merges_abandoned);
     metric(b, "hanudb_index_merge_bytes_total", "counter", "Bytes of segments written by merges.", st.merge_bytes);
     metric(b, "hanudb_index_merge_docs_total", "counter", "Documents written by merges.", st.merge_docs);
