@@ -190,37 +190,33 @@ static void insert(doc_cache *c, shard *s, uint32_t db, const char *id, size_t l
 int doc_cache_get(doc_cache *c, store *st, uint32_t db, const char *id, size_t len, hanu_buf *out,
                   uint64_t *txn)
 {
+    if (!c) return store_get(st, db, id, len, out, txn);
     uint64_t current;
     int rc = store_lookup(st, db, id, len, &current);
     if (rc) return rc;
-    if (c) {
-        uint64_t h = key_hash(db, id, len);
-        shard *s = &c->shards[h % SHARDS];
-        pthread_mutex_lock(&s->mu);
-        entry **slot = find_slot(s, db, id, len, h);
-        entry *e = slot ? *slot : NULL;
-        if (e && e->txn == current) {
-            unlink_recency(s, e);
-            push_newest(s, e);
-            rc = hanu_buf_append(out, e->doc, e->doc_len);
-            pthread_mutex_unlock(&s->mu);
-            if (!rc) {
-                atomic_fetch_add(&c->hits, 1);
-                if (txn) *txn = current;
-            }
-            return rc;
-        }
+    uint64_t h = key_hash(db, id, len);
+    shard *s = &c->shards[h % SHARDS];
+    pthread_mutex_lock(&s->mu);
+    entry **slot = find_slot(s, db, id, len, h);
+    entry *e = slot ? *slot : NULL;
+    if (e && e->txn == current) {   /* the store's current version: serve it */
+        unlink_recency(s, e);
+        push_newest(s, e);
+        rc = hanu_buf_append(out, e->doc, e->doc_len);
         pthread_mutex_unlock(&s->mu);
-        atomic_fetch_add(&c->misses, 1);
+        if (!rc) {
+            atomic_fetch_add(&c->hits, 1);
+            if (txn) *txn = current;
+        }
+        return rc;
     }
+    pthread_mutex_unlock(&s->mu);
+    atomic_fetch_add(&c->misses, 1);
     size_t start = out->len;
     uint64_t got;
     rc = store_get(st, db, id, len, out, &got);
     if (rc) return rc;
-    if (c) {
-        uint64_t h = key_hash(db, id, len);
-        insert(c, &c->shards[h % SHARDS], db, id, len, h, out->data + start, out->len - start, got);
-    }
+    insert(c, s, db, id, len, h, out->data + start, out->len - start, got);
     if (txn) *txn = got;
     return HANU_OK;
 }
