@@ -8,10 +8,11 @@ line, and the next start removes the file no commit names). After each restart,
 _find for a set of filters equals a brute-force evaluation (e2e_query.matches) over
 every document fetched by id. Then a byte of a live segment is flipped: the start
 says so, rebuilds with progress lines, _status reports rebuilt, and the answers are
-still exact."""
+still exact. Last, --no-index answers 503 index_off and a bad --merge-policy is refused."""
 import os
 import random
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -19,6 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 from hanuhttp import *  # noqa
 from e2e_query import matches  # noqa
+from hanukv import BIN  # noqa
 
 IDS = 160
 COL = "ev"
@@ -200,6 +202,24 @@ def run_main(tmp):
     except Exception as e:  # noqa
         failures += 1
         print("FAIL damage: %s" % e)
+    # Without the index: queries are refused plainly, documents still served.
+    try:
+        off = HttpServer(data, ["--no-index"])
+        off.start()
+        h = Http(off.http_port)
+        st, _, b = h.json("POST", "/c/%s/_find" % COL, {"filter": {}})
+        check(st == 503 and error_code(b) == "index_off", "find without the index: %d %r" % (st, b))
+        st, _, b = h.json("GET", "/c/%s/docs/marker" % COL)
+        check(st == 200 and b["tag"] == "marker", "get without the index: %d" % st)
+        st, _, b = h.json("GET", "/_status")
+        check(st == 200 and "index" not in b, "no index in _status")
+        off.stop()
+        bad = subprocess.run([BIN, "serve", "--data", data, "--merge-policy", "tiered"], capture_output=True)
+        check(bad.returncode == 2 and b"--merge-policy must be" in bad.stderr, "bad --merge-policy: %r" % bad)
+        print("ok   --no-index answers 503 index_off; a bad --merge-policy is refused")
+    except Exception as e:  # noqa
+        failures += 1
+        print("FAIL no-index: %s" % e)
     return failures
 
 
