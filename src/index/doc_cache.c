@@ -162,8 +162,8 @@ static void insert(doc_cache *c, shard *s, uint32_t db, const char *id, size_t l
     *e = (entry){ .db = db, .id_len = (uint32_t)len, .hash = h, .txn = txn, .doc_len = doc_len };
     e->id = (char *)(e + 1);
     e->doc = e->id + len;
-    memcpy(e->id, id, len);
-    memcpy(e->doc, doc, doc_len);
+    if (len) memcpy(e->id, id, len);
+    if (doc_len) memcpy(e->doc, doc, doc_len);
     pthread_mutex_lock(&s->mu);
     entry **slot = find_slot(s, db, id, len, h);
     if (slot && *slot) remove_at(s, slot);   /* whichever copy is older, the token check decides */

@@ -836,7 +836,7 @@ static merge_job *job_make(indexer *ix, dbstate *d, const uint32_t *pick, uint32
             job_free(j);
             return NULL;
         }
-        memcpy(j->deleted[i], s->deleted.v, s->deleted.n * sizeof **j->deleted);
+        if (s->deleted.n) memcpy(j->deleted[i], s->deleted.v, s->deleted.n * sizeof **j->deleted);
         j->ndeleted[i] = s->deleted.n;
         j->bytes_in += index_segment_bytes(s->ref->seg);
     }
@@ -1285,9 +1285,13 @@ static int load_commit(indexer *ix, const index_commit *c, char *err, size_t err
         index_segment *seg = NULL;
         int rc = index_segment_open(path, &seg, err, errcap);
         if (rc) {   /* the message names the file: an operator looks at it */
-            char why[400];
-            snprintf(why, sizeof why, "%s", err);
-            snprintf(err, errcap, "seg-%" PRIu64 ".hix: %s", e->segment, why);
+            char name[64];
+            int n = snprintf(name, sizeof name, "seg-%" PRIu64 ".hix: ", e->segment);
+            size_t have = strnlen(err, errcap);
+            if (n > 0 && have + (size_t)n < errcap) {   /* prefix in place */
+                memmove(err + n, err, have + 1);
+                memcpy(err, name, (size_t)n);
+            }
             return rc;
         }
         if (index_segment_docs(seg) != e->docs) {
