@@ -249,13 +249,20 @@ static void test_live_equals_store(void)
     indexer_collection_stats(ix, cols[1].db, &segs, &live, &bytes);
     CHECK_EQ(segs, 0);
     CHECK_EQ(old->live_docs, old_live);
-    for (uint32_t i = 0; i < old->nsegments; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "seg-%llu.hix", (unsigned long long)old->segments[i].id);
-        CHECK(!file_exists(name));
+    /* Files are gone once no snapshot holds them (a merge may have retired some
+     * of them before the drop: those go with this release). */
+    uint64_t ids[64];
+    uint32_t nids = old->nsegments < 64 ? old->nsegments : 64;
+    for (uint32_t i = 0; i < nids; i++) {
+        ids[i] = old->segments[i].id;
         CHECK(index_segment_docs(old->segments[i].seg) > 0);
     }
     index_snapshot_release(old);
+    for (uint32_t i = 0; i < nids; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "seg-%llu.hix", (unsigned long long)ids[i]);
+        CHECK(!file_exists(name));
+    }
     check_equal(st, ix, &cols[0]);
     indexer_collection_stats(ix, cols[0].db, &segs, &live, &bytes);
     CHECK(segs >= 1 && bytes > 0);

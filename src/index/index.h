@@ -179,6 +179,50 @@ const char *index_column_dict(const index_column *c, uint32_t i, size_t *len);
 uint32_t index_column_text_length(const index_column *c, uint32_t ord);
 uint64_t index_column_text_total(const index_column *c);   /* sum over docs */
 
+/* For merges (merge.c): a posting of an earlier document, ord below the
+ * document count and above the term's last ordinal. */
+int index_builder_posting(index_builder *b, const uint8_t *key, size_t key_len, uint32_t ord, uint32_t tf);
+
+/* ------------------------------------------------------------ merges (merge.c) */
+
+/* Writes one segment holding the live documents of the inputs, in input
+ * order then ordinal order, to path (O_EXCL, fdatasync; the caller fsyncs the
+ * folder). It is the segment a builder fed those documents would write: the
+ * same terms, frequencies, columns and text lengths, the same ids and txns.
+ * map[i][ord] gets the new ordinal of input i's ordinal ord, or
+ * INDEX_ORD_END when it was deleted (each map[i] holds docs(i) entries). */
+typedef struct index_merge_input {
+    const index_segment *seg;
+    const uint32_t *deleted;    /* sorted */
+    uint32_t ndeleted;
+} index_merge_input;
+int index_merge_write(const index_merge_input *in, uint32_t n, const char *path, uint32_t **map,
+                      uint32_t *docs_out);
+
+/* The merge policy: which segments of one collection to merge next.
+ * DEFAULT is tiered (log-structured): segments fall in tiers by live size
+ * (each tier INDEX_MERGE_FACTOR times the one below, the lowest holding
+ * everything under INDEX_MERGE_FLOOR_BYTES); a tier with INDEX_MERGE_FACTOR
+ * segments or more merges its smallest ones, at most INDEX_MERGE_MAX_AT_ONCE,
+ * while the sum stays under max_bytes; a segment with more than half its
+ * documents deleted is rewritten alone. LAZY merges only when the collection
+ * has more than INDEX_MERGE_LAZY_SEGMENTS segments, the smallest ones first.
+ * NONE never merges. */
+enum index_merge_policy { INDEX_MERGE_DEFAULT = 0, INDEX_MERGE_LAZY = 1, INDEX_MERGE_NONE = 2 };
+#define INDEX_MERGE_FACTOR 4
+#define INDEX_MERGE_MAX_AT_ONCE 10
+#define INDEX_MERGE_FLOOR_BYTES (1u << 20)
+#define INDEX_MERGE_LAZY_SEGMENTS 32
+typedef struct index_merge_candidate {
+    uint64_t bytes;             /* of the file */
+    uint32_t docs, deleted;
+} index_merge_candidate;
+/* Fills pick (room for n) with indexes into segs in increasing order; returns
+ * how many (0: no merge now; never 1 unless that segment is mostly deleted). */
+uint32_t index_merge_pick(enum index_merge_policy policy, const index_merge_candidate *segs, uint32_t n,
+                          uint64_t max_bytes, uint32_t *pick);
+int index_merge_policy_parse(const char *name, enum index_merge_policy *out);
+
 /* ------------------------------------------------ deletions and commits */
 
 /* Deleted ordinals of one segment, one generation: a sorted list of ordinals
@@ -238,6 +282,10 @@ typedef struct indexer_options {
     const char *dir;                /* DATA/index, created when missing */
     uint32_t commit_interval_ms;    /* default 500 */
     int quiet;                      /* no log lines on stderr */
+    int merge_policy;               /* enum index_merge_policy, default INDEX_MERGE_DEFAULT */
+    uint64_t max_segment_bytes;     /* merges make no segment larger (default 256 MiB) */
+    uint64_t doc_cache_bytes;       /* the hot-document cache (default 64 MiB; 0: none) */
+    uint32_t merge_delay_ms;        /* tests: a merge waits this long before it is installed */
 } indexer_options;
 
 void indexer_options_default(indexer_options *o);
@@ -279,6 +327,15 @@ typedef struct indexer_stats {
     uint64_t segments, bytes, live_docs, commits;
     int rebuilt;                    /* the open found a damaged index and rebuilt it */
     int failed;                     /* a write failed: the indexer stopped */
+    /* merges (docs/INDEX.md, "Merges") */
+    uint64_t merges;                /* installed */
+    uint64_t merges_abandoned;      /* failed, or its collection was dropped while it ran */
+    uint64_t merge_bytes;           /* written by merges */
+    uint64_t merge_docs;            /* documents written by merges */
+    uint64_t merge_ms;              /* time spent merging */
+    int merging;                    /* a merge is running now */
+    int rebuilding;                 /* a rebuild has not yet reached the txn it started at */
+    uint64_t rebuild_target_txn;    /* the store's last txn when the rebuild began */
 } indexer_stats;
 void indexer_get_stats(indexer *ix, indexer_stats *st);
 /* Segments, live documents and bytes of collection db (0s when none). */
@@ -292,6 +349,32 @@ uint64_t indexer_txn(indexer *ix);
 int indexer_wait_txn(indexer *ix, uint64_t txn, uint32_t timeout_ms);
 /* Asks for a commit as soon as there is anything new (no waiting). */
 void indexer_commit_now(indexer *ix);
+
+/* ------------------------------------------- the document cache (doc_cache.c) */
+
+/* Copies of stored documents keyed by (db, _id), bounded in bytes (LRU). A
+ * copy is served only while its txn is the key's current version in the store
+ * (store_lookup), so a get answers exactly what store_get would at that
+ * moment: never a version older than one the reader has seen. Any thread. */
+typedef struct doc_cache doc_cache;
+typedef struct doc_cache_stats {
+    uint64_t hits, misses, evictions, invalidations;
+    uint64_t bytes, entries, budget;
+} doc_cache_stats;
+doc_cache *doc_cache_new(uint64_t max_bytes);
+void doc_cache_free(doc_cache *c);
+/* Appends the current version of (db, id) to out and its txn to *txn: OK or
+ * NOT_FOUND (as store_get). c may be NULL (no cache). */
+int doc_cache_get(doc_cache *c, store *st, uint32_t db, const char *id, size_t len, hanu_buf *out,
+                  uint64_t *txn);
+/* Drops the copy of (db, id) (a put or delete changed it). */
+void doc_cache_invalidate(doc_cache *c, uint32_t db, const char *id, size_t len);
+void doc_cache_get_stats(doc_cache *c, doc_cache_stats *st);
+
+/* The indexer's cache (invalidated from its feed): what query executors read
+ * documents through instead of store_get, same contract as doc_cache_get. */
+int index_doc_get(indexer *ix, uint32_t db, const char *id, size_t len, hanu_buf *out, uint64_t *txn);
+void indexer_doc_cache_stats(indexer *ix, doc_cache_stats *st);
 
 /* ------------------------------------------------------------ find (find.c) */
 

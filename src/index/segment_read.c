@@ -403,3 +403,4 @@ uint32_t index_column_text_length(const index_column *c, uint32_t ord)
 }
 
 uint64_t index_column_text_total(const index_column *c) { return c->text_total; }
+

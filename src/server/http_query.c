@@ -634,6 +634,7 @@ static void run_query(http_call *c, int waited)
     uint32_t db;
     if (http_find_collection(c, 0, &db)) return;
     if (c->route == ROUTE_DOC_LIST) { list_docs(c, db); return; }
+    if (!srv->indexer) { http_error(c, 503, "index_off", "the server runs with --no-index"); return; }
     query_req r;
     if (!parse_query(c, &r)) { query_req_free(&r); return; }
     uint64_t itxn = indexer_txn(srv->indexer);   /* read before the snapshot: it covers it */
@@ -660,6 +661,7 @@ void http_query(http_call *c)
 
 void http_index_status(server *srv, json_writer *w)
 {
+    if (!srv->indexer) return;   /* --no-index */
     indexer_stats st;
     indexer_get_stats(srv->indexer, &st);
     json_write_key(w, "index", 5);
@@ -679,11 +681,13 @@ void http_index_status(server *srv, json_writer *w)
                                      { "entries", cs.entries }, { "max_bytes", cs.max_bytes } };
     server_json_fields(w, cf, sizeof cf / sizeof *cf);
     json_write_object_end(w);
+    http_index_more_status(srv, w);
     json_write_object_end(w);
 }
 
 void http_index_metrics(server *srv, hanu_buf *b)
 {
+    if (!srv->indexer) return;   /* --no-index */
     indexer_stats st;
     indexer_get_stats(srv->indexer, &st);
     static const struct { const char *name, *type, *help; } fam[] = {
@@ -705,4 +709,5 @@ void http_index_metrics(server *srv, hanu_buf *b)
                          fam[i].name, fam[i].type, fam[i].name, (unsigned long long)v[i]);
         if (n > 0) hanu_buf_append(b, line, HANU_MIN((size_t)n, sizeof line - 1));
     }
+    http_index_more_metrics(srv, b);
 }
