@@ -79,6 +79,7 @@ int cli_serve_main(int argc, char **argv)
     uint64_t max_body = o.max_body, idem_ttl = o.idempotency_ttl_s;
     uint64_t seal_ms = o.seal_interval_ms, lat_put = 0, lat_get = 0;
     uint64_t index_commit_ms = o.index_commit_ms, min_txn_wait_ms = o.min_txn_wait_ms;
+    uint64_t query_threads = o.query_threads, query_queue = o.query_queue;
     uint64_t header_ms = o.http_header_timeout_ms, body_ms = o.http_body_timeout_ms, http_idle_ms = o.http_idle_timeout_ms;
     cli_opt opts[] = {
         { "data", CLI_STR, &f.data, "data directory (default ./data)" },
@@ -122,6 +123,10 @@ int cli_serve_main(int argc, char **argv)
                                                         "(default 500)" },
         { "min-txn-wait-ms", CLI_U64, &min_txn_wait_ms, "longest a query waits for the index to reach its min_txn, "
                                                         "then 503 index_behind (default 5000, at most 60000)" },
+        { "query-threads", CLI_U64, &query_threads, "threads that run queries off the event loop; 0: on the loop "
+                                                    "(default the online CPUs, at most 256)" },
+        { "query-queue", CLI_U64, &query_queue, "queries that may wait for a query thread, then 503 overloaded "
+                                                "(default 1024, 1 to 1000000)" },
         { NULL, 0, NULL, NULL },
     };
     int rc = cli_parse("serve", "Runs the HanuDB server on DATA until SIGINT or SIGTERM.", opts, argc, argv);
@@ -168,6 +173,12 @@ int cli_serve_main(int argc, char **argv)
     }
     o.index_commit_ms = (uint32_t)index_commit_ms;
     o.min_txn_wait_ms = (uint32_t)min_txn_wait_ms;
+    if (query_threads > 256 || query_queue < 1 || query_queue > 1000000) {
+        fprintf(stderr, "hanudb: --query-threads must be at most 256 and --query-queue from 1 to 1000000\n");
+        return 2;
+    }
+    o.query_threads = (uint32_t)query_threads;
+    o.query_queue = (uint32_t)query_queue;
     return server_run(&o);
 }
 

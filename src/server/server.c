@@ -32,6 +32,9 @@ void server_options_default(server_options *o)
     o->seal_interval_ms = 1000;
     o->index_commit_ms = 500;
     o->min_txn_wait_ms = 5000;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    o->query_threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (uint32_t)cpus;
+    o->query_queue = 1024;
 }
 
 int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len)

@@ -38,6 +38,8 @@ typedef struct server_options {
     /* the documents index (DATA/index) and the queries over it */
     uint32_t index_commit_ms;       /* the indexer commits this often, default 500 */
     uint32_t min_txn_wait_ms;       /* longest a query waits for its min_txn, default 5000 */
+    uint32_t query_threads;         /* query workers, default the online CPUs; 0: on the loop */
+    uint32_t query_queue;           /* queries waiting for a worker before 503 overloaded, default 1024 */
 } server_options;
 
 /* Exit status of serve when another writer extended the bucket's chain (fenced). */
