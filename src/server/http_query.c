@@ -23,8 +23,10 @@
 #include "server/http_guard.h"
 #include "server/query_pool.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 
 #define QUERY_DEFAULT_LIMIT 20
 #define QUERY_MAX_LIMIT 1000
@@ -32,6 +34,7 @@
 #define LIST_DEFAULT_LIMIT 100
 #define SEARCH_MAX_FIELDS 16
 #define QUERY_WAIT_POLL_MS 2
+#define QUERY_CHECK_MS 20
 
 /* A query body, parsed. */
 typedef struct query_req {
@@ -588,8 +591,9 @@ void http_query_stop(server *srv)
 /* One query handed to a worker: everything it needs, copied off the request. */
 typedef struct query_task {
     query_job job;              /* the pool's part (first: a job is its task) */
+    h2o_linklist_t link;        /* srv->query_tasks while in the pool (loop thread) */
     http_call call;             /* call.req is touched only on the loop */
-    struct query_task **guard;  /* in the request's pool; points back here until answered */
+    struct query_task **guard;  /* in the request's pool; points back here until answered; NULL: h2o freed it */
     uint32_t db;
     char *body;                 /* a copy of the request body: r points into it */
     query_req r;
@@ -635,17 +639,53 @@ static void task_answer(query_task *t)
 static void task_done(query_job *job)
 {
     query_task *t = (query_task *)job;
-    if (atomic_load(&job->cancelled)) { task_free(t); return; }   /* its client left: nobody to answer */
+    h2o_linklist_unlink(&t->link);
+    if (!t->guard) { task_free(t); return; }   /* h2o freed the request: nobody to answer */
     *t->guard = NULL;   /* answering may free the request's pool */
-    if (!job->ran) http_error(&t->call, 503, "shutting_down", "the server is shutting down");
-    else task_answer(t);
+    if (atomic_load(&job->cancelled)) {
+        /* The peer closed (query_check): a short answer ends the request, and the connection. */
+        t->call.req->http1_is_persistent = 0;
+        http_error(&t->call, 503, "cancelled", "the client closed its connection before the answer");
+    } else if (!job->ran) {
+        http_error(&t->call, 503, "shutting_down", "the server is shutting down");
+    } else {
+        task_answer(t);
+    }
     task_free(t);
 }
 
 static void on_task_req_gone(void *p)
 {
     query_task *t = *(query_task **)p;
-    if (t) query_pool_cancel(t->call.srv->query_pool, &t->job);   /* freed when it comes back */
+    if (!t) return;
+    t->guard = NULL;   /* the request and this guard are being freed */
+    query_pool_cancel(t->call.srv->query_pool, &t->job);   /* freed when it comes back */
+}
+
+/* Whether the client of req closed its side (FIN or RST). h2o 2.2.5 does not read a
+   connection while its request is being answered, so it would not notice; a peek
+   does, and sees pipelined bytes as a live client. */
+static int client_gone(h2o_req_t *req)
+{
+    h2o_socket_t *sock = req->conn->callbacks->get_socket ? req->conn->callbacks->get_socket(req->conn) : NULL;
+    if (!sock) return 0;
+    char b;
+    ssize_t n = recv(h2o_socket_get_fd(sock), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Every QUERY_CHECK_MS while queries are in the pool: those whose client left are
+   cancelled, so that a worker skips them (or its answer is dropped). */
+static void on_query_check(h2o_timeout_entry_t *entry)
+{
+    server *srv = H2O_STRUCT_FROM_MEMBER(server, query_check_entry, entry);
+    h2o_linklist_t *anchor = &srv->query_tasks;
+    for (h2o_linklist_t *n = anchor->next; n != anchor; n = n->next) {
+        query_task *t = H2O_STRUCT_FROM_MEMBER(query_task, link, n);
+        if (t->guard && !atomic_load(&t->job.cancelled) && client_gone(t->call.req))
+            query_pool_cancel(srv->query_pool, &t->job);
+    }
+    if (!h2o_linklist_is_empty(anchor)) h2o_timeout_link(srv->loop, &srv->query_check_timeout, entry);
 }
 
 /* Runs t on a worker, or here without a pool; t is consumed. */
@@ -669,6 +709,9 @@ static void dispatch(query_task *t)
     /* Done runs on this thread, later: the guard is in place before it can. */
     t->guard = h2o_mem_alloc_shared(&t->call.req->pool, sizeof *t->guard, on_task_req_gone);
     *t->guard = t;
+    h2o_linklist_insert(&srv->query_tasks, &t->link);
+    if (!h2o_timeout_is_linked(&srv->query_check_entry))
+        h2o_timeout_link(srv->loop, &srv->query_check_timeout, &srv->query_check_entry);
 }
 
 /* ---- entry ---- */
@@ -720,6 +763,9 @@ int http_query_start(server *srv)
     h2o_linklist_init_anchor(&srv->query_waits);
     h2o_timeout_init(srv->loop, &srv->query_wait_timeout, QUERY_WAIT_POLL_MS);
     srv->query_wait_entry.cb = on_query_wait_poll;
+    h2o_linklist_init_anchor(&srv->query_tasks);
+    h2o_timeout_init(srv->loop, &srv->query_check_timeout, QUERY_CHECK_MS);
+    srv->query_check_entry.cb = on_query_check;
     if (!srv->opt.query_threads) return HANU_OK;
     return query_pool_create(srv->loop, srv->opt.query_threads, srv->opt.query_queue, task_run, task_done,
                              &srv->query_pool);
@@ -728,8 +774,10 @@ int http_query_start(server *srv)
 void http_query_close(server *srv)
 {
     query_pool *p = srv->query_pool;
+    query_pool_close(p);      /* hands every task back through task_done */
     srv->query_pool = NULL;   /* what comes in from now on runs on the loop */
-    query_pool_close(p);
+    if (srv->query_tasks.next && h2o_timeout_is_linked(&srv->query_check_entry))
+        h2o_timeout_unlink(&srv->query_check_entry);
 }
 
 size_t http_query_busy(server *srv)
