@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <h2o.h>
+#include "base/base.h"
 
 typedef struct query_job {
     struct query_job *next;     /* the pool's lists */
