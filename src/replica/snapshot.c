@@ -260,7 +260,8 @@ static int pin_index(snapshotter *sn, pin_set *ps, uint64_t *index_txn, char *er
 
 /* Rotates, waits for the index, links everything; the watermark holds the
    compaction floor at or below T meanwhile. */
-static int pin_files(snapshotter *sn, uint64_t *txn, uint64_t *index_txn, pin_set *ps, char *err, size_t errcap)
+static int pin_files(snapshotter *sn, uint64_t *txn, uint64_t *index_txn, pin_set *ps, uint64_t *rotate_us,
+                     char *err, size_t errcap)
 {
     uint64_t held = 0;
     int rc = store_watermark_register(sn->st, SNAPSHOT_WATERMARK, &held);
@@ -268,7 +269,9 @@ static int pin_files(snapshotter *sn, uint64_t *txn, uint64_t *index_txn, pin_se
     uint64_t durable = store_durable_txn(sn->st);
     if (durable > held) store_watermark_advance(sn->st, SNAPSHOT_WATERMARK, durable);
     uint32_t active = 0;
+    uint64_t rotate_start = hanu_now_ns();
     rc = sn->o.rotate ? sn->o.rotate(sn->o.ctx, txn, &active) : snapshot_rotate_here(sn->st, txn, &active);
+    *rotate_us = (hanu_now_ns() - rotate_start) / 1000;
     if (rc) snap_fail(rc, err, errcap, "snapshot: cannot seal the active log file: %s", hanu_status_str(rc));
     if (rc == HANU_OK && sn->o.index_commit && sn->index_dir) {
         rc = sn->o.index_commit(sn->o.ctx, *txn);
@@ -535,7 +538,7 @@ static int take(snapshotter *sn, snapshot_result *r, char *err, size_t errcap)
     uint64_t start = hanu_now_ns();
     pin_set ps = { 0 };
     uint64_t txn = 0, index_txn = 0;
-    int rc = pin_files(sn, &txn, &index_txn, &ps, err, errcap);
+    int rc = pin_files(sn, &txn, &index_txn, &ps, &r->rotate_us, err, errcap);
     r->pin_ms = (hanu_now_ns() - start) / 1000000;
     r->txn = txn;
     r->index_txn = index_txn;

@@ -68,7 +68,8 @@ typedef struct snapshot_result {
     uint64_t txn, index_txn, replay_sequence;
     uint32_t files, files_uploaded;
     uint64_t bytes, bytes_uploaded;
-    uint64_t pin_ms;                    /* rotate + index commit + links */
+    uint64_t rotate_us;                 /* on the writer thread: sealing the active log file */
+    uint64_t pin_ms;                    /* rotate + waiting for the index to commit + links */
     uint64_t ms;                        /* the whole snapshot */
     uint32_t deleted_manifests, deleted_files, deleted_segments;
 } snapshot_result;

@@ -50,7 +50,8 @@ static void answer(http_call *c, int rc, const snapshot_result *r, const char *e
     const server_json_field f[] = {
         { "txn", r->txn }, { "index_txn", r->index_txn }, { "replay_sequence", r->replay_sequence },
         { "files", r->files }, { "files_uploaded", r->files_uploaded }, { "bytes", r->bytes },
-        { "bytes_uploaded", r->bytes_uploaded }, { "pin_ms", r->pin_ms }, { "ms", r->ms },
+        { "bytes_uploaded", r->bytes_uploaded }, { "rotate_us", r->rotate_us }, { "pin_ms", r->pin_ms },
+        { "ms", r->ms },
         { "deleted_manifests", r->deleted_manifests }, { "deleted_files", r->deleted_files },
         { "deleted_segments", r->deleted_segments },
     };

@@ -227,7 +227,7 @@ static int rotate_on_loop(void *ctx, uint64_t *txn, uint32_t *active_file)
 static int index_commit_for_snapshot(void *ctx, uint64_t txn)
 {
     server *srv = ctx;
-    return indexer_wait_txn(srv->indexer, txn, 60000);
+    return indexer_wait_txn(srv->indexer, txn, 600000);   /* a large backlog takes minutes */
 }
 
 /* Starts the snapshotter once the sealer runs (--bucket). */
