@@ -386,7 +386,7 @@ static void test_retention(void)
     snapshot_result res[4];
     char err[512] = "";
     for (int i = 0; i < 4; i++) {
-        char tag[8];
+        char tag[16];
         snprintf(tag, sizeof tag, "r%d", i);
         write_keys(r.st, 0, tag, 300, 100);
         REQUIRE(snapshot_take(r.sn, &res[i], err, sizeof err) == HANU_OK);

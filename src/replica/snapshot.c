@@ -293,7 +293,7 @@ static int pin_files(snapshotter *sn, uint64_t *txn, uint64_t *index_txn, pin_se
         break;
     }
     store_watermark_drop(sn->st, SNAPSHOT_WATERMARK);
-    if (rc == HANU_OK) qsort(ps->v, ps->n, sizeof *ps->v, cmp_pinned);
+    if (rc == HANU_OK && ps->n) qsort(ps->v, ps->n, sizeof *ps->v, cmp_pinned);
     return rc;
 }
 
@@ -393,13 +393,13 @@ int snap_list_bucket(bucket *b, const char *prefix, snap_names *out, char *err, 
     memset(out, 0, sizeof *out);
     int rc = bucket_list(b, prefix, collect, out, err, errcap);
     if (rc) snap_names_free(out);
-    else qsort(out->v, out->n, sizeof *out->v, cmp_str);
+    else if (out->n) qsort(out->v, out->n, sizeof *out->v, cmp_str);
     return rc;
 }
 
 int snap_names_has(const snap_names *n, const char *key)
 {
-    return bsearch(&key, n->v, n->n, sizeof *n->v, cmp_str) != NULL;
+    return n->n && bsearch(&key, n->v, n->n, sizeof *n->v, cmp_str) != NULL;
 }
 
 /* ---- the segment the replay continues from ---- */
@@ -469,7 +469,7 @@ static int retain(snapshotter *sn, const manifest *newest, snapshot_result *r, c
         manifest_free(&m);
     }
     hanu_buf_free(&obj);
-    if (rc == HANU_OK) qsort(named.v, named.n, sizeof *named.v, cmp_str);
+    if (rc == HANU_OK && named.n) qsort(named.v, named.n, sizeof *named.v, cmp_str);
     /* Older manifests first: a file or segment goes only when no manifest in the
        bucket needs it. */
     for (size_t i = 0; i < first_kept && rc == HANU_OK; i++) {
