@@ -44,6 +44,7 @@ def server(data, extra=()):
     srv.port = port_in_range()
     while srv.port == srv.http_port:
         srv.port = port_in_range()
+    srv.log_path = os.path.join(tempfile.gettempdir(), "hanudb-e2e-%d-%d.log" % (os.getpid(), srv.port))
     return srv
 
 

@@ -167,7 +167,7 @@ static int rig_open(rig *r, const char *name)
 
 static void rig_close(rig *r)
 {
-    snapshot_close(r->sn);
+    if (r->sn) snapshot_close(r->sn);
     sealer_close(r->z);
     bucket_close(r->b);
     if (r->st) store_close(r->st);
@@ -472,6 +472,46 @@ static void test_damaged_file_refused(void)
     rig_close(&r);
 }
 
+/* A snapshot of everything sealed: retention keeps the chain's last segment, and a
+   sealer opened again continues the chain from it, the next segment being the one
+   the manifest replays from, linked by the hash the manifest recorded. */
+static void test_chain_end_kept(void)
+{
+    rig r;
+    REQUIRE(rig_open(&r, "snap-chain-end"));
+    char err[512] = "";
+    write_keys(r.st, 0, "e", 200, 50);
+    snapshot_result res;
+    REQUIRE(snapshot_take(r.sn, &res, err, sizeof err) == HANU_OK);
+    seg_range sr = { 0, 0, 0 };
+    CHECK_EQ(bucket_list(r.b, "segments/", seg_seen, &sr, err, sizeof err), HANU_OK);
+    CHECK_EQ(sr.n, 1);
+    CHECK_EQ(sr.hi, res.replay_sequence - 1);
+    CHECK(res.deleted_segments >= 1);
+    manifest m = get_manifest(r.b, res.manifest);
+    snapshot_close(r.sn);
+    r.sn = NULL;
+    sealer_close(r.z);
+    sealer_options zo;
+    sealer_options_default(&zo);
+    zo.seal_interval_ms = 10;
+    REQUIRE(sealer_open(r.st, r.b, &zo, &r.z, err, sizeof err) == HANU_OK);
+    write_keys(r.st, 0, "f", 10, 10);
+    CHECK_EQ(store_sync(r.st), HANU_OK);
+    CHECK_EQ(sealer_wait(r.z, store_last_txn(r.st), WAIT_MS), HANU_OK);
+    char key[SEGMENT_KEY_SIZE];
+    segment_key(res.replay_sequence, key);
+    hanu_buf obj = { 0 };
+    segment_header h;
+    CHECK_EQ(bucket_get(r.b, key, &obj, NULL, err, sizeof err), HANU_OK);
+    CHECK_EQ(segment_read_header(obj.data, obj.len, &h, err, sizeof err), HANU_OK);
+    CHECK(memcmp(h.prev_hash, m.prev_hash, 32) == 0);
+    CHECK_EQ(h.first_txn, res.txn + 1);
+    hanu_buf_free(&obj);
+    manifest_free(&m);
+    rig_close(&r);
+}
+
 int main(void)
 {
     RUN(test_manifest_round_trip);
@@ -479,5 +519,6 @@ int main(void)
     RUN(test_snapshot_fetch_and_second_upload);
     RUN(test_retention);
     RUN(test_damaged_file_refused);
+    RUN(test_chain_end_kept);
     TEST_DONE();
 }

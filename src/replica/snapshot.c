@@ -40,6 +40,7 @@ typedef struct hash_entry {
     dev_t dev;
     ino_t ino;
     off_t st_size;
+    int64_t mtime_ns;           /* with the size: a reused inode number is not the same file */
     uint64_t size;
     uint8_t sha256[MANIFEST_HASH_SIZE];
 } hash_entry;
@@ -337,6 +338,12 @@ static int is_log_file(const char *rel)
     return strncmp(rel, "log/", 4) == 0 && l > 4 && strcmp(rel + l - 4, ".log") == 0;
 }
 
+/* The modification time (a hard link changes the ctime, not the mtime). */
+static int64_t mtime_ns(const struct stat *st)
+{
+    return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
 static int hash_pinned(snapshotter *sn, pinned *p, hash_entry *fresh, char *err, size_t errcap)
 {
     char path[PATH_MAX];
@@ -347,7 +354,7 @@ static int hash_pinned(snapshotter *sn, pinned *p, hash_entry *fresh, char *err,
     p->ino = st.st_ino;
     for (size_t i = 0; i < sn->ncache; i++) {
         hash_entry *h = &sn->cache[i];
-        if (h->dev == st.st_dev && h->ino == st.st_ino && h->st_size == st.st_size) {
+        if (h->dev == st.st_dev && h->ino == st.st_ino && h->st_size == st.st_size && h->mtime_ns == mtime_ns(&st)) {
             p->size = h->size;
             memcpy(p->sha256, h->sha256, MANIFEST_HASH_SIZE);
             *fresh = *h;
@@ -361,7 +368,7 @@ static int hash_pinned(snapshotter *sn, pinned *p, hash_entry *fresh, char *err,
     p->size = map && is_log_file(p->path) ? log_data_size(map, size) : size;
     snap_sha256(map, p->size, p->sha256);
     if (map) munmap((void *)map, size);
-    *fresh = (hash_entry){ st.st_dev, st.st_ino, st.st_size, p->size, { 0 } };
+    *fresh = (hash_entry){ st.st_dev, st.st_ino, st.st_size, mtime_ns(&st), p->size, { 0 } };
     memcpy(fresh->sha256, p->sha256, MANIFEST_HASH_SIZE);
     return HANU_OK;
 }
@@ -485,7 +492,9 @@ static int retain(snapshotter *sn, const manifest *newest, snapshot_result *r, c
         if (rc == HANU_OK) r->deleted_files++;
     }
     if (rc == HANU_OK) rc = snap_list_bucket(sn->b, SEGMENT_KEY_PREFIX, &segs, err, errcap);
-    for (size_t i = 0; i < segs.n && rc == HANU_OK; i++) {
+    /* The chain's last segment always stays: a sealer opening on the bucket continues
+       the chain from it (an empty bucket would start it again at sequence 1). */
+    for (size_t i = 0; i + 1 < segs.n && rc == HANU_OK; i++) {
         uint64_t seq;
         if (segment_key_parse(segs.v[i], &seq) || seq >= oldest_replay) continue;
         rc = bucket_delete(sn->b, segs.v[i], err, errcap);

@@ -20,7 +20,8 @@
  *      (put-if-absent), naming the segment the replay continues from;
  *   6. retention: the newest `keep` manifests stay; older manifests, files/ objects no
  *      kept manifest names, and segments wholly at or below the oldest kept manifest's
- *      txn are deleted, always after the new manifest is in the bucket.
+ *      txn are deleted (but never the chain's last segment, which the sealer continues
+ *      from), always after the new manifest is in the bucket.
  *
  * Thread rules: snapshot_take serialises itself; every function may be called from
  * any thread except that options.rotate must get the writer thread to rotate (the
@@ -87,7 +88,8 @@ void snapshot_close(snapshotter *sn);
 
 /* Takes a snapshot now and waits for it (any thread but the writer's, unless
    options.rotate is NULL). When no txn was written since the last manifest, the
-   result names that manifest and nothing is uploaded. */
+   manifest for that txn stays as it is (put-if-absent), and retention deletes the
+   one new file this attempt uploaded (the empty log file it sealed). */
 int snapshot_take(snapshotter *sn, snapshot_result *out, char *err, size_t errcap);
 
 /* For an event loop that must not block: asks the thread for a snapshot and
