@@ -78,7 +78,7 @@ int cli_serve_main(int argc, char **argv)
     const char *kv_addr = o.kv_addr;
     uint64_t max_frame = o.max_frame, idle_ms = o.idle_timeout_ms, max_conns = o.max_connections;
     uint64_t max_body = o.max_body, idem_ttl = o.idempotency_ttl_s;
-    uint64_t seal_ms = o.seal_interval_ms, lat_put = 0, lat_get = 0;
+    uint64_t seal_ms = o.seal_interval_ms, lat_put = 0, lat_get = 0, snapshot_segments = o.snapshot_segments;
     uint64_t index_commit_ms = o.index_commit_ms, min_txn_wait_ms = o.min_txn_wait_ms;
     uint64_t max_segment_mb = o.index_max_segment_bytes >> 20, doc_cache_bytes = o.doc_cache_bytes;
     const char *merge_policy = "default";
@@ -122,6 +122,8 @@ int cli_serve_main(int argc, char **argv)
         { "seal-interval-ms", CLI_U64, &seal_ms, "with --bucket: at most one segment per interval (default 1000)" },
         { "bucket-latency-put-ms", CLI_U64, &lat_put, "with --bucket: simulated latency of every put/list/delete" },
         { "bucket-latency-get-ms", CLI_U64, &lat_get, "with --bucket: simulated latency of every get/head" },
+        { "snapshot-segments", CLI_U64, &snapshot_segments, "with --bucket: a snapshot after this many segments, when "
+          "the log written since the last one is at least half the state; 0: only POST /_admin/snapshot (default 64)" },
         { "index-commit-ms", CLI_U64, &index_commit_ms, "the documents index commits new segments this often "
                                                         "(default 500)" },
         { "filter-cache-bytes", CLI_SIZE, &o.filter_cache_bytes, "bytes of cached equality-filter bitmaps of the "
@@ -173,6 +175,11 @@ int cli_serve_main(int argc, char **argv)
     o.seal_interval_ms = (uint32_t)seal_ms;
     o.bucket_latency_put_ms = (uint32_t)lat_put;
     o.bucket_latency_get_ms = (uint32_t)lat_get;
+    if (snapshot_segments > 1000000) {
+        fprintf(stderr, "hanudb: --snapshot-segments must be at most 1000000\n");
+        return 2;
+    }
+    o.snapshot_segments = (uint32_t)snapshot_segments;
     if (index_commit_ms < 1 || index_commit_ms > 3600000) {
         fprintf(stderr, "hanudb: --index-commit-ms must be between 1 and 3600000\n");
         return 2;

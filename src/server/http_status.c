@@ -19,7 +19,7 @@ _Static_assert(ROUTE_COUNT <= HTTP_ROUTE_SLOTS, "the server's counters need a sl
 
 static const char *route_names[ROUTE_COUNT] = {
     "health", "status", "metrics", "collections", "collection", "doc_get", "doc_put",
-    "doc_post", "doc_delete", "batch", "preflight", "other", "find", "search", "aggs", "doc_list",
+    "doc_post", "doc_delete", "batch", "preflight", "other", "find", "search", "aggs", "doc_list", "snapshot",
 };
 static const int status_codes[HTTP_STATUS_SLOTS] = {
     200, 201, 204, 304, 400, 401, 403, 404, 405, 409, 412, 413, 415, 421, 422, 500, 501, 503, 0, 0,
@@ -84,6 +84,7 @@ void http_status_reply(http_call *c)
         server_json_fields(&w, bf, sizeof bf / sizeof *bf);
         json_write_key(&w, "sealer_ok", 9);
         json_write_bool(&w, ss.status == HANU_OK);
+        http_snapshot_status(srv, &w);
         json_write_object_end(&w);
     }
     http_index_status(srv, &w);

@@ -38,6 +38,7 @@ void server_options_default(server_options *o)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     o->query_threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (uint32_t)cpus;
     o->query_queue = 1024;
+    o->snapshot_segments = 64;
 }
 
 int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
@@ -191,6 +192,81 @@ static int open_bucket(server *srv, char *err, size_t errcap)
     return HANU_OK;
 }
 
+/* Loop thread: the snapshotter asked for the active log file to be sealed (the
+   loop is the store's writer thread, so no write lands in between). */
+static void on_snapshot_messages(h2o_multithread_receiver_t *receiver, h2o_linklist_t *messages)
+{
+    server *srv = H2O_STRUCT_FROM_MEMBER(server, snap_receiver, receiver);
+    while (!h2o_linklist_is_empty(messages)) h2o_linklist_unlink(messages->next);
+    pthread_mutex_lock(&srv->snap_mu);
+    if (srv->snap_rotate_asked && !srv->snap_refuse) {
+        srv->snap_rotate_rc = snapshot_rotate_here(srv->store, &srv->snap_rotate_txn, &srv->snap_rotate_file);
+        srv->snap_rotate_asked = 0;
+        srv->snap_rotate_done = 1;
+        pthread_cond_broadcast(&srv->snap_cv);
+    }
+    pthread_mutex_unlock(&srv->snap_mu);
+}
+
+/* Snapshot thread: has the loop rotate and waits for it (STOPPED once the loop
+   no longer serves it, at shutdown). */
+static int rotate_on_loop(void *ctx, uint64_t *txn, uint32_t *active_file)
+{
+    server *srv = ctx;
+    pthread_mutex_lock(&srv->snap_mu);
+    int refused = srv->snap_refuse;
+    srv->snap_rotate_asked = !refused;
+    srv->snap_rotate_done = 0;
+    pthread_mutex_unlock(&srv->snap_mu);
+    if (refused) return HANU_ERR_STOPPED;
+    h2o_multithread_send_message(&srv->snap_receiver, &srv->snap_msg);
+    pthread_mutex_lock(&srv->snap_mu);
+    while (!srv->snap_rotate_done && !srv->snap_refuse) pthread_cond_wait(&srv->snap_cv, &srv->snap_mu);
+    int rc = srv->snap_rotate_done ? srv->snap_rotate_rc : HANU_ERR_STOPPED;
+    *txn = srv->snap_rotate_txn;
+    *active_file = srv->snap_rotate_file;
+    pthread_mutex_unlock(&srv->snap_mu);
+    return rc;
+}
+
+/* Snapshot thread: the index commits up to txn (its files go in the snapshot). */
+static int index_commit_for_snapshot(void *ctx, uint64_t txn)
+{
+    server *srv = ctx;
+    return indexer_wait_txn(srv->indexer, txn, 600000);   /* a large backlog takes minutes */
+}
+
+/* Starts the snapshotter once the sealer runs (--bucket). */
+static int open_snapshots(server *srv, char *err, size_t errcap)
+{
+    if (!srv->sealer) return HANU_OK;
+    pthread_mutex_init(&srv->snap_mu, NULL);
+    pthread_cond_init(&srv->snap_cv, NULL);
+    h2o_multithread_register_receiver(srv->queue, &srv->snap_receiver, on_snapshot_messages);
+    snapshot_options so;
+    snapshot_options_default(&so);
+    so.data_dir = srv->opt.store.data_dir ? srv->opt.store.data_dir : ".";
+    so.index_dir = "index";
+    so.every_segments = srv->opt.snapshot_segments;
+    so.rotate = rotate_on_loop;
+    so.index_commit = index_commit_for_snapshot;
+    so.ctx = srv;
+    return snapshot_open(srv->store, srv->bucket, srv->sealer, &so, &srv->snapshotter, err, errcap);
+}
+
+/* Before the sealer closes: no more rotations, the thread stopped. */
+static void close_snapshots(server *srv)
+{
+    if (!srv->snapshotter) return;
+    pthread_mutex_lock(&srv->snap_mu);
+    srv->snap_refuse = 1;
+    pthread_cond_broadcast(&srv->snap_cv);
+    pthread_mutex_unlock(&srv->snap_mu);
+    snapshot_close(srv->snapshotter);
+    srv->snapshotter = NULL;
+    h2o_multithread_unregister_receiver(srv->queue, &srv->snap_receiver);
+}
+
 /* Loop thread. */
 static void on_durable_messages(h2o_multithread_receiver_t *receiver, h2o_linklist_t *messages)
 {
@@ -276,8 +352,17 @@ int server_run(const server_options *o)
         store_close(srv->store);
         return rc == HANU_ERR_FENCED ? SERVER_EXIT_FENCED : 2;
     }
+    if ((rc = open_snapshots(srv, err, sizeof err)) != HANU_OK) {
+        fprintf(stderr, "hanudb: snapshots: %s\n", err[0] ? err : hanu_status_str(rc));
+        sealer_close(srv->sealer);
+        bucket_close(srv->bucket);
+        indexer_close(srv->indexer);
+        store_close(srv->store);
+        return 2;
+    }
     if (http_start(srv, err, sizeof err) != HANU_OK || kv_listen(srv, o->kv_addr, err, sizeof err) != HANU_OK) {
         fprintf(stderr, "hanudb: %s\n", err);
+        close_snapshots(srv);
         sealer_close(srv->sealer);
         bucket_close(srv->bucket);
         indexer_close(srv->indexer);
@@ -319,6 +404,7 @@ int server_run(const server_options *o)
     h2o_socket_read_stop(sig);
     h2o_socket_close(sig);
     h2o_evloop_run(srv->loop, 0);
+    close_snapshots(srv);        /* before the sealer and the store it uses */
     sealer_close(srv->sealer);   /* before the store it reads */
     bucket_close(srv->bucket);
     indexer_close(srv->indexer);   /* before the store it follows */
