@@ -84,6 +84,18 @@ void http_status_reply(http_call *c)
         server_json_fields(&w, bf, sizeof bf / sizeof *bf);
         json_write_key(&w, "sealer_ok", 9);
         json_write_bool(&w, ss.status == HANU_OK);
+        if (srv->rebuilt) {   /* this start rebuilt the data directory from the bucket */
+            json_write_key(&w, "rebuild", 7);
+            json_write_object_begin(&w);
+            const server_json_field rf[] = {
+                { "ms", srv->rebuild.ms }, { "fetch_ms", srv->rebuild.fetch_ms },
+                { "replay_ms", srv->rebuild.replay_ms }, { "records", srv->rebuild.records },
+                { "segments", srv->rebuild.segments }, { "bytes", srv->rebuild.bytes },
+                { "last_txn", srv->rebuild.last_txn }, { "next_txn", srv->rebuild.next_txn },
+            };
+            server_json_fields(&w, rf, sizeof rf / sizeof *rf);
+            json_write_object_end(&w);
+        }
         json_write_object_end(&w);
     }
     http_index_status(srv, &w);

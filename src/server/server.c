@@ -157,16 +157,59 @@ void server_check_sealer(server *srv)
     waiters_advance(&srv->waits, WAIT_BUCKET, srv->waits.reached[WAIT_BUCKET], 1);
 }
 
+/* The bucket itself, before the store: a rebuild reads it first. */
+static int open_bucket_only(server *srv, char *err, size_t errcap)
+{
+    const server_options *o = &srv->opt;
+    bucket_options bo;
+    bucket_options_default(&bo);
+    bo.latency_put_ms = o->bucket_latency_put_ms;
+    bo.latency_get_ms = o->bucket_latency_get_ms;
+    return bucket_open(o->bucket_url, &bo, &srv->bucket, err, errcap);
+}
+
+/* Before the store opens: whether DATA is to be rebuilt from the bucket (empty, or an
+   unfinished rebuild), and if so the directory and the snapshot's files. */
+static int rebuild_begin(server *srv, int *rebuilding, char *err, size_t errcap)
+{
+    const server_options *o = &srv->opt;
+    const char *data = o->store.data_dir ? o->store.data_dir : ".";
+    *rebuilding = 0;
+    if (!o->bucket_url) return HANU_OK;
+    int rc = open_bucket_only(srv, err, errcap);
+    if (rc == HANU_OK) rc = rebuild_wanted(data, srv->bucket, rebuilding, err, errcap);
+    if (rc || !*rebuilding) return rc;
+    fprintf(stderr, "hanudb: %s is empty and %s holds a chain: rebuilding before serving\n", data, o->bucket_url);
+    srv->rebuild_started_ns = hanu_now_ns();
+    return rebuild_prepare(data, srv->bucket, 0, 1, &srv->rebuild, err, errcap);
+}
+
+/* After the store and the index opened: the chain replayed to its end, the sealer's
+   watermark at the end, numbering moved above anything the lost machine handed out. */
+static int rebuild_end(server *srv, char *err, size_t errcap)
+{
+    const char *data = srv->opt.store.data_dir ? srv->opt.store.data_dir : ".";
+    rebuild_replay_options ro = { .who = "hanudb: rebuild" };
+    int rc = rebuild_replay(srv->store, srv->bucket, &ro, &srv->rebuild, err, errcap);
+    if (rc == HANU_OK) rc = rebuild_finish(srv->store, data, &srv->rebuild, err, errcap);
+    if (rc) return rc;
+    srv->rebuild.ms = (hanu_now_ns() - srv->rebuild_started_ns) / 1000000;
+    srv->rebuilt = 1;
+    fprintf(stderr, "hanudb: rebuilt from the bucket in %llu ms (fetch %llu ms, replay %llu ms): %llu segments, "
+            "%llu records up to txn %llu; new writes get txns from %llu\n",
+            (unsigned long long)srv->rebuild.ms, (unsigned long long)srv->rebuild.fetch_ms,
+            (unsigned long long)srv->rebuild.replay_ms, (unsigned long long)srv->rebuild.segments,
+            (unsigned long long)srv->rebuild.records, (unsigned long long)srv->rebuild.last_txn,
+            (unsigned long long)srv->rebuild.next_txn);
+    return HANU_OK;
+}
+
 /* Opens the bucket and starts the sealer when --bucket is given. */
 static int open_bucket(server *srv, char *err, size_t errcap)
 {
     const server_options *o = &srv->opt;
     if (!o->bucket_url) return HANU_OK;
-    bucket_options bo;
-    bucket_options_default(&bo);
-    bo.latency_put_ms = o->bucket_latency_put_ms;
-    bo.latency_get_ms = o->bucket_latency_get_ms;
-    int rc = bucket_open(o->bucket_url, &bo, &srv->bucket, err, errcap);
+    int rc = srv->bucket ? HANU_OK : open_bucket_only(srv, err, errcap);
     if (rc) return rc;
     sealer_options so;
     sealer_options_default(&so);
@@ -247,7 +290,14 @@ int server_run(const server_options *o)
     so.on_durable = on_durable_from_log;
     so.ctx = srv;
     char err[1024] = "";
-    int rc = store_open(&so, &srv->store, err, sizeof err);
+    int rebuilding = 0;
+    int rc = rebuild_begin(srv, &rebuilding, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "hanudb: bucket %s: %s\n", o->bucket_url, err[0] ? err : hanu_status_str(rc));
+        bucket_close(srv->bucket);
+        return 2;
+    }
+    rc = store_open(&so, &srv->store, err, sizeof err);
     if (rc) {
         fprintf(stderr, "hanudb: cannot open the store: %s\n", err[0] ? err : hanu_status_str(rc));
         return 2;
@@ -258,6 +308,13 @@ int server_run(const server_options *o)
         fprintf(stderr, "hanudb: cannot open the index: %s\n", err);
         store_close(srv->store);
         return 2;
+    }
+    if (rebuilding && (rc = rebuild_end(srv, err, sizeof err)) != HANU_OK) {
+        fprintf(stderr, "hanudb: rebuild from %s failed: %s\n", o->bucket_url, err[0] ? err : hanu_status_str(rc));
+        bucket_close(srv->bucket);
+        indexer_close(srv->indexer);
+        store_close(srv->store);
+        return rc == HANU_ERR_CORRUPT ? SERVER_EXIT_BROKEN_CHAIN : 2;
     }
     if ((rc = open_bucket(srv, err, sizeof err)) != HANU_OK) {
         fprintf(stderr, "hanudb: bucket %s: %s\n", o->bucket_url, err[0] ? err : hanu_status_str(rc));

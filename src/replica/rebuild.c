@@ -1,0 +1,200 @@
+/*
+ * rebuild.c: a data directory back from the bucket: snapshot, chain replay, and
+ * for serve the watermark and the jump in numbering (rebuild.h).
+ */
+#include "replica/rebuild.h"
+#include "replica/chain.h"
+#include "replica/sealer.h"
+#include "bucket/segment.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static int marker_path(const char *data_dir, char *out, size_t cap)
+{
+    return (size_t)snprintf(out, cap, "%s/%s", data_dir, REBUILD_MARKER) < cap ? HANU_OK : HANU_ERR_INVALID;
+}
+
+/* 1 when dir holds no entry (or does not exist), 0 when it holds some, -1 on error. */
+static int dir_is_empty(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? 1 : -1;
+    struct dirent *de;
+    int empty = 1;
+    while (empty && (de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) empty = 0;
+    closedir(d);
+    return empty;
+}
+
+static int has_marker(const char *data_dir)
+{
+    char p[4096];
+    return marker_path(data_dir, p, sizeof p) == HANU_OK && access(p, F_OK) == 0;
+}
+
+static int stop_at_first(void *ctx, const char *key, uint64_t size)
+{
+    (void)size;
+    uint64_t seq;
+    if (segment_key_parse(key, &seq) != HANU_OK) return 0;   /* a stray object is no chain */
+    *(int *)ctx = 1;
+    return 1;
+}
+
+int rebuild_wanted(const char *data_dir, bucket *b, int *wanted, char *err, size_t errcap)
+{
+    *wanted = 0;
+    if (has_marker(data_dir)) { *wanted = 1; return HANU_OK; }
+    int empty = dir_is_empty(data_dir);
+    if (empty < 0) {
+        snprintf(err, errcap, "cannot read the data directory %s: %s", data_dir, strerror(errno));
+        return HANU_ERR_IO;
+    }
+    if (!empty) return HANU_OK;   /* it recovers from its own log */
+    int found = 0;
+    int rc = bucket_list(b, SEGMENT_KEY_PREFIX, stop_at_first, &found, err, errcap);
+    if (rc == HANU_OK) *wanted = found;
+    return rc;
+}
+
+int rebuild_fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t *txn, char *err,
+                           size_t errcap)
+{
+    /* Wired to snapshot_fetch(b, data_dir, max_txn, ...) when snapshots land. */
+    (void)b; (void)data_dir; (void)max_txn; (void)err; (void)errcap;
+    *txn = 0;
+    return HANU_ERR_NOT_FOUND;
+}
+
+static int write_marker(const char *data_dir, char *err, size_t errcap)
+{
+    char p[4096];
+    if (marker_path(data_dir, p, sizeof p) != HANU_OK) return HANU_ERR_INVALID;
+    static const char text[] = "a rebuild from the bucket is in progress; serve resumes it\n";
+    if (hanu_replace_file(p, text, sizeof text - 1) != HANU_OK) {
+        snprintf(err, errcap, "cannot write %s: %s", p, strerror(errno));
+        return HANU_ERR_IO;
+    }
+    return HANU_OK;
+}
+
+int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, int mark, rebuild_stats *st,
+                    char *err, size_t errcap)
+{
+    if (has_marker(data_dir)) {   /* resuming: the store holds what was replayed */
+        st->resumed = 1;
+        return HANU_OK;
+    }
+    int empty = dir_is_empty(data_dir);
+    if (empty != 1) {
+        snprintf(err, errcap, "%s is not empty: rebuild and restore write only into an empty directory",
+                 data_dir);
+        return empty < 0 ? HANU_ERR_IO : HANU_ERR_INVALID;
+    }
+    if (hanu_mkdir_p(data_dir) != HANU_OK) {
+        snprintf(err, errcap, "cannot create %s: %s", data_dir, strerror(errno));
+        return HANU_ERR_IO;
+    }
+    int rc = mark ? write_marker(data_dir, err, errcap) : HANU_OK;
+    if (rc) return rc;
+    uint64_t t0 = hanu_now_ns();
+    rc = rebuild_fetch_snapshot(b, data_dir, max_txn, &st->snapshot_txn, err, errcap);
+    st->fetch_ms += (hanu_now_ns() - t0) / 1000000;
+    if (rc == HANU_ERR_NOT_FOUND) {   /* no snapshot: the whole chain is replayed */
+        if (err && errcap) err[0] = '\0';
+        rc = HANU_OK;
+    }
+    return rc;
+}
+
+typedef struct progress_ctx {
+    const rebuild_replay_options *o;
+    uint64_t started_ns, printed_ns;
+} progress_ctx;
+
+static void print_progress(const progress_ctx *pc, const chain_progress *p, const char *what)
+{
+    double s = (double)(hanu_now_ns() - pc->started_ns) / 1e9;
+    fprintf(stderr, "%s: %s%llu segments, %llu records, %.1f MB, %.0f records/s, at txn %llu\n",
+            pc->o->who ? pc->o->who : "rebuild", what, (unsigned long long)p->segments,
+            (unsigned long long)p->records, (double)p->bytes / 1e6, s > 0 ? (double)p->records / s : 0.0,
+            (unsigned long long)p->last_txn);
+}
+
+/* After each applied segment: one line a second at most. */
+static void on_progress(void *ctx, const chain_progress *p)
+{
+    progress_ctx *pc = ctx;
+    uint64_t now = hanu_now_ns();
+    if (pc->o->quiet || now - pc->printed_ns < 1000000000ull) return;
+    pc->printed_ns = now;
+    print_progress(pc, p, "");
+}
+
+int rebuild_replay(store *s, bucket *b, const rebuild_replay_options *o, rebuild_stats *st, char *err,
+                   size_t errcap)
+{
+    progress_ctx pc = { o, hanu_now_ns(), hanu_now_ns() };
+    chain_options co;
+    chain_options_default(&co);
+    co.stop_txn = o->stop_txn;
+    co.stop_time_ms = o->stop_time_ms;
+    co.progress = on_progress;
+    co.ctx = &pc;
+    chain_reader *r = NULL;
+    int rc = chain_reader_open(b, s, &co, &r);
+    if (rc) {
+        snprintf(err, errcap, "cannot start the chain reader: %s", hanu_status_str(rc));
+        return rc;
+    }
+    uint64_t applied = 1;
+    /* Nobody else writes the bucket's chain meanwhile; polling until nothing new also
+       covers a writer that was still sealing. */
+    while (rc == HANU_OK && applied && !chain_reader_stopped(r))
+        rc = chain_reader_poll(r, &applied, err, errcap);
+    /* A segment listed past the end is a hole in the chain, unless we stopped early
+       on purpose. */
+    if (rc == HANU_OK && !chain_reader_stopped(r)) rc = chain_reader_check_end(r, err, errcap);
+    chain_progress p;
+    chain_reader_progress(r, &p);
+    chain_reader_close(r);
+    st->records += p.records;
+    st->segments += p.segments;
+    st->bytes += p.bytes;
+    st->fetch_ms += p.fetch_ns / 1000000;
+    st->replay_ms += p.replay_ns / 1000000;
+    st->last_txn = store_last_txn(s);
+    if (rc == HANU_OK && !o->quiet) print_progress(&pc, &p, "done: ");
+    return rc;
+}
+
+int rebuild_finish(store *s, const char *data_dir, rebuild_stats *st, char *err, size_t errcap)
+{
+    uint64_t last = store_last_txn(s), at = 0;
+    /* The sealer continues the chain after what was replayed instead of sealing it
+       again (sealer_open would move a lagging watermark up too; this says it first). */
+    int rc = store_watermark_register(s, SEALER_WATERMARK, &at);
+    if (rc == HANU_OK && last > at) rc = store_watermark_advance(s, SEALER_WATERMARK, last);
+    /* The lost machine may have answered writes above the bucket (durability local or
+       none) that never reached it: their txns must never name other writes. */
+    st->next_txn = last + REBUILD_TXN_GAP;
+    if (rc == HANU_OK) rc = store_skip_txns(s, st->next_txn);
+    if (rc == HANU_OK) rc = store_sync(s);
+    if (rc) {
+        snprintf(err, errcap, "cannot finish the rebuild (watermark and numbering): %s", hanu_status_str(rc));
+        return rc;
+    }
+    char p[4096];
+    if (marker_path(data_dir, p, sizeof p) != HANU_OK || (unlink(p) != 0 && errno != ENOENT) ||
+        hanu_fsync_dir(data_dir) != HANU_OK) {
+        snprintf(err, errcap, "cannot remove %s: %s", p, strerror(errno));
+        return HANU_ERR_IO;
+    }
+    return HANU_OK;
+}
