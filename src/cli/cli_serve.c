@@ -135,6 +135,10 @@ int cli_serve_main(int argc, char **argv)
         { "seal-interval-ms", CLI_U64, &seal_ms, "with --bucket: at most one segment per interval (default 1000)" },
         { "bucket-latency-put-ms", CLI_U64, &lat_put, "with --bucket: simulated latency of every put/list/delete" },
         { "bucket-latency-get-ms", CLI_U64, &lat_get, "with --bucket: simulated latency of every get/head" },
+        { "bucket-fail-rate", CLI_DOUBLE, &o.bucket_fail_rate, "tests: share of bucket requests failing "
+                                                                "with a 503 before they act (0..0.9)" },
+        { "bucket-timeout-rate", CLI_DOUBLE, &o.bucket_timeout_rate, "tests: share of bucket requests that act "
+                                                                      "and lose their answer (0..0.9)" },
         { "index-commit-ms", CLI_U64, &index_commit_ms, "the documents index commits new segments this often "
                                                         "(default 500)" },
         { "min-txn-wait-ms", CLI_U64, &min_txn_wait_ms, "longest a query waits for the index to reach its min_txn, "
@@ -183,6 +187,11 @@ int cli_serve_main(int argc, char **argv)
     o.idempotency_ttl_s = idem_ttl;
     if (seal_ms < 10 || seal_ms > 3600000 || lat_put > 600000 || lat_get > 600000) {
         fprintf(stderr, "hanudb: --seal-interval-ms must be 10..3600000, bucket latencies at most 600000\n");
+        return 2;
+    }
+    if (!(o.bucket_fail_rate >= 0 && o.bucket_fail_rate <= 0.9 && o.bucket_timeout_rate >= 0 &&
+          o.bucket_timeout_rate <= 0.9)) {
+        fprintf(stderr, "hanudb: --bucket-fail-rate and --bucket-timeout-rate must be between 0 and 0.9\n");
         return 2;
     }
     o.seal_interval_ms = (uint32_t)seal_ms;

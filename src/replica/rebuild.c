@@ -63,11 +63,11 @@ int rebuild_wanted(const char *data_dir, bucket *b, int *wanted, char *err, size
     return rc;
 }
 
-int rebuild_fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t *txn, char *err,
-                           size_t errcap)
+int rebuild_fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t max_time_ms,
+                           uint64_t *txn, char *err, size_t errcap)
 {
     /* Wired to snapshot_fetch(b, data_dir, max_txn, ...) when snapshots land. */
-    (void)b; (void)data_dir; (void)max_txn; (void)err; (void)errcap;
+    (void)b; (void)data_dir; (void)max_txn; (void)max_time_ms; (void)err; (void)errcap;
     *txn = 0;
     return HANU_ERR_NOT_FOUND;
 }
@@ -84,8 +84,8 @@ static int write_marker(const char *data_dir, char *err, size_t errcap)
     return HANU_OK;
 }
 
-int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, int mark, rebuild_stats *st,
-                    char *err, size_t errcap)
+int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, uint64_t max_time_ms, int mark,
+                    rebuild_stats *st, char *err, size_t errcap)
 {
     if (has_marker(data_dir)) {   /* resuming: the store holds what was replayed */
         st->resumed = 1;
@@ -104,7 +104,7 @@ int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, int mark,
     int rc = mark ? write_marker(data_dir, err, errcap) : HANU_OK;
     if (rc) return rc;
     uint64_t t0 = hanu_now_ns();
-    rc = rebuild_fetch_snapshot(b, data_dir, max_txn, &st->snapshot_txn, err, errcap);
+    rc = rebuild_fetch_snapshot(b, data_dir, max_txn, max_time_ms, &st->snapshot_txn, err, errcap);
     st->fetch_ms += (hanu_now_ns() - t0) / 1000000;
     if (rc == HANU_ERR_NOT_FOUND) {   /* no snapshot: the whole chain is replayed */
         if (err && errcap) err[0] = '\0';
@@ -160,7 +160,8 @@ int rebuild_replay(store *s, bucket *b, const rebuild_replay_options *o, rebuild
         rc = chain_reader_poll(r, &applied, err, errcap);
     /* A segment listed past the end is a hole in the chain, unless we stopped early
        on purpose. */
-    if (rc == HANU_OK && !chain_reader_stopped(r)) rc = chain_reader_check_end(r, err, errcap);
+    st->stopped = chain_reader_stopped(r);
+    if (rc == HANU_OK && !st->stopped) rc = chain_reader_check_end(r, err, errcap);
     chain_progress p;
     chain_reader_progress(r, &p);
     chain_reader_close(r);

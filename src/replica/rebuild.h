@@ -43,6 +43,7 @@ typedef struct rebuild_stats {
     uint64_t last_txn;          /* the store's last txn after the replay */
     uint64_t next_txn;          /* rebuild_finish: what the next write gets at least */
     int resumed;                /* an interrupted rebuild was continued */
+    int stopped;                /* the replay ended at its stop (txn or time), not at the chain's end */
 } rebuild_stats;
 
 /* Whether serve must rebuild data_dir from b: the directory is missing or empty and
@@ -51,17 +52,18 @@ typedef struct rebuild_stats {
 int rebuild_wanted(const char *data_dir, bucket *b, int *wanted, char *err, size_t errcap);
 
 /* The one call site of the snapshot reader (src/replica/snapshot.h, being written):
-   downloads the newest snapshot holding txns up to max_txn (0: any) into the empty
-   data_dir and sets *txn to the txn it holds. NOT_FOUND when the bucket has none
-   (then the whole chain is replayed). */
-int rebuild_fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t *txn, char *err,
-                           size_t errcap);
+   downloads the newest snapshot holding txns up to max_txn (0: any) and taken at or
+   before max_time_ms (0: any) into the empty data_dir and sets *txn to the txn it
+   holds. NOT_FOUND when the bucket has none that fits (then the whole chain is
+   replayed). */
+int rebuild_fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t max_time_ms,
+                           uint64_t *txn, char *err, size_t errcap);
 
 /* Before store_open: creates data_dir when missing, refuses a non-empty one that
    holds no REBUILD_MARKER (INVALID), writes the marker (synced) when mark, and
    fetches the snapshot into the empty directory (adding to st->fetch_ms). */
-int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, int mark, rebuild_stats *st,
-                    char *err, size_t errcap);
+int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, uint64_t max_time_ms, int mark,
+                    rebuild_stats *st, char *err, size_t errcap);
 
 typedef struct rebuild_replay_options {
     uint64_t stop_txn;          /* replay records up to this txn only (0: the whole chain) */

@@ -74,12 +74,15 @@ void http_status_reply(http_call *c)
     if (srv->sealer) {   /* the bucket: what is sealed there and what it cost */
         sealer_stats ss;
         sealer_get_stats(srv->sealer, &ss);
+        bucket_counters bc;
+        bucket_get_counters(srv->bucket, &bc);
         json_write_key(&w, "bucket", 6);
         json_write_object_begin(&w);
         const server_json_field bf[] = {
             { "class_a", ss.class_a }, { "class_b", ss.class_b }, { "sealed_txn", ss.sealed_txn },
             { "segment", ss.sequence }, { "segments_put", ss.segments }, { "bytes_put", ss.bytes },
             { "failed_puts", ss.failed_puts }, { "last_upload_ms", ss.last_upload_ms },
+            { "retries", bc.retries }, { "bytes_up", bc.bytes_up },
         };
         server_json_fields(&w, bf, sizeof bf / sizeof *bf);
         json_write_key(&w, "sealer_ok", 9);

@@ -165,6 +165,8 @@ static int open_bucket_only(server *srv, char *err, size_t errcap)
     bucket_options_default(&bo);
     bo.latency_put_ms = o->bucket_latency_put_ms;
     bo.latency_get_ms = o->bucket_latency_get_ms;
+    bo.fail_rate = o->bucket_fail_rate;
+    bo.timeout_rate = o->bucket_timeout_rate;
     return bucket_open(o->bucket_url, &bo, &srv->bucket, err, errcap);
 }
 
@@ -181,7 +183,7 @@ static int rebuild_begin(server *srv, int *rebuilding, char *err, size_t errcap)
     if (rc || !*rebuilding) return rc;
     fprintf(stderr, "hanudb: %s is empty and %s holds a chain: rebuilding before serving\n", data, o->bucket_url);
     srv->rebuild_started_ns = hanu_now_ns();
-    return rebuild_prepare(data, srv->bucket, 0, 1, &srv->rebuild, err, errcap);
+    return rebuild_prepare(data, srv->bucket, 0, 0, 1, &srv->rebuild, err, errcap);
 }
 
 /* After the store and the index opened: the chain replayed to its end, the sealer's

@@ -35,6 +35,7 @@ typedef struct server_options {
     const char *bucket_url;         /* file:///path or s3://bucket/prefix */
     uint32_t seal_interval_ms;      /* default 1000 */
     uint32_t bucket_latency_put_ms, bucket_latency_get_ms;   /* simulated object store */
+    double bucket_fail_rate, bucket_timeout_rate;          /* injected failures (tests) */
     /* the documents index (DATA/index) and the queries over it */
     uint32_t index_commit_ms;       /* the indexer commits this often, default 500 */
     uint32_t min_txn_wait_ms;       /* longest a query waits for its min_txn, default 5000 */
