@@ -148,9 +148,11 @@ int cli_restore_main(int argc, char **argv)
         fprintf(stderr, "hanudb restore: %s\n", err[0] ? err : hanu_status_str(rc));
         return rc == HANU_ERR_CORRUPT ? 1 : 2;
     }
-    printf("restored %s: %llu segments, %llu records, up to txn %llu, in %llu ms (fetch %llu ms, replay %llu ms)\n",
+    printf("restored %s: %llu segments, %llu records, up to txn %llu, in %llu ms (fetch %llu ms, replay %llu ms, "
+           "CPU %llu ms)\n",
            to, (unsigned long long)st.segments, (unsigned long long)st.records, (unsigned long long)st.last_txn,
-           (unsigned long long)st.ms, (unsigned long long)st.fetch_ms, (unsigned long long)st.replay_ms);
+           (unsigned long long)st.ms, (unsigned long long)st.fetch_ms, (unsigned long long)st.replay_ms,
+           (unsigned long long)st.cpu_ms);
     if (txn && !st.stopped && st.last_txn < txn) {
         fprintf(stderr, "hanudb restore: the bucket's chain ends at txn %llu, below --txn %llu: "
                 "the records after it never reached the bucket\n",

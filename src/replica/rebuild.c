@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int marker_path(const char *data_dir, char *out, size_t cap)
@@ -113,6 +114,13 @@ int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, uint64_t 
     return rc;
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 typedef struct progress_ctx {
     const rebuild_replay_options *o;
     uint64_t started_ns, printed_ns;
@@ -141,6 +149,7 @@ int rebuild_replay(store *s, bucket *b, const rebuild_replay_options *o, rebuild
                    size_t errcap)
 {
     progress_ctx pc = { o, hanu_now_ns(), hanu_now_ns() };
+    uint64_t cpu0 = thread_cpu_ns();
     chain_options co;
     chain_options_default(&co);
     co.stop_txn = o->stop_txn;
@@ -171,6 +180,7 @@ int rebuild_replay(store *s, bucket *b, const rebuild_replay_options *o, rebuild
     st->fetch_ms += p.fetch_ns / 1000000;
     st->replay_ms += p.replay_ns / 1000000;
     st->last_txn = store_last_txn(s);
+    st->cpu_ms += (thread_cpu_ns() - cpu0) / 1000000;
     if (rc == HANU_OK && !o->quiet) print_progress(&pc, &p, "done: ");
     return rc;
 }

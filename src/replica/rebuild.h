@@ -38,6 +38,7 @@ typedef struct rebuild_stats {
     uint64_t ms;                /* the whole rebuild, wall time */
     uint64_t fetch_ms;          /* waiting for the bucket: snapshot files and segments */
     uint64_t replay_ms;         /* decoding segments and replaying their records */
+    uint64_t cpu_ms;            /* CPU time of the replaying thread (a shared machine's wall time lies) */
     uint64_t records, segments, bytes;   /* replayed from the chain; segment object bytes */
     uint64_t snapshot_txn;      /* the txn the fetched snapshot holds (0: none) */
     uint64_t last_txn;          /* the store's last txn after the replay */

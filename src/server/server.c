@@ -197,10 +197,11 @@ static int rebuild_end(server *srv, char *err, size_t errcap)
     if (rc) return rc;
     srv->rebuild.ms = (hanu_now_ns() - srv->rebuild_started_ns) / 1000000;
     srv->rebuilt = 1;
-    fprintf(stderr, "hanudb: rebuilt from the bucket in %llu ms (fetch %llu ms, replay %llu ms): %llu segments, "
-            "%llu records up to txn %llu; new writes get txns from %llu\n",
+    fprintf(stderr, "hanudb: rebuilt from the bucket in %llu ms (fetch %llu ms, replay %llu ms, CPU %llu ms): "
+            "%llu segments, %llu records up to txn %llu; new writes get txns from %llu\n",
             (unsigned long long)srv->rebuild.ms, (unsigned long long)srv->rebuild.fetch_ms,
-            (unsigned long long)srv->rebuild.replay_ms, (unsigned long long)srv->rebuild.segments,
+            (unsigned long long)srv->rebuild.replay_ms, (unsigned long long)srv->rebuild.cpu_ms,
+            (unsigned long long)srv->rebuild.segments,
             (unsigned long long)srv->rebuild.records, (unsigned long long)srv->rebuild.last_txn,
             (unsigned long long)srv->rebuild.next_txn);
     return HANU_OK;
@@ -368,9 +369,14 @@ int server_run(const server_options *o)
     h2o_socket_close(sig);
     h2o_evloop_run(srv->loop, 0);
     sealer_close(srv->sealer);   /* before the store it reads */
+    srv->sealer = NULL;
     bucket_close(srv->bucket);
     indexer_close(srv->indexer);   /* before the store it follows */
     store_close(srv->store);
+    /* The sealer's and the commit thread's last messages may still be queued (h2o
+       asserts none is left when the receiver goes): take them now that no thread is
+       left to send more. */
+    h2o_evloop_run(srv->loop, 0);
     fprintf(stderr, "hanudb: stopped cleanly\n");
     h2o_multithread_unregister_receiver(srv->queue, &srv->durable_receiver);
     hanu_buf_free(&srv->scratch);
