@@ -75,6 +75,7 @@ static int default_bucket_url(const char *data, char *url, size_t cap)
 {
     char cwd[4096] = "";
     if (data[0] != '/' && !getcwd(cwd, sizeof cwd)) return -1;
+    while (data[0] == '.' && data[1] == '/') data += 2;   /* "./data" is "data" */
     size_t len = strlen(data);
     while (len > 1 && data[len - 1] == '/') len--;   /* "data/" is "data" */
     int n = snprintf(url, cap, "file://%s%s%.*s.bucket", cwd, cwd[0] ? "/" : "", (int)len, data);

@@ -226,6 +226,8 @@ static int open_bucket(server *srv, char *err, size_t errcap)
         return rc;
     }
     uint64_t sealed = sealer_sealed_txn(srv->sealer);
+    fprintf(stderr, "hanudb: sealing the log into %s (bucket holds txns up to %llu)\n", o->bucket_url,
+            (unsigned long long)sealed);
     atomic_store(&srv->sealed_txn, sealed);
     srv->waits.reached[WAIT_BUCKET] = sealed;
     return HANU_OK;
