@@ -8,7 +8,8 @@
   document, `_status.bucket.rebuild` counts the chain's segments, a write after the
   rebuild gets a txn of at least the chain's last + 2^32 (above every txn answered
   before the kill), and the sealer continues the chain instead of resealing it. A
-  second restart (non-empty directory) does not rebuild.
+  second restart (non-empty directory) does not rebuild. A directory holding part of
+  the chain and the REBUILDING mark (an interrupted rebuild) resumes to the end.
 - A damaged chain (a flipped byte, a deleted, swapped or extra segment): serve on
   an empty directory refuses to start with exit status 4 and the chain reader's
   message; `hanudb audit` reports each.
@@ -229,6 +230,31 @@ def drill(tmp):
     return bdir
 
 
+def interrupted_rebuild_resumes(tmp, bdir):
+    """A rebuild killed halfway leaves its records and the REBUILDING mark: the next
+    start replays the rest. Made exactly with restore --txn (the same replay) and the
+    mark, rather than by racing a SIGKILL against a fast rebuild."""
+    segs = segment_headers(bdir)
+    mid = segs[len(segs) // 2][2] - 1          # inside the chain, not at a segment's end
+    data = os.path.join(tmp, "resumed")
+    r = subprocess.run([BIN, "restore", "--bucket", "file://" + bdir, "--to", data, "--txn", str(mid), "--quiet"],
+                       capture_output=True, timeout=120)
+    check(r.returncode == 0, "restore --txn %d: %s" % (mid, r.stderr))
+    with open(os.path.join(data, "REBUILDING"), "w") as f:
+        f.write("x")
+    srv = HttpServer(data, ["--bucket", "file://" + bdir])
+    srv.start(timeout=60)
+    st = status(srv.http_port)
+    rb = st["bucket"]["rebuild"]
+    check(rb["last_txn"] == segs[-1][2] and rb["records"] > 0 and rb["segments"] < len(segs),
+          "resumed from txn %d: %r" % (mid, rb))
+    check(not os.path.exists(os.path.join(data, "REBUILDING")), "the mark is gone")
+    check(Http(srv.http_port).call("GET", "/c/orders/docs/after")[0] == 200, "the chain's end is there")
+    check(srv.stop() == 0, "clean stop")
+    print("ok   an interrupted rebuild (records up to txn %d and the mark) resumes: %d more segments"
+          % (mid, rb["segments"]))
+
+
 def audit(bdir):
     r = subprocess.run([BIN, "audit", "--bucket", "file://" + bdir], capture_output=True, text=True, timeout=60)
     return r.returncode, r.stdout + r.stderr
@@ -340,6 +366,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="hanudb-rebuild-")
     try:
         bdir = drill(tmp)
+        interrupted_rebuild_resumes(tmp, bdir)
         damaged_chain_refused(tmp, bdir)
         slow_failing_bucket(tmp)
     finally:
