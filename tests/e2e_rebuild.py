@@ -249,6 +249,7 @@ def interrupted_rebuild_resumes(tmp, bdir):
     check(rb["last_txn"] == segs[-1][2] and rb["records"] > 0 and rb["segments"] < len(segs),
           "resumed from txn %d: %r" % (mid, rb))
     check(not os.path.exists(os.path.join(data, "REBUILDING")), "the mark is gone")
+    check("interrupted rebuild" in srv.tail(4000), "says it resumes: %s" % srv.tail())
     check(Http(srv.http_port).call("GET", "/c/orders/docs/after")[0] == 200, "the chain's end is there")
     check(srv.stop() == 0, "clean stop")
     print("ok   an interrupted rebuild (records up to txn %d and the mark) resumes: %d more segments"

@@ -181,9 +181,14 @@ static int rebuild_begin(server *srv, int *rebuilding, char *err, size_t errcap)
     int rc = open_bucket_only(srv, err, errcap);
     if (rc == HANU_OK) rc = rebuild_wanted(data, srv->bucket, rebuilding, err, errcap);
     if (rc || !*rebuilding) return rc;
-    fprintf(stderr, "hanudb: %s is empty and %s holds a chain: rebuilding before serving\n", data, o->bucket_url);
     srv->rebuild_started_ns = hanu_now_ns();
-    return rebuild_prepare(data, srv->bucket, 0, 0, 1, &srv->rebuild, err, errcap);
+    rc = rebuild_prepare(data, srv->bucket, 0, 0, 1, &srv->rebuild, err, errcap);
+    if (rc == HANU_OK && srv->rebuild.resumed)
+        fprintf(stderr, "hanudb: %s holds an interrupted rebuild (%s): resuming it from %s before serving\n", data,
+                REBUILD_MARKER, o->bucket_url);
+    else if (rc == HANU_OK)
+        fprintf(stderr, "hanudb: %s is empty and %s holds a chain: rebuilding before serving\n", data, o->bucket_url);
+    return rc;
 }
 
 /* After the store and the index opened: the chain replayed to its end, the sealer's
