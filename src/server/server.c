@@ -164,16 +164,67 @@ void server_check_sealer(server *srv)
     waiters_advance(&srv->waits, WAIT_BUCKET, srv->waits.reached[WAIT_BUCKET], 1);
 }
 
+/* The bucket itself, before the store: a rebuild reads it first. */
+static int open_bucket_only(server *srv, char *err, size_t errcap)
+{
+    const server_options *o = &srv->opt;
+    bucket_options bo;
+    bucket_options_default(&bo);
+    bo.latency_put_ms = o->bucket_latency_put_ms;
+    bo.latency_get_ms = o->bucket_latency_get_ms;
+    bo.fail_rate = o->bucket_fail_rate;
+    bo.timeout_rate = o->bucket_timeout_rate;
+    return bucket_open(o->bucket_url, &bo, &srv->bucket, err, errcap);
+}
+
+/* Before the store opens: whether DATA is to be rebuilt from the bucket (empty, or an
+   unfinished rebuild), and if so the directory and the snapshot's files. */
+static int rebuild_begin(server *srv, int *rebuilding, char *err, size_t errcap)
+{
+    const server_options *o = &srv->opt;
+    const char *data = o->store.data_dir ? o->store.data_dir : ".";
+    *rebuilding = 0;
+    if (!o->bucket_url) return HANU_OK;
+    int rc = open_bucket_only(srv, err, errcap);
+    if (rc == HANU_OK) rc = rebuild_wanted(data, srv->bucket, rebuilding, err, errcap);
+    if (rc || !*rebuilding) return rc;
+    srv->rebuild_started_ns = hanu_now_ns();
+    rc = rebuild_prepare(data, srv->bucket, 0, 0, 1, &srv->rebuild, err, errcap);
+    if (rc == HANU_OK && srv->rebuild.resumed)
+        fprintf(stderr, "hanudb: %s holds an interrupted rebuild (%s): resuming it from %s before serving\n", data,
+                REBUILD_MARKER, o->bucket_url);
+    else if (rc == HANU_OK)
+        fprintf(stderr, "hanudb: %s is empty and %s holds a chain: rebuilding before serving\n", data, o->bucket_url);
+    return rc;
+}
+
+/* After the store and the index opened: the chain replayed to its end, the sealer's
+   watermark at the end, numbering moved above anything the lost machine handed out. */
+static int rebuild_end(server *srv, char *err, size_t errcap)
+{
+    const char *data = srv->opt.store.data_dir ? srv->opt.store.data_dir : ".";
+    rebuild_replay_options ro = { .who = "hanudb: rebuild" };
+    int rc = rebuild_replay(srv->store, srv->bucket, &ro, &srv->rebuild, err, errcap);
+    if (rc == HANU_OK) rc = rebuild_finish(srv->store, data, &srv->rebuild, err, errcap);
+    if (rc) return rc;
+    srv->rebuild.ms = (hanu_now_ns() - srv->rebuild_started_ns) / 1000000;
+    srv->rebuilt = 1;
+    fprintf(stderr, "hanudb: rebuilt from the bucket in %llu ms (fetch %llu ms, replay %llu ms, CPU %llu ms): "
+            "%llu segments, %llu records up to txn %llu; new writes get txns from %llu\n",
+            (unsigned long long)srv->rebuild.ms, (unsigned long long)srv->rebuild.fetch_ms,
+            (unsigned long long)srv->rebuild.replay_ms, (unsigned long long)srv->rebuild.cpu_ms,
+            (unsigned long long)srv->rebuild.segments,
+            (unsigned long long)srv->rebuild.records, (unsigned long long)srv->rebuild.last_txn,
+            (unsigned long long)srv->rebuild.next_txn);
+    return HANU_OK;
+}
+
 /* Opens the bucket and starts the sealer when --bucket is given. */
 static int open_bucket(server *srv, char *err, size_t errcap)
 {
     const server_options *o = &srv->opt;
     if (!o->bucket_url) return HANU_OK;
-    bucket_options bo;
-    bucket_options_default(&bo);
-    bo.latency_put_ms = o->bucket_latency_put_ms;
-    bo.latency_get_ms = o->bucket_latency_get_ms;
-    int rc = bucket_open(o->bucket_url, &bo, &srv->bucket, err, errcap);
+    int rc = srv->bucket ? HANU_OK : open_bucket_only(srv, err, errcap);
     if (rc) return rc;
     sealer_options so;
     sealer_options_default(&so);
@@ -187,6 +238,8 @@ static int open_bucket(server *srv, char *err, size_t errcap)
         return rc;
     }
     uint64_t sealed = sealer_sealed_txn(srv->sealer);
+    fprintf(stderr, "hanudb: sealing the log into %s (bucket holds txns up to %llu)\n", o->bucket_url,
+            (unsigned long long)sealed);
     atomic_store(&srv->sealed_txn, sealed);
     srv->waits.reached[WAIT_BUCKET] = sealed;
     return HANU_OK;
@@ -334,7 +387,14 @@ int server_run(const server_options *o)
     so.on_durable = on_durable_from_log;
     so.ctx = srv;
     char err[1024] = "";
-    int rc = store_open(&so, &srv->store, err, sizeof err);
+    int rebuilding = 0;
+    int rc = rebuild_begin(srv, &rebuilding, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "hanudb: bucket %s: %s\n", o->bucket_url, err[0] ? err : hanu_status_str(rc));
+        bucket_close(srv->bucket);
+        return 2;
+    }
+    rc = store_open(&so, &srv->store, err, sizeof err);
     if (rc) {
         fprintf(stderr, "hanudb: cannot open the store: %s\n", err[0] ? err : hanu_status_str(rc));
         return 2;
@@ -345,6 +405,13 @@ int server_run(const server_options *o)
         fprintf(stderr, "hanudb: cannot open the index: %s\n", err);
         store_close(srv->store);
         return 2;
+    }
+    if (rebuilding && (rc = rebuild_end(srv, err, sizeof err)) != HANU_OK) {
+        fprintf(stderr, "hanudb: rebuild from %s failed: %s\n", o->bucket_url, err[0] ? err : hanu_status_str(rc));
+        bucket_close(srv->bucket);
+        indexer_close(srv->indexer);
+        store_close(srv->store);
+        return rc == HANU_ERR_CORRUPT ? SERVER_EXIT_BROKEN_CHAIN : 2;
     }
     if ((rc = open_bucket(srv, err, sizeof err)) != HANU_OK) {
         fprintf(stderr, "hanudb: bucket %s: %s\n", o->bucket_url, err[0] ? err : hanu_status_str(rc));
@@ -406,9 +473,14 @@ int server_run(const server_options *o)
     h2o_evloop_run(srv->loop, 0);
     close_snapshots(srv);        /* before the sealer and the store it uses */
     sealer_close(srv->sealer);   /* before the store it reads */
+    srv->sealer = NULL;
     bucket_close(srv->bucket);
     indexer_close(srv->indexer);   /* before the store it follows */
     store_close(srv->store);
+    /* The sealer's and the commit thread's last messages may still be queued (h2o
+       asserts none is left when the receiver goes): take them now that no thread is
+       left to send more. */
+    h2o_evloop_run(srv->loop, 0);
     fprintf(stderr, "hanudb: stopped cleanly\n");
     h2o_multithread_unregister_receiver(srv->queue, &srv->durable_receiver);
     hanu_buf_free(&srv->scratch);

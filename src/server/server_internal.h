@@ -12,6 +12,7 @@
 #include "server/kv_proto.h"
 #include "server/waiters.h"
 #include "bucket/bucket.h"
+#include "replica/rebuild.h"
 #include "replica/sealer.h"
 #include "replica/snapshot.h"
 #include "json/json.h"
@@ -44,6 +45,9 @@ typedef struct server {
     sealer *sealer;
     _Atomic uint64_t sealed_txn;
     int fenced;                     /* the sealer stopped for good: exit with its status */
+    rebuild_stats rebuild;          /* this start rebuilt DATA from the bucket when rebuilt */
+    int rebuilt;
+    uint64_t rebuild_started_ns;
     _Atomic int store_failed;
     waiters waits;                  /* answers of both faces held for a watermark (loop thread) */
 
