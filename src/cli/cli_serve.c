@@ -78,6 +78,7 @@ int cli_serve_main(int argc, char **argv)
     uint64_t max_frame = o.max_frame, idle_ms = o.idle_timeout_ms, max_conns = o.max_connections;
     uint64_t max_body = o.max_body, idem_ttl = o.idempotency_ttl_s;
     uint64_t seal_ms = o.seal_interval_ms, lat_put = 0, lat_get = 0;
+    cli_str_twice buckets = { { NULL, NULL }, 0, 0 };
     uint64_t index_commit_ms = o.index_commit_ms, min_txn_wait_ms = o.min_txn_wait_ms;
     uint64_t header_ms = o.http_header_timeout_ms, body_ms = o.http_body_timeout_ms, http_idle_ms = o.http_idle_timeout_ms;
     cli_opt opts[] = {
@@ -113,8 +114,9 @@ int cli_serve_main(int argc, char **argv)
         { "http-idle-timeout-ms", CLI_U64, &http_idle_ms, "HTTP: close keep-alive connections idle this long (default 75000)" },
         { "idempotency-ttl", CLI_U64, &idem_ttl, "seconds an Idempotency-Key is remembered (default 86400)" },
         { "open-metrics", CLI_FLAG, &o.open_metrics, "serve /metrics and /_status without a token" },
-        { "bucket", CLI_STR, &o.bucket_url, "seal the log into this bucket: file:///path or s3://bucket/prefix "
-                                            "(docs/BUCKET.md); enables durability bucket" },
+        { "bucket", CLI_STR_TWICE, &buckets, "seal the log into this bucket: file:///path or s3://bucket/prefix "
+                                             "(docs/BUCKET.md); enables durability bucket; twice: twin buckets, "
+                                             "every object written to both" },
         { "seal-interval-ms", CLI_U64, &seal_ms, "with --bucket: at most one segment per interval (default 1000)" },
         { "bucket-latency-put-ms", CLI_U64, &lat_put, "with --bucket: simulated latency of every put/list/delete" },
         { "bucket-latency-get-ms", CLI_U64, &lat_get, "with --bucket: simulated latency of every get/head" },
@@ -156,6 +158,8 @@ int cli_serve_main(int argc, char **argv)
         return 2;
     }
     o.seal_interval_ms = (uint32_t)seal_ms;
+    o.bucket_url = buckets.v[0];
+    o.bucket_url2 = buckets.v[1];
     o.bucket_latency_put_ms = (uint32_t)lat_put;
     o.bucket_latency_get_ms = (uint32_t)lat_get;
     if (index_commit_ms < 1 || index_commit_ms > 3600000) {

@@ -19,7 +19,7 @@ _Static_assert(ROUTE_COUNT <= HTTP_ROUTE_SLOTS, "the server's counters need a sl
 
 static const char *route_names[ROUTE_COUNT] = {
     "health", "status", "metrics", "collections", "collection", "doc_get", "doc_put",
-    "doc_post", "doc_delete", "batch", "preflight", "other", "find", "search", "aggs", "doc_list",
+    "doc_post", "doc_delete", "batch", "preflight", "other", "find", "search", "aggs", "doc_list", "export",
 };
 static const int status_codes[HTTP_STATUS_SLOTS] = {
     200, 201, 204, 304, 400, 401, 403, 404, 405, 409, 412, 413, 415, 421, 422, 500, 501, 503, 0, 0,
@@ -84,6 +84,23 @@ void http_status_reply(http_call *c)
         server_json_fields(&w, bf, sizeof bf / sizeof *bf);
         json_write_key(&w, "sealer_ok", 9);
         json_write_bool(&w, ss.status == HANU_OK);
+        if (bucket_twin_side(srv->bucket, 0)) {   /* twin buckets: each side's own requests */
+            json_write_key(&w, "twin", 4);
+            json_write_array_begin(&w);
+            for (int side = 0; side < 2; side++) {
+                bucket *one = bucket_twin_side(srv->bucket, side);
+                bucket_counters bc;
+                bucket_get_counters(one, &bc);
+                json_write_object_begin(&w);
+                json_write_key(&w, "url", 3);
+                json_write_string(&w, bucket_url(one), strlen(bucket_url(one)));
+                const server_json_field tf[] = { { "class_a", bc.class_a }, { "class_b", bc.class_b },
+                                                 { "retries", bc.retries } };
+                server_json_fields(&w, tf, sizeof tf / sizeof *tf);
+                json_write_object_end(&w);
+            }
+            json_write_array_end(&w);
+        }
         json_write_object_end(&w);
     }
     http_index_status(srv, &w);

@@ -33,6 +33,7 @@ typedef struct server_options {
     /* the bucket (docs/BUCKET.md): NULL = none yet (the default will be DATA.bucket
        once a fresh data directory rebuilds from it) */
     const char *bucket_url;         /* file:///path or s3://bucket/prefix */
+    const char *bucket_url2;        /* a second bucket: twin buckets (bucket_twin_open) */
     uint32_t seal_interval_ms;      /* default 1000 */
     uint32_t bucket_latency_put_ms, bucket_latency_get_ms;   /* simulated object store */
     /* the documents index (DATA/index) and the queries over it */

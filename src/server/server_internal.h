@@ -21,7 +21,7 @@ struct http_token;
 
 #define HTTP_LATENCY_BUCKETS 16
 #define HTTP_STATUS_SLOTS 20
-#define HTTP_ROUTE_SLOTS 16          /* at least ROUTE_COUNT (http_internal.h) */
+#define HTTP_ROUTE_SLOTS 20          /* at least ROUTE_COUNT (http_internal.h) */
 
 typedef struct server {
     server_options opt;
@@ -91,6 +91,7 @@ typedef struct server {
     h2o_linklist_t query_waits;     /* queries held for their min_txn (http_query.c) */
     h2o_timeout_t query_wait_timeout;
     h2o_timeout_entry_t query_wait_entry;
+    struct http_exports *exports;   /* exports running on their threads (http_export.c) */
 } server;
 
 int kv_listen(server *srv, const char *addr, char *err, size_t errcap);
