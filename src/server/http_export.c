@@ -26,7 +26,8 @@
 #include <zstd.h>
 
 #define EXPORT_MAX_RUNNING 2            /* exports at once; more get 429 */
-#define EXPORT_INDEX_WAIT_MS 30000      /* longest wait for the index to catch up */
+#define EXPORT_INDEX_WAIT_MS 300000     /* longest wait for the index to catch up (a fresh
+                                           bulk load of 200 000 documents took over 30 s) */
 #define EXPORT_ZSTD_LEVEL 3
 #define EXPORT_CHUNK (256u << 10)       /* documents gathered before each compression step */
 
