@@ -176,7 +176,15 @@ static void put_file(export_job *j, int fd, uint64_t size)
 static void export_collection(export_job *j)
 {
     server *srv = j->srv;
-    int rc = indexer_wait_txn(srv->indexer, j->want_txn, EXPORT_INDEX_WAIT_MS);
+    /* In slices, so that a shutdown does not wait for the index either. */
+    int rc = HANU_ERR_BUSY;
+    for (uint32_t waited = 0; rc == HANU_ERR_BUSY && waited < EXPORT_INDEX_WAIT_MS; waited += 200) {
+        if (atomic_load(&j->cancel)) {
+            job_fail(j, 503, "shutting_down", "the server is shutting down");
+            return;
+        }
+        rc = indexer_wait_txn(srv->indexer, j->want_txn, 200);
+    }
     if (rc == HANU_ERR_BUSY) {
         job_fail(j, 503, "index_behind", "the index did not reach txn %llu within %u ms",
                  (unsigned long long)j->want_txn, EXPORT_INDEX_WAIT_MS);
