@@ -218,6 +218,18 @@ static void store_families(hanu_buf *b, server *srv)
         scalar(b, "hanudb_bucket_bytes_put_total", "counter", "Bytes of segments put by this process.", ss.bytes);
         scalar(b, "hanudb_bucket_failed_puts_total", "counter", "Segment puts that failed and were tried again.",
                ss.failed_puts);
+        if (bucket_twin_side(srv->bucket, 0)) {   /* twin buckets: each side's own requests */
+            family(b, "hanudb_bucket_side_requests_total", "counter",
+                   "Requests of each of the twin buckets by class (side 0: the first --bucket).");
+            for (int side = 0; side < 2; side++) {
+                bucket_counters bc;
+                bucket_get_counters(bucket_twin_side(srv->bucket, side), &bc);
+                text(b, "hanudb_bucket_side_requests_total{side=\"%d\",class=\"A\"} %llu\n", side,
+                     (unsigned long long)bc.class_a);
+                text(b, "hanudb_bucket_side_requests_total{side=\"%d\",class=\"B\"} %llu\n", side,
+                     (unsigned long long)bc.class_b);
+            }
+        }
     }
     scalar(b, "hanudb_keydir_bytes", "gauge", "Memory of the key directories.", st.memory_bytes);
     scalar(b, "hanudb_compactions_total", "counter", "Compactions finished.", st.compactions);
