@@ -143,6 +143,21 @@ def export_and_refusals(tmp):
         srv.kill()
     print("ok   export without a bucket: 501 no_bucket")
 
+    # Tokens: an export writes to the bucket, so a read-only token may not ask for one.
+    srv = HttpServer(os.path.join(tmp, "data"), ["--bucket", "file://" + bdir,
+                                                 "--tokens", "rw-token-0123456789 rw people;ro-token-0123456789 ro *"])
+    srv.start()
+    try:
+        st, _, body = Http(srv.http_port, token="ro-token-0123456789").json("POST", "/c/people/_export")
+        check(st == 403 and error_code(body) == "forbidden", "read-only token: %d %r" % (st, body))
+        code, _, err = export_cli(srv.http_port, "people")
+        check(code == 1 and "unauthorized" in err, "cli without a token: %d %s" % (code, err))
+        code, out, err = export_cli(srv.http_port, "people", "--token", "rw-token-0123456789")
+        check(code == 0 and json.loads(out)["docs"] == len(live) + 1, "cli with a token: %d %s %s" % (code, out, err))
+    finally:
+        srv.kill()
+    print("ok   export with tokens: read-only 403, none 401, read-write exports")
+
 
 def audit(*dirs):
     args = [BIN, "audit"]

@@ -173,17 +173,52 @@ static void put_file(export_job *j, int fd, uint64_t size)
     else job_fail(j, 502, "bucket_failed", "cannot put %s into the bucket: %s", j->key, err[0] ? err : hanu_status_str(rc));
 }
 
+static int first_entry(void *ctx, const store_change *c)
+{
+    *(uint64_t *)ctx = c->txn;
+    return 1;
+}
+
+/* The txn of the first record at or after from in the log, or 0 when there is none. */
+static uint64_t next_record_txn(store *st, uint64_t from)
+{
+    store_feed *f;
+    uint64_t txn = 0;
+    size_t got = 0;
+    if (store_feed_open(st, from, &f) != HANU_OK) return from;   /* cannot tell: wait for from */
+    if (store_feed_next(f, 1, first_entry, &txn, &got) != HANU_OK) txn = from;
+    store_feed_close(f);
+    return got ? txn : 0;
+}
+
+/* Waits until the index holds every record up to want_txn: OK, BUSY after
+   EXPORT_INDEX_WAIT_MS, STOPPED (the indexer failed) or INVALID (cancelled). The
+   target is the last record at or below want_txn, not want_txn itself: after a
+   crash the numbering jumps ahead, and txns no record has are never indexed. */
+static int wait_for_index(export_job *j)
+{
+    store *st = j->srv->store;
+    indexer *ix = j->srv->indexer;
+    int rc = HANU_OK;
+    for (uint32_t waited = 0; waited < EXPORT_INDEX_WAIT_MS; waited += 200) {   /* slices: shutdown */
+        if (atomic_load(&j->cancel)) return HANU_ERR_INVALID;
+        uint64_t itxn = indexer_txn(ix);
+        if (itxn >= j->want_txn) return HANU_OK;
+        uint64_t next = next_record_txn(st, itxn + 1);
+        if (next == 0 || next > j->want_txn) return HANU_OK;
+        rc = indexer_wait_txn(ix, next, 200);
+        if (rc != HANU_OK && rc != HANU_ERR_BUSY) return rc;
+    }
+    return HANU_ERR_BUSY;
+}
+
 static void export_collection(export_job *j)
 {
     server *srv = j->srv;
-    /* In slices, so that a shutdown does not wait for the index either. */
-    int rc = HANU_ERR_BUSY;
-    for (uint32_t waited = 0; rc == HANU_ERR_BUSY && waited < EXPORT_INDEX_WAIT_MS; waited += 200) {
-        if (atomic_load(&j->cancel)) {
-            job_fail(j, 503, "shutting_down", "the server is shutting down");
-            return;
-        }
-        rc = indexer_wait_txn(srv->indexer, j->want_txn, 200);
+    int rc = wait_for_index(j);
+    if (rc == HANU_ERR_INVALID) {
+        job_fail(j, 503, "shutting_down", "the server is shutting down");
+        return;
     }
     if (rc == HANU_ERR_BUSY) {
         job_fail(j, 503, "index_behind", "the index did not reach txn %llu within %u ms",
