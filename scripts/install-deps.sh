@@ -22,17 +22,20 @@ for p in "${packages[@]}"; do
   fi
 done
 
-# The npm packages the tests use, pinned by tests/s3/package-lock.json; installed
-# again only when the lock file changed since the last install.
+# The npm packages the tests use, pinned by each folder's package-lock.json
+# (tests/s3: an S3-compatible server; tests/duckdb: DuckDB reading exports);
+# installed again only when a lock file changed since the last install.
 install_npm_packages() {
-  local dir
-  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/s3"
-  if [ -f "$dir/node_modules/.package-lock.json" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
-    echo "install-deps: npm packages in tests/s3 present"
-    return
-  fi
-  echo "install-deps: npm ci in tests/s3"
-  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  local root dir
+  root="$(cd "$(dirname "$0")/.." && pwd)/tests"
+  for dir in "$root/s3" "$root/duckdb"; do
+    if [ -f "$dir/node_modules/.package-lock.json" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
+      echo "install-deps: npm packages in ${dir#"$root"/} present"
+      continue
+    fi
+    echo "install-deps: npm ci in ${dir#"$root"/}"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  done
 }
 
 # Debian's npm; a nodejs from elsewhere (NodeSource) brings its own and conflicts with it.

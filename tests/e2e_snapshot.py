@@ -249,7 +249,7 @@ def policy_takes_its_own(tmp):
         check(len(manifests(bdir)) >= 1, "its manifest is in the bucket")
     finally:
         srv.stop()
-    plain = server(os.path.join(tmp, "data-plain"))
+    plain = server(os.path.join(tmp, "data-plain"), ["--no-bucket"])
     plain.start()
     try:
         st, _, body = Http(plain.http_port).json("POST", "/_admin/snapshot")

@@ -106,6 +106,15 @@ int bucket_open(const char *url, const bucket_options *o, bucket **out, char *er
     return HANU_OK;
 }
 
+int bucket_init_wrapper(bucket *b, const char *url)
+{
+    bucket_options_default(&b->opt);
+    b->opt.max_attempts = 1;   /* the wrapped buckets retry; a wrapper never sends again */
+    snprintf(b->url, sizeof b->url, "%s", url);
+    b->random_state = b->opt.fail_seed;
+    return pthread_mutex_init(&b->random_lock, NULL) == 0 ? HANU_OK : HANU_ERR_NOMEM;
+}
+
 void bucket_close(bucket *b)
 {
     if (!b) return;
@@ -118,6 +127,10 @@ const char *bucket_url(const bucket *b) { return b->url; }
 
 void bucket_get_counters(bucket *b, bucket_counters *out)
 {
+    if (b->ops && b->ops->counters) {
+        b->ops->counters(b, out);
+        return;
+    }
     out->class_a = atomic_load(&b->class_a);
     out->class_b = atomic_load(&b->class_b);
     out->retries = atomic_load(&b->retries);

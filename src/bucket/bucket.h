@@ -117,4 +117,40 @@ void bucket_get_counters(bucket *b, bucket_counters *out);
 /* The URL the bucket was opened with. */
 const char *bucket_url(const bucket *b);
 
+/* ---- twin buckets (bucket_twin.c, docs/BUCKET.md "Twin buckets") ----
+ * One bucket over two: every put, put-if-absent and delete goes to both at once
+ * (two threads) and succeeds only when both do; a put-if-absent that finds other
+ * bytes on either side is refused (EXISTS when neither side holds ours, FENCED when
+ * one does: the two disagree); an object already there with the very same bytes
+ * counts as put (an earlier put that landed on one side only). Compare-and-swap
+ * goes to the first bucket (the ETags a twin hands out are the first's), then puts
+ * the same bytes to the second. Gets, ranges and heads read the first bucket and
+ * fall back to the second on NOT_FOUND or any error; a list is the union of both.
+ * The twin's counters are the sum of both sides'. */
+
+/* Opens url_a and url_b with the same options and joins them. */
+int bucket_twin_open(const char *url_a, const char *url_b, const bucket_options *o, bucket **out, char *err,
+                     size_t errcap);
+/* Joins two open buckets; the twin owns them from now on, also when it fails. */
+int bucket_twin_join(bucket *first, bucket *second, bucket **out, char *err, size_t errcap);
+/* The first (side 0) or second (side 1) bucket of a twin; NULL when b is no twin. */
+bucket *bucket_twin_side(bucket *b, int side);
+
+typedef struct bucket_twin_stats {
+    uint64_t listed[2];                 /* objects under the prefix on each side */
+    uint64_t copied_to[2];              /* objects copied to side 0 and side 1 */
+    uint64_t bytes_copied;
+    uint64_t differ;                    /* on both sides with different sizes: left alone */
+    uint64_t failed;                    /* copies that failed or did not verify */
+    char first_problem[BUCKET_KEY_MAX + 1];   /* the key of the first differ or failure */
+} bucket_twin_stats;
+
+/* Copies every object under prefix that only one side has to the other (both
+   ways), with put-if-absent, and verifies each copy by a head of the target: the
+   size, and the ETag when it is a hash of the bytes (SHA-256 on the file backend,
+   MD5 on S3 single puts). Objects on both sides are compared by size only. OK when
+   every one-sided object was copied and verified; else the first failure's status
+   (the others are still tried). Memory: one object at a time. */
+int bucket_twin_remirror(bucket *twin, const char *prefix, bucket_twin_stats *st, char *err, size_t errcap);
+
 #endif

@@ -319,7 +319,7 @@ static int file_list_page(bucket *b, const char *prefix, const char *token, hanu
 
 static void file_close(bucket *b) { free(b->backend); }
 
-static const bucket_ops file_ops = { file_put, file_get, file_head, file_delete, file_list_page, file_close };
+static const bucket_ops file_ops = { file_put, file_get, file_head, file_delete, file_list_page, file_close, NULL };
 
 int bucket_file_open(bucket *b, const char *path, char *err, size_t errcap)
 {

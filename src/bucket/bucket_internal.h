@@ -39,6 +39,9 @@ typedef struct bucket_ops {
     int (*list_page)(bucket *b, const char *prefix, const char *token, hanu_buf *next, hanu_buf *page,
                      bucket_call *call);
     void (*close)(bucket *b);
+    /* Optional (NULL: the bucket's own counters): a backend over other buckets
+       (bucket_twin.c) reports the requests its buckets sent. */
+    void (*counters)(bucket *b, bucket_counters *out);
 } bucket_ops;
 
 struct bucket {
@@ -66,6 +69,10 @@ double bucket_random(bucket *b);
 void bucket_sha256_hex(const void *data, size_t len, char out[65]);
 
 int bucket_file_open(bucket *b, const char *path, char *err, size_t errcap);
+/* Fills a bucket struct for a backend over other buckets (bucket_twin.c): defaults,
+   no retries of its own, the URL. */
+int bucket_init_wrapper(bucket *b, const char *url);
+
 int bucket_s3_open(bucket *b, const char *bucket_name, const char *prefix, char *err, size_t errcap);
 
 #endif

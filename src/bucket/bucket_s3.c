@@ -558,7 +558,7 @@ static void s3_close(bucket *b)
     free(s);
 }
 
-static const bucket_ops s3_ops = { s3_put, s3_get, s3_head, s3_delete, s3_list_page, s3_close };
+static const bucket_ops s3_ops = { s3_put, s3_get, s3_head, s3_delete, s3_list_page, s3_close, NULL };
 
 static const char *option_or_env(const char *option, const char *env1, const char *env2, const char *fallback)
 {

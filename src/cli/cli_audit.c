@@ -1,11 +1,13 @@
 /*
- * hanudb audit --bucket URL: reads the whole chain of segment objects in a
+ * hanudb audit --bucket URL [--bucket URL2]: reads the whole chain of segment objects in a
  * bucket and checks every one (header, trailer, zstd frame, every record) and
  * every link (sequence + 1, the previous trailer's hash, txns increasing), and
  * every snapshot manifest with every file it names (replica/snapshot.h:
  * present, size, SHA-256). Retention deletes the segments before the oldest
  * manifest's replay sequence: the chain may then start there, and that
- * segment's previous hash must be the one the manifest recorded. It writes nothing. Exit status: 0 the chain is whole, 1 a problem (the first one
+ * segment's previous hash must be the one the manifest recorded. It writes
+ * nothing. With two buckets (twins) it checks each chain and that both hold the
+ * same segments. Exit status: 0 the chain is whole, 1 a problem (the first one
  * is printed, naming the object), 2 bad usage or the bucket cannot be read.
  */
 #include "cli/cli.h"
@@ -99,19 +101,10 @@ static int audit_chain(bucket *b, const audit_keys *a, const snapshot_audit_resu
     return status;
 }
 
-int cli_audit_main(int argc, char **argv)
+/* Lists and checks one bucket's chain into a (the keys stay for the twin check):
+   0, 1 a problem, 2 the bucket cannot be read. */
+static int audit_bucket(const char *url, audit_keys *a)
 {
-    const char *url = NULL;
-    cli_opt opts[] = {
-        { "bucket", CLI_STR, &url, "the bucket to check: file:///path or s3://bucket/prefix" },
-        { NULL, 0, NULL, NULL },
-    };
-    int rc = cli_parse("audit", "Checks every segment of a bucket's chain and every snapshot manifest; writes nothing.", opts, argc, argv);
-    if (rc) return rc == 1 ? 0 : 2;
-    if (!url) {
-        fprintf(stderr, "hanudb audit: --bucket URL is required\n");
-        return 2;
-    }
     bucket_options bo;
     bucket_options_default(&bo);
     bucket *b = NULL;
@@ -120,11 +113,11 @@ int cli_audit_main(int argc, char **argv)
         fprintf(stderr, "hanudb audit: %s\n", err);
         return 2;
     }
-    audit_keys a = { 0 };
     snapshot_audit_result snaps;
+    int rc;
     int status;
     rc = snapshot_audit(b, &snaps, err, sizeof err);
-    if (rc == HANU_OK) rc = bucket_list(b, SEGMENT_KEY_PREFIX, collect_key, &a, err, sizeof err);
+    if (rc == HANU_OK) rc = bucket_list(b, SEGMENT_KEY_PREFIX, collect_key, a, err, sizeof err);
     else if (rc == HANU_ERR_CORRUPT || rc == HANU_ERR_NOT_FOUND) rc = 1;   /* a damaged or missing object */
     if (rc == 1) {
         fprintf(stderr, "hanudb audit: %s\n", err);
@@ -132,18 +125,68 @@ int cli_audit_main(int argc, char **argv)
     } else if (rc != HANU_OK) {
         fprintf(stderr, "hanudb audit: reading %s: %s\n", url, err[0] ? err : hanu_status_str(rc));
         status = 2;
-    } else if (a.stray[0]) {
-        fprintf(stderr, "hanudb audit: %s: not a segment object (a stray or extra object in the chain)\n", a.stray);
+    } else if (a->stray[0]) {
+        fprintf(stderr, "hanudb audit: %s: not a segment object (a stray or extra object in the chain)\n", a->stray);
         status = 1;
     } else {
         if (snaps.manifests)
             printf("manifests ok: %u manifests (txns %llu..%llu), %u files, %llu bytes\n", snaps.manifests,
                    (unsigned long long)snaps.oldest_txn, (unsigned long long)snaps.newest_txn, snaps.files,
                    (unsigned long long)snaps.bytes);
-        status = audit_chain(b, &a, &snaps);
+        status = audit_chain(b, a, &snaps);
     }
-    for (size_t i = 0; i < a.n; i++) free(a.keys[i]);
-    free(a.keys);
     bucket_close(b);
+    return status;
+}
+
+/* Twin buckets: every segment on both sides. 0, or 1 after naming the first one-sided one. */
+static int audit_twins(const char *const urls[2], const audit_keys a[2])
+{
+    size_t only[2] = { 0, 0 };
+    const char *first[2] = { NULL, NULL };
+    for (size_t i = 0, j = 0; i < a[0].n || j < a[1].n;) {   /* both lists are in byte order */
+        int d = i == a[0].n ? 1 : j == a[1].n ? -1 : strcmp(a[0].keys[i], a[1].keys[j]);
+        if (d != 0) {
+            int side = d < 0 ? 0 : 1;
+            if (!only[side]++) first[side] = side == 0 ? a[0].keys[i] : a[1].keys[j];
+        }
+        if (d <= 0) i++;
+        if (d >= 0) j++;
+    }
+    for (int side = 0; side < 2; side++)
+        if (only[side])
+            fprintf(stderr, "hanudb audit: %zu segments only in %s (the first: %s); serve with both buckets "
+                    "copies them over at start\n", only[side], urls[side], first[side]);
+    if (only[0] || only[1]) return 1;
+    printf("twin buckets agree: the same %zu segments in both\n", a[0].n);
+    return 0;
+}
+
+int cli_audit_main(int argc, char **argv)
+{
+    cli_str_twice urls = { { NULL, NULL }, 0, 0 };
+    cli_opt opts[] = {
+        { "bucket", CLI_STR_TWICE, &urls, "the bucket to check: file:///path or s3://bucket/prefix; twice for "
+                                          "twin buckets (each chain checked, and that they hold the same segments)" },
+        { NULL, 0, NULL, NULL },
+    };
+    int rc = cli_parse("audit", "Checks every segment of a bucket's chain; writes nothing.", opts, argc, argv);
+    if (rc) return rc == 1 ? 0 : 2;
+    if (!urls.n) {
+        fprintf(stderr, "hanudb audit: --bucket URL is required\n");
+        return 2;
+    }
+    audit_keys a[2] = { { 0 }, { 0 } };
+    int status = 0;
+    for (int i = 0; i < urls.n; i++) {
+        if (urls.n == 2) printf("%s:\n", urls.v[i]);
+        int one = audit_bucket(urls.v[i], &a[i]);
+        if (one > status) status = one;
+    }
+    if (urls.n == 2 && status == 0) status = audit_twins(urls.v, a);
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; i < a[k].n; i++) free(a[k].keys[i]);
+        free(a[k].keys);
+    }
     return status;
 }

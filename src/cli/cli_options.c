@@ -15,6 +15,18 @@ static int parse_value(cli_opt *o, const char *v, const char *from)
     errno = 0;
     switch (o->type) {
     case CLI_STR: *(const char **)o->target = v; return 0;
+    case CLI_STR_TWICE: {
+        cli_str_twice *t = o->target;
+        int env = from[0] != '-';
+        if (t->from_env && !env) t->n = 0, t->from_env = 0;   /* flags win over the environment */
+        if (t->n == 2) {
+            fprintf(stderr, "hanudb: %s given more than twice\n", from);
+            return 2;
+        }
+        t->v[t->n++] = v;
+        t->from_env = env;
+        return 0;
+    }
     case CLI_FLAG: *(int *)o->target = !(v && (!strcmp(v, "0") || !strcmp(v, "false"))); return 0;
     case CLI_DOUBLE:
         *(double *)o->target = strtod(v, &end);

@@ -7,12 +7,20 @@
 
 #include <stdint.h>
 
-enum cli_opt_type { CLI_STR, CLI_U64, CLI_SIZE, CLI_DOUBLE, CLI_FLAG };
+enum cli_opt_type { CLI_STR, CLI_U64, CLI_SIZE, CLI_DOUBLE, CLI_FLAG, CLI_STR_TWICE };
+
+/* The target of a CLI_STR_TWICE option, which may be given once or twice (--bucket A
+   --bucket B); flags replace what the environment gave. */
+typedef struct cli_str_twice {
+    const char *v[2];
+    int n;
+    int from_env;
+} cli_str_twice;
 
 typedef struct cli_opt {
     const char *name;       /* "data" for --data and HANUDB_DATA */
     int type;
-    void *target;           /* const char **, uint64_t *, double *, int * */
+    void *target;           /* const char **, uint64_t *, double *, int *, cli_str_twice * */
     const char *help;
 } cli_opt;
 

@@ -93,6 +93,7 @@ int cli_serve_main(int argc, char **argv)
     uint64_t max_frame = o.max_frame, idle_ms = o.idle_timeout_ms, max_conns = o.max_connections;
     uint64_t max_body = o.max_body, idem_ttl = o.idempotency_ttl_s;
     uint64_t seal_ms = o.seal_interval_ms, lat_put = 0, lat_get = 0, snapshot_segments = o.snapshot_segments;
+    cli_str_twice buckets = { { NULL, NULL }, 0, 0 };
     int no_bucket = 0;
     char bucket_url[4200];
     uint64_t index_commit_ms = o.index_commit_ms, min_txn_wait_ms = o.min_txn_wait_ms;
@@ -133,8 +134,9 @@ int cli_serve_main(int argc, char **argv)
         { "http-idle-timeout-ms", CLI_U64, &http_idle_ms, "HTTP: close keep-alive connections idle this long (default 75000)" },
         { "idempotency-ttl", CLI_U64, &idem_ttl, "seconds an Idempotency-Key is remembered (default 86400)" },
         { "open-metrics", CLI_FLAG, &o.open_metrics, "serve /metrics and /_status without a token" },
-        { "bucket", CLI_STR, &o.bucket_url, "seal the log into this bucket: file:///path or s3://bucket/prefix "
-                                            "(docs/BUCKET.md); default file://DATA.bucket beside --data" },
+        { "bucket", CLI_STR_TWICE, &buckets, "seal the log into this bucket: file:///path or s3://bucket/prefix "
+                                             "(docs/BUCKET.md); default file://DATA.bucket beside --data; twice: "
+                                             "twin buckets, every object written to both" },
         { "no-bucket", CLI_FLAG, &no_bucket, "run without a bucket (the log alone; no durability bucket, "
                                              "no rebuild)" },
         { "seal-interval-ms", CLI_U64, &seal_ms, "with --bucket: at most one segment per interval (default 1000)" },
@@ -166,6 +168,8 @@ int cli_serve_main(int argc, char **argv)
     int rc = cli_parse("serve", "Runs the HanuDB server on DATA until SIGINT or SIGTERM.", opts, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
     if ((rc = apply_store_flags(&f, &o.store))) return rc;
+    o.bucket_url = buckets.v[0];
+    o.bucket_url2 = buckets.v[1];
     if (no_bucket && o.bucket_url) {
         fprintf(stderr, "hanudb: --bucket and --no-bucket exclude each other\n");
         return 2;

@@ -14,7 +14,7 @@
 enum http_route {
     ROUTE_HEALTH, ROUTE_STATUS, ROUTE_METRICS, ROUTE_COLLECTIONS, ROUTE_COLLECTION,
     ROUTE_DOC_GET, ROUTE_DOC_PUT, ROUTE_DOC_POST, ROUTE_DOC_DELETE, ROUTE_BATCH,
-    ROUTE_PREFLIGHT, ROUTE_OTHER, ROUTE_FIND, ROUTE_SEARCH, ROUTE_AGGS, ROUTE_DOC_LIST, ROUTE_SNAPSHOT, ROUTE_COUNT
+    ROUTE_PREFLIGHT, ROUTE_OTHER, ROUTE_FIND, ROUTE_SEARCH, ROUTE_AGGS, ROUTE_DOC_LIST, ROUTE_SNAPSHOT, ROUTE_EXPORT, ROUTE_COUNT
 };
 
 typedef struct http_token {
@@ -80,7 +80,7 @@ int http_on_req(server *srv, h2o_req_t *req);
 /* What a path names, by its shape alone. */
 enum http_path {
     PATH_UNKNOWN, PATH_HEALTH, PATH_STATUS, PATH_METRICS, PATH_COLLECTIONS, PATH_COLLECTION,
-    PATH_DOCS, PATH_DOC, PATH_BATCH, PATH_FIND, PATH_SEARCH, PATH_AGGS, PATH_SNAPSHOT, PATH_COUNT
+    PATH_DOCS, PATH_DOC, PATH_BATCH, PATH_FIND, PATH_SEARCH, PATH_AGGS, PATH_SNAPSHOT, PATH_EXPORT, PATH_COUNT
 };
 
 /* Splits a path (without the query) into at most 4 non-empty segments and names it;
@@ -130,6 +130,12 @@ void http_snapshot_start(server *srv);
 void http_snapshot_stop(server *srv);   /* held requests get 503 shutting_down */
 /* "snapshot":{...} inside the bucket object of /_status. */
 void http_snapshot_status(server *srv, json_writer *w);
+
+/* POST /c/{col}/_export (http_export.c): the collection as zstd JSON lines in the
+   bucket, written on a thread of its own; the answer when the object is there. */
+void http_export(http_call *c);
+void http_export_start(server *srv);
+void http_export_stop(server *srv);   /* running exports stop (503) or finish their put */
 
 /* Header, body and idle deadlines of HTTP connections (http_timeout.c). */
 int http_timeout_start(server *srv);

@@ -66,6 +66,7 @@ static const struct { unsigned methods; const char *allow; } path_methods[PATH_C
     [PATH_SEARCH] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
     [PATH_AGGS] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
     [PATH_SNAPSHOT] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
+    [PATH_EXPORT] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
 };
 
 /* Splits the path (without the query) into its segments and names the route. An
@@ -103,6 +104,7 @@ int http_match_path(const char *path, size_t len, const char *seg[4], size_t seg
     if (n == 3 && SEG_IS(2, "_find")) return PATH_FIND;
     if (n == 3 && SEG_IS(2, "_search")) return PATH_SEARCH;
     if (n == 3 && SEG_IS(2, "_aggs")) return PATH_AGGS;
+    if (n == 3 && SEG_IS(2, "_export")) return PATH_EXPORT;
     if (n == 4 && SEG_IS(2, "docs")) return PATH_DOC;
 #undef SEG_IS
     return PATH_UNKNOWN;
@@ -123,6 +125,7 @@ static int route_of(int path, unsigned m)
     case PATH_SEARCH: return ROUTE_SEARCH;
     case PATH_AGGS: return ROUTE_AGGS;
     case PATH_SNAPSHOT: return ROUTE_SNAPSHOT;
+    case PATH_EXPORT: return ROUTE_EXPORT;
     case PATH_BATCH: return ROUTE_BATCH;
     case PATH_DOC:
         return m & (M_GET | M_HEAD) ? ROUTE_DOC_GET : m == M_PUT ? ROUTE_DOC_PUT
@@ -231,7 +234,8 @@ int http_on_req(server *srv, h2o_req_t *req)
                    ? "unknown bearer token" : "this server needs an Authorization: Bearer token");
         return 0;
     }
-    int takes_body = (m == M_POST && path != PATH_SNAPSHOT) || (path == PATH_DOC && m == M_PUT);
+    /* _snapshot and _export take no options: a bare POST (no body, no Content-Type) is fine. */
+    int takes_body = (m == M_POST && path != PATH_SNAPSHOT && path != PATH_EXPORT) || (path == PATH_DOC && m == M_PUT);
     if ((takes_body || req->entity.len) && !content_type_is_json(req)) {
         http_error(c, 415, "unsupported_media_type", "the body must be JSON, sent with "
                    "Content-Type: application/json");
@@ -256,6 +260,7 @@ int http_on_req(server *srv, h2o_req_t *req)
     }
     if (path == PATH_COLLECTION) { http_collection(c); return 0; }
     if (path == PATH_BATCH) { http_batch(c); return 0; }
+    if (path == PATH_EXPORT) { http_export(c); return 0; }
     if (path == PATH_FIND || path == PATH_SEARCH || path == PATH_AGGS || c->route == ROUTE_DOC_LIST) {
         http_query(c);
         return 0;

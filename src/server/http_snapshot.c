@@ -90,7 +90,11 @@ void http_snapshot(http_call *c)
         return;
     }
     if (!srv->snapshotter) {
-        http_error(c, 409, "no_bucket", "snapshots go to the bucket: start the server with --bucket");
+        http_error(c, 409, "no_bucket", "snapshots go to the bucket: this server runs with --no-bucket");
+        return;
+    }
+    if (store_last_txn(srv->store) == 0) {
+        http_error(c, 409, "nothing_to_snapshot", "the data directory holds no record yet");
         return;
     }
     snapshot_wait *sw = malloc(sizeof *sw);

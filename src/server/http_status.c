@@ -19,7 +19,7 @@ _Static_assert(ROUTE_COUNT <= HTTP_ROUTE_SLOTS, "the server's counters need a sl
 
 static const char *route_names[ROUTE_COUNT] = {
     "health", "status", "metrics", "collections", "collection", "doc_get", "doc_put",
-    "doc_post", "doc_delete", "batch", "preflight", "other", "find", "search", "aggs", "doc_list", "snapshot",
+    "doc_post", "doc_delete", "batch", "preflight", "other", "find", "search", "aggs", "doc_list", "snapshot", "export",
 };
 static const int status_codes[HTTP_STATUS_SLOTS] = {
     200, 201, 204, 304, 400, 401, 403, 404, 405, 409, 412, 413, 415, 421, 422, 500, 501, 503, 0, 0,
@@ -100,6 +100,23 @@ void http_status_reply(http_call *c)
             };
             server_json_fields(&w, rf, sizeof rf / sizeof *rf);
             json_write_object_end(&w);
+        }
+        if (bucket_twin_side(srv->bucket, 0)) {   /* twin buckets: each side's own requests */
+            json_write_key(&w, "twin", 4);
+            json_write_array_begin(&w);
+            for (int side = 0; side < 2; side++) {
+                bucket *one = bucket_twin_side(srv->bucket, side);
+                bucket_counters bc;
+                bucket_get_counters(one, &bc);
+                json_write_object_begin(&w);
+                json_write_key(&w, "url", 3);
+                json_write_string(&w, bucket_url(one), strlen(bucket_url(one)));
+                const server_json_field tf[] = { { "class_a", bc.class_a }, { "class_b", bc.class_b },
+                                                 { "retries", bc.retries } };
+                server_json_fields(&w, tf, sizeof tf / sizeof *tf);
+                json_write_object_end(&w);
+            }
+            json_write_array_end(&w);
         }
         json_write_object_end(&w);
     }
@@ -220,6 +237,18 @@ static void store_families(hanu_buf *b, server *srv)
         scalar(b, "hanudb_bucket_bytes_put_total", "counter", "Bytes of segments put by this process.", ss.bytes);
         scalar(b, "hanudb_bucket_failed_puts_total", "counter", "Segment puts that failed and were tried again.",
                ss.failed_puts);
+        if (bucket_twin_side(srv->bucket, 0)) {   /* twin buckets: each side's own requests */
+            family(b, "hanudb_bucket_side_requests_total", "counter",
+                   "Requests of each of the twin buckets by class (side 0: the first --bucket).");
+            for (int side = 0; side < 2; side++) {
+                bucket_counters bc;
+                bucket_get_counters(bucket_twin_side(srv->bucket, side), &bc);
+                text(b, "hanudb_bucket_side_requests_total{side=\"%d\",class=\"A\"} %llu\n", side,
+                     (unsigned long long)bc.class_a);
+                text(b, "hanudb_bucket_side_requests_total{side=\"%d\",class=\"B\"} %llu\n", side,
+                     (unsigned long long)bc.class_b);
+            }
+        }
     }
     scalar(b, "hanudb_keydir_bytes", "gauge", "Memory of the key directories.", st.memory_bytes);
     scalar(b, "hanudb_compactions_total", "counter", "Compactions finished.", st.compactions);

@@ -164,6 +164,21 @@ void server_check_sealer(server *srv)
     waiters_advance(&srv->waits, WAIT_BUCKET, srv->waits.reached[WAIT_BUCKET], 1);
 }
 
+/* Twin buckets: objects only one side has are copied to the other before the
+   sealer reads the chain (docs/BUCKET.md, "Twin buckets"). */
+static int remirror_twin(bucket *b, char *err, size_t errcap)
+{
+    bucket_twin_stats st;
+    uint64_t t0 = hanu_now_ns();
+    int rc = bucket_twin_remirror(b, "", &st, err, errcap);
+    fprintf(stderr, "hanudb: twin buckets: %llu and %llu objects; copied %llu to the first and %llu to the "
+            "second (%llu bytes) in %llu ms%s%s\n", (unsigned long long)st.listed[0],
+            (unsigned long long)st.listed[1], (unsigned long long)st.copied_to[0], (unsigned long long)st.copied_to[1],
+            (unsigned long long)st.bytes_copied, (unsigned long long)((hanu_now_ns() - t0) / 1000000),
+            st.differ ? "; objects of different sizes on the two sides, first: " : "", st.differ ? st.first_problem : "");
+    return rc;
+}
+
 /* The bucket itself, before the store: a rebuild reads it first. */
 static int open_bucket_only(server *srv, char *err, size_t errcap)
 {
@@ -174,7 +189,8 @@ static int open_bucket_only(server *srv, char *err, size_t errcap)
     bo.latency_get_ms = o->bucket_latency_get_ms;
     bo.fail_rate = o->bucket_fail_rate;
     bo.timeout_rate = o->bucket_timeout_rate;
-    return bucket_open(o->bucket_url, &bo, &srv->bucket, err, errcap);
+    return o->bucket_url2 ? bucket_twin_open(o->bucket_url, o->bucket_url2, &bo, &srv->bucket, err, errcap)
+                          : bucket_open(o->bucket_url, &bo, &srv->bucket, err, errcap);
 }
 
 /* Before the store opens: whether DATA is to be rebuilt from the bucket (empty, or an
@@ -226,6 +242,11 @@ static int open_bucket(server *srv, char *err, size_t errcap)
     if (!o->bucket_url) return HANU_OK;
     int rc = srv->bucket ? HANU_OK : open_bucket_only(srv, err, errcap);
     if (rc) return rc;
+    if (o->bucket_url2 && (rc = remirror_twin(srv->bucket, err, errcap)) != HANU_OK) {
+        bucket_close(srv->bucket);
+        srv->bucket = NULL;
+        return rc;
+    }
     sealer_options so;
     sealer_options_default(&so);
     so.seal_interval_ms = o->seal_interval_ms ? o->seal_interval_ms : 1000;

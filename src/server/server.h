@@ -33,6 +33,7 @@ typedef struct server_options {
     /* the bucket (docs/BUCKET.md): NULL = none (hanudb serve passes file://DATA.bucket
        unless --bucket or --no-bucket); an empty DATA with a non-empty bucket is rebuilt */
     const char *bucket_url;         /* file:///path or s3://bucket/prefix */
+    const char *bucket_url2;        /* a second bucket: twin buckets (bucket_twin_open) */
     uint32_t seal_interval_ms;      /* default 1000 */
     uint32_t bucket_latency_put_ms, bucket_latency_get_ms;   /* simulated object store */
     uint32_t snapshot_segments;     /* with a bucket: a snapshot every N segments (default 64; 0: only when asked) */

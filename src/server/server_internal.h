@@ -114,6 +114,7 @@ typedef struct server {
     h2o_linklist_t query_tasks;     /* queries in the pool, checked for clients that left */
     h2o_timeout_t query_check_timeout;
     h2o_timeout_entry_t query_check_entry;
+    struct http_exports *exports;   /* exports running on their threads (http_export.c) */
 } server;
 
 int kv_listen(server *srv, const char *addr, char *err, size_t errcap);

@@ -1,0 +1,110 @@
+/*
+ * hanudb export --url http://HOST:PORT --collection NAME [--token T]: asks a
+ * running server to export a collection into its bucket (POST /c/NAME/_export,
+ * docs/API.md) and prints the server's answer, {"key":..,"docs":N,...}, on
+ * stdout. Exit status: 0 exported, 1 the server refused or failed (its error on
+ * stderr), 2 bad usage or no answer.
+ */
+#include "cli/cli.h"
+#include "cli/cli_options.h"
+#include "base/base.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <curl/curl.h>
+
+#define EXPORT_ANSWER_MAX (64u << 10)
+
+static size_t keep_answer(char *p, size_t size, size_t n, void *ctx)
+{
+    hanu_buf *b = ctx;
+    size_t len = size * n;
+    if (b->len + len > EXPORT_ANSWER_MAX || hanu_buf_append(b, p, len) != HANU_OK) return 0;
+    return len;
+}
+
+/* Collection names are [A-Za-z0-9_.-], so they go into the path as they are. */
+static int name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 64 || s[0] == '_') return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' ||
+              *s == '.' || *s == '-'))
+            return 0;
+    return 1;
+}
+
+int cli_export_main(int argc, char **argv)
+{
+    const char *url = NULL, *collection = NULL, *token = NULL;
+    uint64_t timeout_s = 3600;
+    cli_opt opts[] = {
+        { "url", CLI_STR, &url, "the server's documents API: http://HOST:PORT (or https://)" },
+        { "collection", CLI_STR, &collection, "the collection to export" },
+        { "token", CLI_STR, &token, "bearer token (one that may write the collection)" },
+        { "timeout-s", CLI_U64, &timeout_s, "longest wait for the answer (default 3600)" },
+        { NULL, 0, NULL, NULL },
+    };
+    int rc = cli_parse("export", "Exports a collection of a running server into its bucket as zstd JSON lines.",
+                       opts, argc, argv);
+    if (rc) return rc == 1 ? 0 : 2;
+    if (!url || !collection) {
+        fprintf(stderr, "hanudb export: --url and --collection are required\n");
+        return 2;
+    }
+    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
+        fprintf(stderr, "hanudb export: --url must start with http:// or https://\n");
+        return 2;
+    }
+    if (!name_ok(collection)) {
+        fprintf(stderr, "hanudb export: \"%s\" is not a collection name (1-64 bytes of A-Z a-z 0-9 _ . -, not "
+                "starting with _)\n", collection);
+        return 2;
+    }
+    size_t n = strlen(url);
+    while (n && url[n - 1] == '/') n--;
+    char *full = malloc(n + strlen(collection) + 16), *auth = NULL;
+    if (!full) return 2;
+    sprintf(full, "%.*s/c/%s/_export", (int)n, url, collection);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    CURL *c = curl_easy_init();
+    struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
+    if (token) {
+        auth = malloc(strlen(token) + 32);
+        if (auth) {
+            sprintf(auth, "Authorization: Bearer %s", token);
+            headers = curl_slist_append(headers, auth);
+        }
+    }
+    hanu_buf answer = {0};
+    long status = 0;
+    curl_easy_setopt(c, CURLOPT_URL, full);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, "{}");
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_answer);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)timeout_s);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    CURLcode cc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    int exit_status;
+    if (cc != CURLE_OK) {
+        fprintf(stderr, "hanudb export: %s: %s\n", full, curl_easy_strerror(cc));
+        exit_status = 2;
+    } else if (status == 200) {
+        printf("%.*s\n", (int)answer.len, (const char *)answer.data);
+        exit_status = 0;
+    } else {
+        fprintf(stderr, "hanudb export: %ld %.*s\n", status, (int)answer.len, (const char *)answer.data);
+        exit_status = 1;
+    }
+    hanu_buf_free(&answer);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(c);
+    curl_global_cleanup();
+    free(auth);
+    free(full);
+    return exit_status;
+}
