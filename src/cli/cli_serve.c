@@ -79,6 +79,7 @@ int cli_serve_main(int argc, char **argv)
     uint64_t max_body = o.max_body, idem_ttl = o.idempotency_ttl_s;
     uint64_t seal_ms = o.seal_interval_ms, lat_put = 0, lat_get = 0;
     uint64_t index_commit_ms = o.index_commit_ms, min_txn_wait_ms = o.min_txn_wait_ms;
+    uint64_t lease_ttl_s = 10, poll_ms = 1000;
     uint64_t header_ms = o.http_header_timeout_ms, body_ms = o.http_body_timeout_ms, http_idle_ms = o.http_idle_timeout_ms;
     cli_opt opts[] = {
         { "data", CLI_STR, &f.data, "data directory (default ./data)" },
@@ -118,6 +119,15 @@ int cli_serve_main(int argc, char **argv)
         { "seal-interval-ms", CLI_U64, &seal_ms, "with --bucket: at most one segment per interval (default 1000)" },
         { "bucket-latency-put-ms", CLI_U64, &lat_put, "with --bucket: simulated latency of every put/list/delete" },
         { "bucket-latency-get-ms", CLI_U64, &lat_get, "with --bucket: simulated latency of every get/head" },
+        { "follow", CLI_FLAG, &o.follow, "with --bucket: a read-only replica that applies the bucket's chain "
+                                         "and answers writes with 421 not_leader (docs/REPLICATION.md)" },
+        { "lease", CLI_FLAG, &o.lease, "with --bucket: start as a standby follower; take the writer's lease "
+                                       "when it is free or expired and become the leader" },
+        { "lease-ttl", CLI_U64, &lease_ttl_s, "with --lease: seconds a lease lasts unrenewed (default 10)" },
+        { "poll-ms", CLI_U64, &poll_ms, "with --follow or --lease: poll the bucket for new segments this often "
+                                        "(default 1000, at least 100)" },
+        { "advertise", CLI_STR, &o.advertise, "with --lease: this node's URL, written into the lease and shown "
+                                              "to clients that write to a follower" },
         { "index-commit-ms", CLI_U64, &index_commit_ms, "the documents index commits new segments this often "
                                                         "(default 500)" },
         { "min-txn-wait-ms", CLI_U64, &min_txn_wait_ms, "longest a query waits for the index to reach its min_txn, "
@@ -167,6 +177,16 @@ int cli_serve_main(int argc, char **argv)
         return 2;
     }
     o.index_commit_ms = (uint32_t)index_commit_ms;
+    if (lease_ttl_s < 1 || lease_ttl_s > 3600 || poll_ms < 100 || poll_ms > 60000) {
+        fprintf(stderr, "hanudb: --lease-ttl must be 1..3600 seconds, --poll-ms 100..60000\n");
+        return 2;
+    }
+    if ((o.follow || o.lease) && !o.bucket_url) {
+        fprintf(stderr, "hanudb: --follow and --lease need --bucket URL\n");
+        return 2;
+    }
+    o.lease_ttl_ms = (uint32_t)(lease_ttl_s * 1000);
+    o.poll_ms = (uint32_t)poll_ms;
     o.min_txn_wait_ms = (uint32_t)min_txn_wait_ms;
     return server_run(&o);
 }

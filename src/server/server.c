@@ -124,7 +124,7 @@ static void on_durable_from_log(void *ctx, uint64_t txn, int failed)
 }
 
 /* Sealer thread: the bucket holds every record up to txn; wake the loop. */
-static void on_sealed_from_sealer(void *ctx, uint64_t txn)
+void server_on_sealed(void *ctx, uint64_t txn)
 {
     server *srv = ctx;
     atomic_store(&srv->sealed_txn, txn);
@@ -157,21 +157,29 @@ void server_check_sealer(server *srv)
     waiters_advance(&srv->waits, WAIT_BUCKET, srv->waits.reached[WAIT_BUCKET], 1);
 }
 
-/* Opens the bucket and starts the sealer when --bucket is given. */
-static int open_bucket(server *srv, char *err, size_t errcap)
+int server_bucket_open(server *srv, char *err, size_t errcap)
 {
     const server_options *o = &srv->opt;
-    if (!o->bucket_url) return HANU_OK;
     bucket_options bo;
     bucket_options_default(&bo);
     bo.latency_put_ms = o->bucket_latency_put_ms;
     bo.latency_get_ms = o->bucket_latency_get_ms;
-    int rc = bucket_open(o->bucket_url, &bo, &srv->bucket, err, errcap);
+    return bucket_open(o->bucket_url, &bo, &srv->bucket, err, errcap);
+}
+
+/* Opens the bucket and starts the sealer when --bucket is given; a follower or a
+   standby opens its follower instead (server_role.c). */
+static int open_bucket(server *srv, char *err, size_t errcap)
+{
+    const server_options *o = &srv->opt;
+    if (o->follow || o->lease) return server_role_open(srv, err, errcap);
+    if (!o->bucket_url) return HANU_OK;
+    int rc = server_bucket_open(srv, err, errcap);
     if (rc) return rc;
     sealer_options so;
     sealer_options_default(&so);
     so.seal_interval_ms = o->seal_interval_ms ? o->seal_interval_ms : 1000;
-    so.on_sealed = on_sealed_from_sealer;
+    so.on_sealed = server_on_sealed;
     so.ctx = srv;
     rc = sealer_open(srv->store, srv->bucket, &so, &srv->sealer, err, errcap);
     if (rc) {
@@ -191,6 +199,7 @@ static void on_durable_messages(h2o_multithread_receiver_t *receiver, h2o_linkli
     server *srv = H2O_STRUCT_FROM_MEMBER(server, durable_receiver, receiver);
     while (!h2o_linklist_is_empty(messages)) h2o_linklist_unlink(messages->next);
     atomic_store(&srv->durable_msg_pending, 0);
+    server_role_tick(srv);
     server_poll_durable(srv);
 }
 
@@ -267,6 +276,7 @@ int server_run(const server_options *o)
     }
     if (http_start(srv, err, sizeof err) != HANU_OK || kv_listen(srv, o->kv_addr, err, sizeof err) != HANU_OK) {
         fprintf(stderr, "hanudb: %s\n", err);
+        server_role_close(srv);
         sealer_close(srv->sealer);
         bucket_close(srv->bucket);
         indexer_close(srv->indexer);
@@ -282,7 +292,9 @@ int server_run(const server_options *o)
     uint64_t sealer_checked_ns = 0;
     while (!srv->stopping) {
         /* With a sealer the loop wakes at least once a second to look at it. */
-        h2o_evloop_run(srv->loop, srv->sealer ? 1000 : INT32_MAX);
+        /* A lease holder looks at its lease's validity at least every 100 ms. */
+        h2o_evloop_run(srv->loop, srv->lease ? 100 : srv->sealer ? 1000 : INT32_MAX);
+        server_role_tick(srv);
         if (srv->sealer && hanu_now_ns() - sealer_checked_ns > 1000000000ull) {
             sealer_checked_ns = hanu_now_ns();
             server_check_sealer(srv);
@@ -297,7 +309,8 @@ int server_run(const server_options *o)
     kv_shutdown_begin(srv);
     http_shutdown_begin(srv);
     store_sync(srv->store);
-    if (srv->sealer && !srv->fenced) sealer_seal_now(srv->sealer);   /* bucket answers can still go */
+    /* Bucket answers can still go; not after the lease was lost (another node may write now). */
+    if (srv->sealer && !srv->fenced && !srv->lease_lost) sealer_seal_now(srv->sealer);
     uint64_t deadline = hanu_now_ns() + 5000000000ull;
     while ((kv_busy_connections(srv) || http_busy(srv)) && hanu_now_ns() < deadline)
         h2o_evloop_run(srv->loop, 50);
@@ -308,6 +321,7 @@ int server_run(const server_options *o)
     h2o_socket_read_stop(sig);
     h2o_socket_close(sig);
     h2o_evloop_run(srv->loop, 0);
+    server_role_close(srv);      /* the lease thread and the follower, before the store */
     sealer_close(srv->sealer);   /* before the store it reads */
     bucket_close(srv->bucket);
     indexer_close(srv->indexer);   /* before the store it follows */
@@ -316,6 +330,7 @@ int server_run(const server_options *o)
     h2o_multithread_unregister_receiver(srv->queue, &srv->durable_receiver);
     hanu_buf_free(&srv->scratch);
     free(srv->ops_scratch);
-    int status = srv->fenced ? SERVER_EXIT_FENCED : 0;
+    int status = srv->fenced ? SERVER_EXIT_FENCED : srv->lease_lost ? SERVER_EXIT_LEASE_LOST
+               : atomic_load(&srv->promotion_failed) ? 2 : 0;
     return status;
 }

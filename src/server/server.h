@@ -35,6 +35,13 @@ typedef struct server_options {
     const char *bucket_url;         /* file:///path or s3://bucket/prefix */
     uint32_t seal_interval_ms;      /* default 1000 */
     uint32_t bucket_latency_put_ms, bucket_latency_get_ms;   /* simulated object store */
+    /* replication (docs/REPLICATION.md): a follower applies the bucket's chain and
+       refuses writes; with a lease, nodes take over writing when the writer is gone */
+    int follow;                     /* --follow: read-only replica of bucket_url */
+    int lease;                      /* --lease: standby that takes the lease when it can */
+    uint32_t lease_ttl_ms;          /* default 10 000 */
+    uint32_t poll_ms;               /* a follower polls the chain this often, default 1000 */
+    const char *advertise;          /* URL written into the lease, shown by followers' 421s */
     /* the documents index (DATA/index) and the queries over it */
     uint32_t index_commit_ms;       /* the indexer commits this often, default 500 */
     uint32_t min_txn_wait_ms;       /* longest a query waits for its min_txn, default 5000 */
@@ -42,6 +49,8 @@ typedef struct server_options {
 
 /* Exit status of serve when another writer extended the bucket's chain (fenced). */
 #define SERVER_EXIT_FENCED 3
+/* Exit status of serve when a lease holder could not renew its lease in time. */
+#define SERVER_EXIT_LEASE_LOST 4
 
 void server_options_default(server_options *o);
 /* Runs until SIGINT/SIGTERM, then shuts down gracefully. Returns the exit status;
