@@ -179,8 +179,9 @@ static void not_leader(http_call *c)
 {
     char url[LEASE_URL_MAX + 1], msg[160];
     int known = server_leader_url(c->srv, url, sizeof url);
-    snprintf(msg, sizeof msg, "this node is a %s and accepts no writes; send them to the leader%s",
-             server_role_name(c->srv), known ? "" : " (unknown here)");
+    snprintf(msg, sizeof msg, "this node is %s and accepts no writes; send them to the leader%s",
+             server_not_leader_why(c->srv),
+             known ? "" : " (unknown here)");
     hanu_buf b = {0};
     http_error_json(&b, "not_leader", msg);
     if (b.len >= 2) {

@@ -113,8 +113,14 @@ int server_role_open(server *srv, char *err, size_t errcap);
 void server_role_tick(server *srv);
 /* Stops the lease thread and the follower, closes a sealer promoted but not adopted. */
 void server_role_close(server *srv);
-static inline int server_accepts_writes(const server *srv) { return srv->role == ROLE_LEADER && !srv->lease_lost; }
+/* A leader that has not lost its lease, and whose lease is valid now: a write checks
+   the lease itself, not only the loop's last look (a process stopped and resumed
+   handles its buffered requests before anything else). */
+int server_accepts_writes(server *srv);
 const char *server_role_name(const server *srv);
+/* Why writes are refused, for the not_leader message: "a follower", "a standby", or
+   "a leader without a valid lease". */
+const char *server_not_leader_why(const server *srv);
 /* The leader's advertised URL as last seen in the lease, into buf: 0 when unknown. */
 int server_leader_url(server *srv, char *buf, size_t cap);
 /* "role", "follower" and "lease" members of _status. */

@@ -14,6 +14,18 @@
 /* Txns a new writer skips: more than any writer hands out between two seals. */
 #define PROMOTION_TXN_GAP (1ull << 32)
 
+int server_accepts_writes(server *srv)
+{
+    if (srv->role != ROLE_LEADER || srv->lease_lost) return 0;
+    return !srv->lease || lease_keeper_may_write(srv->lease, hanu_now_ns());
+}
+
+const char *server_not_leader_why(const server *srv)
+{
+    return srv->role == ROLE_LEADER ? "a leader without a valid lease"
+         : srv->role == ROLE_FOLLOWER ? "a follower" : "a standby";
+}
+
 const char *server_role_name(const server *srv)
 {
     return srv->role == ROLE_LEADER ? "leader" : srv->role == ROLE_FOLLOWER ? "follower" : "standby";
