@@ -73,6 +73,11 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libhanudb.a $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< $(BUILD)/libhanudb.a -o $@ $(LDLIBS)
 
+# Peers for scale (docs/PERFORMANCE.md, "Peers"): their client libraries only here.
+$(BUILD)/bench/peer_sqlite: LDLIBS += -lsqlite3
+$(BUILD)/bench/peer_pg: CFLAGS += $(shell pkg-config --cflags libpq 2>/dev/null)
+$(BUILD)/bench/peer_pg: LDLIBS += $(shell pkg-config --libs libpq 2>/dev/null)
+
 test: all
 	BUILD=$(BUILD) tests/run-tests.sh
 	$(MAKE) examples-check

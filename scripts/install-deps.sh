@@ -8,6 +8,8 @@ packages=(
   libh2o-evloop-dev libssl-dev libzstd-dev liblz4-dev libxxhash-dev
   libroaring-dev libutf8proc-dev libcurl4-openssl-dev libjemalloc-dev
   liburing-dev python3 util-linux procps bc openssl groff-base
+  libsqlite3-dev   # bench/peer_sqlite.c: the same workload on SQLite (FTS5), for scale
+  libpq-dev postgresql  # bench/peer_pg.c, bench/peers.sh: the same workload on PostgreSQL, for scale
   chromium   # tests/e2e_http_browser.py: the API from a real browser (CORS, no-cors, dot segments)
   nodejs     # tests/test_bucket_s3.c: an S3-compatible server (tests/s3/package.json)
   prometheus # promtool: tests/e2e_metrics.py checks /metrics with `promtool check metrics`

@@ -7,23 +7,7 @@
 #include "test.h"
 #include "store/store.h"
 #include "log/log.h"
-
-static store *open_at(const char *dir)
-{
-    store_options o;
-    store_options_default(&o);
-    o.data_dir = dir;
-    o.file_size = 1 << 20;
-    o.quiet = 1;
-    o.background_compaction = 0;
-    store *s = NULL;
-    char err[512];
-    if (store_open(&o, &s, err, sizeof err) != HANU_OK) {
-        fprintf(stderr, "  open %s: %s\n", dir, err);
-        return NULL;
-    }
-    return s;
-}
+#include "test_store_util.h"
 
 static uint64_t put(store *s, uint32_t db, const char *k, const char *v)
 {
@@ -79,72 +63,12 @@ static int replay_all(store *s, const copied *cp, int *failures)
     return existed;
 }
 
-static int strcmp_lines(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* "db key=value@token" lines of every database, sorted, for comparing two stores. */
-static int dump_line(void *ctx, const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len)
-{
-    hanu_buf *b = ctx;
-    char line[600];
-    int n = snprintf(line, sizeof line, "%.*s=%.*s\n", (int)key_len, (const char *)key, (int)value_len,
-                     (const char *)value);
-    return hanu_buf_append(b, line, (size_t)n);
-}
-
-static void dump(store *s, hanu_buf *out)
-{
-    store_db_info infos[32];
-    size_t n = store_db_list(s, infos, 32);
-    for (size_t i = 0; i < n; i++) {
-        hanu_buf keys = { 0 };
-        char head[128];
-        int hn = snprintf(head, sizeof head, "[%u %s kind %u]\n", infos[i].id, infos[i].name, infos[i].kind);
-        hanu_buf_append(out, head, (size_t)hn);
-        store_scan(s, infos[i].id, dump_line, &keys);
-        /* store_scan's order is the key directory's: sort lines to compare. */
-        size_t nl = 0;
-        char *lines[4096];
-        for (char *p = (char *)keys.data; keys.len && p < (char *)keys.data + keys.len && nl < 4096;) {
-            lines[nl++] = p;
-            p = memchr(p, '\n', (size_t)((char *)keys.data + keys.len - p)) + 1;
-        }
-        qsort(lines, nl, sizeof *lines, strcmp_lines);
-        for (size_t k = 0; k < nl; k++) {
-            size_t len = (size_t)(strchr(lines[k], '\n') - lines[k]) + 1;
-            hanu_buf_append(out, lines[k], len);
-            /* the token of each key */
-            char *eq = memchr(lines[k], '=', len);
-            uint64_t token = 0;
-            store_lookup(s, infos[i].id, lines[k], (size_t)(eq - lines[k]), &token);
-            char t[32];
-            int tn = snprintf(t, sizeof t, "@%llu\n", (unsigned long long)token);
-            hanu_buf_append(out, t, (size_t)tn);
-        }
-        hanu_buf_free(&keys);
-    }
-}
-
-static int same_state(store *a, store *b)
-{
-    hanu_buf da = { 0 }, db = { 0 };
-    dump(a, &da);
-    dump(b, &db);
-    int same = da.len == db.len && da.len && memcmp(da.data, db.data, da.len) == 0;
-    if (!same) fprintf(stderr, "  A:\n%.*s  B:\n%.*s", (int)da.len, (char *)da.data, (int)db.len, (char *)db.data);
-    hanu_buf_free(&da);
-    hanu_buf_free(&db);
-    return same;
-}
-
 static void test_replay_copies_everything(void)
 {
     char da[512], db[512];
     snprintf(da, sizeof da, "%s", test_tmpdir("replay-src"));
     snprintf(db, sizeof db, "%s", test_tmpdir("replay-dst"));
-    store *a = open_at(da), *b = open_at(db);
+    store *a = test_store_open(da), *b = test_store_open(db);
     REQUIRE(a && b);
     uint64_t t;
     REQUIRE(store_db_create(a, "users", 5, STORE_DB_COLLECTION, &t) == HANU_OK);
@@ -179,7 +103,7 @@ static void test_replay_copies_everything(void)
     CHECK_EQ(replay_all(b, &cp, &failures), records);
     CHECK_EQ(failures, 0);
     store_close(b);
-    b = open_at(db);
+    b = test_store_open(db);
     REQUIRE(b);
     CHECK(same_state(a, b));
     /* The replica writes on with the next txn. */
@@ -198,7 +122,7 @@ static store_change change(uint64_t txn, const char *key, const char *value)
 static void test_gaps_survive_restart(void)
 {
     const char *dir = test_tmpdir("replay-gaps");
-    store *s = open_at(dir);
+    store *s = test_store_open(dir);
     REQUIRE(s);
     store_change c;
     for (uint64_t t = 1; t <= 5; t++) {
@@ -217,7 +141,7 @@ static void test_gaps_survive_restart(void)
     CHECK_EQ(store_replay(s, 301, &c, 1), HANU_ERR_INVALID);
     CHECK_EQ(store_last_txn(s), 201);
     store_close(s);
-    s = open_at(dir);
+    s = test_store_open(dir);
     REQUIRE(s);
     CHECK_EQ(store_last_txn(s), 201);
     uint64_t token = 0;
@@ -228,7 +152,7 @@ static void test_gaps_survive_restart(void)
     CHECK_EQ(store_lookup(s, STORE_DEFAULT_DB_ID, "e", 1, &token), HANU_ERR_NOT_FOUND);
     CHECK_EQ(put(s, STORE_DEFAULT_DB_ID, "own", "x"), 202);
     store_close(s);
-    s = open_at(dir);
+    s = test_store_open(dir);
     REQUIRE(s);
     CHECK_EQ(store_last_txn(s), 202);
     store_close(s);
@@ -237,13 +161,13 @@ static void test_gaps_survive_restart(void)
 static void test_skip_is_durable(void)
 {
     const char *dir = test_tmpdir("replay-skip");
-    store *s = open_at(dir);
+    store *s = test_store_open(dir);
     REQUIRE(s);
     CHECK_EQ(put(s, STORE_DEFAULT_DB_ID, "a", "1"), 1);
     CHECK_EQ(store_skip_txns(s, 1ull << 32), HANU_OK);
     /* Closed before any write at the new numbering: it still holds after a restart. */
     store_close(s);
-    s = open_at(dir);
+    s = test_store_open(dir);
     REQUIRE(s);
     uint64_t t = put(s, STORE_DEFAULT_DB_ID, "b", "2");
     CHECK(t >= (1ull << 32));
@@ -257,7 +181,7 @@ static void test_skip_is_durable(void)
     CHECK_EQ(store_skip_txns(s, 5), HANU_OK);   /* never backwards */
     CHECK_EQ(put(s, STORE_DEFAULT_DB_ID, "d", "4"), before + 1001);
     store_close(s);
-    s = open_at(dir);
+    s = test_store_open(dir);
     REQUIRE(s);
     CHECK_EQ(store_last_txn(s), before + 1001);
     CHECK_EQ(store_lookup(s, STORE_DEFAULT_DB_ID, "c", 1, &token), HANU_OK);
