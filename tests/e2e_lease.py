@@ -8,6 +8,7 @@ with the new leader (two take-overs in a row). A leader cut off from its bucket
 past its lease is replaced, and when it resumes it writes nothing more to the chain:
 it exits (4, or 3 if its sealer's put collided) and the chain stays linear."""
 import http.client
+import json
 import os
 import signal
 import struct
@@ -113,7 +114,7 @@ def started_at_once_and_failover(tmp):
     for n in nodes[:2]:   # two at once: exactly one writer
         n.start()
     leader, _ = wait_one_leader(nodes[:2])
-    time.sleep(TTL_S)     # through several renewals: still one
+    time.sleep(TTL_S / 2)  # through renewals (every TTL / 3): still one
     leader2, _ = wait_one_leader(nodes[:2])
     check(leader2 is leader, "the leader changed without a failure")
     standby = [n for n in nodes[:2] if n is not leader][0]
@@ -196,7 +197,11 @@ def frozen_leader_cannot_extend_chain(tmp):
     check(st == 404, "the stale write is nowhere: %d" % st)
     write_acked(new, "later", 3, acked)
     check_acked(new, acked)
-    new.stop()
+    # A clean stop seals what is pending, then hands the lease on (written as expired).
+    check(new.stop() == 0, "clean stop of the leader")
+    with open(os.path.join(bdir, "lease")) as f:
+        released = json.load(f)
+    check(released["expires_ms"] == 0 and released["term"] == 2, "released lease: %r" % released)
     check_linear(bdir)
     print("ok   a frozen leader replaced while stopped answers %r to a write when it resumes, exits %d; "
           "the chain stays linear" % (stale_status, code))

@@ -304,7 +304,9 @@ int lease_keeper_start(bucket *b, const lease_keeper_options *o, lease_keeper **
     return HANU_OK;
 }
 
-void lease_keeper_stop(lease_keeper *k)
+void lease_keeper_stop(lease_keeper *k) { lease_keeper_stop_and_release(k, 0); }
+
+void lease_keeper_stop_and_release(lease_keeper *k, int release)
 {
     if (!k) return;
     pthread_mutex_lock(&k->mu);
@@ -312,6 +314,21 @@ void lease_keeper_stop(lease_keeper *k)
     pthread_cond_broadcast(&k->wake);
     pthread_mutex_unlock(&k->mu);
     pthread_join(k->thread, NULL);
+    if (release && atomic_load(&k->state) == LEASE_HOLDING) {
+        lease mine;
+        hanu_buf buf = {0};
+        char err[256] = "";
+        pthread_mutex_lock(&k->mu);
+        mine = k->st.seen;
+        pthread_mutex_unlock(&k->mu);
+        mine.expires_ms = 0;
+        int rc = lease_encode(&mine, &buf);
+        if (rc == HANU_OK)
+            rc = bucket_compare_and_swap(k->b, LEASE_KEY, k->etag, buf.data, buf.len, NULL, err, sizeof err);
+        hanu_buf_free(&buf);
+        if (rc == HANU_OK) fprintf(stderr, "hanudb: released the lease (term %" PRIu64 ")\n", mine.term);
+        else fprintf(stderr, "hanudb: could not release the lease (it expires on its own): %s\n", err);
+    }
     pthread_cond_destroy(&k->wake);
     pthread_mutex_destroy(&k->mu);
     free(k);

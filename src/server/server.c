@@ -321,8 +321,9 @@ int server_run(const server_options *o)
     h2o_socket_read_stop(sig);
     h2o_socket_close(sig);
     h2o_evloop_run(srv->loop, 0);
-    server_role_close(srv);      /* the lease thread and the follower, before the store */
     sealer_close(srv->sealer);   /* before the store it reads */
+    srv->sealer = NULL;
+    server_role_close(srv);      /* after the last seal: may hand the lease on; before the store */
     bucket_close(srv->bucket);
     indexer_close(srv->indexer);   /* before the store it follows */
     store_close(srv->store);

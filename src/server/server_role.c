@@ -120,7 +120,7 @@ void server_role_tick(server *srv)
         return;
     }
     if (srv->role != ROLE_LEADER) {
-        sealer *z = atomic_load(&srv->promoted);
+        sealer *z = atomic_exchange(&srv->promoted, NULL);   /* the loop owns it now */
         if (!z) return;
         srv->sealer = z;
         uint64_t sealed = sealer_sealed_txn(z);
@@ -143,10 +143,13 @@ void server_role_tick(server *srv)
 
 void server_role_close(server *srv)
 {
-    lease_keeper_stop(srv->lease);   /* waits for a promotion in progress */
+    /* A leader stopping cleanly (its sealer closed: nothing more goes into the chain)
+       hands the lease on at once instead of letting the standbys wait out the TTL. */
+    int release = srv->role == ROLE_LEADER && !srv->lease_lost && !srv->fenced && !srv->sealer;
+    if (srv->lease) lease_keeper_stop_and_release(srv->lease, release);   /* waits for a promotion */
     srv->lease = NULL;
-    sealer *z = atomic_exchange(&srv->promoted, NULL);
-    if (z && z != srv->sealer) sealer_close(z);
+    sealer *z = atomic_exchange(&srv->promoted, NULL);   /* promoted but never adopted */
+    if (z) sealer_close(z);
     follower_close(srv->follower);
     srv->follower = NULL;
 }
