@@ -103,7 +103,7 @@ static void test_racers_promote_exactly_one_and_a_silent_holder_is_replaced(void
     atomic_store(&promotions, 0);
     enum { N = 5 };
     lease_keeper *k[N];
-    char names[N][16];
+    char names[N][24];
     for (int i = 0; i < N; i++) {
         snprintf(names[i], sizeof names[i], "racer-%d", i);
         k[i] = start(b, names[i], 600);
