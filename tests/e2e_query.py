@@ -227,9 +227,55 @@ def check_find(h, docs, raw, body, txn):
     got = [x["_id"] for x in b["hits"]]
     check(got == want and b["count"] == total, "find %r: got %r (%d), want %r (%d)" %
           (body, got, b["count"], want, total))
-    check(b["next"] is None and b["index_txn"] >= txn, "next and index_txn: %r" % b)
+    more = total > body.get("offset", 0) + body.get("limit", 20)   # next: a cursor exactly when more follow
+    check((b["next"] is not None) == more and b["index_txn"] >= txn, "next and index_txn: %r" % b)
     check_docs(text, b["hits"], raw)
     return b
+
+
+def t_find_pages_fields_count(h, ctx):
+    """after/next pages give every match once in order; fields projects; count alone; cursors checked."""
+    docs = ctx["docs"]
+    for sort in SORTS:
+        for flt in ({}, {"kind": {"$ne": "db"}}, {"ms": {"$exists": True}}):
+            body = {"filter": flt, "limit": 1000, "min_txn": ctx["txn"]}
+            if sort is not None:
+                body["sort"] = sort
+            want, total = expected_find(docs, body)
+            got, after, pages = [], None, 0
+            while True:
+                page = dict(body, limit=7)
+                if after:
+                    page["after"] = after
+                b, _ = post_raw(h, "/c/ev/_find", page)
+                check(b["count"] == total, "count with after: %r" % b)
+                got += [x["_id"] for x in b["hits"]]
+                pages += 1
+                after = b["next"]
+                if after is None or pages > 20:
+                    break
+            check(got == want, "pages of %r: %r, want %r" % (body, got, want))
+    b, text = post_raw(h, "/c/ev/_find", {"filter": {"addr.city": "Oslo"}, "fields": ["user", "addr.zip", "nope"],
+                                          "limit": 3, "min_txn": ctx["txn"]})
+    for x in b["hits"]:
+        d = docs[x["_id"]]
+        check(x["doc"] == {"_id": x["_id"], "user": d["user"], "addr": {"zip": d["addr"]["zip"]}},
+              "projection %r" % x)
+    check('"doc":{"_id":"d00","user":"u0","addr":{"zip":0}}' in text, "projection bytes: %s" % text)
+    b, text = post_raw(h, "/c/ev/_find", {"filter": {"user": "u1"}, "count": True, "min_txn": ctx["txn"]})
+    check(b == {"count": len([d for d in docs.values() if d["user"] == "u1"]), "index_txn": b["index_txn"]},
+          "count alone: %r" % b)
+    b, _ = post_raw(h, "/c/ev/_find", {"sort": {"ts": 1}, "limit": 2, "min_txn": ctx["txn"]})
+    cursor = b["next"]
+    for bad in (cursor[:-2], cursor[:5] + ("A" if cursor[5] != "A" else "B") + cursor[6:], "", "!!", 7):
+        st, _, e = h.json("POST", "/c/ev/_find", {"sort": {"ts": 1}, "after": bad})
+        check(st == 400 and error_code(e) == "invalid_query" and "after" in e["error"]["message"],
+              "tampered cursor %r: %d %r" % (bad, st, e))
+    st, _, e = h.json("POST", "/c/ev/_find", {"sort": {"ts": -1}, "after": cursor})
+    check(st == 400 and error_code(e) == "invalid_query", "cursor of another sort: %d %r" % (st, e))
+    st, _, b = h.json("GET", "/_status")
+    fc = b["index"]["filter_cache"]
+    check(st == 200 and fc["hits"] + fc["misses"] > 0 and fc["max_bytes"] == 64 << 20, "filter cache %r" % fc)
 
 
 def put_all(h, col, docs):
@@ -529,7 +575,8 @@ def run_main(tmp):
     raw, txn = put_all(h, "ev", docs)
     ctx = {"srv": srv, "docs": docs, "raw": raw, "txn": txn}
     cases = (t_find_every_operator, t_find_after_delete_and_replace, t_invalid_queries, t_missing_and_wrong_kind,
-             t_min_txn_held_until_a_write, t_aggs, t_search, t_listing, t_docbench_shapes, t_status)
+             t_min_txn_held_until_a_write, t_aggs, t_search, t_listing, t_docbench_shapes, t_status,
+             t_find_pages_fields_count)
     failures = run_cases(srv, [with_ctx(t, ctx) for t in cases])
     check(srv.stop() == 0, "clean stop")
     srv.start()

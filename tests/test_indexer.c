@@ -249,13 +249,20 @@ static void test_live_equals_store(void)
     indexer_collection_stats(ix, cols[1].db, &segs, &live, &bytes);
     CHECK_EQ(segs, 0);
     CHECK_EQ(old->live_docs, old_live);
-    for (uint32_t i = 0; i < old->nsegments; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "seg-%llu.hix", (unsigned long long)old->segments[i].id);
-        CHECK(!file_exists(name));
+    /* Files are gone once no snapshot holds them (a merge may have retired some
+     * of them before the drop: those go with this release). */
+    uint64_t ids[64];
+    uint32_t nids = old->nsegments < 64 ? old->nsegments : 64;
+    for (uint32_t i = 0; i < nids; i++) {
+        ids[i] = old->segments[i].id;
         CHECK(index_segment_docs(old->segments[i].seg) > 0);
     }
     index_snapshot_release(old);
+    for (uint32_t i = 0; i < nids; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "seg-%llu.hix", (unsigned long long)ids[i]);
+        CHECK(!file_exists(name));
+    }
     check_equal(st, ix, &cols[0]);
     indexer_collection_stats(ix, cols[0].db, &segs, &live, &bytes);
     CHECK(segs >= 1 && bytes > 0);
@@ -689,7 +696,7 @@ static void test_find_equals_filter_match(void)
     CHECK(sorted > 50);
     CHECK(refused > 10);   /* sort on obj.x where obj is an array */
 
-    /* The index narrows: an equality, a range and their AND read few documents. */
+    /* The index narrows: an equality and a range read no document, their AND with an array few. */
     static const char *const narrow[] = { "{\"tag\":\"t3\"}", "{\"n\":{\"$gte\":17}}",
                                           "{\"tag\":{\"$in\":[\"t1\",\"t2\"]},\"arr\":{\"$lt\":3}}" };
     for (int q = 0; q < 3; q++) {
@@ -698,8 +705,9 @@ static void test_find_equals_filter_match(void)
         REQUIRE(filter_parse(narrow[q], strlen(narrow[q]), "filter", &f, &qe) == HANU_OK);
         index_hits hits;
         CHECK_EQ(index_find(st, snap, f, NULL, 0, 0, &hits, &qe), HANU_OK);
-        if (q < 2) CHECK(hits.checked == hits.total);   /* range bounds are inclusive candidates */
-        CHECK(hits.checked > 0 && hits.checked < snap->live_docs / 4);
+        /* single-valued columns make an equality and a range exact: no document read */
+        if (q < 2) CHECK(hits.checked == 0 && hits.total > 0);
+        else CHECK(hits.checked > 0 && hits.checked < snap->live_docs / 4);   /* arr is an array: checked */
         index_hits_free(&hits);
         filter_free(f);
     }

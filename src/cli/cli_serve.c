@@ -6,6 +6,7 @@
 #include <string.h>
 #include "cli/cli.h"
 #include "cli/cli_options.h"
+#include "index/index.h"
 #include "log/log.h"
 #include "server/server.h"
 
@@ -80,6 +81,8 @@ int cli_serve_main(int argc, char **argv)
     uint64_t seal_ms = o.seal_interval_ms, lat_put = 0, lat_get = 0;
     uint64_t index_commit_ms = o.index_commit_ms, min_txn_wait_ms = o.min_txn_wait_ms;
     uint64_t lease_ttl_s = 10, poll_ms = 1000;
+    uint64_t max_segment_mb = o.index_max_segment_bytes >> 20, doc_cache_bytes = o.doc_cache_bytes;
+    const char *merge_policy = "default";
     uint64_t header_ms = o.http_header_timeout_ms, body_ms = o.http_body_timeout_ms, http_idle_ms = o.http_idle_timeout_ms;
     cli_opt opts[] = {
         { "data", CLI_STR, &f.data, "data directory (default ./data)" },
@@ -130,8 +133,15 @@ int cli_serve_main(int argc, char **argv)
                                               "to clients that write to a follower" },
         { "index-commit-ms", CLI_U64, &index_commit_ms, "the documents index commits new segments this often "
                                                         "(default 500)" },
+        { "filter-cache-bytes", CLI_SIZE, &o.filter_cache_bytes, "bytes of cached equality-filter bitmaps of the "
+                                                                  "index, 0: none (default 64M)" },
         { "min-txn-wait-ms", CLI_U64, &min_txn_wait_ms, "longest a query waits for the index to reach its min_txn, "
                                                         "then 503 index_behind (default 5000, at most 60000)" },
+        { "no-index", CLI_FLAG, &o.no_index, "no documents index: _find, _search and _aggs answer 503 index_off" },
+        { "merge-policy", CLI_STR, &merge_policy, "index merges: default (tiered), lazy (past 32 segments a "
+                                                  "collection), none (default: default)" },
+        { "index-max-segment-mb", CLI_U64, &max_segment_mb, "merges make no index segment larger (default 256)" },
+        { "doc-cache-bytes", CLI_SIZE, &doc_cache_bytes, "hot-document cache size; 0: none (default 64M)" },
         { NULL, 0, NULL, NULL },
     };
     int rc = cli_parse("serve", "Runs the HanuDB server on DATA until SIGINT or SIGTERM.", opts, argc, argv);
@@ -187,6 +197,18 @@ int cli_serve_main(int argc, char **argv)
     }
     o.lease_ttl_ms = (uint32_t)(lease_ttl_s * 1000);
     o.poll_ms = (uint32_t)poll_ms;
+    enum index_merge_policy policy;
+    if (index_merge_policy_parse(merge_policy, &policy) != HANU_OK) {
+        fprintf(stderr, "hanudb: --merge-policy must be default, lazy or none\n");
+        return 2;
+    }
+    if (max_segment_mb < 1 || max_segment_mb > 65536 || doc_cache_bytes > (1ull << 40)) {
+        fprintf(stderr, "hanudb: --index-max-segment-mb must be 1..65536, --doc-cache-bytes at most 1T\n");
+        return 2;
+    }
+    o.merge_policy = (int)policy;
+    o.index_max_segment_bytes = max_segment_mb << 20;
+    o.doc_cache_bytes = doc_cache_bytes;
     o.min_txn_wait_ms = (uint32_t)min_txn_wait_ms;
     return server_run(&o);
 }

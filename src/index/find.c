@@ -1,79 +1,156 @@
 /*
- * find.c: the first query executor over a snapshot. The index narrows, the
- * brute-force evaluator decides: each filter node gives a superset of the
- * documents it matches (per segment, sorted live ordinals, or "all" when the
- * index cannot answer it: $ne, $nin, $not, $nor, $exists, null (it matches
- * missing), arrays and objects as operands, long strings, positional paths),
- * AND intersects, OR unites, and every candidate is then checked with
- * filter_match on its stored bytes (store_get). So the result always equals
- * filter_match over the collection's documents. Sorting parses the matches
- * and orders them with the query module's sort keys.
+ * find.c: the query executor over a snapshot (docs/QUERY.md, "How _find
+ * runs"). Each filter node gives, per segment, two CRoaring bitmaps: the
+ * documents it surely matches and those it may match (sure is a subset of
+ * maybe). Terms give "maybe" (a document with the term at the path may match)
+ * and the column of the path gives "sure": where the column holds one scalar
+ * (not missing, not an array), the document's value at the path is exactly
+ * that scalar, so the term decides. $and/$or intersect/unite both sets, and a
+ * negation swaps them (not-sure = all - maybe, not-maybe = all - sure), so
+ * $ne, $nin, $not, $nor and $exists are exact where their operand is. Only
+ * maybe - sure is read from the store and checked with filter_match; where
+ * the column holds one scalar that set is empty. So the answer always equals
+ * filter_match over the collection's documents.
+ *
+ * Sort reads the sort paths' columns and keeps the best offset+limit hits in
+ * a heap; a document is read only when a column cannot tell its sort value
+ * (missing: it may be an object or a long string; multi; an integer past
+ * 2^53, which a column keeps as a double), and for the hits returned.
  */
 #include "index/index.h"
 #include "json/json.h"
 #include "query/query.h"
 #include "store/store.h"
 
+#include <math.h>
+#include <roaring/roaring.h>
 #include <stdlib.h>
 
-typedef struct cand {            /* candidates: all documents, or sorted ordinals per segment */
-    int all;
-    uint32_t **ords;
-    uint32_t *n;
-} cand;
+#define EXACT_LIMIT 9007199254740992.0   /* 2^53: doubles hold every integer below it */
+#define KEY_SCALAR_SET 0xfe              /* cache key type byte: "scalar at path" */
 
-static void cand_free(cand *c, uint32_t nseg)
+typedef roaring_bitmap_t bitmap;
+
+/* Per segment: sure is a subset of maybe. */
+typedef struct tri {
+    bitmap *sure, *maybe;
+} tri;
+
+typedef struct seg_ctx {
+    const index_segment *seg;
+    uint32_t docs;
+} seg_ctx;
+
+static bitmap *bm_all(uint32_t docs)
 {
-    for (uint32_t i = 0; c->ords && i < nseg; i++) free(c->ords[i]);
-    free(c->ords);
-    free(c->n);
-    *c = (cand){0};
+    return docs ? roaring_bitmap_from_range(0, docs, 1) : roaring_bitmap_create();
 }
 
-static int cand_init(cand *c, uint32_t nseg, int all)
+static void tri_free(tri *t)
 {
-    *c = (cand){ all, calloc(nseg ? nseg : 1, sizeof *c->ords), calloc(nseg ? nseg : 1, sizeof *c->n) };
-    return c->ords && c->n ? HANU_OK : HANU_ERR_NOMEM;
+    if (t->sure) roaring_bitmap_free(t->sure);
+    if (t->maybe) roaring_bitmap_free(t->maybe);
+    *t = (tri){0};
 }
 
-static int cmp_u32(const void *a, const void *b)
+static int tri_take(tri *t, bitmap *sure, bitmap *maybe)
 {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
+    *t = (tri){ sure, maybe };
+    if (sure && maybe) return HANU_OK;
+    tri_free(t);
+    return HANU_ERR_NOMEM;
 }
 
-/* Sorted, without repeats. */
-static uint32_t uniq(uint32_t *v, uint32_t n)
+static int tri_nothing(tri *t)
 {
-    if (!n) return 0;
-    qsort(v, n, sizeof *v, cmp_u32);
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (!k || v[k - 1] != v[i]) v[k++] = v[i];
-    return k;
+    return tri_take(t, roaring_bitmap_create(), roaring_bitmap_create());
 }
 
-/* Adds the postings of keys [lo, hi] (byte order, inclusive) of segment s. */
-static int add_range(cand *c, const index_segment *seg, uint32_t s, const uint8_t *lo, size_t lo_len,
-                     const uint8_t *hi, size_t hi_len)
+/* Nothing sure, anything possible: the index cannot tell. */
+static int tri_unknown(const seg_ctx *c, tri *t)
 {
+    return tri_take(t, roaring_bitmap_create(), bm_all(c->docs));
+}
+
+/* ---- bitmaps from terms and columns ---- */
+
+static void add_postings(bitmap *out, const index_segment *seg, uint32_t term)
+{
+    index_postings p;
+    index_postings_open(&p, seg, term);
+    while (p.doc != INDEX_ORD_END) {
+        roaring_bitmap_add_many(out, p.n - p.pos, p.ords + p.pos);
+        index_postings_advance(&p, p.ords[p.n - 1] + 1);
+    }
+}
+
+static int key_cmp(const uint8_t *a, size_t al, const uint8_t *b, size_t bl)
+{
+    int d = memcmp(a, b, al < bl ? al : bl);
+    return d ? d : (al > bl) - (al < bl);
+}
+
+/* Documents with a term in the key range (each bound inclusive or not). */
+static bitmap *key_range(const index_segment *seg, const uint8_t *lo, size_t lo_len, int lo_incl,
+                         const uint8_t *hi, size_t hi_len, int hi_incl)
+{
+    bitmap *out = roaring_bitmap_create();
+    if (!out) return NULL;
     uint32_t terms = index_segment_terms(seg);
     for (uint32_t t = index_segment_term_lower_bound(seg, lo, lo_len); t < terms; t++) {
         size_t len;
-        uint32_t df;
-        const uint8_t *key = index_segment_term(seg, t, &len, &df);
-        size_t m = len < hi_len ? len : hi_len;
-        int d = memcmp(key, hi, m);
-        if (d > 0 || (d == 0 && len > hi_len)) break;
-        uint32_t *p = realloc(c->ords[s], (c->n[s] + df) * sizeof *p);
-        if (!p) return HANU_ERR_NOMEM;
-        c->ords[s] = p;
-        index_postings pc;
-        index_postings_open(&pc, seg, t);
-        for (uint32_t o = pc.doc; o != INDEX_ORD_END; o = index_postings_next(&pc))
-            p[c->n[s]++] = o;
+        const uint8_t *key = index_segment_term(seg, t, &len, NULL);
+        if (!lo_incl && key_cmp(key, len, lo, lo_len) == 0) continue;
+        int d = key_cmp(key, len, hi, hi_len);
+        if (d > 0 || (d == 0 && !hi_incl)) break;
+        add_postings(out, seg, t);
     }
-    return HANU_OK;
+    return out;
+}
+
+/* The documents holding one term (cached per segment). */
+static bitmap *term_bitmap(const index_segment *seg, const uint8_t *key, size_t len)
+{
+    bitmap *b = index_bitset_cache_get(seg, key, len);
+    if (b) return b;
+    uint32_t t = index_segment_term_find(seg, key, len);
+    if (!(b = roaring_bitmap_create())) return NULL;
+    if (t != UINT32_MAX) add_postings(b, seg, t);
+    index_bitset_cache_put(seg, key, len, b);
+    return b;
+}
+
+/* The column of a path when it tells the path's whole value. Only for a
+ * top-level field: a leaf below an object inside an array has a column value
+ * too ({"o":[{"x":3}]} gives o.x = 3, as {"o":{"x":3}} does), yet the path
+ * walk also reaches "missing" in the array's other objects, nothing at all
+ * through an array of arrays, and sort refuses it; the index does not record
+ * that an array was crossed, so dotted paths are decided on the documents. */
+static const index_column *exact_column(const index_segment *seg, const char *path, size_t path_len)
+{
+    return memchr(path, '.', path_len) ? NULL : index_segment_column(seg, path, path_len);
+}
+
+/* The documents whose column at path holds one scalar (cached per segment). */
+static bitmap *scalar_set(const index_segment *seg, const char *path, size_t path_len)
+{
+    uint8_t key[QUERY_MAX_PATH_BYTES + 2];
+    memcpy(key, path, path_len);
+    key[path_len] = 0;
+    key[path_len + 1] = KEY_SCALAR_SET;
+    bitmap *b = index_bitset_cache_get(seg, key, path_len + 2);
+    if (b) return b;
+    if (!(b = roaring_bitmap_create())) return NULL;
+    const index_column *col = exact_column(seg, path, path_len);
+    uint32_t docs = index_segment_docs(seg), buf[256], n = 0;
+    for (uint32_t d = 0; col && d < docs; d++) {
+        enum index_col_tag tag = index_column_tag(col, d);
+        if (tag >= INDEX_COL_NULL && tag <= INDEX_COL_STRING) buf[n++] = d;
+        if (n == 256) { roaring_bitmap_add_many(b, n, buf); n = 0; }
+    }
+    roaring_bitmap_add_many(b, n, buf);
+    index_bitset_cache_put(seg, key, path_len + 2, b);
+    return b;
 }
 
 /* A path the terms know: no positional (all-digit) part. */
@@ -87,10 +164,10 @@ static int path_indexed(const char *p, size_t len)
         if (k == i) return 0;   /* empty or all digits */
         start = i + 1;
     }
-    return len <= INDEX_PATH_MAX;
+    return len <= INDEX_PATH_MAX && !memchr(p, 0, len);
 }
 
-/* The term key of value v at path (0 when v is no keyword term, or null). */
+/* The term key of scalar v at path (0 when v is no keyword term: null, long string...). */
 static size_t value_key(uint8_t *key, const filter_node *n, const json_value *v)
 {
     switch (v->type) {
@@ -101,102 +178,454 @@ static size_t value_key(uint8_t *key, const filter_node *n, const json_value *v)
     case JSON_STRING:
         if (v->u.str.len > INDEX_KEYWORD_MAX) return 0;
         return index_key(key, n->path, n->path_len, INDEX_KEY_STRING, v->u.str.ptr, v->u.str.len, 0);
+    case JSON_NULL:
+        return index_key(key, n->path, n->path_len, INDEX_KEY_NULL, NULL, 0, 0);
     default:
         return 0;
     }
 }
 
-static int node_cand(const index_snapshot *snap, const filter_node *nodes, uint32_t i, cand *out);
-
-static int combine(const index_snapshot *snap, const filter_node *nodes, const filter_node *n, int is_and,
-                   cand *out)
+/* sure &= with; maybe = maybe (for "sure only where the column is scalar"). */
+static int and_into(bitmap *b, const bitmap *with)
 {
-    uint32_t nseg = snap->nsegments;
-    int rc = cand_init(out, nseg, is_and);
-    for (uint32_t k = 0; k < n->count && !rc; k++) {
-        cand kid;
-        rc = node_cand(snap, nodes, n->first + k, &kid);
-        if (rc) break;
-        if (is_and && !kid.all) {
-            for (uint32_t s = 0; s < nseg; s++) {
-                if (out->all) {
-                    out->ords[s] = kid.ords[s];
-                    out->n[s] = kid.n[s];
-                    kid.ords[s] = NULL;
-                    continue;
-                }
-                uint32_t w = 0, a = 0, b = 0;
-                while (a < out->n[s] && b < kid.n[s]) {
-                    if (out->ords[s][a] < kid.ords[s][b]) a++;
-                    else if (out->ords[s][a] > kid.ords[s][b]) b++;
-                    else { out->ords[s][w++] = out->ords[s][a]; a++; b++; }
-                }
-                out->n[s] = w;
-            }
-            out->all = 0;
-        } else if (!is_and && !out->all) {
-            if (kid.all) out->all = 1;
-            for (uint32_t s = 0; s < nseg && !out->all && !rc; s++) {
-                uint32_t *p = realloc(out->ords[s], (out->n[s] + kid.n[s] + 1) * sizeof *p);
-                if (!p) { rc = HANU_ERR_NOMEM; break; }
-                if (kid.n[s]) memcpy(p + out->n[s], kid.ords[s], kid.n[s] * sizeof *p);
-                out->ords[s] = p;
-                out->n[s] = uniq(p, out->n[s] + kid.n[s]);
-            }
+    roaring_bitmap_and_inplace(b, with);
+    return HANU_OK;
+}
+
+/* $eq v. A document holding v at the path has v's term (arrays add their
+ * elements' terms at the array's path), so the term is "maybe"; where the
+ * column holds one scalar that scalar is the whole value, so "sure". */
+static int eq_tri(const seg_ctx *c, const filter_node *n, const json_value *v, tri *out)
+{
+    uint8_t key[INDEX_KEY_MAX];
+    bitmap *scalar = scalar_set(c->seg, n->path, n->path_len);
+    if (!scalar) return HANU_ERR_NOMEM;
+    size_t len = value_key(key, n, v);
+    int rc;
+    if (v->type == JSON_NULL) {
+        /* null matches missing too: sure where the column holds null, impossible where it holds another scalar */
+        bitmap *nulls = term_bitmap(c->seg, key, len), *maybe = bm_all(c->docs);
+        if (nulls && maybe) {
+            roaring_bitmap_and_inplace(nulls, scalar);
+            roaring_bitmap_andnot_inplace(maybe, scalar);
+            roaring_bitmap_or_inplace(maybe, nulls);
         }
-        cand_free(&kid, nseg);
+        rc = tri_take(out, nulls, maybe);
+    } else if (!len) {
+        /* an array, object or long string: never equal to a scalar column value */
+        bitmap *maybe = bm_all(c->docs);
+        if (maybe) roaring_bitmap_andnot_inplace(maybe, scalar);
+        rc = tri_take(out, roaring_bitmap_create(), maybe);
+    } else {
+        bitmap *maybe = term_bitmap(c->seg, key, len);
+        bitmap *sure = maybe ? roaring_bitmap_copy(maybe) : NULL;
+        if (sure) {
+            if (v->type == JSON_NUMBER && fabs(v->u.num.d) >= EXACT_LIMIT) roaring_bitmap_clear(sure);
+            else and_into(sure, scalar);
+        }
+        rc = tri_take(out, sure, maybe);
+    }
+    roaring_bitmap_free(scalar);
+    return rc;
+}
+
+static void tri_or(tri *into, tri *kid)
+{
+    roaring_bitmap_or_inplace(into->sure, kid->sure);
+    roaring_bitmap_or_inplace(into->maybe, kid->maybe);
+    tri_free(kid);
+}
+
+static void tri_and(tri *into, tri *kid)
+{
+    roaring_bitmap_and_inplace(into->sure, kid->sure);
+    roaring_bitmap_and_inplace(into->maybe, kid->maybe);
+    tri_free(kid);
+}
+
+static int tri_not(const seg_ctx *c, tri *t)
+{
+    bitmap *sure = roaring_bitmap_flip(t->maybe, 0, c->docs), *maybe = roaring_bitmap_flip(t->sure, 0, c->docs);
+    tri_free(t);
+    return tri_take(t, sure, maybe);
+}
+
+static int in_tri(const seg_ctx *c, const filter_node *n, tri *out)
+{
+    int rc = tri_nothing(out);
+    for (size_t k = 0; k < json_len(n->operand) && !rc; k++) {
+        tri kid;
+        rc = eq_tri(c, n, json_at(n->operand, k), &kid);
+        if (!rc) tri_or(out, &kid);
     }
     return rc;
 }
 
-static int node_cand(const index_snapshot *snap, const filter_node *nodes, uint32_t i, cand *out)
+/* $gt $gte $lt $lte: within one type only (QUERY.md). */
+static int range_tri(const seg_ctx *c, const filter_node *n, tri *out)
 {
-    const filter_node *n = &nodes[i];
-    uint32_t nseg = snap->nsegments;
-    if (n->op == FILTER_AND || n->op == FILTER_OR) return combine(snap, nodes, n, n->op == FILTER_AND, out);
-    int rc = cand_init(out, nseg, 1);
-    if (rc || !n->path || !path_indexed(n->path, n->path_len)) return rc;
-    uint8_t lo[INDEX_KEY_MAX], hi[INDEX_KEY_MAX];
-    size_t lo_len = 0, hi_len = 0;
     const json_value *v = n->operand;
-    switch (n->op) {
-    case FILTER_EQ:
-        if (!(lo_len = value_key(lo, n, v))) return rc;
-        for (uint32_t s = 0; s < nseg && !rc; s++) rc = add_range(out, snap->segments[s].seg, s, lo, lo_len, lo, lo_len);
-        break;
-    case FILTER_IN:
-        for (size_t k = 0; k < json_len(v); k++)
-            if (!value_key(lo, n, json_at(v, k))) return rc;   /* null, arrays...: not answered */
-        for (size_t k = 0; k < json_len(v) && !rc; k++) {
-            lo_len = value_key(lo, n, json_at(v, k));
-            for (uint32_t s = 0; s < nseg && !rc; s++) rc = add_range(out, snap->segments[s].seg, s, lo, lo_len, lo, lo_len);
+    int strict = n->op == FILTER_GT || n->op == FILTER_LT, upward = n->op == FILTER_GT || n->op == FILTER_GTE;
+    if (v->type == JSON_NULL) {   /* $gte/$lte null mean $eq null; $gt/$lt null match nothing */
+        if (strict) return tri_nothing(out);
+        return eq_tri(c, n, v, out);
+    }
+    if (v->type == JSON_BOOL) {   /* false < true: the booleans in range, as equalities */
+        int rc = tri_nothing(out);
+        for (int b = 0; b <= 1 && !rc; b++) {
+            int cmp = b - v->u.boolean;
+            if (!(upward ? (strict ? cmp > 0 : cmp >= 0) : (strict ? cmp < 0 : cmp <= 0))) continue;
+            json_value bv = { .type = JSON_BOOL, .u.boolean = b };
+            tri kid;
+            rc = eq_tri(c, n, &bv, &kid);
+            if (!rc) tri_or(out, &kid);
         }
-        break;
-    case FILTER_GT:
-    case FILTER_GTE:
-    case FILTER_LT:
-    case FILTER_LTE:
-        /* Numbers only (strings may be longer than a keyword); bounds inclusive, checked later. */
-        if (v->type != JSON_NUMBER) return rc;
-        lo_len = index_key(lo, n->path, n->path_len, INDEX_KEY_NUMBER, NULL, 0, 0);
-        hi_len = lo_len;
-        if (n->op == FILTER_GT || n->op == FILTER_GTE) {
-            index_key(lo, n->path, n->path_len, INDEX_KEY_NUMBER, NULL, 0, v->u.num.d);
-            memset(hi + hi_len - 8, 0xff, 8);
-            memcpy(hi, lo, hi_len - 8);
-        } else {
-            index_key(hi, n->path, n->path_len, INDEX_KEY_NUMBER, NULL, 0, v->u.num.d);
-            memset(lo + lo_len - 8, 0, 8);
-        }
-        for (uint32_t s = 0; s < nseg && !rc; s++) rc = add_range(out, snap->segments[s].seg, s, lo, lo_len, hi, hi_len);
-        break;
-    default:
         return rc;
     }
-    out->all = 0;
-    for (uint32_t s = 0; s < nseg; s++) out->n[s] = uniq(out->ords[s], out->n[s]);
+    int number = v->type == JSON_NUMBER;
+    if (!number && (v->type != JSON_STRING || v->u.str.len > INDEX_KEYWORD_MAX)) return tri_unknown(c, out);
+    /* Numbers past 2^53 may share a key with their neighbours: bounds inclusive, nothing sure. */
+    int exact = !number || fabs(v->u.num.d) < EXACT_LIMIT;
+    enum index_key_type type = number ? INDEX_KEY_NUMBER : INDEX_KEY_STRING;
+    uint8_t bound[INDEX_KEY_MAX], end[INDEX_KEY_MAX + 72];
+    size_t bound_len = value_key(bound, n, v);
+    size_t end_len = index_key(end, n->path, n->path_len, type, "", 0, 0);
+    if (number) end_len -= 8;   /* path \0 type: below every value of the type */
+    uint8_t *lo = end, *hi = bound;
+    size_t lo_len = end_len, hi_len = bound_len;
+    if (upward) {
+        memset(end + end_len, 0xff, INDEX_KEYWORD_MAX + 9);   /* above every value of the type */
+        end_len += INDEX_KEYWORD_MAX + 9;
+        lo = bound; lo_len = bound_len; hi = end; hi_len = end_len;
+    }
+    bitmap *maybe = key_range(c->seg, lo, lo_len, upward ? !strict || !exact : 1, hi, hi_len,
+                              upward ? 1 : !strict || !exact);
+    bitmap *scalar = scalar_set(c->seg, n->path, n->path_len), *sure = NULL;
+    if (maybe && scalar) {
+        sure = roaring_bitmap_and(maybe, scalar);
+        if (sure && !exact) roaring_bitmap_clear(sure);
+        /* a string longer than a keyword has no term: possible wherever the column is not scalar */
+        if (sure && !number) {
+            bitmap *all = bm_all(c->docs);
+            if (all) {
+                roaring_bitmap_andnot_inplace(all, scalar);
+                roaring_bitmap_or_inplace(maybe, all);
+                roaring_bitmap_free(all);
+            } else {
+                roaring_bitmap_free(sure);
+                sure = NULL;
+            }
+        }
+    }
+    if (scalar) roaring_bitmap_free(scalar);
+    return tri_take(out, sure, maybe);
+}
+
+static int node_tri(const seg_ctx *c, const filter_node *nodes, uint32_t i, tri *out)
+{
+    const filter_node *n = &nodes[i];
+    int rc;
+    switch (n->op) {
+    case FILTER_AND:
+    case FILTER_OR:
+    case FILTER_NOR:
+        rc = n->op == FILTER_AND ? tri_take(out, bm_all(c->docs), bm_all(c->docs)) : tri_nothing(out);
+        for (uint32_t k = 0; k < n->count && !rc; k++) {
+            tri kid;
+            rc = node_tri(c, nodes, n->first + k, &kid);
+            if (rc) break;
+            if (n->op == FILTER_AND) tri_and(out, &kid);
+            else tri_or(out, &kid);
+        }
+        if (rc) tri_free(out);
+        return rc || n->op != FILTER_NOR ? rc : tri_not(c, out);
+    case FILTER_NOT:
+        rc = node_tri(c, nodes, n->first, out);
+        return rc ? rc : tri_not(c, out);
+    default:
+        break;
+    }
+    if (!n->path || !path_indexed(n->path, n->path_len)) return tri_unknown(c, out);
+    switch (n->op) {
+    case FILTER_EQ: return eq_tri(c, n, n->operand, out);
+    case FILTER_NE:
+        rc = eq_tri(c, n, n->operand, out);
+        return rc ? rc : tri_not(c, out);
+    case FILTER_IN: return in_tri(c, n, out);
+    case FILTER_NIN:
+        rc = in_tri(c, n, out);
+        return rc ? rc : tri_not(c, out);
+    case FILTER_GT: case FILTER_GTE: case FILTER_LT: case FILTER_LTE:
+        return range_tri(c, n, out);
+    case FILTER_EXISTS: {
+        /* a scalar column value exists; missing may hide an object, an empty array or a long string */
+        bitmap *scalar = scalar_set(c->seg, n->path, n->path_len);
+        rc = tri_take(out, scalar, bm_all(c->docs));
+        return rc || n->exists ? rc : tri_not(c, out);
+    }
+    default:
+        return tri_unknown(c, out);
+    }
+}
+
+/* ---- the matches of a filter ---- */
+
+typedef struct matches {
+    bitmap **seg;                   /* per snapshot segment: live matching ordinals */
+    uint32_t n;
+    size_t checked;
+} matches;
+
+static void matches_free(matches *m)
+{
+    for (uint32_t s = 0; m->seg && s < m->n; s++)
+        if (m->seg[s]) roaring_bitmap_free(m->seg[s]);
+    free(m->seg);
+    *m = (matches){0};
+}
+
+typedef struct check_ctx {
+    store *st;
+    const index_snapshot *snap;
+    uint32_t s;
+    const filter *f;
+    bitmap *into;
+    hanu_buf val;
+    size_t checked;
+    int rc;
+} check_ctx;
+
+/* Reads one uncertain document and asks filter_match. */
+static bool check_one(uint32_t ord, void *p)
+{
+    check_ctx *c = p;
+    size_t len;
+    const char *id = index_segment_doc_id(c->snap->segments[c->s].seg, ord, &len);
+    uint64_t token;
+    hanu_buf_reset(&c->val);
+    c->checked++;
+    int rc = store_get(c->st, c->snap->db, id, len, &c->val, &token);
+    if (rc == HANU_ERR_NOT_FOUND) return true;   /* deleted after the snapshot */
+    if (rc) { c->rc = rc; return false; }
+    int m = filter_match(c->f, (const char *)c->val.data, c->val.len);
+    if (m == 1) roaring_bitmap_add(c->into, ord);
+    else if (m < 0 && m != HANU_ERR_INVALID) { c->rc = m; return false; }
+    return true;
+}
+
+static int find_matches(store *st, const index_snapshot *snap, const filter *f, matches *m)
+{
+    *m = (matches){ calloc(snap->nsegments ? snap->nsegments : 1, sizeof *m->seg), snap->nsegments, 0 };
+    if (!m->seg) return HANU_ERR_NOMEM;
+    size_t nn;
+    const filter_node *nodes = filter_nodes(f, &nn);
+    check_ctx cc = { .st = st, .snap = snap, .f = f };
+    int rc = HANU_OK;
+    for (uint32_t s = 0; s < snap->nsegments && !rc; s++) {
+        const index_snapshot_segment *ss = &snap->segments[s];
+        seg_ctx c = { ss->seg, index_segment_docs(ss->seg) };
+        tri t;
+        rc = node_tri(&c, nodes, 0, &t);
+        if (rc) break;
+        roaring_bitmap_remove_many(t.sure, ss->ndeleted, ss->deleted);
+        roaring_bitmap_remove_many(t.maybe, ss->ndeleted, ss->deleted);
+        roaring_bitmap_andnot_inplace(t.maybe, t.sure);
+        cc.s = s;
+        cc.into = t.sure;
+        roaring_iterate(t.maybe, check_one, &cc);
+        rc = cc.rc;
+        m->seg[s] = t.sure;
+        t.sure = NULL;
+        tri_free(&t);
+    }
+    m->checked = cc.checked;
+    hanu_buf_free(&cc.val);
+    if (rc) matches_free(m);
     return rc;
 }
+
+/* ---- sorting on columns ---- */
+
+/* A candidate hit in the heap: its sort values (copies; strings point into
+ * the segment's dictionary or into doc) and its _id. */
+typedef struct entry {
+    uint32_t seg, ord;
+    const char *id;
+    size_t id_len;
+    json_doc *doc;                  /* when a value had to come from the stored document */
+    uint32_t nulls;                 /* bit i: key i is missing or null */
+    json_value keys[];
+} entry;
+
+typedef struct heap {
+    const sort_spec *sort;
+    size_t nkeys, esize, n, cap;
+    char *v;
+    entry *tmp;
+} heap;
+
+static entry *at(const heap *h, size_t i) { return (entry *)(h->v + i * h->esize); }
+
+static int entry_cmp(const heap *h, const entry *a, const entry *b)
+{
+    const json_value *ka[SORT_MAX_KEYS], *kb[SORT_MAX_KEYS];
+    for (size_t i = 0; i < h->nkeys; i++) {
+        ka[i] = a->nulls & (1u << i) ? NULL : &a->keys[i];
+        kb[i] = b->nulls & (1u << i) ? NULL : &b->keys[i];
+    }
+    return sort_compare(h->sort, ka, a->id, a->id_len, kb, b->id, b->id_len);
+}
+
+static void swap(heap *h, size_t i, size_t j)
+{
+    memcpy(h->tmp, at(h, i), h->esize);
+    memcpy(at(h, i), at(h, j), h->esize);
+    memcpy(at(h, j), h->tmp, h->esize);
+}
+
+/* Max-heap: the worst kept hit on top. */
+static void sift_down(heap *h, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, big = i;
+        if (l < h->n && entry_cmp(h, at(h, l), at(h, big)) > 0) big = l;
+        if (r < h->n && entry_cmp(h, at(h, r), at(h, big)) > 0) big = r;
+        if (big == i) return;
+        swap(h, i, big);
+        i = big;
+    }
+}
+
+/* Offers e (the caller's scratch); keeps at most k. */
+static int heap_offer(heap *h, entry *e, size_t k)
+{
+    if (h->n < k) {
+        if (h->n == h->cap) {
+            size_t cap = h->cap ? h->cap * 2 : 64;
+            if (cap > k) cap = k;
+            char *v = realloc(h->v, cap * h->esize);
+            if (!v) return HANU_ERR_NOMEM;
+            h->v = v;
+            h->cap = cap;
+        }
+        memcpy(at(h, h->n), e, h->esize);
+        for (size_t i = h->n++; i > 0 && entry_cmp(h, at(h, (i - 1) / 2), at(h, i)) < 0; i = (i - 1) / 2)
+            swap(h, i, (i - 1) / 2);
+    } else if (entry_cmp(h, e, at(h, 0)) < 0) {
+        json_doc_free(at(h, 0)->doc);
+        memcpy(at(h, 0), e, h->esize);
+        sift_down(h, 0);
+    } else {
+        json_doc_free(e->doc);
+    }
+    e->doc = NULL;
+    return HANU_OK;
+}
+
+static void set_key(entry *e, size_t i, const json_value *v)
+{
+    if (!v || v->type == JSON_NULL) { e->nulls |= 1u << i; return; }
+    e->keys[i] = *v;
+    e->keys[i].key = NULL;
+}
+
+/* The sort values of one matching document, from the columns where they
+ * tell; 1 when the document is gone from the store (skip it). */
+static int entry_keys(store *st, const index_snapshot *snap, const sort_spec *sort, const index_column *const *cols,
+                      entry *e, query_error *err)
+{
+    int need_doc = 0;
+    e->nulls = 0;
+    e->doc = NULL;
+    for (size_t i = 0; i < sort->n && !need_doc; i++) {
+        enum index_col_tag tag = cols[i] ? index_column_tag(cols[i], e->ord) : INDEX_COL_MISSING;
+        json_value v = { .type = JSON_NULL };
+        switch (tag) {
+        case INDEX_COL_NULL: break;
+        case INDEX_COL_FALSE: case INDEX_COL_TRUE:
+            v = (json_value){ .type = JSON_BOOL, .u.boolean = tag == INDEX_COL_TRUE };
+            break;
+        case INDEX_COL_NUMBER: {
+            double d = index_column_number(cols[i], e->ord);
+            if (fabs(d) >= EXACT_LIMIT) { need_doc = 1; break; }
+            v = (json_value){ .type = JSON_NUMBER, .is_int = d == floor(d), .u.num = { d, (int64_t)d } };
+            break;
+        }
+        case INDEX_COL_STRING: {
+            size_t len;
+            const char *s = index_column_dict(cols[i], index_column_string_ord(cols[i], e->ord), &len);
+            v = (json_value){ .type = JSON_STRING, .u.str = { s, len } };
+            break;
+        }
+        default:   /* missing may be an object or a long string; multi is refused or sorts by its first */
+            need_doc = 1;
+        }
+        set_key(e, i, &v);
+    }
+    if (!need_doc) return 0;
+    hanu_buf val = {0};
+    uint64_t token;
+    int rc = store_get(st, snap->db, e->id, e->id_len, &val, &token);
+    if (rc == HANU_ERR_NOT_FOUND) { hanu_buf_free(&val); return 1; }
+    if (!rc) rc = json_doc_parse((const char *)val.data, val.len, NULL, &e->doc, NULL);
+    hanu_buf_free(&val);
+    if (rc) return rc == HANU_ERR_INVALID ? 1 : rc;
+    const json_value *keys[SORT_MAX_KEYS];
+    rc = sort_keys_of(sort, json_doc_root(e->doc), keys, err);
+    if (rc) { json_doc_free(e->doc); e->doc = NULL; return rc; }
+    e->nulls = 0;
+    for (size_t i = 0; i < sort->n; i++) set_key(e, i, keys[i]);
+    return 0;
+}
+
+/* ---- cursors: positions as json values ---- */
+
+static void cursor_entry(const index_cursor *c, entry *e)
+{
+    e->id = c->id;
+    e->id_len = c->id_len;
+    e->nulls = 0;
+    e->doc = NULL;
+    for (uint32_t i = 0; i < c->nkeys; i++) {
+        const index_cursor_key *k = &c->keys[i];
+        json_value v = { .type = k->type };
+        if (k->type == JSON_NUMBER) { v.is_int = k->is_int; v.u.num.i = k->i; v.u.num.d = k->d; }
+        else if (k->type == JSON_BOOL) v.u.boolean = k->boolean;
+        else if (k->type == JSON_STRING) { v.u.str.ptr = c->bytes + k->str_off; v.u.str.len = k->str_len; }
+        set_key(e, i, &v);
+    }
+}
+
+static int entry_cursor(const heap *h, const entry *e, uint64_t txn, index_cursor *c, query_error *err)
+{
+    memset(c, 0, offsetof(index_cursor, bytes));
+    c->txn_bound = txn;
+    c->sort_hash = index_sort_hash(h->sort);
+    c->nkeys = (uint32_t)h->nkeys;
+    memcpy(c->id, e->id, e->id_len);
+    c->id_len = e->id_len;
+    for (size_t i = 0; i < h->nkeys; i++) {
+        index_cursor_key *k = &c->keys[i];
+        const json_value *v = &e->keys[i];
+        k->type = e->nulls & (1u << i) ? JSON_NULL : v->type;
+        if (k->type == JSON_NUMBER) { k->is_int = v->is_int; k->i = v->u.num.i; k->d = v->u.num.d; }
+        else if (k->type == JSON_BOOL) k->boolean = v->u.boolean;
+        else if (k->type == JSON_STRING) {
+            if (v->u.str.len > sizeof c->bytes - c->used) {
+                snprintf(err->msg, sizeof err->msg, "sort.%s: a sort value is too long for a cursor (over %d bytes)",
+                         h->sort->keys[i].path, INDEX_CURSOR_BYTES_MAX);
+                return HANU_ERR_INVALID;
+            }
+            memcpy(c->bytes + c->used, v->u.str.ptr, v->u.str.len);
+            k->str_off = c->used;
+            k->str_len = (uint32_t)v->u.str.len;
+            c->used += (uint32_t)v->u.str.len;
+        }
+    }
+    return HANU_OK;
+}
+
+/* ---- find ---- */
 
 static int append_hit(index_hits *h, const char *id, size_t len, uint64_t txn, const hanu_buf *doc)
 {
@@ -220,103 +649,86 @@ static int append_hit(index_hits *h, const char *id, size_t len, uint64_t txn, c
     return HANU_OK;
 }
 
-static int cmp_hit_id(const void *a, const void *b)
+static int cmp_entries(const void *a, const void *b, void *h)
 {
-    const index_hit *x = a, *y = b;
-    size_t m = x->id_len < y->id_len ? x->id_len : y->id_len;
-    int d = memcmp(x->id, y->id, m);
-    return d ? d : (x->id_len > y->id_len) - (x->id_len < y->id_len);
+    return entry_cmp(h, a, b);
 }
 
-/* Checks one candidate against its stored document. */
-static int check(store *st, const index_snapshot *snap, const filter *f, uint32_t s, uint32_t ord,
-                 hanu_buf *val, index_hits *out)
+int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const index_find_opts *o,
+                  index_hits *out, index_cursor *next, int *next_valid, query_error *err)
 {
-    if (!index_snapshot_live(snap, s, ord)) return HANU_OK;
-    out->checked++;
-    size_t len;
-    const char *id = index_segment_doc_id(snap->segments[s].seg, ord, &len);
-    uint64_t token;
-    hanu_buf_reset(val);
-    int rc = store_get(st, snap->db, id, len, val, &token);
-    if (rc == HANU_ERR_NOT_FOUND) return HANU_OK;   /* deleted after the snapshot */
+    *out = (index_hits){0};
+    if (next_valid) *next_valid = 0;
+    if (!snap) return HANU_OK;
+    static const sort_spec by_id;
+    const sort_spec *sort = o->sort && o->sort->n ? o->sort : &by_id;
+    matches m;
+    int rc = find_matches(st, snap, f, &m);
     if (rc) return rc;
-    int m = filter_match(f, (const char *)val->data, val->len);
-    if (m < 0) return m == HANU_ERR_INVALID ? HANU_OK : m;
-    return m ? append_hit(out, id, len, token, val) : HANU_OK;
-}
+    out->checked = m.checked;
+    for (uint32_t s = 0; s < m.n; s++) out->total += roaring_bitmap_get_cardinality(m.seg[s]);
+    if (o->count_only) { matches_free(&m); return HANU_OK; }
 
-/* A hit with its parsed document and sort keys. */
-typedef struct sorted_hit {
-    index_hit hit;
-    json_doc *doc;
-    const json_value *keys[SORT_MAX_KEYS];
-} sorted_hit;
-
-static int cmp_sorted(const void *a, const void *b, void *spec)
-{
-    const sorted_hit *x = a, *y = b;
-    return sort_compare(spec, x->keys, x->hit.id, x->hit.id_len, y->keys, y->hit.id, y->hit.id_len);
-}
-
-static int sort_hits(index_hits *h, const sort_spec *spec, query_error *err)
-{
-    sorted_hit *v = calloc(h->n, sizeof *v);
-    if (!v) return HANU_ERR_NOMEM;
-    int rc = HANU_OK;
-    for (size_t i = 0; i < h->n && !rc; i++) {
-        v[i].hit = h->hits[i];
-        rc = json_doc_parse(h->hits[i].doc, h->hits[i].doc_len, NULL, &v[i].doc, NULL);
-        if (!rc) rc = sort_keys_of(spec, json_doc_root(v[i].doc), v[i].keys, err);
+    heap h = { .sort = sort, .nkeys = sort->n, .esize = sizeof(entry) + sort->n * sizeof(json_value) };
+    h.esize = (h.esize + 7) & ~(size_t)7;
+    size_t k = o->limit ? o->offset + o->limit : SIZE_MAX;
+    entry *e = calloc(1, h.esize), *after = NULL;
+    h.tmp = calloc(1, h.esize);
+    if (o->after) {
+        after = calloc(1, h.esize);
+        if (after) cursor_entry(o->after, after);
     }
-    if (!rc) {
-        qsort_r(v, h->n, sizeof *v, cmp_sorted, (void *)spec);
-        for (size_t i = 0; i < h->n; i++) h->hits[i] = v[i].hit;
-    }
-    for (size_t i = 0; i < h->n; i++) json_doc_free(v[i].doc);
-    free(v);
-    return rc;
-}
-
-/* Keeps hits[offset .. offset+limit). */
-static void slice(index_hits *h, size_t offset, size_t limit)
-{
-    h->total = h->n;
-    size_t from = offset < h->n ? offset : h->n;
-    size_t to = limit && limit < h->n - from ? from + limit : h->n;
-    for (size_t i = 0; i < h->n; i++)
-        if (i < from || i >= to) {
-            free(h->hits[i].id);
-            free(h->hits[i].doc);
+    rc = e && h.tmp && (after || !o->after) ? HANU_OK : HANU_ERR_NOMEM;
+    size_t remaining = 0;   /* matches after the cursor */
+    for (uint32_t s = 0; s < m.n && !rc; s++) {
+        const index_segment *seg = snap->segments[s].seg;
+        const index_column *cols[SORT_MAX_KEYS];
+        for (size_t i = 0; i < sort->n; i++) cols[i] = exact_column(seg, sort->keys[i].path, strlen(sort->keys[i].path));
+        roaring_uint32_iterator_t it;
+        roaring_init_iterator(m.seg[s], &it);
+        for (; it.has_value && !rc; roaring_advance_uint32_iterator(&it)) {
+            e->seg = s;
+            e->ord = it.current_value;
+            e->id = index_segment_doc_id(seg, e->ord, &e->id_len);
+            int r = entry_keys(st, snap, sort, cols, e, err);
+            if (r == 1) { out->total--; continue; }
+            if (r) { rc = r; break; }
+            if (after && entry_cmp(&h, e, after) <= 0) { json_doc_free(e->doc); e->doc = NULL; continue; }
+            remaining++;
+            rc = heap_offer(&h, e, k);
         }
-    if (to > from) memmove(h->hits, h->hits + from, (to - from) * sizeof *h->hits);
-    h->n = to - from;
+    }
+    if (!rc && h.n) qsort_r(h.v, h.n, h.esize, cmp_entries, &h);
+    hanu_buf val = {0};
+    size_t from = o->offset < h.n ? o->offset : h.n;
+    for (size_t i = from; i < h.n && !rc; i++) {
+        const entry *x = at(&h, i);
+        uint64_t token;
+        hanu_buf_reset(&val);
+        int r = store_get(st, snap->db, x->id, x->id_len, &val, &token);
+        if (r == HANU_ERR_NOT_FOUND) continue;   /* deleted since the snapshot */
+        rc = r ? r : append_hit(out, x->id, x->id_len, token, &val);
+    }
+    hanu_buf_free(&val);
+    if (!rc && o->limit && h.n > from && remaining > o->offset + o->limit && next && next_valid) {
+        rc = entry_cursor(&h, at(&h, h.n - 1), o->index_txn, next, err);
+        *next_valid = rc == HANU_OK;
+    }
+    for (size_t i = 0; i < h.n; i++) json_doc_free(at(&h, i)->doc);
+    free(h.v);
+    free(h.tmp);
+    free(e);
+    free(after);
+    matches_free(&m);
+    if (rc) index_hits_free(out);
+    return rc;
 }
 
 int index_find(store *st, const index_snapshot *snap, const filter *f, const sort_spec *sort,
                size_t offset, size_t limit, index_hits *out, query_error *err)
 {
-    *out = (index_hits){0};
-    if (!snap) return HANU_OK;
-    size_t nn;
-    const filter_node *nodes = filter_nodes(f, &nn);
-    cand c;
-    int rc = node_cand(snap, nodes, 0, &c);
-    hanu_buf val = {0};
-    for (uint32_t s = 0; s < snap->nsegments && !rc; s++) {
-        uint32_t docs = index_segment_docs(snap->segments[s].seg);
-        uint32_t n = c.all ? docs : c.n[s];
-        for (uint32_t k = 0; k < n && !rc; k++) rc = check(st, snap, f, s, c.all ? k : c.ords[s][k], &val, out);
-    }
-    hanu_buf_free(&val);
-    cand_free(&c, snap->nsegments);
-    if (!rc && out->n) {
-        if (sort && sort->n) rc = sort_hits(out, sort, err);
-        else qsort(out->hits, out->n, sizeof *out->hits, cmp_hit_id);
-    }
-    if (rc) index_hits_free(out);
-    else slice(out, offset, limit);
-    return rc;
+    index_find_opts o = { .sort = sort, .offset = offset, .limit = limit };
+    return index_find_ex(st, snap, f, &o, out, NULL, NULL, err);
 }
 
 void index_hits_free(index_hits *h)
@@ -327,4 +739,116 @@ void index_hits_free(index_hits *h)
     }
     free(h->hits);
     *h = (index_hits){0};
+}
+
+/* ---- aggregations over columns ---- */
+
+typedef struct agg_run {
+    store *st;
+    const index_snapshot *snap;
+    agg_state *state;
+    const index_column *col;
+    uint32_t s;
+    uint64_t *ord_counts;           /* per dictionary ordinal */
+    uint64_t bools[2];
+    query_error *err;
+    hanu_buf val;
+    int rc;
+} agg_run;
+
+/* A document whose column cannot tell: its values from the stored bytes. */
+static int agg_from_doc(agg_run *r, uint32_t ord)
+{
+    size_t len;
+    const char *id = index_segment_doc_id(r->snap->segments[r->s].seg, ord, &len);
+    uint64_t token;
+    hanu_buf_reset(&r->val);
+    int rc = store_get(r->st, r->snap->db, id, len, &r->val, &token);
+    if (rc) return rc == HANU_ERR_NOT_FOUND ? HANU_OK : rc;
+    json_doc *d;
+    if (json_doc_parse((const char *)r->val.data, r->val.len, NULL, &d, NULL)) return HANU_OK;
+    rc = agg_state_add_doc(r->state, json_doc_root(d), r->err);
+    json_doc_free(d);
+    return rc;
+}
+
+static bool agg_one(uint32_t ord, void *p)
+{
+    agg_run *r = p;
+    enum index_col_tag tag = r->col ? index_column_tag(r->col, ord) : INDEX_COL_MISSING;
+    switch (tag) {
+    case INDEX_COL_NULL: break;
+    case INDEX_COL_FALSE: case INDEX_COL_TRUE: r->bools[tag == INDEX_COL_TRUE]++; break;
+    case INDEX_COL_STRING: r->ord_counts[index_column_string_ord(r->col, ord)]++; break;
+    case INDEX_COL_NUMBER: {
+        double d = index_column_number(r->col, ord);
+        if (fabs(d) >= EXACT_LIMIT) { r->rc = agg_from_doc(r, ord); break; }
+        json_value v = { .type = JSON_NUMBER, .is_int = d == floor(d), .u.num = { d, (int64_t)d } };
+        r->rc = agg_state_add_value(r->state, &v, 1, r->err);
+        break;
+    }
+    default:
+        r->rc = agg_from_doc(r, ord);
+    }
+    return r->rc == HANU_OK;
+}
+
+static int agg_segment(agg_run *r, const bitmap *docs)
+{
+    uint32_t dict = r->col ? index_column_dict_size(r->col) : 0;
+    r->ord_counts = calloc(dict ? dict : 1, sizeof *r->ord_counts);
+    r->bools[0] = r->bools[1] = 0;
+    if (!r->ord_counts) return HANU_ERR_NOMEM;
+    roaring_iterate(docs, agg_one, r);
+    int rc = r->rc;
+    for (uint32_t i = 0; i < dict && !rc; i++) {
+        size_t len;
+        const char *s = index_column_dict(r->col, i, &len);
+        json_value v = { .type = JSON_STRING, .u.str = { s, len } };
+        rc = agg_state_add_value(r->state, &v, r->ord_counts[i], r->err);
+    }
+    for (int b = 0; b < 2 && !rc; b++) {
+        json_value v = { .type = JSON_BOOL, .u.boolean = b };
+        rc = agg_state_add_value(r->state, &v, r->bools[b], r->err);
+    }
+    free(r->ord_counts);
+    r->ord_counts = NULL;
+    return rc;
+}
+
+int index_aggs(store *st, const index_snapshot *snap, const filter *f, const aggs_spec *a, hanu_buf *out,
+               size_t *count, query_error *err)
+{
+    static const index_snapshot empty;
+    if (!snap) snap = &empty;
+    *count = 0;
+    matches m;
+    int rc = find_matches(st, snap, f, &m);
+    if (rc) return rc;
+    for (uint32_t s = 0; s < m.n; s++) *count += roaring_bitmap_get_cardinality(m.seg[s]);
+    json_writer w;
+    json_writer_init(&w, out);
+    json_write_object_begin(&w);
+    for (size_t i = 0; i < a->n && !rc; i++) {
+        const agg_spec *spec = &a->aggs[i];
+        agg_run r = { .st = st, .snap = snap, .err = err };
+        matches narrow = {0};
+        rc = agg_state_new(spec, &r.state);
+        if (!rc && spec->filter) rc = find_matches(st, snap, spec->filter, &narrow);
+        for (uint32_t s = 0; s < m.n && !rc; s++) {
+            bitmap *docs = m.seg[s];
+            if (spec->filter && !(docs = roaring_bitmap_and(m.seg[s], narrow.seg[s]))) rc = HANU_ERR_NOMEM;
+            r.s = s;
+            r.col = exact_column(snap->segments[s].seg, spec->field, strlen(spec->field));
+            if (!rc) rc = agg_segment(&r, docs);
+            if (spec->filter && docs) roaring_bitmap_free(docs);
+        }
+        if (!rc) rc = agg_state_write(r.state, &w);
+        agg_state_free(r.state);
+        hanu_buf_free(&r.val);
+        matches_free(&narrow);
+    }
+    json_write_object_end(&w);
+    matches_free(&m);
+    return rc ? rc : json_writer_status(&w);
 }

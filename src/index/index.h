@@ -24,6 +24,12 @@
 
 #include "base/base.h"
 #include "codec/codec.h"
+#include "json/json.h"
+
+#define SORT_MAX_KEYS_INDEX 8         /* = SORT_MAX_KEYS (query.h) */
+#define INDEX_CURSOR_ID_MAX 256      /* = DOCS_ID_MAX */
+#define INDEX_CURSOR_BYTES_MAX 4096  /* string sort values of one cursor */
+#define INDEX_CURSOR_TEXT_MAX 6144
 
 /* ------------------------------------------------------------- term keys */
 
@@ -160,6 +166,10 @@ enum index_col_tag {
 typedef struct index_column index_column;   /* points into the mapping */
 
 const index_column *index_segment_column(const index_segment *seg, const char *path, size_t len);
+/* Every column in path order: count, the i-th, and its path bytes. */
+uint32_t index_segment_column_count(const index_segment *seg);
+const index_column *index_segment_column_at(const index_segment *seg, uint32_t i);
+const char *index_column_path(const index_column *c, size_t *len);
 enum index_col_tag index_column_tag(const index_column *c, uint32_t ord);
 double index_column_number(const index_column *c, uint32_t ord);       /* tag NUMBER */
 uint32_t index_column_string_ord(const index_column *c, uint32_t ord); /* tag STRING */
@@ -168,6 +178,50 @@ const char *index_column_dict(const index_column *c, uint32_t i, size_t *len);
 /* Token count of the field's text (0 when none); path "" = the whole text. */
 uint32_t index_column_text_length(const index_column *c, uint32_t ord);
 uint64_t index_column_text_total(const index_column *c);   /* sum over docs */
+
+/* For merges (merge.c): a posting of an earlier document, ord below the
+ * document count and above the term's last ordinal. */
+int index_builder_posting(index_builder *b, const uint8_t *key, size_t key_len, uint32_t ord, uint32_t tf);
+
+/* ------------------------------------------------------------ merges (merge.c) */
+
+/* Writes one segment holding the live documents of the inputs, in input
+ * order then ordinal order, to path (O_EXCL, fdatasync; the caller fsyncs the
+ * folder). It is the segment a builder fed those documents would write: the
+ * same terms, frequencies, columns and text lengths, the same ids and txns.
+ * map[i][ord] gets the new ordinal of input i's ordinal ord, or
+ * INDEX_ORD_END when it was deleted (each map[i] holds docs(i) entries). */
+typedef struct index_merge_input {
+    const index_segment *seg;
+    const uint32_t *deleted;    /* sorted */
+    uint32_t ndeleted;
+} index_merge_input;
+int index_merge_write(const index_merge_input *in, uint32_t n, const char *path, uint32_t **map,
+                      uint32_t *docs_out);
+
+/* The merge policy: which segments of one collection to merge next.
+ * DEFAULT is tiered (log-structured): segments fall in tiers by live size
+ * (each tier INDEX_MERGE_FACTOR times the one below, the lowest holding
+ * everything under INDEX_MERGE_FLOOR_BYTES); a tier with INDEX_MERGE_FACTOR
+ * segments or more merges its smallest ones, at most INDEX_MERGE_MAX_AT_ONCE,
+ * while the sum stays under max_bytes; a segment with more than half its
+ * documents deleted is rewritten alone. LAZY merges only when the collection
+ * has more than INDEX_MERGE_LAZY_SEGMENTS segments, the smallest ones first.
+ * NONE never merges. */
+enum index_merge_policy { INDEX_MERGE_DEFAULT = 0, INDEX_MERGE_LAZY = 1, INDEX_MERGE_NONE = 2 };
+#define INDEX_MERGE_FACTOR 4
+#define INDEX_MERGE_MAX_AT_ONCE 10
+#define INDEX_MERGE_FLOOR_BYTES (1u << 20)
+#define INDEX_MERGE_LAZY_SEGMENTS 32
+typedef struct index_merge_candidate {
+    uint64_t bytes;             /* of the file */
+    uint32_t docs, deleted;
+} index_merge_candidate;
+/* Fills pick (room for n) with indexes into segs in increasing order; returns
+ * how many (0: no merge now; never 1 unless that segment is mostly deleted). */
+uint32_t index_merge_pick(enum index_merge_policy policy, const index_merge_candidate *segs, uint32_t n,
+                          uint64_t max_bytes, uint32_t *pick);
+int index_merge_policy_parse(const char *name, enum index_merge_policy *out);
 
 /* ------------------------------------------------ deletions and commits */
 
@@ -228,6 +282,10 @@ typedef struct indexer_options {
     const char *dir;                /* DATA/index, created when missing */
     uint32_t commit_interval_ms;    /* default 500 */
     int quiet;                      /* no log lines on stderr */
+    int merge_policy;               /* enum index_merge_policy, default INDEX_MERGE_DEFAULT */
+    uint64_t max_segment_bytes;     /* merges make no segment larger (default 256 MiB) */
+    uint64_t doc_cache_bytes;       /* the hot-document cache (default 64 MiB; 0: none) */
+    uint32_t merge_delay_ms;        /* tests: a merge waits this long before it is installed */
 } indexer_options;
 
 void indexer_options_default(indexer_options *o);
@@ -269,6 +327,15 @@ typedef struct indexer_stats {
     uint64_t segments, bytes, live_docs, commits;
     int rebuilt;                    /* the open found a damaged index and rebuilt it */
     int failed;                     /* a write failed: the indexer stopped */
+    /* merges (docs/INDEX.md, "Merges") */
+    uint64_t merges;                /* installed */
+    uint64_t merges_abandoned;      /* failed, or its collection was dropped while it ran */
+    uint64_t merge_bytes;           /* written by merges */
+    uint64_t merge_docs;            /* documents written by merges */
+    uint64_t merge_ms;              /* time spent merging */
+    int merging;                    /* a merge is running now */
+    int rebuilding;                 /* a rebuild has not yet reached the txn it started at */
+    uint64_t rebuild_target_txn;    /* the store's last txn when the rebuild began */
 } indexer_stats;
 void indexer_get_stats(indexer *ix, indexer_stats *st);
 /* Segments, live documents and bytes of collection db (0s when none). */
@@ -282,6 +349,32 @@ uint64_t indexer_txn(indexer *ix);
 int indexer_wait_txn(indexer *ix, uint64_t txn, uint32_t timeout_ms);
 /* Asks for a commit as soon as there is anything new (no waiting). */
 void indexer_commit_now(indexer *ix);
+
+/* ------------------------------------------- the document cache (doc_cache.c) */
+
+/* Copies of stored documents keyed by (db, _id), bounded in bytes (LRU). A
+ * copy is served only while its txn is the key's current version in the store
+ * (store_lookup), so a get answers exactly what store_get would at that
+ * moment: never a version older than one the reader has seen. Any thread. */
+typedef struct doc_cache doc_cache;
+typedef struct doc_cache_stats {
+    uint64_t hits, misses, evictions, invalidations;
+    uint64_t bytes, entries, budget;
+} doc_cache_stats;
+doc_cache *doc_cache_new(uint64_t max_bytes);
+void doc_cache_free(doc_cache *c);
+/* Appends the current version of (db, id) to out and its txn to *txn: OK or
+ * NOT_FOUND (as store_get). c may be NULL (no cache). */
+int doc_cache_get(doc_cache *c, store *st, uint32_t db, const char *id, size_t len, hanu_buf *out,
+                  uint64_t *txn);
+/* Drops the copy of (db, id) (a put or delete changed it). */
+void doc_cache_invalidate(doc_cache *c, uint32_t db, const char *id, size_t len);
+void doc_cache_get_stats(doc_cache *c, doc_cache_stats *st);
+
+/* The indexer's cache (invalidated from its feed): what query executors read
+ * documents through instead of store_get, same contract as doc_cache_get. */
+int index_doc_get(indexer *ix, uint32_t db, const char *id, size_t len, hanu_buf *out, uint64_t *txn);
+void indexer_doc_cache_stats(indexer *ix, doc_cache_stats *st);
 
 /* ------------------------------------------------------------ find (find.c) */
 
@@ -313,5 +406,116 @@ typedef struct index_hits {
 int index_find(store *st, const index_snapshot *snap, const filter *f, const sort_spec *sort,
                size_t offset, size_t limit, index_hits *out, query_error *err);
 void index_hits_free(index_hits *h);
+
+/* ------------------------------------------------- search (search_topk.c) */
+
+/* The best documents of a snapshot for a search query (docs/QUERY.md,
+ * "Search execution"): BM25 over the collection's live documents (N, average
+ * length and document frequencies summed over the snapshot's segments minus
+ * their deleted documents), exactly as search_eval scores them, top-k by
+ * block-max WAND over the text postings (fields: the per-field postings of
+ * every path at or below them). Phrases, and filters the columns cannot
+ * decide, are checked on the stored document (store_get), only for documents
+ * whose score bound can still enter the top k. Hits are ordered by score
+ * descending, ties by _id (byte order); offset of them are skipped and at
+ * most limit kept. With INDEX_SEARCH_COUNT every match is visited (no
+ * pruning) and hits.total counts them; otherwise hits.total is 0.
+ * INDEX_SEARCH_EXHAUSTIVE scores every match without pruning (the tests'
+ * reference for the pruned top k). A hit's doc is the stored bytes now; a
+ * document deleted after the snapshot is left out. */
+typedef struct search_query search_query;
+#define INDEX_SEARCH_COUNT 1u
+#define INDEX_SEARCH_EXHAUSTIVE 2u
+typedef struct index_search_result {
+    index_hits hits;            /* the page, best first */
+    double *scores;             /* scores[i] of hits.hits[i] */
+    uint64_t scored;            /* documents whose score (or bound) was computed */
+    uint64_t verified;          /* documents read from the store to check phrases or the filter */
+    uint64_t skipped_blocks;    /* block-max skips */
+} index_search_result;
+int index_search(store *st, const index_snapshot *snap, const search_query *q, const filter *f,
+                 const char *const *fields, size_t nfields, size_t offset, size_t limit, unsigned flags,
+                 index_search_result *out);
+void index_search_result_free(index_search_result *r);
+/* ------------------------------------- find over columns (find.c, find_cursor.c) */
+
+/*
+ * index_find_ex answers on the index wherever it is exact (docs/QUERY.md,
+ * "How _find runs"): every filter node gives per segment a CRoaring bitmap of
+ * the documents it surely matches and one of those it may match; only the
+ * difference is read from the store and checked with filter_match. Sorting
+ * reads the columns and keeps the best offset+limit in a heap; documents are
+ * read only for the hits returned (and where a column cannot tell a sort
+ * value: missing, multi or an integer beyond 2^53). count_only reads nothing
+ * where the filter is exact.
+ *
+ * A cursor is the position of a hit: its sort values and _id, so that the
+ * next page starts strictly after it whatever was written in between.
+ */
+typedef struct index_cursor_key {
+    json_type type;                 /* JSON_NULL (also missing), NUMBER, STRING, BOOL */
+    int is_int, boolean;
+    int64_t i;
+    double d;
+    uint32_t str_off, str_len;      /* STRING: bytes[str_off ..] */
+} index_cursor_key;
+
+typedef struct index_cursor {
+    uint64_t txn_bound;             /* index_txn of the page that made it */
+    uint64_t sort_hash;             /* the sort spec it belongs to */
+    uint32_t nkeys;
+    index_cursor_key keys[SORT_MAX_KEYS_INDEX];
+    char id[INDEX_CURSOR_ID_MAX + 1];
+    size_t id_len;
+    uint32_t used;                  /* bytes of string keys */
+    char bytes[INDEX_CURSOR_BYTES_MAX];
+} index_cursor;
+
+typedef struct index_find_opts {
+    const sort_spec *sort;          /* NULL or no keys: by _id */
+    size_t offset, limit;           /* limit 0: no limit */
+    int count_only;                 /* only total: no hits */
+    const index_cursor *after;      /* NULL, or hits strictly after this position */
+    uint64_t index_txn;             /* written into next */
+} index_find_opts;
+
+/* out->total counts every match of the filter (the cursor does not narrow
+ * it); *next (may be NULL) is set to the last hit's position when more hits
+ * follow it, and next_valid says so. */
+int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const index_find_opts *o,
+                  index_hits *out, index_cursor *next, int *next_valid, query_error *err);
+
+/* The sort spec's fingerprint a cursor must carry. */
+uint64_t index_sort_hash(const sort_spec *sort);
+/* Text form of a cursor: base64url (no padding) of a versioned, checksummed
+ * record; at most INDEX_CURSOR_TEXT_MAX bytes, NUL-terminated. */
+size_t index_cursor_encode(const index_cursor *c, char *out, size_t cap);
+/* HANU_ERR_INVALID when text is not a cursor this server wrote (bad base64,
+ * length, version, checksum, value types) or when it belongs to another sort. */
+int index_cursor_decode(const char *text, size_t len, const sort_spec *sort, index_cursor *out);
+
+/* Aggregations over the filter's documents, from columns (string columns by
+ * dictionary ordinal); documents are decoded only where a column cannot tell
+ * (missing or multi values, integers beyond 2^53). Appends the "aggs" object
+ * as aggs_eval would; *count gets the number of documents matched. */
+typedef struct aggs_spec aggs_spec;
+int index_aggs(store *st, const index_snapshot *snap, const filter *f, const aggs_spec *a, hanu_buf *out,
+               size_t *count, query_error *err);
+
+/* ------------------------------------------------ bitset cache (bitset_cache.c) */
+
+/* Equality-filter and column bitmaps per open segment, bounded in bytes (LRU),
+ * shared by every query thread. get returns a copy (free it) or NULL. */
+#define INDEX_BITSET_CACHE_DEFAULT_BYTES (64ull << 20)
+struct roaring_bitmap_s;
+void index_bitset_cache_configure(uint64_t max_bytes);
+struct roaring_bitmap_s *index_bitset_cache_get(const index_segment *seg, const uint8_t *key, size_t len);
+void index_bitset_cache_put(const index_segment *seg, const uint8_t *key, size_t len,
+                            const struct roaring_bitmap_s *bm);
+void index_bitset_cache_forget(const index_segment *seg);
+typedef struct index_bitset_cache_stats {
+    uint64_t hits, misses, bytes, entries, max_bytes;
+} index_bitset_cache_stats;
+void index_bitset_cache_get_stats(index_bitset_cache_stats *st);
 
 #endif

@@ -23,6 +23,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,6 +33,8 @@
 #define PENDING_BYTES_MAX (64u << 20)  /* commit early past this much pending document text */
 #define IDLE_POLL_MS 5                 /* the feed has no wake-up: poll it when idle */
 #define KIND_UNKNOWN (-1)
+#define MERGE_NICE 10                  /* merges run at this lower priority */
+#define PROGRESS_EVERY_NS 1000000000ull /* rebuild progress lines at most this often */
 
 /* ------------------------------------------------------- the id map */
 
@@ -124,6 +128,7 @@ typedef struct seg_ref {         /* an open segment, shared by the state and sna
     index_segment *seg;
     uint64_t id;
     atomic_uint refs;
+    char *unlink_path;           /* merged away: the file goes with the last reference */
 } seg_ref;
 
 typedef struct u32_vec {
@@ -150,6 +155,7 @@ typedef struct dbstate {
     uint32_t db;
     int kind;                    /* enum store_db_kind, or KIND_UNKNOWN */
     int dirty;                   /* publish a new snapshot at the next commit */
+    uint32_t epoch;              /* counts resets (drop, create): a merge of an older epoch is void */
     coll_seg *segs;              /* increasing id */
     uint32_t nsegs, segcap;
     id_map committed;            /* _id -> (segment id, ordinal) */
@@ -170,6 +176,23 @@ typedef struct published {
     uint32_t db;
     snap_impl *snap;
 } published;
+
+/* A merge handed to the merge thread: its inputs as of the commit that
+ * scheduled it (their references held, deletions copied), and its result. */
+typedef struct merge_job {
+    uint32_t db, epoch;
+    uint64_t out_id;             /* seg-<out_id>.hix, from next_file */
+    uint32_t n;
+    seg_ref **in;
+    uint32_t **deleted, *ndeleted;
+    uint32_t **map;              /* per input: old ordinal -> new, INDEX_ORD_END when dropped */
+    uint64_t bytes_in;
+    /* the result */
+    index_segment *out;
+    uint32_t docs;
+    uint64_t ns;
+    int rc;
+} merge_job;
 
 typedef struct staged {          /* a feed entry copied out from under the store lock */
     uint64_t txn;
@@ -196,6 +219,11 @@ struct indexer {
     hanu_buf stage_arena;
     char (*doomed)[64];          /* files to remove once the next commit is durable */
     size_t ndoomed, doomcap;
+    seg_ref **retired;           /* merged away: released once the next commit is durable */
+    size_t nretired, retcap;
+    size_t merge_cursor;         /* the collection the next merge search starts at */
+    uint64_t rebuild_target, last_progress_ns;
+    doc_cache *cache;
 
     /* under mu */
     pthread_mutex_t mu;
@@ -205,10 +233,21 @@ struct indexer {
     size_t npubs, pubcap;
     uint64_t committed_txn, commits, segments, bytes, live_docs;
     uint64_t wanted_txn;         /* the highest txn a waiter waits for */
-    int waiters, commit_asked, stop, failed, rebuilt;
+    int waiters, commit_asked, stop, failed, rebuilt, rebuilding;
     pthread_t thread;
     int started;
+
+    /* the merge thread; job and its state under mu */
+    pthread_t merge_thread;
+    int merge_started;
+    pthread_cond_t merge_cv;
+    merge_job *job;
+    int job_state;               /* JOB_NONE, JOB_QUEUED, JOB_RUNNING, JOB_DONE */
+    uint64_t merges, merges_abandoned, merge_bytes, merge_docs, merge_ns;
 };
+
+/* INSTALLING: taken by the commit that installs it, which may queue the next. */
+enum { JOB_NONE, JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_INSTALLING };
 
 static void say(const indexer *ix, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const indexer *ix, const char *fmt, ...)
@@ -245,6 +284,8 @@ static void seg_ref_release(seg_ref *r)
 {
     if (r && atomic_fetch_sub(&r->refs, 1) == 1) {
         index_segment_close(r->seg);
+        if (r->unlink_path) unlink(r->unlink_path);
+        free(r->unlink_path);
         free(r);
     }
 }
@@ -313,6 +354,7 @@ static int dbstate_reset(indexer *ix, dbstate *d, int doom_files)
     d->pending = NULL;
     d->pendcap = 0;
     d->dirty = 1;
+    d->epoch++;
     return rc;
 }
 
@@ -374,7 +416,7 @@ static int seg_add(dbstate *d, index_segment *seg, uint64_t id, uint32_t *delete
             d->segcap = cap;
         }
     }
-    if (d->nsegs < d->segcap) r = malloc(sizeof *r);
+    if (d->nsegs < d->segcap) r = calloc(1, sizeof *r);
     if (!r) {
         index_segment_close(seg);
         free(deleted);
@@ -618,6 +660,7 @@ static int apply_staged(indexer *ix, const staged *s)
             d->kind = store_db_kind(ix->st, s->db, &kind) == HANU_OK ? kind : STORE_DB_COLLECTION;
         }
         if (!is_collection(d->kind)) return HANU_OK;
+        doc_cache_invalidate(ix->cache, s->db, (const char *)key, s->key_len);
         return pending_set(ix, d, (const char *)key, s->key_len, s->txn, val, s->val_len,
                            s->op == LOG_OP_DELETE);
     default:
@@ -747,10 +790,313 @@ static void remove_doomed(indexer *ix)
     ix->ndoomed = 0;
 }
 
+
+/* ------------------------------------------------------- merges */
+
+static void job_free(merge_job *j)
+{
+    if (!j) return;
+    for (uint32_t i = 0; i < j->n; i++) {
+        if (j->in) seg_ref_release(j->in[i]);
+        if (j->deleted) free(j->deleted[i]);
+        if (j->map) free(j->map[i]);
+    }
+    free(j->in);
+    free(j->deleted);
+    free(j->ndeleted);
+    free(j->map);
+    if (j->out) index_segment_close(j->out);
+    free(j);
+}
+
+/* A job for segments pick[0..n) of d, holding their references. */
+static merge_job *job_make(indexer *ix, dbstate *d, const uint32_t *pick, uint32_t n)
+{
+    merge_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->db = d->db;
+    j->epoch = d->epoch;
+    j->in = calloc(n, sizeof *j->in);
+    j->deleted = calloc(n, sizeof *j->deleted);
+    j->ndeleted = calloc(n, sizeof *j->ndeleted);
+    j->map = calloc(n, sizeof *j->map);
+    if (!j->in || !j->deleted || !j->ndeleted || !j->map) {
+        job_free(j);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < n; i++, j->n++) {
+        const coll_seg *s = &d->segs[pick[i]];
+        uint32_t docs = index_segment_docs(s->ref->seg);
+        j->map[i] = malloc((docs ? docs : 1) * sizeof **j->map);
+        j->deleted[i] = malloc((s->deleted.n ? s->deleted.n : 1) * sizeof **j->deleted);
+        atomic_fetch_add(&s->ref->refs, 1);
+        j->in[i] = s->ref;
+        if (!j->map[i] || !j->deleted[i]) {
+            j->n++;
+            job_free(j);
+            return NULL;
+        }
+        if (s->deleted.n) memcpy(j->deleted[i], s->deleted.v, s->deleted.n * sizeof **j->deleted);
+        j->ndeleted[i] = s->deleted.n;
+        j->bytes_in += index_segment_bytes(s->ref->seg);
+    }
+    j->out_id = ix->next_file++;
+    return j;
+}
+
+/* Right after a commit (no fresh deletions): hands the merge the policy
+ * picks to the merge thread, looking at the collections in turn. */
+static void merge_schedule(indexer *ix)
+{
+    if (ix->opt.merge_policy == INDEX_MERGE_NONE || !ix->merge_started) return;
+    pthread_mutex_lock(&ix->mu);
+    int busy = ix->job_state != JOB_NONE && ix->job_state != JOB_INSTALLING;
+    pthread_mutex_unlock(&ix->mu);
+    if (busy) return;
+    for (size_t k = 0; k < ix->ndbs; k++) {
+        size_t at = (ix->merge_cursor + k) % ix->ndbs;
+        dbstate *d = ix->dbs[at];
+        if (!d->nsegs) continue;
+        index_merge_candidate *c = malloc(d->nsegs * sizeof *c);
+        uint32_t *pick = malloc(d->nsegs * sizeof *pick);
+        uint32_t n = 0;
+        if (c && pick) {
+            for (uint32_t i = 0; i < d->nsegs; i++)
+                c[i] = (index_merge_candidate){ index_segment_bytes(d->segs[i].ref->seg),
+                                                index_segment_docs(d->segs[i].ref->seg),
+                                                d->segs[i].deleted.n + d->segs[i].fresh.n };
+            n = index_merge_pick(ix->opt.merge_policy, c, d->nsegs, ix->opt.max_segment_bytes, pick);
+        }
+        merge_job *j = n ? job_make(ix, d, pick, n) : NULL;
+        free(c);
+        free(pick);
+        if (!j) continue;
+        ix->merge_cursor = at + 1;
+        say(ix, "merge of %u segment(s) of collection %" PRIu32 " (%" PRIu64 " bytes) into seg-%" PRIu64
+            " started", j->n, j->db, j->bytes_in, j->out_id);
+        pthread_mutex_lock(&ix->mu);
+        ix->job = j;
+        ix->job_state = JOB_QUEUED;
+        pthread_cond_signal(&ix->merge_cv);
+        pthread_mutex_unlock(&ix->mu);
+        return;
+    }
+}
+
+/* The merge thread's work: writes and opens the merged segment. */
+static void merge_run(indexer *ix, merge_job *j)
+{
+    uint64_t t0 = hanu_now_ns();
+    char path[1200], err[256] = "";
+    seg_path(ix, j->out_id, path, sizeof path);
+    index_merge_input *in = calloc(j->n, sizeof *in);
+    j->rc = in ? HANU_OK : HANU_ERR_NOMEM;
+    for (uint32_t i = 0; in && i < j->n; i++)
+        in[i] = (index_merge_input){ j->in[i]->seg, j->deleted[i], j->ndeleted[i] };
+    if (!j->rc) j->rc = index_merge_write(in, j->n, path, j->map, &j->docs);
+    if (!j->rc) j->rc = index_segment_open(path, &j->out, err, sizeof err);
+    if (j->rc) say(ix, "merge into seg-%" PRIu64 " failed: %s %s", j->out_id, hanu_status_str(j->rc), err);
+    free(in);
+    /* Tests make merges slow so that a kill lands in one. */
+    for (uint32_t waited = 0; waited < ix->opt.merge_delay_ms; waited += 10) {
+        pthread_mutex_lock(&ix->mu);
+        int stop = ix->stop;
+        pthread_mutex_unlock(&ix->mu);
+        if (stop) break;
+        usleep(10000);
+    }
+    j->ns = hanu_now_ns() - t0;
+}
+
+static void *merge_main(void *arg)
+{
+    indexer *ix = arg;
+    /* Below the writers and readers: a merge only saves future query work. */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), MERGE_NICE) != 0)
+        say(ix, "cannot lower the merge thread's priority: %s", strerror(errno));
+    pthread_mutex_lock(&ix->mu);
+    while (!ix->stop) {
+        if (ix->job_state != JOB_QUEUED) {
+            pthread_cond_wait(&ix->merge_cv, &ix->mu);
+            continue;
+        }
+        merge_job *j = ix->job;
+        ix->job_state = JOB_RUNNING;
+        pthread_mutex_unlock(&ix->mu);
+        merge_run(ix, j);
+        pthread_mutex_lock(&ix->mu);
+        ix->job_state = JOB_DONE;
+        pthread_cond_signal(&ix->wake);
+    }
+    pthread_mutex_unlock(&ix->mu);
+    return NULL;
+}
+
+static int retire(indexer *ix, seg_ref *r)
+{
+    if (ix->nretired == ix->retcap) {
+        size_t cap = ix->retcap ? ix->retcap * 2 : 16;
+        seg_ref **p = realloc(ix->retired, cap * sizeof *p);
+        if (!p) return HANU_ERR_NOMEM;
+        ix->retired = p;
+        ix->retcap = cap;
+    }
+    ix->retired[ix->nretired++] = r;
+    return HANU_OK;
+}
+
+/* Once the commit without them is durable: each merged-away file goes when
+ * the last snapshot that holds it is released. */
+static void release_retired(indexer *ix)
+{
+    for (size_t i = 0; i < ix->nretired; i++) {
+        char path[1200];
+        seg_path(ix, ix->retired[i]->id, path, sizeof path);
+        ix->retired[i]->unlink_path = strdup(path);
+        seg_ref_release(ix->retired[i]);
+    }
+    ix->nretired = 0;
+}
+
+/* Moves an input's live documents to the merged segment: its deletions since
+ * the merge began become deletions of the merged segment, and the _id map
+ * points at the new ordinals (and borrows the new segment's id bytes). */
+static int move_input(dbstate *d, coll_seg *s, const uint32_t *map, coll_seg *ns)
+{
+    const u32_vec *lists[2] = { &s->deleted, &s->fresh };
+    for (int l = 0; l < 2; l++)
+        for (uint32_t k = 0; k < lists[l]->n; k++) {
+            uint32_t m = map[lists[l]->v[k]];
+            if (m != INDEX_ORD_END && u32_push(&ns->fresh, m)) return HANU_ERR_NOMEM;
+        }
+    uint32_t docs = index_segment_docs(s->ref->seg);
+    for (uint32_t ord = 0; ord < docs; ord++) {
+        if (map[ord] == INDEX_ORD_END) continue;
+        size_t len, nlen;
+        const char *id = index_segment_doc_id(s->ref->seg, ord, &len);
+        id_slot *slot = id_map_find(&d->committed, id, len);
+        if (!slot || slot->val != s->ref->id || slot->ord != ord) continue;   /* deleted since */
+        slot->id = index_segment_doc_id(ns->ref->seg, map[ord], &nlen);
+        slot->val = ns->ref->id;
+        slot->ord = map[ord];
+    }
+    return HANU_OK;
+}
+
+/* An input emptied while the merge ran (every document replaced or deleted,
+ * the segment already gone from the commit): all its documents are deletions. */
+static int drop_input(const merge_job *j, uint32_t i, coll_seg *ns)
+{
+    uint32_t docs = index_segment_docs(j->in[i]->seg);
+    for (uint32_t ord = 0; ord < docs; ord++)
+        if (j->map[i][ord] != INDEX_ORD_END && u32_push(&ns->fresh, j->map[i][ord])) return HANU_ERR_NOMEM;
+    return HANU_OK;
+}
+
+/* Swaps a finished merge into the working state; the commit it is part of
+ * makes it durable. A collection dropped or created again meanwhile voids it. */
+static int merge_install(indexer *ix, merge_job *j)
+{
+    dbstate *d = db_find(ix, j->db, NULL);
+    char path[1200];
+    seg_path(ix, j->out_id, path, sizeof path);
+    int ok = !j->rc && d && d->epoch == j->epoch;
+    if (!ok || !j->docs) {
+        unlink(path);
+        if (!ok && !j->rc) say(ix, "merge into seg-%" PRIu64 " abandoned: its collection was dropped", j->out_id);
+        pthread_mutex_lock(&ix->mu);
+        if (ok) ix->merges++;
+        else ix->merges_abandoned++;
+        pthread_mutex_unlock(&ix->mu);
+        if (!ok) return HANU_OK;
+    }
+    coll_seg ns = { NULL, { NULL, 0, 0 }, { NULL, 0, 0 }, 0 };
+    if (j->docs) {
+        ns.ref = calloc(1, sizeof *ns.ref);
+        if (!ns.ref) return HANU_ERR_NOMEM;
+        ns.ref->seg = j->out;
+        ns.ref->id = j->out_id;
+        atomic_init(&ns.ref->refs, 1);
+        j->out = NULL;
+    }
+    int rc = HANU_OK;
+    for (uint32_t i = 0; i < j->n && !rc; i++) {
+        coll_seg *s = seg_find(d, j->in[i]->id);
+        if (!s) {
+            if (ns.ref) rc = drop_input(j, i, &ns);
+            continue;
+        }
+        if (ns.ref) rc = move_input(d, s, j->map[i], &ns);
+        char name[64];
+        del_name(s->ref->id, s->generation, name, sizeof name);
+        if (!rc && s->generation) rc = doom(ix, name);
+        if (!rc) rc = retire(ix, s->ref);
+        if (rc) break;
+        free(s->deleted.v);
+        free(s->fresh.v);
+        memmove(s, s + 1, (size_t)(d->segs + d->nsegs - s - 1) * sizeof *s);
+        d->nsegs--;
+    }
+    if (!rc && ns.ref) {   /* room: n >= 1 inputs just left */
+        uint32_t at = 0;
+        while (at < d->nsegs && d->segs[at].ref->id < ns.ref->id) at++;
+        memmove(d->segs + at + 1, d->segs + at, (d->nsegs - at) * sizeof *d->segs);
+        d->segs[at] = ns;
+        d->nsegs++;
+        ns.ref = NULL;
+    }
+    if (ns.ref) {
+        seg_ref_release(ns.ref);
+        free(ns.fresh.v);
+        return rc;
+    }
+    d->dirty = 1;
+    uint64_t bytes = 0;
+    coll_seg *m = seg_find(d, j->out_id);
+    if (m) bytes = index_segment_bytes(m->ref->seg);
+    pthread_mutex_lock(&ix->mu);
+    if (j->docs) ix->merges++;
+    ix->merge_bytes += bytes;
+    ix->merge_docs += j->docs;
+    ix->merge_ns += j->ns;
+    pthread_mutex_unlock(&ix->mu);
+    say(ix, "merged %u segment(s) of collection %" PRIu32 " into seg-%" PRIu64 ": %" PRIu32
+        " documents, %" PRIu64 " bytes, %" PRIu64 " ms", j->n, j->db, j->out_id, j->docs, bytes,
+        j->ns / 1000000);
+    return HANU_OK;
+}
+
+/* Rebuild progress on stderr, at most once a second, and its end. */
+static void rebuild_progress(indexer *ix, uint64_t txn)
+{
+    if (!ix->rebuilding) return;
+    uint64_t now = hanu_now_ns();
+    if (txn >= ix->rebuild_target) {
+        say(ix, "rebuild done: txn %" PRIu64 " reached", txn);
+        pthread_mutex_lock(&ix->mu);
+        ix->rebuilding = 0;
+        pthread_mutex_unlock(&ix->mu);
+    } else if (now - ix->last_progress_ns >= PROGRESS_EVERY_NS) {
+        say(ix, "rebuilding: txn %" PRIu64 " of %" PRIu64 " (%" PRIu64 "%%)", txn, ix->rebuild_target,
+            txn * 100 / ix->rebuild_target);
+        ix->last_progress_ns = now;
+    }
+}
+
 static int commit(indexer *ix)
 {
     uint64_t txn = ix->consumed;
     int rc = HANU_OK;
+    merge_job *done = NULL;
+    pthread_mutex_lock(&ix->mu);
+    if (ix->job_state == JOB_DONE) {
+        done = ix->job;
+        ix->job = NULL;
+        ix->job_state = JOB_INSTALLING;   /* still "merging" in the stats until the next is queued */
+    }
+    pthread_mutex_unlock(&ix->mu);
+    if (done) rc = merge_install(ix, done);
+    job_free(done);
     for (size_t i = 0; i < ix->ndbs && !rc; i++)
         if (ix->dbs[i]->npending) rc = apply_pending(ix, ix->dbs[i]);
     for (size_t i = 0; i < ix->ndbs && !rc; i++) {
@@ -775,8 +1121,14 @@ static int commit(indexer *ix)
         return rc;
     }
     remove_doomed(ix);
+    release_retired(ix);
     rc = store_watermark_advance(ix->st, WATERMARK, txn);
     if (!rc) rc = publish_dirty(ix, txn);
+    if (!rc) merge_schedule(ix);
+    pthread_mutex_lock(&ix->mu);
+    if (ix->job_state == JOB_INSTALLING) ix->job_state = JOB_NONE;
+    pthread_mutex_unlock(&ix->mu);
+    rebuild_progress(ix, txn);
     ix->pending_bytes = 0;
     ix->last_commit_ns = hanu_now_ns();
     pthread_mutex_lock(&ix->mu);
@@ -793,6 +1145,7 @@ static void *indexer_main(void *arg)
 {
     indexer *ix = arg;
     uint64_t interval_ns = (uint64_t)ix->opt.commit_interval_ms * 1000000u;
+    merge_schedule(ix);   /* what the last run left to merge */
     pthread_mutex_lock(&ix->mu);
     while (!ix->stop && !ix->failed) {
         pthread_mutex_unlock(&ix->mu);
@@ -801,9 +1154,10 @@ static void *indexer_main(void *arg)
         pthread_mutex_lock(&ix->mu);
         /* A waiter's commit comes once the feed reaches its txn, not one per batch. */
         int waited = ix->waiters && ix->wanted_txn > ix->committed_txn && ix->consumed >= ix->wanted_txn;
-        int due = ix->consumed > ix->committed_txn &&
-                  (waited || ix->commit_asked || ix->pending_bytes > PENDING_BYTES_MAX ||
-                   hanu_now_ns() - ix->last_commit_ns >= interval_ns);
+        int due = (ix->consumed > ix->committed_txn &&
+                   (waited || ix->commit_asked || ix->pending_bytes > PENDING_BYTES_MAX ||
+                    hanu_now_ns() - ix->last_commit_ns >= interval_ns)) ||
+                  ix->job_state == JOB_DONE;   /* a finished merge goes in with a commit */
         if (!rc && due) {
             ix->commit_asked = 0;
             pthread_mutex_unlock(&ix->mu);
@@ -869,7 +1223,10 @@ void indexer_get_stats(indexer *ix, indexer_stats *st)
     uint64_t last = store_last_txn(ix->st);
     pthread_mutex_lock(&ix->mu);
     *st = (indexer_stats){ ix->committed_txn, last > ix->committed_txn ? last - ix->committed_txn : 0,
-                           ix->segments, ix->bytes, ix->live_docs, ix->commits, ix->rebuilt, ix->failed };
+                           ix->segments, ix->bytes, ix->live_docs, ix->commits, ix->rebuilt, ix->failed,
+                           ix->merges, ix->merges_abandoned, ix->merge_bytes, ix->merge_docs,
+                           ix->merge_ns / 1000000, ix->job_state != JOB_NONE, ix->rebuilding,
+                           ix->rebuild_target };
     pthread_mutex_unlock(&ix->mu);
 }
 
@@ -892,7 +1249,18 @@ void indexer_collection_stats(indexer *ix, uint32_t db, uint32_t *segments, uint
 
 void indexer_options_default(indexer_options *o)
 {
-    *o = (indexer_options){ NULL, 500, 0 };
+    *o = (indexer_options){ .commit_interval_ms = 500, .merge_policy = INDEX_MERGE_DEFAULT,
+                            .max_segment_bytes = 256u << 20, .doc_cache_bytes = 64u << 20 };
+}
+
+int index_doc_get(indexer *ix, uint32_t db, const char *id, size_t len, hanu_buf *out, uint64_t *txn)
+{
+    return doc_cache_get(ix->cache, ix->st, db, id, len, out, txn);
+}
+
+void indexer_doc_cache_stats(indexer *ix, doc_cache_stats *st)
+{
+    doc_cache_get_stats(ix->cache, st);
 }
 
 static void free_state(indexer *ix)
@@ -916,7 +1284,16 @@ static int load_commit(indexer *ix, const index_commit *c, char *err, size_t err
         seg_path(ix, e->segment, path, sizeof path);
         index_segment *seg = NULL;
         int rc = index_segment_open(path, &seg, err, errcap);
-        if (rc) return rc;
+        if (rc) {   /* the message names the file: an operator looks at it */
+            char name[64];
+            int n = snprintf(name, sizeof name, "seg-%" PRIu64 ".hix: ", e->segment);
+            size_t have = strnlen(err, errcap);
+            if (n > 0 && have + (size_t)n < errcap) {   /* prefix in place */
+                memmove(err + n, err, have + 1);
+                memcpy(err, name, (size_t)n);
+            }
+            return rc;
+        }
         if (index_segment_docs(seg) != e->docs) {
             snprintf(err, errcap, "seg-%" PRIu64 ".hix: %u documents, the commit says %u", e->segment,
                      index_segment_docs(seg), e->docs);
@@ -1004,10 +1381,18 @@ int indexer_open(store *st, const indexer_options *o, indexer **out, char *err, 
     ix->st = st;
     ix->opt = *o;
     if (!ix->opt.commit_interval_ms) ix->opt.commit_interval_ms = 500;
+    if (!ix->opt.max_segment_bytes) ix->opt.max_segment_bytes = 256u << 20;
+    const char *delay = getenv("HANUDB_TEST_MERGE_DELAY_MS");   /* tests only: see merge_run */
+    if (delay && !ix->opt.merge_delay_ms) ix->opt.merge_delay_ms = (uint32_t)strtoul(delay, NULL, 10);
+    if (ix->opt.doc_cache_bytes && !(ix->cache = doc_cache_new(ix->opt.doc_cache_bytes))) {
+        free(ix);
+        return HANU_ERR_NOMEM;
+    }
     snprintf(ix->dir, sizeof ix->dir, "%s", o->dir);
     pthread_mutex_init(&ix->mu, NULL);
     pthread_cond_init(&ix->wake, NULL);
     pthread_cond_init(&ix->committed_cv, NULL);
+    pthread_cond_init(&ix->merge_cv, NULL);
     uint64_t watermark = 0;
     int rc = hanu_mkdir_p(ix->dir);
     if (rc) snprintf(err, errcap, "cannot create %s: %s", ix->dir, strerror(errno));
@@ -1032,7 +1417,9 @@ int indexer_open(store *st, const indexer_options *o, indexer **out, char *err, 
             index_commit_free(&c);
             c = (index_commit){0};
             have = 0;
-            ix->rebuilt = 1;
+            ix->rebuilt = ix->rebuilding = 1;
+            ix->rebuild_target = store_last_txn(st);
+            ix->last_progress_ns = 0;   /* the first commit of the rebuild shows where it is */
         }
     }
     if (!rc) rc = remove_leftovers(ix, have ? &c : NULL);
@@ -1047,6 +1434,11 @@ int indexer_open(store *st, const indexer_options *o, indexer **out, char *err, 
     }
     index_commit_free(&c);
     if (!rc) rc = store_feed_open(st, ix->committed_txn + 1, &ix->feed);
+    if (!rc && ix->rebuilding && !ix->rebuild_target) ix->rebuilding = 0;   /* an empty log */
+    if (!rc && ix->opt.merge_policy != INDEX_MERGE_NONE) {
+        if (pthread_create(&ix->merge_thread, NULL, merge_main, ix) != 0) rc = HANU_ERR_NOMEM;
+        else ix->merge_started = 1;
+    }
     if (!rc) {
         ix->last_commit_ns = hanu_now_ns();
         if (pthread_create(&ix->thread, NULL, indexer_main, ix) != 0) rc = HANU_ERR_NOMEM;
@@ -1058,6 +1450,7 @@ int indexer_open(store *st, const indexer_options *o, indexer **out, char *err, 
         return rc;
     }
     say(ix, "open at txn %" PRIu64 "%s", ix->committed_txn, ix->rebuilt ? " (rebuilding)" : "");
+    if (ix->rebuilding) say(ix, "rebuilding: txn 0 of %" PRIu64 " (0%%)", ix->rebuild_target);
     *out = ix;
     return HANU_OK;
 }
@@ -1072,6 +1465,21 @@ void indexer_close(indexer *ix)
         pthread_mutex_unlock(&ix->mu);
         pthread_join(ix->thread, NULL);
     }
+    if (ix->merge_started) {
+        pthread_mutex_lock(&ix->mu);
+        ix->stop = 1;
+        pthread_cond_broadcast(&ix->merge_cv);
+        pthread_mutex_unlock(&ix->mu);
+        pthread_join(ix->merge_thread, NULL);
+    }
+    if (ix->job) {   /* never installed: its file is a leftover the next open removes */
+        char path[1200];
+        seg_path(ix, ix->job->out_id, path, sizeof path);
+        if (ix->job_state == JOB_DONE) unlink(path);
+        job_free(ix->job);
+    }
+    for (size_t i = 0; i < ix->nretired; i++) seg_ref_release(ix->retired[i]);
+    free(ix->retired);
     while (ix->npubs) {
         pthread_mutex_lock(&ix->mu);
         publish_locked(ix, ix->pubs[0].db, NULL);
@@ -1086,5 +1494,7 @@ void indexer_close(indexer *ix)
     pthread_mutex_destroy(&ix->mu);
     pthread_cond_destroy(&ix->wake);
     pthread_cond_destroy(&ix->committed_cv);
+    pthread_cond_destroy(&ix->merge_cv);
+    doc_cache_free(ix->cache);
     free(ix);
 }

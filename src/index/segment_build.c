@@ -229,6 +229,22 @@ int index_builder_term(index_builder *b, const uint8_t *key, size_t key_len)
     return u32_push(&t->tfs, 1);
 }
 
+/* A posting of an earlier document, for merges: ord below the document count
+ * and above the term's last ordinal. */
+int index_builder_posting(index_builder *b, const uint8_t *key, size_t key_len, uint32_t ord, uint32_t tf)
+{
+    if (ord >= b->docs || tf == 0) return HANU_ERR_INVALID;
+    if (key_len == 0 || key_len > INDEX_KEY_MAX) return HANU_ERR_INVALID;
+    uint32_t i;
+    int rc = intern(b, &b->term_index, (void **)&b->terms, &b->nterms, &b->terms_cap,
+                    sizeof(build_term), key, (uint32_t)key_len, &i);
+    if (rc) return rc;
+    build_term *t = &b->terms[i];
+    if (t->ords.n && t->ords.v[t->ords.n - 1] >= ord) return HANU_ERR_INVALID;
+    if ((rc = u32_push(&t->ords, ord))) return rc;
+    return u32_push(&t->tfs, tf);
+}
+
 /* The column of path, its per-doc arrays grown to the current document. */
 static int column_for(index_builder *b, const char *path, size_t len, build_column **out)
 {

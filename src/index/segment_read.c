@@ -228,6 +228,7 @@ int index_segment_open(const char *path, index_segment **out, char *err, size_t 
 void index_segment_close(index_segment *s)
 {
     if (!s) return;
+    index_bitset_cache_forget(s);   /* its cached filter bitmaps die with the mapping */
     if (s->map) munmap((void *)s->map, s->size);
     free(s->cols);
     free(s);
@@ -362,6 +363,16 @@ const index_column *index_segment_column(const index_segment *s, const char *pat
     return NULL;
 }
 
+uint32_t index_segment_column_count(const index_segment *s) { return s->ncols; }
+
+const index_column *index_segment_column_at(const index_segment *s, uint32_t i) { return &s->cols[i]; }
+
+const char *index_column_path(const index_column *c, size_t *len)
+{
+    *len = c->path_len;
+    return (const char *)c->path;
+}
+
 enum index_col_tag index_column_tag(const index_column *c, uint32_t ord)
 {
     return (enum index_col_tag)codec_get(c->desc[SEG_PART_TAGS], c->part[SEG_PART_TAGS], ord);
@@ -392,3 +403,4 @@ uint32_t index_column_text_length(const index_column *c, uint32_t ord)
 }
 
 uint64_t index_column_text_total(const index_column *c) { return c->text_total; }
+

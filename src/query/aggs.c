@@ -167,37 +167,120 @@ static int is_term(const json_value *v)
     return v->type == JSON_NUMBER || v->type == JSON_BOOL;
 }
 
+/* A bucket owns its key (a copy: string bytes in `str`). */
 typedef struct bucket {
-    const json_value *key;      /* terms */
+    json_value key;             /* terms */
+    char *str;
     double num;                 /* histogram */
     uint64_t count;
-    size_t last_doc;            /* doc index + 1 that counted last: once per doc */
+    uint64_t last_doc;          /* the document that counted last: once per doc */
 } bucket;
 
-typedef struct buckets {
+struct agg_state {
+    const agg_spec *a;
     bucket *b;
     size_t n, cap;
-} buckets;
+    uint32_t *slots;            /* open addressing over b: index + 1, 0 free */
+    size_t nslots;
+    uint64_t docs;              /* documents added with agg_state_add_doc */
+    uint64_t count;             /* stats */
+    double sum;
+    json_value min, max;
+    int has_min;
+    value_list vals;
+};
 
-static bucket *bucket_add(buckets *bs)
+static uint64_t mix(uint64_t h)
 {
-    if (bs->n == bs->cap) {
-        size_t cap = bs->cap ? bs->cap * 2 : 32;
-        bucket *nb = realloc(bs->b, cap * sizeof *nb);
-        if (!nb) return NULL;
-        bs->b = nb;
-        bs->cap = cap;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+/* Equal keys hash equal: numbers by value (1 and 1.0), strings by bytes. */
+static uint64_t key_hash(const agg_state *s, const json_value *v)
+{
+    if (s->a->kind == AGG_HISTOGRAM) {
+        double d = v->u.num.d == 0 ? 0 : v->u.num.d;
+        uint64_t bits;
+        memcpy(&bits, &d, 8);
+        return mix(bits);
     }
-    bucket *b = &bs->b[bs->n++];
+    switch (v->type) {
+    case JSON_STRING: return hanu_hash64(v->u.str.ptr, v->u.str.len, 5);
+    case JSON_BOOL: return mix(2 + (uint64_t)v->u.boolean);
+    default: {
+        double d = v->is_int ? (double)v->u.num.i : v->u.num.d;
+        if (d == 0) d = 0;
+        uint64_t bits;
+        memcpy(&bits, &d, 8);
+        return mix(bits ^ 4);
+    }
+    }
+}
+
+static int bucket_same(const agg_state *s, const bucket *b, const json_value *v)
+{
+    return s->a->kind == AGG_HISTOGRAM ? b->num == v->u.num.d : query_value_equal(&b->key, v);
+}
+
+static int rehash(agg_state *s)
+{
+    size_t nslots = s->nslots ? s->nslots * 2 : 64;
+    uint32_t *slots = calloc(nslots, sizeof *slots);
+    if (!slots) return HANU_ERR_NOMEM;
+    for (size_t i = 0; i < s->n; i++) {
+        json_value k = s->b[i].key;
+        if (s->a->kind == AGG_HISTOGRAM) k.u.num.d = s->b[i].num;
+        size_t at = key_hash(s, &k) & (nslots - 1);
+        while (slots[at]) at = (at + 1) & (nslots - 1);
+        slots[at] = (uint32_t)i + 1;
+    }
+    free(s->slots);
+    s->slots = slots;
+    s->nslots = nslots;
+    return 0;
+}
+
+/* The bucket of v (for a histogram, v holds the bucket key), created when new;
+ * *b = NULL with 0 when the histogram is full (the caller reports it). */
+static int bucket_of(agg_state *s, const json_value *v, bucket **out)
+{
+    *out = NULL;
+    if (2 * (s->n + 1) > s->nslots && rehash(s)) return HANU_ERR_NOMEM;
+    size_t at = key_hash(s, v) & (s->nslots - 1);
+    for (; s->slots[at]; at = (at + 1) & (s->nslots - 1))
+        if (bucket_same(s, &s->b[s->slots[at] - 1], v)) { *out = &s->b[s->slots[at] - 1]; return 0; }
+    if (s->a->kind == AGG_HISTOGRAM && s->n == AGGS_MAX_HISTOGRAM_BUCKETS) return 0;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 32;
+        bucket *nb = realloc(s->b, cap * sizeof *nb);
+        if (!nb) return HANU_ERR_NOMEM;
+        s->b = nb;
+        s->cap = cap;
+    }
+    bucket *b = &s->b[s->n];
     memset(b, 0, sizeof *b);
-    return b;
+    b->key = *v;
+    b->key.key = NULL;
+    b->num = v->u.num.d;
+    if (s->a->kind == AGG_TERMS && v->type == JSON_STRING) {
+        if (!(b->str = malloc(v->u.str.len + 1))) return HANU_ERR_NOMEM;
+        memcpy(b->str, v->u.str.ptr, v->u.str.len);
+        b->str[v->u.str.len] = '\0';
+        b->key.u.str.ptr = b->str;
+    }
+    s->slots[at] = (uint32_t)++s->n;
+    *out = b;
+    return 0;
 }
 
 static int by_count_then_key(const void *x, const void *y)
 {
     const bucket *a = x, *b = y;
     if (a->count != b->count) return a->count > b->count ? -1 : 1;
-    return query_value_compare(a->key, b->key);
+    return query_value_compare(&a->key, &b->key);
 }
 
 static int by_number(const void *x, const void *y)
@@ -225,66 +308,79 @@ static void write_value(json_writer *w, const json_value *v)
     }
 }
 
-static int eval_terms(const agg_spec *a, buckets *bs, const value_list *vals, size_t doc)
+/* Counts v for n documents; doc is the document's number for once-per-doc
+ * (0: n distinct documents that each hold v once). */
+static int add_one(agg_state *s, const json_value *v, uint64_t n, uint64_t doc, query_error *err)
 {
-    for (size_t i = 0; i < vals->n; i++) {
-        const json_value *v = vals->v[i];
-        if (!is_term(v)) continue;
-        bucket *b = NULL;
-        for (size_t k = 0; k < bs->n && !b; k++)
-            if (query_value_equal(bs->b[k].key, v)) b = &bs->b[k];
-        if (!b && !(b = bucket_add(bs))) return HANU_ERR_NOMEM;
-        if (!b->key) b->key = v;
-        if (b->last_doc != doc + 1) { b->count++; b->last_doc = doc + 1; }
-    }
-    (void)a;
-    return 0;
-}
-
-static int eval_histogram(const agg_spec *a, buckets *bs, const value_list *vals, size_t doc, query_error *err)
-{
-    for (size_t i = 0; i < vals->n; i++) {
-        if (vals->v[i]->type != JSON_NUMBER) continue;
-        double key = floor(vals->v[i]->u.num.d / a->interval) * a->interval;
+    const agg_spec *a = s->a;
+    json_value hv;
+    if (a->kind == AGG_TERMS) {
+        if (!is_term(v)) return 0;
+    } else if (v->type != JSON_NUMBER) {
+        return 0;
+    } else if (a->kind == AGG_STATS) {
+        s->count += n;
+        s->sum += v->u.num.d * (double)n;
+        if (!s->has_min || query_value_compare(v, &s->min) < 0) s->min = *v;
+        if (!s->has_min || query_value_compare(v, &s->max) > 0) s->max = *v;
+        s->has_min = 1;
+        return 0;
+    } else {
+        double key = floor(v->u.num.d / a->interval) * a->interval;
         if (!isfinite(key))
             return query_fail(err, HANU_ERR_TOO_LARGE, "aggs", "%.*s: value %g is out of the histogram's range",
-                              (int)query_utf8_prefix(a->name, strlen(a->name), 64), a->name,
-                              vals->v[i]->u.num.d);
-        bucket *b = NULL;
-        for (size_t k = 0; k < bs->n && !b; k++)
-            if (bs->b[k].num == key) b = &bs->b[k];
-        if (!b) {
-            if (bs->n == AGGS_MAX_HISTOGRAM_BUCKETS)
-                return query_fail(err, HANU_ERR_TOO_LARGE, "aggs", "%.*s: more than %d histogram buckets",
-                                  (int)query_utf8_prefix(a->name, strlen(a->name), 64), a->name,
-                                  AGGS_MAX_HISTOGRAM_BUCKETS);
-            if (!(b = bucket_add(bs))) return HANU_ERR_NOMEM;
-            b->num = key;
-        }
-        if (b->last_doc != doc + 1) { b->count++; b->last_doc = doc + 1; }
+                              (int)query_utf8_prefix(a->name, strlen(a->name), 64), a->name, v->u.num.d);
+        hv = (json_value){ .type = JSON_NUMBER, .u.num.d = key };
+        v = &hv;
+    }
+    bucket *b;
+    int rc = bucket_of(s, v, &b);
+    if (rc) return rc;
+    if (!b)
+        return query_fail(err, HANU_ERR_TOO_LARGE, "aggs", "%.*s: more than %d histogram buckets",
+                          (int)query_utf8_prefix(a->name, strlen(a->name), 64), a->name, AGGS_MAX_HISTOGRAM_BUCKETS);
+    if (!doc) b->count += n;
+    else if (b->last_doc != doc) { b->count++; b->last_doc = doc; }
+    return 0;
+}
+
+int agg_state_new(const agg_spec *a, agg_state **out)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out) return HANU_ERR_NOMEM;
+    (*out)->a = a;
+    return 0;
+}
+
+void agg_state_free(agg_state *s)
+{
+    if (!s) return;
+    for (size_t i = 0; i < s->n; i++) free(s->b[i].str);
+    free(s->b);
+    free(s->slots);
+    free(s->vals.v);
+    free(s);
+}
+
+int agg_state_add_value(agg_state *s, const json_value *v, uint64_t n, query_error *err)
+{
+    return n ? add_one(s, v, n, 0, err) : 0;
+}
+
+int agg_state_add_doc(agg_state *s, const json_value *root, query_error *err)
+{
+    s->vals.n = 0;
+    query_path_walk(root, s->a->field, strlen(s->a->field), gather, &s->vals);
+    if (s->vals.nomem) return HANU_ERR_NOMEM;
+    uint64_t doc = ++s->docs;
+    for (size_t i = 0; i < s->vals.n; i++) {
+        int rc = add_one(s, s->vals.v[i], 1, doc, err);
+        if (rc) return rc;
     }
     return 0;
 }
 
-typedef struct stats {
-    uint64_t count;
-    double sum;
-    const json_value *min, *max;
-} stats;
-
-static void eval_stats(stats *s, const value_list *vals)
-{
-    for (size_t i = 0; i < vals->n; i++) {
-        const json_value *v = vals->v[i];
-        if (v->type != JSON_NUMBER) continue;
-        s->count++;
-        s->sum += v->u.num.d;
-        if (!s->min || query_value_compare(v, s->min) < 0) s->min = v;
-        if (!s->max || query_value_compare(v, s->max) > 0) s->max = v;
-    }
-}
-
-static void write_buckets(json_writer *w, const agg_spec *a, buckets *bs)
+static void write_buckets(json_writer *w, const agg_spec *a, agg_state *bs)
 {
     size_t shown = bs->n;
     uint64_t other = 0;
@@ -300,7 +396,7 @@ static void write_buckets(json_writer *w, const agg_spec *a, buckets *bs)
     for (size_t i = 0; i < shown; i++) {
         json_write_object_begin(w);
         json_write_key(w, "key", 3);
-        if (a->kind == AGG_TERMS) write_value(w, bs->b[i].key);
+        if (a->kind == AGG_TERMS) write_value(w, &bs->b[i].key);
         else write_number(w, bs->b[i].num, NULL);
         json_write_key(w, "count", 5);
         json_write_int64(w, (int64_t)bs->b[i].count);
@@ -313,44 +409,42 @@ static void write_buckets(json_writer *w, const agg_spec *a, buckets *bs)
     }
 }
 
-static void write_stats(json_writer *w, const stats *s)
+static void write_stats(json_writer *w, const agg_state *s)
 {
     json_write_key(w, "count", 5);
     json_write_int64(w, (int64_t)s->count);
     json_write_key(w, "min", 3);
-    if (s->min) write_value(w, s->min); else json_write_null(w);
+    if (s->has_min) write_value(w, &s->min); else json_write_null(w);
     json_write_key(w, "max", 3);
-    if (s->max) write_value(w, s->max); else json_write_null(w);
+    if (s->has_min) write_value(w, &s->max); else json_write_null(w);
     json_write_key(w, "sum", 3);
     write_number(w, s->sum, NULL);
     json_write_key(w, "avg", 3);
     if (s->count) write_number(w, s->sum / (double)s->count, NULL); else json_write_null(w);
 }
 
+int agg_state_write(agg_state *s, json_writer *w)
+{
+    const agg_spec *a = s->a;
+    free(s->slots);   /* sorting moves the buckets */
+    s->slots = NULL;
+    s->nslots = 0;
+    json_write_key(w, a->name, strlen(a->name));
+    json_write_object_begin(w);
+    if (a->kind == AGG_STATS) write_stats(w, s);
+    else write_buckets(w, a, s);
+    json_write_object_end(w);
+    return json_writer_status(w);
+}
+
 static int eval_one(const agg_spec *a, const json_value *const *docs, size_t n, json_writer *w, query_error *err)
 {
-    buckets bs = { 0 };
-    stats st = { 0 };
-    value_list vals = { 0 };
-    int rc = 0;
-    for (size_t d = 0; d < n && rc == 0; d++) {
-        if (a->filter && !filter_match_value(a->filter, docs[d])) continue;
-        vals.n = 0;
-        query_path_walk(docs[d], a->field, strlen(a->field), gather, &vals);
-        if (vals.nomem) { rc = HANU_ERR_NOMEM; break; }
-        if (a->kind == AGG_TERMS) rc = eval_terms(a, &bs, &vals, d);
-        else if (a->kind == AGG_HISTOGRAM) rc = eval_histogram(a, &bs, &vals, d, err);
-        else eval_stats(&st, &vals);
-    }
-    if (rc == 0) {
-        json_write_key(w, a->name, strlen(a->name));
-        json_write_object_begin(w);
-        if (a->kind == AGG_STATS) write_stats(w, &st);
-        else write_buckets(w, a, &bs);
-        json_write_object_end(w);
-    }
-    free(bs.b);
-    free(vals.v);
+    agg_state *s;
+    int rc = agg_state_new(a, &s);
+    for (size_t d = 0; d < n && rc == 0; d++)
+        if (!a->filter || filter_match_value(a->filter, docs[d])) rc = agg_state_add_doc(s, docs[d], err);
+    if (rc == 0) rc = agg_state_write(s, w);
+    agg_state_free(s);
     return rc;
 }
 

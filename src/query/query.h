@@ -195,6 +195,13 @@ double bm25_idf(uint64_t n_docs, uint64_t df);
 int search_eval(const search_query *q, const char *const *fields, size_t n_fields,
                 const json_value *const *docs, size_t n, double *scores);
 
+/* One document's side of search_eval, for executors that take the
+ * statistics from elsewhere (the index): tfs[c] gets the occurrences of
+ * clause c in doc (a phrase: within one string value), *length its text
+ * length in tokens, both over the text fields selects (as search_eval). */
+int search_doc_tfs(const search_query *q, const char *const *fields, size_t n_fields,
+                   const json_value *doc, uint32_t *tfs, uint32_t *length);
+
 /* ------------------------------------------------------------ aggregations */
 
 typedef enum agg_kind { AGG_TERMS = 1, AGG_STATS, AGG_HISTOGRAM } agg_kind;
@@ -231,5 +238,18 @@ void aggs_free(aggs_spec *a);
  * AGGS_MAX_HISTOGRAM_BUCKETS buckets (err says which). */
 int aggs_eval(const aggs_spec *a, const json_value *const *docs, size_t n, hanu_buf *out,
               query_error *err);
+
+/* The same aggregation fed piece by piece, for an executor that reads
+ * columns: agg_state_add_doc gathers one document's values as aggs_eval does;
+ * agg_state_add_value counts one scalar seen in n distinct documents (each
+ * counted once, as a single-valued column gives it); values are copied.
+ * agg_state_write appends "name":{...} as aggs_eval writes it. Errors as
+ * aggs_eval (HANU_ERR_TOO_LARGE with err for a histogram). */
+typedef struct agg_state agg_state;
+int agg_state_new(const agg_spec *a, agg_state **out);
+int agg_state_add_doc(agg_state *s, const json_value *root, query_error *err);
+int agg_state_add_value(agg_state *s, const json_value *v, uint64_t n, query_error *err);
+int agg_state_write(agg_state *s, json_writer *w);
+void agg_state_free(agg_state *s);
 
 #endif

@@ -171,3 +171,16 @@ int search_eval(const search_query *q, const char *const *fields, size_t n_field
     free(idf);
     return rc;
 }
+
+int search_doc_tfs(const search_query *q, const char *const *fields, size_t n_fields,
+                   const json_value *doc, uint32_t *tfs, uint32_t *length)
+{
+    doc_tokens d = {0};
+    char path[QUERY_MAX_PATH_BYTES + 1] = "";
+    gather_text(&d, doc, path, 0, sizeof path, fields, n_fields, 1);
+    for (size_t c = 0; c < q->n && d.status == 0; c++) tfs[c] = clause_tf(&d, &q->clauses[c]);
+    *length = d.length;
+    hanu_buf_free(&d.text);
+    free(d.v);
+    return d.status;
+}

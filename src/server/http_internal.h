@@ -108,6 +108,9 @@ void http_query_stop(server *srv);   /* held queries get 503 shutting_down */
 /* "index":{...} of /_status and the hanudb_index_* families of /metrics. */
 void http_index_status(server *srv, json_writer *w);
 void http_index_metrics(server *srv, hanu_buf *b);
+/* http_index_stats.c: merges, segments per collection, the document cache. */
+void http_index_more_status(server *srv, json_writer *w);
+void http_index_more_metrics(server *srv, hanu_buf *b);
 
 /* Header, body and idle deadlines of HTTP connections (http_timeout.c). */
 int http_timeout_start(server *srv);

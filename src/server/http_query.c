@@ -12,9 +12,9 @@
  *
  * Execution is the first, synchronous version, on the loop thread: index_find
  * narrows with the index and decides with filter_match on the stored bytes.
- * A search scores every live document of the collection with search_eval, so
- * that BM25 uses the whole collection's statistics exactly as the oracle does;
- * on a big collection that is a scan per search (block-max WAND comes later).
+ * A search runs index_search (block-max WAND over the text postings, BM25 with
+ * the collection's statistics, equal to search_eval's; `count` asks it to
+ * visit every match).
  * The listing reads the store, not the index: it is current without min_txn.
  */
 #include "server/http_internal.h"
@@ -44,6 +44,7 @@ typedef struct query_req {
     const char *fields[SEARCH_MAX_FIELDS];
     size_t nfields;
     aggs_spec *aggs;
+    index_cursor *after;        /* _find: resume after this position */
 } query_req;
 
 static void query_req_free(query_req *r)
@@ -52,6 +53,7 @@ static void query_req_free(query_req *r)
     search_query_free(&r->q);
     if (r->aggs) aggs_free(r->aggs);
     free(r->aggs);
+    free(r->after);
     json_doc_free(r->dom);
 }
 
@@ -95,7 +97,7 @@ static int parse_fields(http_call *c, const json_value *v, query_req *r)
 }
 
 /* The members each route takes, besides min_txn. */
-static const char *const find_members[] = { "filter", "sort", "limit", "offset", "count", NULL };
+static const char *const find_members[] = { "filter", "sort", "limit", "offset", "count", "after", "fields", NULL };
 static const char *const search_members[] = { "q", "fields", "filter", "limit", "offset", NULL };
 static const char *const aggs_members[] = { "aggs", "filter", NULL };
 
@@ -127,7 +129,7 @@ static int parse_query(http_call *c, query_req *r)
     }
     const char *const *names = c->route == ROUTE_FIND ? find_members
                              : c->route == ROUTE_SEARCH ? search_members : aggs_members;
-    const json_value *fv = NULL, *q = NULL, *aggs = NULL;
+    const json_value *fv = NULL, *q = NULL, *aggs = NULL, *after = NULL;
     for (size_t i = 0; i < json_len(root); i++) {
         const json_value *v = json_at(root, i);
         const char *k = v->key;
@@ -141,6 +143,7 @@ static int parse_query(http_call *c, query_req *r)
         if (!strcmp(k, "filter")) fv = v;
         else if (!strcmp(k, "q")) q = v;
         else if (!strcmp(k, "aggs")) aggs = v;
+        else if (!strcmp(k, "after")) after = v;
         else if (!strcmp(k, "fields")) { if (!parse_fields(c, v, r)) return 0; }
         else if (!strcmp(k, "sort")) {
             int rc = sort_parse(v, "sort", &r->sort, &qe);
@@ -173,6 +176,17 @@ static int parse_query(http_call *c, query_req *r)
         if (!aggs) { invalid_query(c, "aggs: missing (an object of named aggregations)"); return 0; }
         r->aggs = calloc(1, sizeof *r->aggs);
         rc = r->aggs ? aggs_parse(in, aggs, "aggs", r->aggs, &qe) : HANU_ERR_NOMEM;
+    }
+    if (rc == HANU_OK && after && after->type != JSON_NULL) {
+        const char *s;
+        size_t sl;
+        if (!(r->after = malloc(sizeof *r->after))) rc = HANU_ERR_NOMEM;
+        else if (json_as_string(after, &s, &sl) != HANU_OK || index_cursor_decode(s, sl, &r->sort, r->after)) {
+            invalid_query(c, "after: not a cursor from \"next\" of this query (changed, cut, or of another sort)");
+            return 0;
+        }
+        /* a later page never reads an older index than the page that made the cursor */
+        if (r->after->txn_bound > r->min_txn) r->min_txn = r->after->txn_bound;
     }
     if (rc == HANU_ERR_NOMEM) { http_error(c, 500, "internal", "out of memory"); return 0; }
     if (rc) { invalid_query(c, qe.msg); return 0; }
@@ -216,13 +230,87 @@ static void find_failed(http_call *c, int rc, const query_error *qe)
     else http_error(c, 500, "internal", "query failed: %s", hanu_status_str(rc));
 }
 
+/* Writes the members of v that the fields (dotted paths, relative to v) name;
+ * objects on the way are kept with only what is below them, arrays with their
+ * object elements projected. Returns the number of members written. */
+static size_t write_projection(json_writer *w, const char *in, const json_value *v, const char *const *paths,
+                               const size_t *lens, size_t n, int skip_id)
+{
+    size_t wrote = 0;
+    for (size_t i = 0; i < json_len(v); i++) {
+        const json_value *m = json_at(v, i);
+        if (skip_id && !strcmp(m->key, "_id")) continue;
+        const char *sub[SEARCH_MAX_FIELDS];
+        size_t sublen[SEARCH_MAX_FIELDS], nsub = 0;
+        int whole = 0;
+        for (size_t f = 0; f < n; f++) {
+            if (lens[f] == m->key_len && !memcmp(paths[f], m->key, m->key_len)) whole = 1;
+            else if (lens[f] > m->key_len && paths[f][m->key_len] == '.' && !memcmp(paths[f], m->key, m->key_len)) {
+                sub[nsub] = paths[f] + m->key_len + 1;
+                sublen[nsub++] = lens[f] - m->key_len - 1;
+            }
+        }
+        if (whole) {
+            json_write_key(w, m->key, m->key_len);
+            json_write_raw(w, in + m->start, m->end - m->start);
+            wrote++;
+        } else if (nsub && m->type == JSON_OBJECT) {
+            json_write_key(w, m->key, m->key_len);
+            json_write_object_begin(w);
+            write_projection(w, in, m, sub, sublen, nsub, 0);
+            json_write_object_end(w);
+            wrote++;
+        } else if (nsub && m->type == JSON_ARRAY) {
+            json_write_key(w, m->key, m->key_len);
+            json_write_array_begin(w);
+            for (size_t e = 0; e < json_len(m); e++) {
+                if (json_at(m, e)->type != JSON_OBJECT) continue;
+                json_write_object_begin(w);
+                write_projection(w, in, json_at(m, e), sub, sublen, nsub, 0);
+                json_write_object_end(w);
+            }
+            json_write_array_end(w);
+            wrote++;
+        }
+    }
+    return wrote;
+}
+
+/* A hit whose doc holds only the requested fields and _id. */
+static void write_projected_hit(json_writer *w, const index_hit *h, const query_req *r)
+{
+    json_doc *d;
+    if (json_doc_parse(h->doc, h->doc_len, NULL, &d, NULL) != HANU_OK) { write_hit(w, h); return; }
+    const json_value *root = json_doc_root(d);
+    size_t lens[SEARCH_MAX_FIELDS];
+    for (size_t i = 0; i < r->nfields; i++) lens[i] = strlen(r->fields[i]);
+    json_write_key(w, "_id", 3);
+    json_write_string(w, h->id, h->id_len);
+    json_write_key(w, "txn", 3);
+    json_write_int64(w, (int64_t)h->txn);
+    json_write_key(w, "doc", 3);
+    json_write_object_begin(w);
+    const json_value *id = json_get(root, "_id");
+    if (id) {
+        json_write_key(w, "_id", 3);
+        json_write_raw(w, h->doc + id->start, id->end - id->start);
+    }
+    write_projection(w, h->doc, root, r->fields, lens, r->nfields, 1);
+    json_write_object_end(w);
+    json_doc_free(d);
+}
+
 static void run_find(http_call *c, query_req *r, uint64_t itxn, const index_snapshot *snap)
 {
     index_hits h;
     query_error qe = { "" };
-    int rc = index_find(c->srv->store, snap, r->filter, r->count_only ? NULL : &r->sort,
-                        r->count_only ? 0 : r->offset, r->count_only ? 1 : r->limit, &h, &qe);
-    if (rc) { find_failed(c, rc, &qe); return; }
+    index_cursor *next = r->count_only ? NULL : malloc(sizeof *next);
+    int has_next = 0;
+    index_find_opts o = { .sort = &r->sort, .offset = r->offset, .limit = r->limit, .count_only = r->count_only,
+                          .after = r->after, .index_txn = itxn };
+    int rc = !next && !r->count_only ? HANU_ERR_NOMEM : index_find_ex(c->srv->store, snap, r->filter, &o, &h, next,
+                                                                         &has_next, &qe);
+    if (rc) { free(next); find_failed(c, rc, &qe); return; }
     hanu_buf b = {0};
     json_writer w;
     json_writer_init(&w, &b);
@@ -232,49 +320,38 @@ static void run_find(http_call *c, query_req *r, uint64_t itxn, const index_snap
         json_write_array_begin(&w);
         for (size_t i = 0; i < h.n; i++) {
             json_write_object_begin(&w);
-            write_hit(&w, &h.hits[i]);
+            if (r->nfields) write_projected_hit(&w, &h.hits[i], r);
+            else write_hit(&w, &h.hits[i]);
             json_write_object_end(&w);
         }
         json_write_array_end(&w);
     }
-    finish_answer(c, &w, &b, h.total, !r->count_only, itxn);
+    server_json_u64(&w, "count", h.total);
+    if (!r->count_only) {
+        json_write_key(&w, "next", 4);
+        if (has_next) {
+            char text[INDEX_CURSOR_TEXT_MAX + 1];
+            size_t tl = index_cursor_encode(next, text, sizeof text);
+            json_write_string(&w, text, tl);
+        } else {
+            json_write_null(&w);
+        }
+    }
+    server_json_u64(&w, "index_txn", itxn);
+    json_write_object_end(&w);
+    send_built(c, &w, &b);
+    free(next);
     hanu_buf_free(&b);
     index_hits_free(&h);
 }
 
-/* The parsed documents of hits (roots[i] of hits->hits[i]); free with free_roots. */
-static int parse_hits(const index_hits *h, json_doc ***docs, const json_value ***roots)
-{
-    *docs = calloc(h->n ? h->n : 1, sizeof **docs);
-    *roots = calloc(h->n ? h->n : 1, sizeof **roots);
-    if (!*docs || !*roots) return HANU_ERR_NOMEM;
-    for (size_t i = 0; i < h->n; i++) {
-        int rc = json_doc_parse(h->hits[i].doc, h->hits[i].doc_len, NULL, &(*docs)[i], NULL);
-        if (rc) return rc;
-        (*roots)[i] = json_doc_root((*docs)[i]);
-    }
-    return HANU_OK;
-}
-
-static void free_roots(size_t n, json_doc **docs, const json_value **roots)
-{
-    for (size_t i = 0; docs && i < n; i++) json_doc_free(docs[i]);
-    free(docs);
-    free(roots);
-}
-
 static void run_aggs(http_call *c, query_req *r, uint64_t itxn, const index_snapshot *snap)
 {
-    index_hits h;
     query_error qe = { "" };
-    int rc = index_find(c->srv->store, snap, r->filter, NULL, 0, 0, &h, &qe);
-    if (rc) { find_failed(c, rc, &qe); return; }
-    json_doc **docs = NULL;
-    const json_value **roots = NULL;
     hanu_buf out = {0}, b = {0};
-    rc = parse_hits(&h, &docs, &roots);
-    if (!rc) rc = aggs_eval(r->aggs, roots, h.n, &out, &qe);
-    if (rc == HANU_ERR_TOO_LARGE) {
+    size_t count = 0;
+    int rc = index_aggs(c->srv->store, snap, r->filter, r->aggs, &out, &count, &qe);
+    if (rc == HANU_ERR_TOO_LARGE || rc == HANU_ERR_INVALID) {
         invalid_query(c, qe.msg);
     } else if (rc) {
         http_error(c, 500, "internal", "aggregation failed: %s", hanu_status_str(rc));
@@ -284,72 +361,38 @@ static void run_aggs(http_call *c, query_req *r, uint64_t itxn, const index_snap
         json_write_object_begin(&w);
         json_write_key(&w, "aggs", 4);
         json_write_raw(&w, (const char *)out.data, out.len);
-        finish_answer(c, &w, &b, h.n, 0, itxn);
+        finish_answer(c, &w, &b, count, 0, itxn);
     }
-    free_roots(h.n, docs, roots);
     hanu_buf_free(&out);
     hanu_buf_free(&b);
-    index_hits_free(&h);
-}
-
-typedef struct scored { size_t i; double score; } scored;
-
-static const index_hits *sort_hits_of;   /* loop thread only: qsort has no context */
-
-static int cmp_scored(const void *a, const void *b)
-{
-    const scored *x = a, *y = b;
-    if (x->score != y->score) return x->score > y->score ? -1 : 1;
-    const index_hit *hx = &sort_hits_of->hits[x->i], *hy = &sort_hits_of->hits[y->i];
-    size_t m = HANU_MIN(hx->id_len, hy->id_len);
-    int d = memcmp(hx->id, hy->id, m);
-    return d ? d : (hx->id_len > hy->id_len) - (hx->id_len < hy->id_len);
 }
 
 static void run_search(http_call *c, query_req *r, uint64_t itxn, const index_snapshot *snap)
 {
-    index_hits h;
-    query_error qe = { "" };
-    filter *all = NULL;
-    int rc = filter_parse("{}", 2, "filter", &all, &qe);
-    if (!rc) rc = index_find(c->srv->store, snap, all, NULL, 0, 0, &h, &qe);
-    filter_free(all);
-    if (rc) { find_failed(c, rc, &qe); return; }
-    json_doc **docs = NULL;
-    const json_value **roots = NULL;
-    double *scores = malloc((h.n ? h.n : 1) * sizeof *scores);
-    scored *sel = malloc((h.n ? h.n : 1) * sizeof *sel);
-    rc = scores && sel ? parse_hits(&h, &docs, &roots) : HANU_ERR_NOMEM;
-    if (!rc) rc = search_eval(&r->q, r->fields, r->nfields, roots, h.n, scores);
-    size_t n = 0;
-    for (size_t i = 0; !rc && i < h.n; i++)
-        if (scores[i] >= 0 && filter_match_value(r->filter, roots[i]) == 1) sel[n++] = (scored){ i, scores[i] };
+    index_search_result res;
+    int rc = index_search(c->srv->store, snap, &r->q, r->filter, r->fields, r->nfields, r->offset, r->limit,
+                          INDEX_SEARCH_COUNT, &res);
     if (rc) {
         http_error(c, 500, "internal", "search failed: %s", hanu_status_str(rc));
-    } else {
-        sort_hits_of = &h;
-        qsort(sel, n, sizeof *sel, cmp_scored);
-        hanu_buf b = {0};
-        json_writer w;
-        json_writer_init(&w, &b);
-        json_write_object_begin(&w);
-        json_write_key(&w, "hits", 4);
-        json_write_array_begin(&w);
-        for (size_t k = r->offset; k < n && k < r->offset + r->limit; k++) {
-            json_write_object_begin(&w);
-            write_hit(&w, &h.hits[sel[k].i]);
-            json_write_key(&w, "score", 5);
-            json_write_double(&w, sel[k].score);
-            json_write_object_end(&w);
-        }
-        json_write_array_end(&w);
-        finish_answer(c, &w, &b, n, 1, itxn);
-        hanu_buf_free(&b);
+        return;
     }
-    free_roots(h.n, docs, roots);
-    free(scores);
-    free(sel);
-    index_hits_free(&h);
+    hanu_buf b = {0};
+    json_writer w;
+    json_writer_init(&w, &b);
+    json_write_object_begin(&w);
+    json_write_key(&w, "hits", 4);
+    json_write_array_begin(&w);
+    for (size_t k = 0; k < res.hits.n; k++) {
+        json_write_object_begin(&w);
+        write_hit(&w, &res.hits.hits[k]);
+        json_write_key(&w, "score", 5);
+        json_write_double(&w, res.scores[k]);
+        json_write_object_end(&w);
+    }
+    json_write_array_end(&w);
+    finish_answer(c, &w, &b, res.hits.total, 1, itxn);
+    hanu_buf_free(&b);
+    index_search_result_free(&res);
 }
 
 /* ---- the listing by id (from the store) ---- */
@@ -591,6 +634,7 @@ static void run_query(http_call *c, int waited)
     uint32_t db;
     if (http_find_collection(c, 0, &db)) return;
     if (c->route == ROUTE_DOC_LIST) { list_docs(c, db); return; }
+    if (!srv->indexer) { http_error(c, 503, "index_off", "the server runs with --no-index"); return; }
     query_req r;
     if (!parse_query(c, &r)) { query_req_free(&r); return; }
     uint64_t itxn = indexer_txn(srv->indexer);   /* read before the snapshot: it covers it */
@@ -617,6 +661,7 @@ void http_query(http_call *c)
 
 void http_index_status(server *srv, json_writer *w)
 {
+    if (!srv->indexer) return;   /* --no-index */
     indexer_stats st;
     indexer_get_stats(srv->indexer, &st);
     json_write_key(w, "index", 5);
@@ -628,11 +673,21 @@ void http_index_status(server *srv, json_writer *w)
     server_json_fields(w, f, sizeof f / sizeof *f);
     json_write_key(w, "failed", 6);
     json_write_bool(w, st.failed);
+    index_bitset_cache_stats cs;
+    index_bitset_cache_get_stats(&cs);
+    json_write_key(w, "filter_cache", 12);
+    json_write_object_begin(w);
+    const server_json_field cf[] = { { "hits", cs.hits }, { "misses", cs.misses }, { "bytes", cs.bytes },
+                                     { "entries", cs.entries }, { "max_bytes", cs.max_bytes } };
+    server_json_fields(w, cf, sizeof cf / sizeof *cf);
+    json_write_object_end(w);
+    http_index_more_status(srv, w);
     json_write_object_end(w);
 }
 
 void http_index_metrics(server *srv, hanu_buf *b)
 {
+    if (!srv->indexer) return;   /* --no-index */
     indexer_stats st;
     indexer_get_stats(srv->indexer, &st);
     static const struct { const char *name, *type, *help; } fam[] = {
@@ -641,12 +696,18 @@ void http_index_metrics(server *srv, hanu_buf *b)
         { "hanudb_index_segments", "gauge", "Segments of the documents index, every collection." },
         { "hanudb_index_bytes", "gauge", "Bytes of the index's segments." },
         { "hanudb_index_commits_total", "counter", "Commits of the indexer since the start." },
+        { "hanudb_filter_cache_hits_total", "counter", "Filter bitmaps found in the cache." },
+        { "hanudb_filter_cache_misses_total", "counter", "Filter bitmaps built from postings or columns." },
+        { "hanudb_filter_cache_bytes", "gauge", "Bytes held by the filter bitmap cache." },
     };
-    const uint64_t v[] = { st.index_txn, st.lag_txns, st.segments, st.bytes, st.commits };
+    index_bitset_cache_stats cs;
+    index_bitset_cache_get_stats(&cs);
+    const uint64_t v[] = { st.index_txn, st.lag_txns, st.segments, st.bytes, st.commits, cs.hits, cs.misses, cs.bytes };
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
         char line[512];
         int n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", fam[i].name, fam[i].help,
                          fam[i].name, fam[i].type, fam[i].name, (unsigned long long)v[i]);
         if (n > 0) hanu_buf_append(b, line, HANU_MIN((size_t)n, sizeof line - 1));
     }
+    http_index_more_metrics(srv, b);
 }

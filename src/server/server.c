@@ -31,7 +31,10 @@ void server_options_default(server_options *o)
     o->idempotency_ttl_s = 86400;
     o->seal_interval_ms = 1000;
     o->index_commit_ms = 500;
+    o->index_max_segment_bytes = 256u << 20;
+    o->doc_cache_bytes = 64u << 20;
     o->min_txn_wait_ms = 5000;
+    o->filter_cache_bytes = INDEX_BITSET_CACHE_DEFAULT_BYTES;
 }
 
 int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
@@ -215,6 +218,7 @@ static void on_signal(h2o_socket_t *sock, const char *err)
 /* The indexer follows the store from DATA/index on its own thread. */
 static int open_index(server *srv, char *err, size_t errcap)
 {
+    if (srv->opt.no_index) return HANU_OK;
     const char *data = srv->opt.store.data_dir ? srv->opt.store.data_dir : ".";
     size_t n = strlen(data) + sizeof "/index";
     char *dir = malloc(n);
@@ -224,6 +228,10 @@ static int open_index(server *srv, char *err, size_t errcap)
     indexer_options_default(&io);
     io.dir = dir;
     io.commit_interval_ms = srv->opt.index_commit_ms;
+    index_bitset_cache_configure(srv->opt.filter_cache_bytes);
+    io.merge_policy = srv->opt.merge_policy;
+    io.max_segment_bytes = srv->opt.index_max_segment_bytes;
+    io.doc_cache_bytes = srv->opt.doc_cache_bytes;
     int rc = indexer_open(srv->store, &io, &srv->indexer, err, errcap);
     free(dir);
     return rc;

@@ -45,6 +45,11 @@ typedef struct server_options {
     /* the documents index (DATA/index) and the queries over it */
     uint32_t index_commit_ms;       /* the indexer commits this often, default 500 */
     uint32_t min_txn_wait_ms;       /* longest a query waits for its min_txn, default 5000 */
+    uint64_t filter_cache_bytes;    /* cached equality-filter bitmaps, default 64 MiB; 0: none */
+    int no_index;                   /* no documents index: queries answer 503 index_off */
+    int merge_policy;               /* enum index_merge_policy, default INDEX_MERGE_DEFAULT */
+    uint64_t index_max_segment_bytes;   /* merges make no larger segment (default 256 MiB) */
+    uint64_t doc_cache_bytes;       /* the hot-document cache (default 64 MiB; 0: none) */
 } server_options;
 
 /* Exit status of serve when another writer extended the bucket's chain (fenced). */

@@ -1,0 +1,872 @@
+/*
+ * search_topk.c: full-text search over a snapshot, BM25 top-k by block-max
+ * WAND (Ding and Suel, SIGIR 2011). The rules are in docs/QUERY.md ("Search
+ * execution"); in short:
+ *
+ *   - statistics are the collection's: N live documents, the average text
+ *     length and each word's document frequency summed over every segment
+ *     minus its deleted documents, so scores equal search_eval's over the
+ *     live documents, however they are split into segments;
+ *   - each positive clause (a word, or a phrase: the conjunction of its
+ *     words) is a cursor over one segment's postings; with `fields` a word's
+ *     cursor is the union of its per-field postings over every path at or
+ *     below the fields;
+ *   - a block's largest term frequency and shortest length bound every score
+ *     in it; WAND picks the first document whose clauses' segment bounds can
+ *     still beat the k-th score, the block bounds then either skip to the end
+ *     of the shortest block or let the document be scored;
+ *   - +must clauses are intersected first (leapfrog), and their blocks skip
+ *     the same way; a query of one +must clause is peeled to a plain word so
+ *     that WAND prunes it; -not words are looked up by cursor;
+ *   - equality and $in filters on scalars walk their keyword postings as one
+ *     more cursor the loops leapfrog with, and are decided on the columns
+ *     inside the loop; phrases, -phrases and any other filter are checked on
+ *     the stored document, only for documents whose bound can enter the top k.
+ */
+#include "index/index.h"
+#include "index/segment_format.h"
+#include "json/json.h"
+#include "query/query.h"
+#include "store/store.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#define SCORE_SLACK 1e-9          /* relative: bounds summed in another order round differently */
+#define EXACT_DOUBLE_INT 9007199254740992.0   /* 2^53: column doubles are exact integers below */
+
+/* ------------------------------------------------------------ word cursors */
+
+/* One word in one segment: the union of its postings over the selected paths
+ * (one key, the whole text's, without fields). */
+typedef struct word_iter {
+    index_postings *subs;
+    uint32_t nsubs;
+    uint32_t doc, tf;
+} word_iter;
+
+static uint32_t block_u32(const index_postings *p, uint32_t b, size_t field)
+{
+    return hanu_get_u32(p->blocks + (size_t)b * SEG_BLOCK + field);
+}
+
+/* The block of p that holds its first ordinal >= target, searched from its
+ * current block without decoding; UINT32_MAX when there is none. */
+static uint32_t block_at(const index_postings *p, uint32_t target)
+{
+    if (p->doc == INDEX_ORD_END) return UINT32_MAX;
+    uint32_t lo = p->block, hi = p->nblocks;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (block_u32(p, mid, SEG_B_LAST) < target) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo == p->nblocks ? UINT32_MAX : lo;
+}
+
+static void wi_settle(word_iter *w)
+{
+    uint32_t doc = INDEX_ORD_END, tf = 0;
+    for (uint32_t i = 0; i < w->nsubs; i++) {
+        if (w->subs[i].doc < doc) { doc = w->subs[i].doc; tf = 0; }
+        if (w->subs[i].doc == doc && doc != INDEX_ORD_END) tf += w->subs[i].tf;
+    }
+    w->doc = doc;
+    w->tf = tf;
+}
+
+static uint32_t wi_advance(word_iter *w, uint32_t target)
+{
+    if (w->doc >= target) return w->doc;
+    for (uint32_t i = 0; i < w->nsubs; i++)
+        if (w->subs[i].doc < target) index_postings_advance(&w->subs[i], target);
+    wi_settle(w);
+    return w->doc;
+}
+
+/* Bounds of the word over [target, *last]: summed largest frequencies, the
+ * shortest length. *last is INDEX_ORD_END (and *max_tf 0) past its end. */
+static void wi_block(const word_iter *w, uint32_t target, uint32_t *last, uint32_t *max_tf, uint32_t *min_len)
+{
+    *last = INDEX_ORD_END;
+    *max_tf = 0;
+    *min_len = UINT32_MAX;
+    for (uint32_t i = 0; i < w->nsubs; i++) {
+        uint32_t b = block_at(&w->subs[i], target);
+        if (b == UINT32_MAX) continue;
+        *last = HANU_MIN(*last, block_u32(&w->subs[i], b, SEG_B_LAST));
+        *max_tf += block_u32(&w->subs[i], b, SEG_B_MAX_TF);
+        *min_len = HANU_MIN(*min_len, block_u32(&w->subs[i], b, SEG_B_MIN_LEN));
+    }
+}
+
+/* The same over every block of the word in the segment. */
+static void wi_bound(const word_iter *w, uint32_t *max_tf, uint32_t *min_len)
+{
+    *max_tf = 0;
+    *min_len = UINT32_MAX;
+    for (uint32_t i = 0; i < w->nsubs; i++) {
+        const index_postings *p = &w->subs[i];
+        uint32_t tf = 0;
+        for (uint32_t b = 0; b < p->nblocks; b++) {
+            tf = HANU_MAX(tf, block_u32(p, b, SEG_B_MAX_TF));
+            *min_len = HANU_MIN(*min_len, block_u32(p, b, SEG_B_MIN_LEN));
+        }
+        *max_tf += tf;
+    }
+}
+
+/* ------------------------------------------------------ the whole search */
+
+typedef struct heap_entry {
+    double score;
+    uint32_t seg, ord;
+} heap_entry;
+
+/* A filter the columns decide: $and of equality and $in on scalar values. */
+typedef struct col_test {
+    const char *path;
+    size_t path_len;
+    const json_value *vals;     /* one value (equality), or the array of $in */
+    int is_in;
+} col_test;
+
+enum filter_kind { FILTER_NONE, FILTER_COLUMNS, FILTER_DOC };
+
+typedef struct search_ctx {
+    store *st;
+    const index_snapshot *snap;
+    const search_query *q;
+    const filter *f;
+    const char *const *fields;
+    size_t nfields;
+    int prune, count;
+    search_occur *occur;        /* per clause, after peeling */
+    double *idf;                /* per clause: the sum of its words' idf */
+    uint64_t n_docs;
+    double avgdl;
+    enum filter_kind fkind;
+    col_test tests[FILTER_MAX_NODES];
+    uint32_t ntests;
+    heap_entry *heap;
+    size_t nheap, k;
+    uint64_t total;
+    uint32_t *tfs;              /* per clause, of a document read back */
+    hanu_buf val;
+    index_search_result *out;
+} search_ctx;
+
+/* One clause in one segment: its words' cursors; doc is the next ordinal
+ * where every word occurs (INDEX_ORD_END when done). */
+typedef struct clause_run {
+    uint32_t clause;
+    word_iter w[SEARCH_MAX_PHRASE_TOKENS];
+    uint32_t nw;
+    uint32_t doc;
+    double ub;                  /* bound of any score of the clause in the segment */
+} clause_run;
+
+typedef struct seg_run {
+    search_ctx *x;
+    uint32_t s;
+    const index_segment *seg;
+    const index_column **lens;  /* the selected text-length columns */
+    uint32_t nlens;
+    const index_column **tcols; /* per col_test: its column, or NULL */
+    word_iter *fiters;          /* per col_test: the postings of its keyword terms */
+    clause_run *runs;           /* per clause */
+    clause_run **pos, **must, **neg;
+    uint32_t npos, nmust, nneg;
+} seg_run;
+
+static double bm25_part(const search_ctx *x, double idf, double tf, double dl)
+{
+    double norm = x->avgdl > 0 ? dl / x->avgdl : 1.0;
+    return idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * norm));
+}
+
+static int id_cmp(const search_ctx *x, const heap_entry *a, const heap_entry *b)
+{
+    size_t al, bl;
+    const char *ai = index_segment_doc_id(x->snap->segments[a->seg].seg, a->ord, &al);
+    const char *bi = index_segment_doc_id(x->snap->segments[b->seg].seg, b->ord, &bl);
+    int d = memcmp(ai, bi, HANU_MIN(al, bl));
+    return d ? d : (al > bl) - (al < bl);
+}
+
+/* a ranks below b: a lower score, or the same score and a larger _id. */
+static int worse(const search_ctx *x, const heap_entry *a, const heap_entry *b)
+{
+    if (a->score != b->score) return a->score < b->score;
+    return id_cmp(x, a, b) > 0;
+}
+
+static void sift_down(search_ctx *x, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < x->nheap && worse(x, &x->heap[l], &x->heap[m])) m = l;
+        if (r < x->nheap && worse(x, &x->heap[r], &x->heap[m])) m = r;
+        if (m == i) return;
+        heap_entry t = x->heap[i];
+        x->heap[i] = x->heap[m];
+        x->heap[m] = t;
+        i = m;
+    }
+}
+
+static void heap_offer(search_ctx *x, heap_entry e)
+{
+    if (x->k == 0) return;
+    if (x->nheap < x->k) {
+        size_t i = x->nheap++;
+        x->heap[i] = e;
+        while (i && worse(x, &x->heap[i], &x->heap[(i - 1) / 2])) {
+            heap_entry t = x->heap[i];
+            x->heap[i] = x->heap[(i - 1) / 2];
+            x->heap[(i - 1) / 2] = t;
+            i = (i - 1) / 2;
+        }
+    } else if (worse(x, &x->heap[0], &e)) {
+        x->heap[0] = e;
+        sift_down(x, 0);
+    }
+}
+
+/* Whether a score bound can still enter the top k (ties may, by _id). */
+static int can_beat(const search_ctx *x, double bound)
+{
+    if (!x->prune || x->nheap < x->k) return 1;
+    double t = x->heap[0].score;
+    return bound >= t - SCORE_SLACK * fabs(t);
+}
+
+/* ------------------------------------------------------------ clauses */
+
+/* Moves to the first ordinal >= target where every word occurs. */
+static uint32_t cl_seek(clause_run *r, uint32_t target)
+{
+    uint32_t d = target;
+    for (uint32_t i = 0; i < r->nw;) {
+        uint32_t got = wi_advance(&r->w[i], d);
+        if (got == INDEX_ORD_END) return r->doc = INDEX_ORD_END;
+        if (got > d) { d = got; i = 0; continue; }   /* every word again, from d */
+        i++;
+    }
+    return r->doc = d;
+}
+
+static uint32_t cl_advance(clause_run *r, uint32_t target)
+{
+    return r->doc >= target ? r->doc : cl_seek(r, target);   /* INDEX_ORD_END stays */
+}
+
+/* Bound of the clause's scores over [target, *last]. A phrase occurs at most
+ * as often as its rarest word, in a text at least as long as any word's. */
+static double cl_block(const seg_run *r, const clause_run *c, uint32_t target, uint32_t *last)
+{
+    uint32_t tf = UINT32_MAX, len = 0;
+    *last = INDEX_ORD_END;
+    for (uint32_t i = 0; i < c->nw; i++) {
+        uint32_t l, mtf, ml;
+        wi_block(&c->w[i], target, &l, &mtf, &ml);
+        if (l == INDEX_ORD_END) { *last = INDEX_ORD_END; return 0; }   /* no match from target on */
+        *last = HANU_MIN(*last, l);
+        tf = HANU_MIN(tf, mtf);
+        len = HANU_MAX(len, ml);
+    }
+    return bm25_part(r->x, r->x->idf[c->clause], tf, len);
+}
+
+static double cl_bound(const seg_run *r, const clause_run *c)
+{
+    uint32_t tf = UINT32_MAX, len = 0;
+    for (uint32_t i = 0; i < c->nw; i++) {
+        uint32_t mtf, ml;
+        wi_bound(&c->w[i], &mtf, &ml);
+        tf = HANU_MIN(tf, mtf);
+        len = HANU_MAX(len, ml);
+    }
+    return c->nw ? bm25_part(r->x, r->x->idf[c->clause], tf, len) : 0;
+}
+
+/* ------------------------------------------------------------ segments */
+
+/* The text-length columns of the selected text in seg: the whole text's, or
+ * every path at or below one of the fields (at most QUERY_MAX_PATH_BYTES, as
+ * search_eval walks them). Sorted by path, each once. */
+static int select_lengths(const search_ctx *x, const index_segment *seg, const index_column ***out, uint32_t *n)
+{
+    uint32_t ncols = index_segment_column_count(seg);
+    *n = 0;
+    *out = calloc(ncols ? ncols : 1, sizeof **out);
+    if (!*out) return HANU_ERR_NOMEM;
+    if (!x->nfields) {
+        const index_column *c = index_segment_column(seg, "", 0);
+        if (c) (*out)[(*n)++] = c;
+        return HANU_OK;
+    }
+    for (uint32_t i = 0; i < ncols; i++) {
+        const index_column *c = index_segment_column_at(seg, i);
+        size_t len;
+        const char *p = index_column_path(c, &len);
+        if (!index_column_text_total(c) || len == 0 || len > QUERY_MAX_PATH_BYTES) continue;
+        for (size_t k = 0; k < x->nfields; k++) {
+            size_t fl = strlen(x->fields[k]);
+            if (len >= fl && memcmp(p, x->fields[k], fl) == 0 && (len == fl || p[fl] == '.')) {
+                (*out)[(*n)++] = c;
+                break;
+            }
+        }
+    }
+    return HANU_OK;
+}
+
+/* Opens the cursors of one word over the selected paths (none when the
+ * segment does not have it). */
+static int wi_open(word_iter *w, const index_segment *seg, const index_column *const *lens, uint32_t nlens,
+                   int whole_text, const char *tok, size_t tok_len)
+{
+    uint8_t key[INDEX_KEY_MAX];
+    uint32_t nkeys = whole_text ? 1 : nlens;
+    w->subs = malloc((nkeys ? nkeys : 1) * sizeof *w->subs);
+    w->nsubs = 0;
+    if (!w->subs) return HANU_ERR_NOMEM;
+    for (uint32_t i = 0; i < nkeys; i++) {
+        size_t plen = 0;
+        const char *path = whole_text ? "" : index_column_path(lens[i], &plen);
+        size_t klen = index_key(key, path, plen, whole_text ? INDEX_KEY_ALL_WORD : INDEX_KEY_WORD, tok, tok_len, 0);
+        uint32_t t = klen ? index_segment_term_find(seg, key, klen) : UINT32_MAX;
+        if (t != UINT32_MAX) index_postings_open(&w->subs[w->nsubs++], seg, t);
+    }
+    wi_settle(w);
+    return HANU_OK;
+}
+
+/* Live documents of the segment holding the word: the postings' count minus
+ * the deleted ones among them (looked up by cursor when deletions are fewer
+ * than postings), or the live union when the word has several paths. */
+static uint64_t wi_live_df(word_iter *w, const index_snapshot_segment *ss, uint32_t s, const index_snapshot *snap)
+{
+    if (w->nsubs == 1 && ss->ndeleted < w->subs[0].nblocks * (uint64_t)INDEX_BLOCK) {
+        index_postings *p = &w->subs[0];
+        uint64_t df = 0;
+        for (uint32_t b = 0; b < p->nblocks; b++) df += block_u32(p, b, SEG_B_COUNT);
+        for (uint32_t i = 0; i < ss->ndeleted; i++) df -= index_postings_advance(p, ss->deleted[i]) == ss->deleted[i];
+        return df;
+    }
+    uint64_t df = 0;
+    for (uint32_t d = w->doc; d != INDEX_ORD_END; d = wi_advance(w, d + 1)) df += index_snapshot_live(snap, s, d);
+    return df;
+}
+
+/* The keyword term of one scalar at path (0 when it has none). */
+static size_t scalar_key(uint8_t *key, const col_test *ct, const json_value *v)
+{
+    if (v->type == JSON_STRING)
+        return index_key(key, ct->path, ct->path_len, INDEX_KEY_STRING, v->u.str.ptr, v->u.str.len, 0);
+    if (v->type == JSON_NUMBER) return index_key(key, ct->path, ct->path_len, INDEX_KEY_NUMBER, NULL, 0, v->u.num.d);
+    return index_key(key, ct->path, ct->path_len, v->u.boolean ? INDEX_KEY_TRUE : INDEX_KEY_FALSE, NULL, 0, 0);
+}
+
+/* The documents a column test can match are among the postings of its values'
+ * keyword terms (array elements included): their union is its cursor. */
+static int filter_iter_open(word_iter *w, const index_segment *seg, const col_test *ct)
+{
+    size_t n = ct->is_in ? json_len(ct->vals) : 1;
+    w->subs = malloc((n ? n : 1) * sizeof *w->subs);
+    w->nsubs = 0;
+    if (!w->subs) return HANU_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t key[INDEX_KEY_MAX];
+        size_t klen = scalar_key(key, ct, ct->is_in ? json_at(ct->vals, i) : ct->vals);
+        uint32_t t = klen ? index_segment_term_find(seg, key, klen) : UINT32_MAX;
+        if (t != UINT32_MAX) index_postings_open(&w->subs[w->nsubs++], seg, t);
+    }
+    wi_settle(w);
+    return HANU_OK;
+}
+
+/* The first ordinal >= d that every column test's postings hold: documents
+ * before it cannot pass the filter, so the loops jump there. */
+static uint32_t filter_seek(seg_run *r, uint32_t d)
+{
+    for (uint32_t t = 0; t < r->x->ntests;) {
+        uint32_t got = wi_advance(&r->fiters[t], d);
+        if (got == INDEX_ORD_END) return INDEX_ORD_END;
+        if (got > d) { d = got; t = 0; continue; }
+        t++;
+    }
+    return d;
+}
+
+static void seg_run_free(seg_run *r)
+{
+    for (size_t c = 0; r->runs && c < r->x->q->n; c++)
+        for (uint32_t i = 0; i < r->runs[c].nw; i++) free(r->runs[c].w[i].subs);
+    free(r->runs);
+    free(r->pos);
+    free(r->lens);
+    for (uint32_t t = 0; r->fiters && t < r->x->ntests; t++) free(r->fiters[t].subs);
+    free(r->fiters);
+    free(r->tcols);
+    memset(r, 0, sizeof *r);
+}
+
+static int seg_run_open(seg_run *r, search_ctx *x, uint32_t s)
+{
+    const search_query *q = x->q;
+    memset(r, 0, sizeof *r);
+    r->x = x;
+    r->s = s;
+    r->seg = x->snap->segments[s].seg;
+    int rc = select_lengths(x, r->seg, &r->lens, &r->nlens);
+    r->runs = calloc(q->n ? q->n : 1, sizeof *r->runs);
+    r->pos = calloc(3 * (q->n ? q->n : 1), sizeof *r->pos);
+    r->tcols = calloc(x->ntests ? x->ntests : 1, sizeof *r->tcols);
+    if (rc || !r->runs || !r->pos || !r->tcols) return rc ? rc : HANU_ERR_NOMEM;
+    r->must = r->pos + q->n;
+    r->neg = r->must + q->n;
+    r->fiters = calloc(x->ntests ? x->ntests : 1, sizeof *r->fiters);
+    if (!r->fiters) return HANU_ERR_NOMEM;
+    for (uint32_t t = 0; t < x->ntests && !rc; t++) {
+        r->tcols[t] = index_segment_column(r->seg, x->tests[t].path, x->tests[t].path_len);
+        rc = filter_iter_open(&r->fiters[t], r->seg, &x->tests[t]);
+    }
+    for (uint32_t c = 0; c < q->n && !rc; c++) {
+        const search_clause *cl = &q->clauses[c];
+        clause_run *cr = &r->runs[c];
+        cr->clause = c;
+        for (uint32_t t = 0; t < cl->n_tokens && !rc; t++, cr->nw++)
+            rc = wi_open(&cr->w[t], r->seg, r->lens, r->nlens, x->nfields == 0, cl->tokens[t], cl->lens[t]);
+        if (rc) break;
+        cl_seek(cr, 0);
+        if (x->occur[c] == SEARCH_MUST_NOT) { r->neg[r->nneg++] = cr; continue; }
+        cr->ub = cl_bound(r, cr);
+        r->pos[r->npos++] = cr;
+        if (x->occur[c] == SEARCH_MUST) r->must[r->nmust++] = cr;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ documents */
+
+static uint32_t doc_length(const seg_run *r, uint32_t d)
+{
+    uint32_t len = 0;
+    for (uint32_t i = 0; i < r->nlens; i++) len += index_column_text_length(r->lens[i], d);
+    return len;
+}
+
+static int col_value_equal(const index_column *c, uint32_t d, enum index_col_tag tag, const json_value *v)
+{
+    switch (v->type) {
+    case JSON_STRING: {
+        if (tag != INDEX_COL_STRING) return 0;
+        size_t len;
+        const char *s = index_column_dict(c, index_column_string_ord(c, d), &len);
+        return len == v->u.str.len && memcmp(s, v->u.str.ptr, len) == 0;
+    }
+    case JSON_NUMBER: return tag == INDEX_COL_NUMBER && index_column_number(c, d) == v->u.num.d;
+    case JSON_BOOL: return tag == (v->u.boolean ? INDEX_COL_TRUE : INDEX_COL_FALSE);
+    default: return 0;
+    }
+}
+
+/* 1 or 0 when the columns decide the filter for document d, -1 when a path
+ * holds several values there (the stored document decides). */
+static int columns_match(const seg_run *r, uint32_t d)
+{
+    int unknown = 0;
+    for (uint32_t t = 0; t < r->x->ntests; t++) {
+        const col_test *ct = &r->x->tests[t];
+        const index_column *c = r->tcols[t];
+        enum index_col_tag tag = c ? index_column_tag(c, d) : INDEX_COL_MISSING;
+        if (tag == INDEX_COL_MULTI) { unknown = 1; continue; }
+        int m = 0;
+        if (!ct->is_in) m = col_value_equal(c, d, tag, ct->vals);
+        for (size_t i = 0; ct->is_in && !m && i < json_len(ct->vals); i++)
+            m = col_value_equal(c, d, tag, json_at(ct->vals, i));
+        if (!m) return 0;
+    }
+    return unknown ? -1 : 1;
+}
+
+/* Reads document d back and checks what the index cannot: the filter, and
+ * the occurrences of phrases (tfs). 1 when it may match, 0 when not. */
+static int read_back(seg_run *r, uint32_t d, int check_filter, int phrases)
+{
+    search_ctx *x = r->x;
+    size_t len;
+    const char *id = index_segment_doc_id(r->seg, d, &len);
+    uint64_t token;
+    hanu_buf_reset(&x->val);
+    x->out->verified++;
+    int rc = store_get(x->st, x->snap->db, id, len, &x->val, &token);
+    if (rc == HANU_ERR_NOT_FOUND) return 0;   /* deleted after the snapshot */
+    if (rc) return rc;
+    json_doc *doc = NULL;
+    rc = json_doc_parse((const char *)x->val.data, x->val.len, NULL, &doc, NULL);
+    if (rc) return rc == HANU_ERR_INVALID ? 0 : rc;
+    const json_value *root = json_doc_root(doc);
+    int ok = 1;
+    if (check_filter) ok = filter_match_value(x->f, root) == 1;
+    if (ok && phrases) {
+        uint32_t dl;
+        rc = search_doc_tfs(x->q, x->fields, x->nfields, root, x->tfs, &dl);
+        if (rc) ok = rc;
+    }
+    json_doc_free(doc);
+    return ok;
+}
+
+/* Document d, where every +must clause occurs (or, without one, at least one
+ * positive clause's words): decides and scores it. */
+static int evaluate(seg_run *r, uint32_t d)
+{
+    search_ctx *x = r->x;
+    if (!index_snapshot_live(x->snap, r->s, d)) return HANU_OK;
+    int need_filter = x->fkind == FILTER_DOC;
+    if (x->fkind == FILTER_COLUMNS) {
+        int m = columns_match(r, d);
+        if (m == 0) return HANU_OK;
+        need_filter = m < 0;
+    }
+    int phrases = 0;
+    for (uint32_t i = 0; i < r->nneg; i++) {
+        clause_run *n = r->neg[i];
+        if (cl_advance(n, d) != d) continue;
+        if (n->nw == 1) return HANU_OK;
+        phrases = 1;   /* all its words are here: the document says whether the phrase is */
+    }
+    double dl = doc_length(r, d), score = 0;
+    for (uint32_t i = 0; i < x->q->n; i++) {   /* in clause order, as search_eval sums */
+        const clause_run *c = &r->runs[i];
+        if (x->occur[i] == SEARCH_MUST_NOT || c->doc != d) continue;
+        uint32_t tf = UINT32_MAX;
+        for (uint32_t w = 0; w < c->nw; w++) tf = HANU_MIN(tf, c->w[w].tf);   /* a phrase: a bound */
+        phrases |= c->nw > 1;
+        score += bm25_part(x, x->idf[c->clause], tf, dl);
+    }
+    x->out->scored++;
+    if (!x->count && !can_beat(x, score)) return HANU_OK;
+    if (phrases || need_filter) {
+        int ok = read_back(r, d, need_filter, phrases);
+        if (ok <= 0) return ok;
+    }
+    if (phrases) {   /* the exact score, in clause order as the bound was summed */
+        score = 0;
+        int any = 0;
+        for (uint32_t i = 0; i < r->nneg; i++)
+            if (r->neg[i]->doc == d && x->tfs[r->neg[i]->clause]) return HANU_OK;
+        for (uint32_t i = 0; i < x->q->n; i++) {
+            const clause_run *c = &r->runs[i];
+            if (x->occur[i] == SEARCH_MUST_NOT) continue;
+            uint32_t tf = c->doc != d ? 0 : c->nw > 1 ? x->tfs[c->clause] : c->w[0].tf;
+            if (!tf && x->occur[c->clause] == SEARCH_MUST) return HANU_OK;
+            if (!tf) continue;
+            any = 1;
+            score += bm25_part(x, x->idf[c->clause], tf, dl);
+        }
+        if (!any) return HANU_OK;
+    }
+    x->total++;
+    heap_offer(x, (heap_entry){ score, r->s, d });
+    return HANU_OK;
+}
+
+/* ------------------------------------------------------------ the loops */
+
+static void sort_by_doc(clause_run **v, uint32_t n)
+{
+    for (uint32_t i = 1; i < n; i++) {
+        clause_run *t = v[i];
+        uint32_t j = i;
+        for (; j && v[j - 1]->doc > t->doc; j--) v[j] = v[j - 1];
+        v[j] = t;
+    }
+}
+
+/* Plain clauses only: WAND over the segment bounds, then the block bounds. */
+static int wand(seg_run *r)
+{
+    search_ctx *x = r->x;
+    clause_run **cur = r->pos;
+    uint32_t n = r->npos;
+    for (;;) {
+        sort_by_doc(cur, n);
+        double acc = 0;
+        int64_t p = -1;
+        for (uint32_t i = 0; i < n && cur[i]->doc != INDEX_ORD_END; i++) {
+            acc += cur[i]->ub;
+            if (can_beat(x, acc)) { p = i; break; }
+        }
+        if (p < 0) return HANU_OK;
+        uint32_t d = cur[p]->doc;
+        uint32_t f = filter_seek(r, d);
+        if (f != d) {   /* nothing in [d, f) passes the filter, nothing before d can rank */
+            for (int64_t i = 0; i <= p; i++) cl_advance(cur[i], f);
+            continue;
+        }
+        while ((uint32_t)p + 1 < n && cur[p + 1]->doc == d) p++;
+        if (x->prune && x->nheap == x->k) {
+            double b = 0;
+            uint32_t last = INDEX_ORD_END;
+            for (int64_t i = 0; i <= p; i++) {
+                uint32_t l;
+                b += cl_block(r, cur[i], d, &l);
+                last = HANU_MIN(last, l);
+            }
+            if (!can_beat(x, b)) {
+                uint32_t next = last == INDEX_ORD_END ? INDEX_ORD_END : last + 1;
+                if ((uint32_t)p + 1 < n && cur[p + 1]->doc < next) next = cur[p + 1]->doc;
+                x->out->skipped_blocks++;
+                for (int64_t i = 0; i <= p; i++)
+                    if (next == INDEX_ORD_END) cur[i]->doc = INDEX_ORD_END;
+                    else cl_advance(cur[i], next);
+                continue;
+            }
+        }
+        if (cur[0]->doc == d) {
+            int rc = evaluate(r, d);
+            if (rc) return rc;
+            for (int64_t i = 0; i <= p; i++) cl_advance(cur[i], d + 1);
+        } else {
+            for (int64_t i = 0; i < p; i++) cl_advance(cur[i], d);
+        }
+    }
+}
+
+/* +must clauses: their intersection drives; blocks of every positive clause
+ * bound what a stretch of it can score. */
+static int conjunction(seg_run *r)
+{
+    search_ctx *x = r->x;
+    for (;;) {
+        uint32_t d = r->must[0]->doc;
+        for (int agree = 0; !agree;) {   /* leapfrog until every +must clause is at d */
+            agree = 1;
+            for (uint32_t i = 0; i < r->nmust; i++) {
+                uint32_t got = cl_advance(r->must[i], d);
+                if (got == INDEX_ORD_END) return HANU_OK;
+                if (got > d) { d = got; agree = 0; }
+            }
+        }
+        uint32_t f = filter_seek(r, d);
+        if (f == INDEX_ORD_END) return HANU_OK;
+        if (f != d) {
+            cl_advance(r->must[0], f);
+            continue;
+        }
+        if (x->prune && x->nheap == x->k) {
+            double b = 0;
+            uint32_t last = INDEX_ORD_END;
+            for (uint32_t i = 0; i < r->npos; i++) {
+                uint32_t l;
+                b += cl_block(r, r->pos[i], d, &l);
+                last = HANU_MIN(last, l);
+            }
+            if (!can_beat(x, b)) {
+                x->out->skipped_blocks++;
+                if (last == INDEX_ORD_END) return HANU_OK;
+                cl_advance(r->must[0], last + 1);
+                continue;
+            }
+        }
+        for (uint32_t i = 0; i < r->npos; i++) cl_advance(r->pos[i], d);
+        int rc = evaluate(r, d);
+        if (rc) return rc;
+        cl_advance(r->must[0], d + 1);
+    }
+}
+
+/* ------------------------------------------------------------ set-up */
+
+static int path_plain(const char *p, size_t len)
+{
+    if (len == 0 || len > INDEX_PATH_MAX || memchr(p, 0, len)) return 0;
+    for (size_t start = 0, i = 0; i <= len; i++) {
+        if (i < len && p[i] != '.') continue;
+        size_t digits = 0;
+        while (start + digits < i && p[start + digits] >= '0' && p[start + digits] <= '9') digits++;
+        if (digits == i - start) return 0;   /* empty, or a position */
+        start = i + 1;
+    }
+    return 1;
+}
+
+static int column_safe(const json_value *v)
+{
+    if (v->type == JSON_STRING) return v->u.str.len <= INDEX_KEYWORD_MAX;
+    if (v->type == JSON_NUMBER) return fabs(v->u.num.d) < EXACT_DOUBLE_INT;
+    return v->type == JSON_BOOL;
+}
+
+/* Collects the $and of equality/$in tests under node i; 0 when the filter
+ * holds anything else. */
+static int collect_tests(search_ctx *x, const filter_node *nodes, uint32_t i)
+{
+    const filter_node *n = &nodes[i];
+    if (n->op == FILTER_AND) {
+        for (uint32_t k = 0; k < n->count; k++)
+            if (!collect_tests(x, nodes, n->first + k)) return 0;
+        return 1;
+    }
+    if ((n->op != FILTER_EQ && n->op != FILTER_IN) || !path_plain(n->path, n->path_len)) return 0;
+    if (n->op == FILTER_EQ && !column_safe(n->operand)) return 0;
+    for (size_t k = 0; n->op == FILTER_IN && k < json_len(n->operand); k++)
+        if (!column_safe(json_at(n->operand, k))) return 0;
+    x->tests[x->ntests++] = (col_test){ n->path, n->path_len, n->operand, n->op == FILTER_IN };
+    return 1;
+}
+
+static void classify_filter(search_ctx *x)
+{
+    size_t nn = 0;
+    const filter_node *nodes = x->f ? filter_nodes(x->f, &nn) : NULL;
+    x->fkind = FILTER_NONE;
+    if (!nn || (nodes[0].op == FILTER_AND && nodes[0].count == 0)) return;
+    x->fkind = collect_tests(x, nodes, 0) ? FILTER_COLUMNS : FILTER_DOC;
+    if (x->fkind == FILTER_DOC) x->ntests = 0;
+}
+
+/* N, the average length and every clause's idf over the live documents. */
+static int collection_stats(search_ctx *x)
+{
+    const index_snapshot *snap = x->snap;
+    uint64_t total = 0;
+    uint64_t *df = calloc(x->q->n * SEARCH_MAX_PHRASE_TOKENS + 1, sizeof *df);
+    if (!df) return HANU_ERR_NOMEM;
+    int rc = HANU_OK;
+    x->n_docs = 0;
+    for (uint32_t s = 0; s < snap->nsegments && !rc; s++) {
+        const index_snapshot_segment *ss = &snap->segments[s];
+        x->n_docs += index_segment_docs(ss->seg) - ss->ndeleted;
+        const index_column **lens;
+        uint32_t nlens;
+        if ((rc = select_lengths(x, ss->seg, &lens, &nlens)) != HANU_OK) break;
+        for (uint32_t i = 0; i < nlens; i++) {
+            total += index_column_text_total(lens[i]);
+            for (uint32_t k = 0; k < ss->ndeleted; k++) total -= index_column_text_length(lens[i], ss->deleted[k]);
+        }
+        for (size_t c = 0; c < x->q->n && !rc; c++)
+            for (uint32_t t = 0; t < x->q->clauses[c].n_tokens && !rc; t++) {
+                word_iter w;
+                rc = wi_open(&w, ss->seg, lens, nlens, x->nfields == 0, x->q->clauses[c].tokens[t],
+                             x->q->clauses[c].lens[t]);
+                if (!rc) df[c * SEARCH_MAX_PHRASE_TOKENS + t] += wi_live_df(&w, ss, s, snap);
+                free(w.subs);
+            }
+        free(lens);
+    }
+    x->avgdl = x->n_docs ? (double)total / (double)x->n_docs : 0;
+    for (size_t c = 0; c < x->q->n && !rc; c++) {
+        x->idf[c] = 0;
+        for (uint32_t t = 0; t < x->q->clauses[c].n_tokens; t++)
+            x->idf[c] += bm25_idf(x->n_docs, df[c * SEARCH_MAX_PHRASE_TOKENS + t]);
+    }
+    free(df);
+    return rc;
+}
+
+/* The page: the heap's entries best first, [offset, offset + limit), each
+ * with its stored bytes. */
+static int collect_page(search_ctx *x, size_t offset, size_t limit)
+{
+    index_search_result *out = x->out;
+    size_t n = x->nheap;
+    heap_entry *sorted = malloc((n ? n : 1) * sizeof *sorted);
+    if (!sorted) return HANU_ERR_NOMEM;
+    for (size_t i = n; i > 0; i--) {   /* pop the worst: fills from the back */
+        sorted[i - 1] = x->heap[0];
+        x->heap[0] = x->heap[--x->nheap];
+        sift_down(x, 0);
+    }
+    size_t want = n > offset ? HANU_MIN(n - offset, limit) : 0;
+    out->hits.hits = calloc(want ? want : 1, sizeof *out->hits.hits);
+    out->scores = calloc(want ? want : 1, sizeof *out->scores);
+    int rc = out->hits.hits && out->scores ? HANU_OK : HANU_ERR_NOMEM;
+    for (size_t i = 0; i < want && !rc; i++) {
+        const heap_entry *e = &sorted[offset + i];
+        size_t len;
+        const char *id = index_segment_doc_id(x->snap->segments[e->seg].seg, e->ord, &len);
+        uint64_t token;
+        hanu_buf_reset(&x->val);
+        rc = store_get(x->st, x->snap->db, id, len, &x->val, &token);
+        if (rc == HANU_ERR_NOT_FOUND) { rc = HANU_OK; continue; }   /* deleted after the snapshot */
+        if (rc) break;
+        index_hit *h = &out->hits.hits[out->hits.n];
+        h->id = malloc(len + 1);
+        h->doc = malloc(x->val.len ? x->val.len : 1);
+        if (!h->id || !h->doc) {
+            free(h->id);
+            free(h->doc);
+            rc = HANU_ERR_NOMEM;
+            break;
+        }
+        memcpy(h->id, id, len);
+        h->id[len] = '\0';
+        h->id_len = len;
+        h->txn = token;
+        memcpy(h->doc, x->val.data, x->val.len);
+        h->doc_len = x->val.len;
+        out->scores[out->hits.n++] = e->score;
+    }
+    out->hits.cap = want;
+    free(sorted);
+    return rc;
+}
+
+int index_search(store *st, const index_snapshot *snap, const search_query *q, const filter *f,
+                 const char *const *fields, size_t nfields, size_t offset, size_t limit, unsigned flags,
+                 index_search_result *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!snap || !q->n) return HANU_OK;
+    search_ctx x = { .st = st, .snap = snap, .q = q, .f = f, .fields = fields, .nfields = nfields,
+                     .count = (flags & INDEX_SEARCH_COUNT) != 0, .out = out };
+    x.prune = !(flags & (INDEX_SEARCH_COUNT | INDEX_SEARCH_EXHAUSTIVE));
+    x.k = limit && offset < SIZE_MAX - limit ? offset + limit : 0;
+    x.occur = calloc(q->n, sizeof *x.occur);
+    x.idf = calloc(q->n, sizeof *x.idf);
+    x.tfs = calloc(q->n, sizeof *x.tfs);
+    x.heap = malloc((x.k ? x.k : 1) * sizeof *x.heap);
+    int rc = x.occur && x.idf && x.tfs && x.heap ? HANU_OK : HANU_ERR_NOMEM;
+    size_t should = 0, must = 0;
+    for (size_t c = 0; c < q->n && !rc; c++) {
+        x.occur[c] = q->clauses[c].occur;
+        should += x.occur[c] == SEARCH_SHOULD;
+        must += x.occur[c] == SEARCH_MUST;
+    }
+    /* One +must clause and nothing else to rank: the same as a plain word, and
+     * WAND prunes plain words. */
+    for (size_t c = 0; c < q->n && !rc && must == 1 && should == 0; c++)
+        if (x.occur[c] == SEARCH_MUST) x.occur[c] = SEARCH_SHOULD;
+    if (!rc) {
+        classify_filter(&x);
+        rc = collection_stats(&x);
+    }
+    for (uint32_t s = 0; s < snap->nsegments && !rc && (x.k || x.count); s++) {
+        seg_run r;
+        rc = seg_run_open(&r, &x, s);
+        if (!rc) rc = r.nmust ? conjunction(&r) : wand(&r);
+        seg_run_free(&r);
+    }
+    if (!rc) rc = collect_page(&x, offset, limit);
+    out->hits.total = x.total;
+    if (!x.count) out->hits.total = 0;
+    hanu_buf_free(&x.val);
+    free(x.occur);
+    free(x.idf);
+    free(x.tfs);
+    free(x.heap);
+    if (rc) index_search_result_free(out);
+    return rc;
+}
+
+void index_search_result_free(index_search_result *r)
+{
+    index_hits_free(&r->hits);
+    free(r->scores);
+    memset(r, 0, sizeof *r);
+}
