@@ -3,7 +3,7 @@
 phase, the follower's read throughput, and the take-over time after a SIGKILL.
 
   python3 bench/replication.py [--duration S] [--ttl S] [--rounds N] [--dir /tmp/hanu-repl]
-                               [--only lag|takeover] [--seal-ms N] [--poll-ms N] [--no-reads]
+                               [--only lag|takeover] [--seal-ms N] [--poll-ms N] [--no-reads] [--clean]
 
 Leader and follower on one file bucket (default seal interval and poll interval,
 1 s each), docbench writing to the leader while the two `_status` txns are sampled
@@ -101,7 +101,7 @@ def lag_and_reads(d, duration, seal_ms, poll_ms, reads):
         p.wait()
 
 
-def takeover(d, ttl, rounds):
+def takeover(d, ttl, rounds, sig):
     url = "file://" + os.path.join(d, "lease-bucket")
     ports = [(28111, 28112), (28113, 28114)]
     procs = {}
@@ -120,12 +120,13 @@ def takeover(d, ttl, rounds):
         assert put(lead, "/c/t/docs/r%d" % r, {"r": r}) == 201
         other = [h for h in procs if h != lead][0]
         t0 = time.time()
-        procs[lead].kill()
+        procs[lead].send_signal(sig)
         procs[lead].wait()
         while put(other, "/c/t/docs/after%d" % r, {"r": r}) != 201:
             time.sleep(0.02)
         times.append(time.time() - t0)
-        print("take-over %d: a write answered by the standby %.2f s after SIGKILL (TTL %d s)" % (r + 1, times[-1], ttl))
+        print("take-over %d: a write answered by the standby %.2f s after %s (TTL %d s)" %
+              (r + 1, times[-1], signal.Signals(sig).name, ttl))
         # The killed node comes back as a standby on a fresh directory (its own holds unsealed txns).
         i = [h for _, h in ports].index(lead)
         shutil.rmtree(os.path.join(d, "n%d" % i), ignore_errors=True)
@@ -147,13 +148,14 @@ def main():
     ap.add_argument("--seal-ms", type=int, default=1000)
     ap.add_argument("--poll-ms", type=int, default=1000)
     ap.add_argument("--no-reads", action="store_true")
+    ap.add_argument("--clean", action="store_true", help="stop the leader with SIGTERM (it releases the lease)")
     a = ap.parse_args()
     shutil.rmtree(a.dir, ignore_errors=True)
     os.makedirs(a.dir)
     if a.only != "takeover":
         lag_and_reads(a.dir, a.duration, a.seal_ms, a.poll_ms, not a.no_reads)
     if a.only != "lag":
-        takeover(a.dir, a.ttl, a.rounds)
+        takeover(a.dir, a.ttl, a.rounds, signal.SIGTERM if a.clean else signal.SIGKILL)
 
 
 if __name__ == "__main__":
