@@ -120,7 +120,7 @@ def run(tmp):
     leader = node(tmp, "leader", ["--bucket", url, "--seal-interval-ms", "100"])
     leader.start()
     h = Http(leader.http_port)
-    st, _, _ = h.json("PUT", "/c/items/docs/first", {"n": -1, "group": "g0", "text": "before"})
+    st, _, first = h.json("PUT", "/c/items/docs/first", {"n": -1, "group": "g0", "text": "before"})
     check(st == 201, "first write %d" % st)
     follower = node(tmp, "follower", ["--bucket", url, "--follow", "--poll-ms", str(POLL_MS)])
     follower.start()
@@ -139,7 +139,7 @@ def run(tmp):
     check(st == INVALID_REQUEST and p.startswith(b"not_leader: "), "kv write: %d %r" % (st, p))
     st, p = c.call(OPS["CREATE"], db_field("newdb"))
     check(st == INVALID_REQUEST and p.startswith(b"not_leader: "), "kv create: %d %r" % (st, p))
-    st, _, b = fh.json("POST", "/c/items/_find", {"filter": {}})   # a POST that reads
+    st, _, b = fh.json("POST", "/c/items/_find", {"filter": {}, "min_txn": first["txn"]})   # a POST that reads
     check(st == 200, "find on the follower: %d %r" % (st, b))
     print("ok   writes to a follower: 421 not_leader / InvalidRequest not_leader")
 

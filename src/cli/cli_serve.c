@@ -83,6 +83,7 @@ int cli_serve_main(int argc, char **argv)
     uint64_t lease_ttl_s = 10, poll_ms = 1000;
     uint64_t max_segment_mb = o.index_max_segment_bytes >> 20, doc_cache_bytes = o.doc_cache_bytes;
     const char *merge_policy = "default";
+    uint64_t query_threads = o.query_threads, query_queue = o.query_queue;
     uint64_t header_ms = o.http_header_timeout_ms, body_ms = o.http_body_timeout_ms, http_idle_ms = o.http_idle_timeout_ms;
     cli_opt opts[] = {
         { "data", CLI_STR, &f.data, "data directory (default ./data)" },
@@ -142,6 +143,10 @@ int cli_serve_main(int argc, char **argv)
                                                   "collection), none (default: default)" },
         { "index-max-segment-mb", CLI_U64, &max_segment_mb, "merges make no index segment larger (default 256)" },
         { "doc-cache-bytes", CLI_SIZE, &doc_cache_bytes, "hot-document cache size; 0: none (default 64M)" },
+        { "query-threads", CLI_U64, &query_threads, "threads that run queries off the event loop; 0: on the loop "
+                                                    "(default the online CPUs, at most 256)" },
+        { "query-queue", CLI_U64, &query_queue, "queries that may wait for a query thread, then 503 overloaded "
+                                                "(default 1024, 1 to 1000000)" },
         { NULL, 0, NULL, NULL },
     };
     int rc = cli_parse("serve", "Runs the HanuDB server on DATA until SIGINT or SIGTERM.", opts, argc, argv);
@@ -210,6 +215,12 @@ int cli_serve_main(int argc, char **argv)
     o.index_max_segment_bytes = max_segment_mb << 20;
     o.doc_cache_bytes = doc_cache_bytes;
     o.min_txn_wait_ms = (uint32_t)min_txn_wait_ms;
+    if (query_threads > 256 || query_queue < 1 || query_queue > 1000000) {
+        fprintf(stderr, "hanudb: --query-threads must be at most 256 and --query-queue from 1 to 1000000\n");
+        return 2;
+    }
+    o.query_threads = (uint32_t)query_threads;
+    o.query_queue = (uint32_t)query_queue;
     return server_run(&o);
 }
 

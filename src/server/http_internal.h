@@ -25,6 +25,13 @@ typedef struct http_token {
     size_t ncollections;
 } http_token;
 
+/* An answer kept instead of sent: a query worker builds it off the loop
+   (http_query.c), the loop sends it. */
+typedef struct http_answer {
+    int status;
+    hanu_buf body;
+} http_answer;
+
 /* One request being answered: what the handlers fill in. */
 typedef struct http_call {
     server *srv;
@@ -36,6 +43,7 @@ typedef struct http_call {
     char id[257];
     size_t id_len;
     uint8_t durability;        /* kv_durability values */
+    http_answer *answer;       /* set: http_reply and http_error keep the answer here (no req, any thread) */
 } http_call;
 
 /* Answers (http_reply.c). Each sends now, or is held until txn is durable when asked. */
@@ -103,9 +111,12 @@ int http_find_collection(http_call *c, int create, uint32_t *db);
    of documents by id; a query with min_txn is held (without blocking the loop)
    until the index covers it. */
 void http_query(http_call *c);
-void http_query_start(server *srv);
+int http_query_start(server *srv);   /* the query workers (--query-threads) */
 void http_query_stop(server *srv);   /* held queries get 503 shutting_down */
-/* "index":{...} of /_status and the hanudb_index_* families of /metrics. */
+void http_query_close(server *srv);  /* joins the query workers; what they did not start gets 503 */
+size_t http_query_busy(server *srv); /* queries held or in the workers' hands */
+/* "index":{...} and "query":{...} of /_status, the hanudb_index_* and hanudb_query_*
+   families of /metrics. */
 void http_index_status(server *srv, json_writer *w);
 void http_index_metrics(server *srv, hanu_buf *b);
 /* http_index_stats.c: merges, segments per collection, the document cache. */

@@ -68,7 +68,10 @@ int http_start(server *srv, char *err, size_t errcap)
                 "127.0.0.1:%u, instead of %s\n", ntohs(port), o->http_addr);
     }
     http_reply_start(srv);
-    http_query_start(srv);
+    if (http_query_start(srv) != HANU_OK) {
+        snprintf(err, errcap, "cannot start %u query threads", o->query_threads);
+        return HANU_ERR_NOMEM;
+    }
     uint64_t every = o->idempotency_ttl_s * 500;
     h2o_timeout_init(srv->loop, &srv->expire_timeout, every < 1000 ? 1000 : every > 60000 ? 60000 : every);
     srv->expire_entry.cb = on_expire_sweep;
@@ -134,10 +137,11 @@ void http_shutdown_begin(server *srv)
     http_query_stop(srv);
 }
 
-size_t http_busy(server *srv) { return srv->parked_count; }
+size_t http_busy(server *srv) { return srv->parked_count + http_query_busy(srv); }
 
 void http_stop(server *srv)
 {
+    http_query_close(srv);   /* joins the query workers; answers what they finished */
     /* Whatever is still held gets its answer now (the final sync happened). */
     server_poll_durable(srv);
     http_reply_stop(srv);

@@ -21,9 +21,12 @@
 #include "docs/docs.h"
 #include "query/query.h"
 #include "server/http_guard.h"
+#include "server/query_pool.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 
 #define QUERY_DEFAULT_LIMIT 20
 #define QUERY_MAX_LIMIT 1000
@@ -31,6 +34,7 @@
 #define LIST_DEFAULT_LIMIT 100
 #define SEARCH_MAX_FIELDS 16
 #define QUERY_WAIT_POLL_MS 2
+#define QUERY_CHECK_MS 20
 
 /* A query body, parsed. */
 typedef struct query_req {
@@ -108,13 +112,10 @@ static int known_member(const char *const *names, const char *key)
     return !strcmp(key, "min_txn");
 }
 
-/* Parses the body of c's route into r; 0 and the answer sent when it is not a
-   valid query. */
-static int parse_query(http_call *c, query_req *r)
+/* Parses the body in[0..len) of c's route into r (which points into in);
+   0 and the answer sent when it is not a valid query. */
+static int parse_query(http_call *c, query_req *r, const char *in, size_t len)
 {
-    h2o_req_t *req = c->req;
-    const char *in = req->entity.base ? req->entity.base : "{}";
-    size_t len = req->entity.base ? req->entity.len : 2;
     json_error je;
     query_error qe = { "" };
     *r = (query_req){ .limit = QUERY_DEFAULT_LIMIT };
@@ -456,7 +457,15 @@ static const char *query_param(h2o_req_t *req, const char *name, size_t *len)
     return NULL;
 }
 
-static void list_docs(http_call *c, uint32_t db)
+/* The listing's parameters. */
+typedef struct list_req {
+    size_t limit;
+    char after[DOCS_ID_MAX + 1];
+    size_t after_len;           /* 0: from the first id */
+} list_req;
+
+/* Reads limit and after from c's query string into l; 0 and the answer sent when bad. */
+static int parse_list(http_call *c, list_req *l)
 {
     size_t limit = LIST_DEFAULT_LIMIT, vl;
     const char *v = query_param(c->req, "limit", &vl);
@@ -466,27 +475,33 @@ static void list_docs(http_call *c, uint32_t db)
         unsigned long n = strtoul(tmp, &end, 10);
         if (!vl || vl >= sizeof tmp || *end || n < 1 || n > QUERY_MAX_LIMIT) {
             http_error(c, 400, "invalid_request", "limit must be an integer from 1 to %d", QUERY_MAX_LIMIT);
-            return;
+            return 0;
         }
         limit = n;
     }
-    char after[DOCS_ID_MAX + 1];
-    id_list l = {0};
+    l->limit = limit;
     v = query_param(c->req, "after", &vl);
     if (v) {
-        ssize_t al = http_decode_segment(v, vl, after, DOCS_ID_MAX);
+        ssize_t al = http_decode_segment(v, vl, l->after, DOCS_ID_MAX);
         if (al <= 0) {
             http_error(c, 400, "invalid_request", "after must be a percent-encoded document id");
-            return;
+            return 0;
         }
-        l.after = after;
-        l.after_len = (size_t)al;
+        l->after_len = (size_t)al;
     }
+    return 1;
+}
+
+/* The listing itself (any thread: c has no request, the answer is kept). */
+static void list_docs(http_call *c, uint32_t db, const list_req *lr)
+{
+    size_t limit = lr->limit;
+    id_list l = { .after = lr->after_len ? lr->after : NULL, .after_len = lr->after_len };
     store *st = c->srv->store;
     int rc = store_scan(st, db, collect_id, &l);
     if (!rc && l.failed) rc = HANU_ERR_NOMEM;
     if (!rc) qsort(l.ids, l.n, sizeof *l.ids, cmp_id_ptr);
-    hanu_buf b = {0}, *doc = &c->srv->http_scratch;
+    hanu_buf b = {0}, docbuf = {0}, *doc = &docbuf;
     json_writer w;
     json_writer_init(&w, &b);
     json_write_object_begin(&w);
@@ -513,6 +528,7 @@ static void list_docs(http_call *c, uint32_t db)
     if (rc) http_error(c, 500, "internal", "cannot list the documents: %s", hanu_status_str(rc));
     else send_built(c, &w, &b);
     hanu_buf_free(&b);
+    hanu_buf_free(&docbuf);
     for (size_t i = 0; i < l.n; i++) free(l.ids[i]);
     free(l.ids);
 }
@@ -602,13 +618,6 @@ static int hold_query(http_call *c, uint64_t min_txn)
     return 1;
 }
 
-void http_query_start(server *srv)
-{
-    h2o_linklist_init_anchor(&srv->query_waits);
-    h2o_timeout_init(srv->loop, &srv->query_wait_timeout, QUERY_WAIT_POLL_MS);
-    srv->query_wait_entry.cb = on_query_wait_poll;
-}
-
 void http_query_stop(server *srv)
 {
     if (!srv->query_waits.next) return;   /* never started (HTTP off) */
@@ -622,6 +631,134 @@ void http_query_stop(server *srv)
     }
 }
 
+/* ---- execution: on a query worker, or on the loop with --query-threads 0 ---- */
+
+/* One query handed to a worker: everything it needs, copied off the request. */
+typedef struct query_task {
+    query_job job;              /* the pool's part (first: a job is its task) */
+    h2o_linklist_t link;        /* srv->query_tasks while in the pool (loop thread) */
+    http_call call;             /* call.req is touched only on the loop */
+    struct query_task **guard;  /* in the request's pool; points back here until answered; NULL: h2o freed it */
+    uint32_t db;
+    char *body;                 /* a copy of the request body: r points into it */
+    query_req r;
+    list_req list;
+    http_answer answer;         /* built by the worker, sent by the loop */
+} query_task;
+
+static void task_free(query_task *t)
+{
+    query_req_free(&t->r);
+    free(t->body);
+    hanu_buf_free(&t->answer.body);
+    free(t);
+}
+
+/* Runs the query on a snapshot taken now and keeps its answer (any thread). */
+static void task_run(query_job *job)
+{
+    query_task *t = (query_task *)job;
+    http_call c = t->call;
+    c.req = NULL;                /* the request belongs to the loop */
+    c.answer = &t->answer;
+    if (c.route == ROUTE_DOC_LIST) { list_docs(&c, t->db, &t->list); return; }
+    indexer *ix = c.srv->indexer;
+    uint64_t itxn = indexer_txn(ix);   /* read before the snapshot: it covers it */
+    index_snapshot *snap = index_snapshot_acquire(ix, t->db);
+    if (c.route == ROUTE_FIND) run_find(&c, &t->r, itxn, snap);
+    else if (c.route == ROUTE_SEARCH) run_search(&c, &t->r, itxn, snap);
+    else run_aggs(&c, &t->r, itxn, snap);
+    if (snap) index_snapshot_release(snap);
+}
+
+/* Loop thread: sends what the worker built. */
+static void task_answer(query_task *t)
+{
+    http_call *c = &t->call;
+    if (!t->answer.status) http_error(c, 500, "internal", "out of memory building the answer");
+    else http_reply(c, t->answer.status, t->answer.body.data ? (const char *)t->answer.body.data : "",
+                    t->answer.body.len, 0);
+}
+
+/* Loop thread: a job came back from the pool. */
+static void task_done(query_job *job)
+{
+    query_task *t = (query_task *)job;
+    h2o_linklist_unlink(&t->link);
+    if (!t->guard) { task_free(t); return; }   /* h2o freed the request: nobody to answer */
+    *t->guard = NULL;   /* answering may free the request's pool */
+    if (atomic_load(&job->cancelled)) {
+        /* The peer closed (query_check): a short answer ends the request, and the connection. */
+        t->call.req->http1_is_persistent = 0;
+        http_error(&t->call, 503, "cancelled", "the client closed its connection before the answer");
+    } else if (!job->ran) {
+        http_error(&t->call, 503, "shutting_down", "the server is shutting down");
+    } else {
+        task_answer(t);
+    }
+    task_free(t);
+}
+
+static void on_task_req_gone(void *p)
+{
+    query_task *t = *(query_task **)p;
+    if (!t) return;
+    t->guard = NULL;   /* the request and this guard are being freed */
+    query_pool_cancel(t->call.srv->query_pool, &t->job);   /* freed when it comes back */
+}
+
+/* Whether the client of req closed its side (FIN or RST). h2o 2.2.5 does not read a
+   connection while its request is being answered, so it would not notice; a peek
+   does, and sees pipelined bytes as a live client. */
+static int client_gone(h2o_req_t *req)
+{
+    h2o_socket_t *sock = req->conn->callbacks->get_socket ? req->conn->callbacks->get_socket(req->conn) : NULL;
+    if (!sock) return 0;
+    char b;
+    ssize_t n = recv(h2o_socket_get_fd(sock), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Every QUERY_CHECK_MS while queries are in the pool: those whose client left are
+   cancelled, so that a worker skips them (or its answer is dropped). */
+static void on_query_check(h2o_timeout_entry_t *entry)
+{
+    server *srv = H2O_STRUCT_FROM_MEMBER(server, query_check_entry, entry);
+    h2o_linklist_t *anchor = &srv->query_tasks;
+    for (h2o_linklist_t *n = anchor->next; n != anchor; n = n->next) {
+        query_task *t = H2O_STRUCT_FROM_MEMBER(query_task, link, n);
+        if (t->guard && !atomic_load(&t->job.cancelled) && client_gone(t->call.req))
+            query_pool_cancel(srv->query_pool, &t->job);
+    }
+    if (!h2o_linklist_is_empty(anchor)) h2o_timeout_link(srv->loop, &srv->query_check_timeout, entry);
+}
+
+/* Runs t on a worker, or here without a pool; t is consumed. */
+static void dispatch(query_task *t)
+{
+    server *srv = t->call.srv;
+    if (!srv->query_pool) {   /* --query-threads 0: on the loop, as before the pool */
+        task_run(&t->job);
+        task_answer(t);
+        task_free(t);
+        return;
+    }
+    if (query_pool_submit(srv->query_pool, &t->job) != HANU_OK) {
+        h2o_req_t *req = t->call.req;
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
+        http_error(&t->call, 503, "overloaded", "%u queries are waiting for a worker already (--query-queue); "
+                   "retry later", srv->opt.query_queue);
+        task_free(t);
+        return;
+    }
+    /* Done runs on this thread, later: the guard is in place before it can. */
+    t->guard = h2o_mem_alloc_shared(&t->call.req->pool, sizeof *t->guard, on_task_req_gone);
+    *t->guard = t;
+    h2o_linklist_insert(&srv->query_tasks, &t->link);
+    if (!h2o_timeout_is_linked(&srv->query_check_entry))
+        h2o_timeout_link(srv->loop, &srv->query_check_timeout, &srv->query_check_entry);
+}
+
 /* ---- entry ---- */
 
 static void run_query(http_call *c, int waited)
@@ -633,28 +770,72 @@ static void run_query(http_call *c, int waited)
     }
     uint32_t db;
     if (http_find_collection(c, 0, &db)) return;
-    if (c->route == ROUTE_DOC_LIST) { list_docs(c, db); return; }
-    if (!srv->indexer) { http_error(c, 503, "index_off", "the server runs with --no-index"); return; }
-    query_req r;
-    if (!parse_query(c, &r)) { query_req_free(&r); return; }
-    uint64_t itxn = indexer_txn(srv->indexer);   /* read before the snapshot: it covers it */
-    if (r.min_txn > itxn && !waited) {
-        query_req_free(&r);
-        if (srv->stopping) http_error(c, 503, "shutting_down", "the server is shutting down");
-        else hold_query(c, r.min_txn);
+    query_task *t = calloc(1, sizeof *t);
+    if (!t) { http_error(c, 500, "internal", "out of memory"); return; }
+    t->call = *c;
+    t->db = db;
+    if (c->route == ROUTE_DOC_LIST) {
+        if (parse_list(c, &t->list)) dispatch(t);
+        else task_free(t);
         return;
     }
-    index_snapshot *snap = index_snapshot_acquire(srv->indexer, db);
-    if (c->route == ROUTE_FIND) run_find(c, &r, itxn, snap);
-    else if (c->route == ROUTE_SEARCH) run_search(c, &r, itxn, snap);
-    else run_aggs(c, &r, itxn, snap);
-    if (snap) index_snapshot_release(snap);
-    query_req_free(&r);
+    if (!srv->indexer) {
+        task_free(t);
+        http_error(c, 503, "index_off", "the server runs with --no-index");
+        return;
+    }
+    /* The worker must not read the request (its client may leave): the body is copied. */
+    h2o_req_t *req = c->req;
+    size_t len = req->entity.base ? req->entity.len : 2;
+    t->body = malloc(len + 1);
+    if (!t->body) { task_free(t); http_error(c, 500, "internal", "out of memory"); return; }
+    memcpy(t->body, req->entity.base ? req->entity.base : "{}", len);
+    t->body[len] = '\0';
+    if (!parse_query(c, &t->r, t->body, len)) { task_free(t); return; }
+    uint64_t min_txn = t->r.min_txn;
+    if (min_txn > indexer_txn(srv->indexer) && !waited) {
+        /* Held on the loop, not on a worker: a wait costs a list entry, never a thread. */
+        task_free(t);
+        if (srv->stopping) http_error(c, 503, "shutting_down", "the server is shutting down");
+        else hold_query(c, min_txn);
+        return;
+    }
+    dispatch(t);
 }
 
 void http_query(http_call *c)
 {
     run_query(c, 0);
+}
+
+int http_query_start(server *srv)
+{
+    h2o_linklist_init_anchor(&srv->query_waits);
+    h2o_timeout_init(srv->loop, &srv->query_wait_timeout, QUERY_WAIT_POLL_MS);
+    srv->query_wait_entry.cb = on_query_wait_poll;
+    h2o_linklist_init_anchor(&srv->query_tasks);
+    h2o_timeout_init(srv->loop, &srv->query_check_timeout, QUERY_CHECK_MS);
+    srv->query_check_entry.cb = on_query_check;
+    if (!srv->opt.query_threads) return HANU_OK;
+    return query_pool_create(srv->loop, srv->opt.query_threads, srv->opt.query_queue, task_run, task_done,
+                             &srv->query_pool);
+}
+
+void http_query_close(server *srv)
+{
+    query_pool *p = srv->query_pool;
+    query_pool_close(p);      /* hands every task back through task_done */
+    srv->query_pool = NULL;   /* what comes in from now on runs on the loop */
+    if (srv->query_tasks.next && h2o_timeout_is_linked(&srv->query_check_entry))
+        h2o_timeout_unlink(&srv->query_check_entry);
+}
+
+size_t http_query_busy(server *srv)
+{
+    if (!srv->query_pool) return 0;
+    query_pool_stats st;
+    query_pool_get_stats(srv->query_pool, &st);
+    return st.in_flight;
 }
 
 /* ---- status and metrics ---- */
@@ -683,6 +864,56 @@ void http_index_status(server *srv, json_writer *w)
     json_write_object_end(w);
     http_index_more_status(srv, w);
     json_write_object_end(w);
+    query_pool_stats qs = {0};
+    if (srv->query_pool) query_pool_get_stats(srv->query_pool, &qs);
+    json_write_key(w, "query", 5);
+    json_write_object_begin(w);
+    const server_json_field q[] = {
+        { "threads", qs.threads }, { "queue_cap", qs.queue_cap }, { "queued", qs.queued },
+        { "running", qs.running }, { "jobs", qs.jobs }, { "rejected", qs.rejected },
+        { "cancelled", qs.cancelled }, { "busy_ms", qs.busy_ns / 1000000 }, { "wait_ms", qs.wait_ns / 1000000 },
+    };
+    server_json_fields(w, q, sizeof q / sizeof *q);
+    json_write_object_end(w);
+}
+
+typedef struct metric_family { const char *name, *type, *help; } metric_family;
+
+static void u64_families(hanu_buf *b, const metric_family *fam, const uint64_t *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char line[512];
+        int len = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", fam[i].name, fam[i].help,
+                           fam[i].name, fam[i].type, fam[i].name, (unsigned long long)v[i]);
+        if (len > 0) hanu_buf_append(b, line, HANU_MIN((size_t)len, sizeof line - 1));
+    }
+}
+
+static void query_metrics(server *srv, hanu_buf *b)
+{
+    query_pool_stats qs = {0};
+    if (srv->query_pool) query_pool_get_stats(srv->query_pool, &qs);
+    static const metric_family fam[] = {
+        { "hanudb_query_threads", "gauge", "Query worker threads (0: queries run on the event loop)." },
+        { "hanudb_query_queue_capacity", "gauge", "Queries that may wait for a worker (--query-queue)." },
+        { "hanudb_query_queue_length", "gauge", "Queries waiting for a worker now." },
+        { "hanudb_query_running", "gauge", "Queries on a worker now." },
+        { "hanudb_query_jobs_total", "counter", "Queries finished by the workers." },
+        { "hanudb_query_rejected_total", "counter", "Queries answered 503 overloaded: the queue was full." },
+        { "hanudb_query_cancelled_total", "counter", "Queries whose client left before the answer." },
+        { "hanudb_query_busy_seconds_total", "counter", "Time the workers spent running queries." },
+        { "hanudb_query_wait_seconds_total", "counter", "Time queries spent waiting for a worker." },
+    };
+    const uint64_t v[] = { qs.threads, qs.queue_cap, qs.queued, qs.running, qs.jobs, qs.rejected, qs.cancelled };
+    u64_families(b, fam, v, sizeof v / sizeof *v);
+    const double secs[] = { (double)qs.busy_ns / 1e9, (double)qs.wait_ns / 1e9 };
+    for (size_t i = 0; i < 2; i++) {
+        const metric_family *f = &fam[sizeof v / sizeof *v + i];
+        char line[512];
+        int len = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %.6f\n", f->name, f->help,
+                           f->name, f->type, f->name, secs[i]);
+        if (len > 0) hanu_buf_append(b, line, HANU_MIN((size_t)len, sizeof line - 1));
+    }
 }
 
 void http_index_metrics(server *srv, hanu_buf *b)
@@ -690,7 +921,7 @@ void http_index_metrics(server *srv, hanu_buf *b)
     if (!srv->indexer) return;   /* --no-index */
     indexer_stats st;
     indexer_get_stats(srv->indexer, &st);
-    static const struct { const char *name, *type, *help; } fam[] = {
+    static const metric_family fam[] = {
         { "hanudb_index_txn", "gauge", "Every txn up to it is in the documents index." },
         { "hanudb_index_lag_txns", "gauge", "Txns written to the log and not yet in the index." },
         { "hanudb_index_segments", "gauge", "Segments of the documents index, every collection." },
@@ -703,11 +934,7 @@ void http_index_metrics(server *srv, hanu_buf *b)
     index_bitset_cache_stats cs;
     index_bitset_cache_get_stats(&cs);
     const uint64_t v[] = { st.index_txn, st.lag_txns, st.segments, st.bytes, st.commits, cs.hits, cs.misses, cs.bytes };
-    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
-        char line[512];
-        int n = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", fam[i].name, fam[i].help,
-                         fam[i].name, fam[i].type, fam[i].name, (unsigned long long)v[i]);
-        if (n > 0) hanu_buf_append(b, line, HANU_MIN((size_t)n, sizeof line - 1));
-    }
+    u64_families(b, fam, v, sizeof v / sizeof *v);
     http_index_more_metrics(srv, b);
+    query_metrics(srv, b);
 }

@@ -127,6 +127,12 @@ void http_reply_stop(server *srv)
 static void reply_after(http_call *c, int status, const char *body, size_t len, int mark, uint64_t txn)
 {
     server *srv = c->srv;
+    if (c->answer) {   /* a query worker: the loop sends it later */
+        c->answer->status = status;
+        hanu_buf_reset(&c->answer->body);
+        if (hanu_buf_append(&c->answer->body, body, len) != HANU_OK) c->answer->status = 0;
+        return;
+    }
     if (status >= 400) srv->errors++;
     if (!txn || server_reached(srv, mark, txn)) {
         http_send(c, status, body, len);

@@ -35,6 +35,9 @@ void server_options_default(server_options *o)
     o->doc_cache_bytes = 64u << 20;
     o->min_txn_wait_ms = 5000;
     o->filter_cache_bytes = INDEX_BITSET_CACHE_DEFAULT_BYTES;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    o->query_threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (uint32_t)cpus;
+    o->query_queue = 1024;
 }
 
 int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len)

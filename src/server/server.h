@@ -50,6 +50,8 @@ typedef struct server_options {
     int merge_policy;               /* enum index_merge_policy, default INDEX_MERGE_DEFAULT */
     uint64_t index_max_segment_bytes;   /* merges make no larger segment (default 256 MiB) */
     uint64_t doc_cache_bytes;       /* the hot-document cache (default 64 MiB; 0: none) */
+    uint32_t query_threads;         /* query workers, default the online CPUs; 0: on the loop */
+    uint32_t query_queue;           /* queries waiting for a worker before 503 overloaded, default 1024 */
 } server_options;
 
 /* Exit status of serve when another writer extended the bucket's chain (fenced). */

@@ -101,6 +101,10 @@ typedef struct server {
     h2o_linklist_t query_waits;     /* queries held for their min_txn (http_query.c) */
     h2o_timeout_t query_wait_timeout;
     h2o_timeout_entry_t query_wait_entry;
+    struct query_pool *query_pool;  /* the query workers (http_query.c); NULL: queries run on the loop */
+    h2o_linklist_t query_tasks;     /* queries in the pool, checked for clients that left */
+    h2o_timeout_t query_check_timeout;
+    h2o_timeout_entry_t query_check_entry;
 } server;
 
 enum server_role { ROLE_LEADER = 0, ROLE_FOLLOWER, ROLE_STANDBY };
