@@ -2,9 +2,9 @@
 `bucket` (both faces) is answered only once a segment holding its txn is in
 the bucket (checked after a SIGKILL right after the answer, from the segment
 headers on disk); an idle server sends nothing to the bucket; a second data
-directory on the same bucket is fenced (exit status 3); `hanudb audit` passes
-the chain and finds a flipped byte, a missing, reordered or extra segment;
-without --bucket the level is refused."""
+directory with writes of its own on the same bucket is fenced (exit status 3);
+`hanudb audit` passes the chain and finds a flipped byte, a missing, reordered or
+extra segment; with --no-bucket the level is refused."""
 import json
 import os
 import shutil
@@ -89,6 +89,12 @@ def bucket_writes_wait_for_the_bucket(tmp):
 
 
 def second_writer_is_fenced(tmp, bdir):
+    # An empty data directory would rebuild from the bucket (e2e_rebuild.py): this one
+    # holds its own write, so it is behind the bucket's chain.
+    own = Server(os.path.join(tmp, "other"), ["--no-bucket"])
+    own.start()
+    check(Conn(own.port).set("mine", "1")[0] == OK, "a write of its own")
+    check(own.stop() == 0, "clean stop")
     other = Server(os.path.join(tmp, "other"), ["--bucket", "file://" + bdir])
     check(other.start(expect_ok=False) is False, "a data directory behind the bucket does not start")
     code = other.proc.returncode if other.proc else other.kill()
@@ -144,7 +150,7 @@ def audit_finds_every_damage(tmp, bdir):
 
 
 def refused_without_a_bucket(tmp):
-    srv = HttpServer(os.path.join(tmp, "plain"))
+    srv = HttpServer(os.path.join(tmp, "plain"), ["--no-bucket"])
     srv.start()
     try:
         st, p = Conn(srv.port).set("k", "v", flags=BUCKET)

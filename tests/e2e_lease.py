@@ -4,7 +4,7 @@ standby that answers writes with 421 and the leader's advertised URL. SIGKILL th
 leader: a standby takes the lease, promotes itself and serves writes, and every
 write the old leader answered at durability `bucket` is there; then the same again
 with the new leader (two take-overs in a row). A leader cut off from its bucket
-(the folder moved away) stops and exits with status 4. A leader frozen (SIGSTOP)
+(the folder moved away) stops and exits with status 5. A leader frozen (SIGSTOP)
 past its lease is replaced, and when it resumes it writes nothing more to the chain:
 it exits (4, or 3 if its sealer's put collided) and the chain stays linear."""
 import http.client
@@ -21,7 +21,7 @@ from hanuhttp import HttpServer, Http, error_code
 
 TTL_S = 2
 BOUND_S = 20          # generous bound for a take-over (TTL + 2 s expected)
-LEASE_LOST_EXIT = 4
+LEASE_LOST_EXIT = 5
 FENCED_EXIT = 3
 
 

@@ -1,14 +1,18 @@
 /*
  * hanudb audit --bucket URL: reads the whole chain of segment objects in a
  * bucket and checks every one (header, trailer, zstd frame, every record) and
- * every link (sequence + 1, the previous trailer's hash, txns increasing). It
- * writes nothing. Exit status: 0 the chain is whole, 1 a problem (the first one
+ * every link (sequence + 1, the previous trailer's hash, txns increasing), and
+ * every snapshot manifest with every file it names (replica/snapshot.h:
+ * present, size, SHA-256). Retention deletes the segments before the oldest
+ * manifest's replay sequence: the chain may then start there, and that
+ * segment's previous hash must be the one the manifest recorded. It writes nothing. Exit status: 0 the chain is whole, 1 a problem (the first one
  * is printed, naming the object), 2 bad usage or the bucket cannot be read.
  */
 #include "cli/cli.h"
 #include "cli/cli_options.h"
 #include "bucket/bucket.h"
 #include "bucket/segment.h"
+#include "replica/snapshot.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +46,7 @@ static int collect_key(void *ctx, const char *key, uint64_t size)
 }
 
 /* Reads and checks every segment in order; 0, or 1 after printing the first problem. */
-static int audit_chain(bucket *b, const audit_keys *a)
+static int audit_chain(bucket *b, const audit_keys *a, const snapshot_audit_result *snaps)
 {
     segment_chain chain;
     segment_chain_init(&chain);
@@ -56,6 +60,23 @@ static int audit_chain(bucket *b, const audit_keys *a)
         int rc = bucket_get(b, a->keys[i], &obj, NULL, err, sizeof err);
         segment seg;
         if (rc == HANU_OK) rc = segment_decode(obj.data, obj.len, &seg, err, sizeof err);
+        if (rc == HANU_OK && i == 0 && seg.header.sequence > 1) {
+            /* Older segments were deleted by retention: only a manifest may stand for them. */
+            if (!snaps->manifests || seg.header.sequence > snaps->oldest_replay_sequence) {
+                snprintf(err, sizeof err, "the chain starts at sequence %llu, but %s", (unsigned long long)seg.header.sequence,
+                         snaps->manifests ? "the oldest manifest replays from an earlier one (segments are missing)"
+                                          : "no manifest stands for the segments before it (they are missing)");
+                rc = HANU_ERR_CORRUPT;
+            }
+            chain.next_sequence = seg.header.sequence;
+            memcpy(chain.prev_hash, seg.header.prev_hash, SEGMENT_HASH_SIZE);
+        }
+        if (rc == HANU_OK && snaps->manifests && seg.header.sequence == snaps->oldest_replay_sequence &&
+            memcmp(seg.header.prev_hash, snaps->oldest_prev_hash, SEGMENT_HASH_SIZE) != 0) {
+            snprintf(err, sizeof err, "its previous hash is not the one the oldest manifest recorded "
+                     "(a segment of another chain)");
+            rc = HANU_ERR_CORRUPT;
+        }
         if (rc == HANU_OK) {
             rc = segment_chain_next(&chain, &seg.header, err, sizeof err);
             if (!first_txn) first_txn = seg.header.first_txn;
@@ -85,7 +106,7 @@ int cli_audit_main(int argc, char **argv)
         { "bucket", CLI_STR, &url, "the bucket to check: file:///path or s3://bucket/prefix" },
         { NULL, 0, NULL, NULL },
     };
-    int rc = cli_parse("audit", "Checks every segment of a bucket's chain; writes nothing.", opts, argc, argv);
+    int rc = cli_parse("audit", "Checks every segment of a bucket's chain and every snapshot manifest; writes nothing.", opts, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
     if (!url) {
         fprintf(stderr, "hanudb audit: --bucket URL is required\n");
@@ -100,16 +121,26 @@ int cli_audit_main(int argc, char **argv)
         return 2;
     }
     audit_keys a = { 0 };
-    rc = bucket_list(b, SEGMENT_KEY_PREFIX, collect_key, &a, err, sizeof err);
+    snapshot_audit_result snaps;
     int status;
-    if (rc != HANU_OK) {
-        fprintf(stderr, "hanudb audit: listing %s: %s\n", url, err[0] ? err : hanu_status_str(rc));
+    rc = snapshot_audit(b, &snaps, err, sizeof err);
+    if (rc == HANU_OK) rc = bucket_list(b, SEGMENT_KEY_PREFIX, collect_key, &a, err, sizeof err);
+    else if (rc == HANU_ERR_CORRUPT || rc == HANU_ERR_NOT_FOUND) rc = 1;   /* a damaged or missing object */
+    if (rc == 1) {
+        fprintf(stderr, "hanudb audit: %s\n", err);
+        status = 1;
+    } else if (rc != HANU_OK) {
+        fprintf(stderr, "hanudb audit: reading %s: %s\n", url, err[0] ? err : hanu_status_str(rc));
         status = 2;
     } else if (a.stray[0]) {
         fprintf(stderr, "hanudb audit: %s: not a segment object (a stray or extra object in the chain)\n", a.stray);
         status = 1;
     } else {
-        status = audit_chain(b, &a);
+        if (snaps.manifests)
+            printf("manifests ok: %u manifests (txns %llu..%llu), %u files, %llu bytes\n", snaps.manifests,
+                   (unsigned long long)snaps.oldest_txn, (unsigned long long)snaps.newest_txn, snaps.files,
+                   (unsigned long long)snaps.bytes);
+        status = audit_chain(b, &a, &snaps);
     }
     for (size_t i = 0; i < a.n; i++) free(a.keys[i]);
     free(a.keys);

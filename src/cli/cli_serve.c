@@ -4,6 +4,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli/cli.h"
 #include "cli/cli_options.h"
 #include "index/index.h"
@@ -69,6 +70,19 @@ static void default_store_flags(store_flags *f)
     f->no_compaction = !d.background_compaction;
 }
 
+/* The embedded default bucket: the folder DATA.bucket beside the data directory, as
+   an absolute file:// URL (production puts the bucket on another machine). */
+static int default_bucket_url(const char *data, char *url, size_t cap)
+{
+    char cwd[4096] = "";
+    if (data[0] != '/' && !getcwd(cwd, sizeof cwd)) return -1;
+    while (data[0] == '.' && data[1] == '/') data += 2;   /* "./data" is "data" */
+    size_t len = strlen(data);
+    while (len > 1 && data[len - 1] == '/') len--;   /* "data/" is "data" */
+    int n = snprintf(url, cap, "file://%s%s%.*s.bucket", cwd, cwd[0] ? "/" : "", (int)len, data);
+    return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
 int cli_serve_main(int argc, char **argv)
 {
     server_options o;
@@ -78,7 +92,9 @@ int cli_serve_main(int argc, char **argv)
     const char *kv_addr = o.kv_addr;
     uint64_t max_frame = o.max_frame, idle_ms = o.idle_timeout_ms, max_conns = o.max_connections;
     uint64_t max_body = o.max_body, idem_ttl = o.idempotency_ttl_s;
-    uint64_t seal_ms = o.seal_interval_ms, lat_put = 0, lat_get = 0;
+    uint64_t seal_ms = o.seal_interval_ms, lat_put = 0, lat_get = 0, snapshot_segments = o.snapshot_segments;
+    int no_bucket = 0;
+    char bucket_url[4200];
     uint64_t index_commit_ms = o.index_commit_ms, min_txn_wait_ms = o.min_txn_wait_ms;
     uint64_t lease_ttl_s = 10, poll_ms = 1000;
     uint64_t max_segment_mb = o.index_max_segment_bytes >> 20, doc_cache_bytes = o.doc_cache_bytes;
@@ -119,10 +135,18 @@ int cli_serve_main(int argc, char **argv)
         { "idempotency-ttl", CLI_U64, &idem_ttl, "seconds an Idempotency-Key is remembered (default 86400)" },
         { "open-metrics", CLI_FLAG, &o.open_metrics, "serve /metrics and /_status without a token" },
         { "bucket", CLI_STR, &o.bucket_url, "seal the log into this bucket: file:///path or s3://bucket/prefix "
-                                            "(docs/BUCKET.md); enables durability bucket" },
+                                            "(docs/BUCKET.md); default file://DATA.bucket beside --data" },
+        { "no-bucket", CLI_FLAG, &no_bucket, "run without a bucket (the log alone; no durability bucket, "
+                                             "no rebuild)" },
         { "seal-interval-ms", CLI_U64, &seal_ms, "with --bucket: at most one segment per interval (default 1000)" },
         { "bucket-latency-put-ms", CLI_U64, &lat_put, "with --bucket: simulated latency of every put/list/delete" },
         { "bucket-latency-get-ms", CLI_U64, &lat_get, "with --bucket: simulated latency of every get/head" },
+        { "snapshot-segments", CLI_U64, &snapshot_segments, "with --bucket: a snapshot after this many segments, when "
+          "the log written since the last one is at least half the state; 0: only POST /_admin/snapshot (default 64)" },
+        { "bucket-fail-rate", CLI_DOUBLE, &o.bucket_fail_rate, "tests: share of bucket requests failing "
+                                                                "with a 503 before they act (0..0.9)" },
+        { "bucket-timeout-rate", CLI_DOUBLE, &o.bucket_timeout_rate, "tests: share of bucket requests that act "
+                                                                      "and lose their answer (0..0.9)" },
         { "follow", CLI_FLAG, &o.follow, "with --bucket: a read-only replica that applies the bucket's chain "
                                          "and answers writes with 421 not_leader (docs/REPLICATION.md)" },
         { "lease", CLI_FLAG, &o.lease, "with --bucket: start as a standby follower; take the writer's lease "
@@ -152,6 +176,23 @@ int cli_serve_main(int argc, char **argv)
     int rc = cli_parse("serve", "Runs the HanuDB server on DATA until SIGINT or SIGTERM.", opts, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
     if ((rc = apply_store_flags(&f, &o.store))) return rc;
+    if ((o.follow || o.lease) && !o.bucket_url) {   /* the leader's bucket, not DATA.bucket */
+        fprintf(stderr, "hanudb: --follow and --lease need --bucket URL\n");
+        return 2;
+    }
+    if (no_bucket && o.bucket_url) {
+        fprintf(stderr, "hanudb: --bucket and --no-bucket exclude each other\n");
+        return 2;
+    }
+    if (no_bucket) {
+        o.bucket_url = NULL;
+    } else if (!o.bucket_url) {
+        if (default_bucket_url(f.data, bucket_url, sizeof bucket_url) != 0) {
+            fprintf(stderr, "hanudb: cannot make the default bucket path from --data %s\n", f.data);
+            return 2;
+        }
+        o.bucket_url = bucket_url;
+    }
     if (max_frame < 1024 || max_frame > (1ull << 30)) {
         fprintf(stderr, "hanudb: --max-frame must be between 1K and 1G\n");
         return 2;
@@ -180,9 +221,19 @@ int cli_serve_main(int argc, char **argv)
         fprintf(stderr, "hanudb: --seal-interval-ms must be 10..3600000, bucket latencies at most 600000\n");
         return 2;
     }
+    if (!(o.bucket_fail_rate >= 0 && o.bucket_fail_rate <= 0.9 && o.bucket_timeout_rate >= 0 &&
+          o.bucket_timeout_rate <= 0.9)) {
+        fprintf(stderr, "hanudb: --bucket-fail-rate and --bucket-timeout-rate must be between 0 and 0.9\n");
+        return 2;
+    }
     o.seal_interval_ms = (uint32_t)seal_ms;
     o.bucket_latency_put_ms = (uint32_t)lat_put;
     o.bucket_latency_get_ms = (uint32_t)lat_get;
+    if (snapshot_segments > 1000000) {
+        fprintf(stderr, "hanudb: --snapshot-segments must be at most 1000000\n");
+        return 2;
+    }
+    o.snapshot_segments = (uint32_t)snapshot_segments;
     if (index_commit_ms < 1 || index_commit_ms > 3600000) {
         fprintf(stderr, "hanudb: --index-commit-ms must be between 1 and 3600000\n");
         return 2;
@@ -194,10 +245,6 @@ int cli_serve_main(int argc, char **argv)
     o.index_commit_ms = (uint32_t)index_commit_ms;
     if (lease_ttl_s < 1 || lease_ttl_s > 3600 || poll_ms < 100 || poll_ms > 60000) {
         fprintf(stderr, "hanudb: --lease-ttl must be 1..3600 seconds, --poll-ms 100..60000\n");
-        return 2;
-    }
-    if ((o.follow || o.lease) && !o.bucket_url) {
-        fprintf(stderr, "hanudb: --follow and --lease need --bucket URL\n");
         return 2;
     }
     o.lease_ttl_ms = (uint32_t)(lease_ttl_s * 1000);

@@ -17,6 +17,8 @@ static void usage(FILE *f)
         "  kv        key-value command-line client (hanudb kv --help)\n"
         "  dump      every live document and key of a stopped server as JSON lines (hanudb dump --data DIR)\n"
         "  audit     check every segment of a bucket's chain (hanudb audit --bucket URL)\n"
+        "  restore   a bucket's chain into a fresh directory, up to a txn or a time\n"
+        "            (hanudb restore --bucket URL --to DIR [--at TIME | --txn N])\n"
         "  version   print the version\n"
         "  help      this text\n\n"
         "Every option can also be set by an environment variable HANUDB_<OPTION>,\n"
@@ -33,6 +35,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "kv")) return cli_kv_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "dump")) return cli_dump_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "audit")) return cli_audit_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "restore")) return cli_restore_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("hanudb %s\n", HANUDB_VERSION); return 0; }
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { usage(stdout); return 0; }
     fprintf(stderr, "hanudb: unknown command \"%s\"\n\n", cmd);

@@ -45,6 +45,15 @@ static int say(char *err, size_t errcap, int rc, const char *fmt, ...)
     return rc;
 }
 
+/* The segment format's messages mostly name the segment already ("segment 3: ..."). */
+static int name_segment(char *err, size_t errcap, int rc, uint64_t seq, const char *why)
+{
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "segment %" PRIu64 ":", seq);
+    if (strncmp(why, prefix, strlen(prefix)) == 0) return say(err, errcap, rc, "%s", why);
+    return say(err, errcap, rc, "%s %s", prefix, why);
+}
+
 int chain_reader_open(bucket *b, store *s, const chain_options *o, chain_reader **out)
 {
     chain_reader *r = calloc(1, sizeof *r);
@@ -148,7 +157,7 @@ static int read_header(chain_reader *r, uint64_t seq, segment_header *h, char *e
     if (rc == HANU_OK) {
         char why[200];
         rc = segment_read_header(f.obj.data, f.obj.len, h, why, sizeof why);
-        if (rc) say(err, errcap, rc, "segment %" PRIu64 ": %s", seq, why);
+        if (rc) name_segment(err, errcap, rc, seq, why);
         else if (h->sequence != seq)
             rc = say(err, errcap, HANU_ERR_CORRUPT, "segment %" PRIu64 ": the object says it is segment %"
                      PRIu64 " (reordered or copied)", seq, h->sequence);
@@ -240,7 +249,7 @@ static int apply(chain_reader *r, const hanu_buf *obj, uint64_t seq, char *err, 
     segment sg;
     char why[256];
     int rc = segment_decode(obj->data, obj->len, &sg, why, sizeof why);
-    if (rc) return say(err, errcap, rc, "segment %" PRIu64 ": %s", seq, why);
+    if (rc) return name_segment(err, errcap, rc, seq, why);
     if (sg.header.sequence != seq) {
         rc = say(err, errcap, HANU_ERR_CORRUPT, "segment %" PRIu64 ": the object says it is segment %" PRIu64
                  " (reordered or copied)", seq, sg.header.sequence);

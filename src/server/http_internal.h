@@ -14,7 +14,7 @@
 enum http_route {
     ROUTE_HEALTH, ROUTE_STATUS, ROUTE_METRICS, ROUTE_COLLECTIONS, ROUTE_COLLECTION,
     ROUTE_DOC_GET, ROUTE_DOC_PUT, ROUTE_DOC_POST, ROUTE_DOC_DELETE, ROUTE_BATCH,
-    ROUTE_PREFLIGHT, ROUTE_OTHER, ROUTE_FIND, ROUTE_SEARCH, ROUTE_AGGS, ROUTE_DOC_LIST, ROUTE_COUNT
+    ROUTE_PREFLIGHT, ROUTE_OTHER, ROUTE_FIND, ROUTE_SEARCH, ROUTE_AGGS, ROUTE_DOC_LIST, ROUTE_SNAPSHOT, ROUTE_COUNT
 };
 
 typedef struct http_token {
@@ -80,7 +80,7 @@ int http_on_req(server *srv, h2o_req_t *req);
 /* What a path names, by its shape alone. */
 enum http_path {
     PATH_UNKNOWN, PATH_HEALTH, PATH_STATUS, PATH_METRICS, PATH_COLLECTIONS, PATH_COLLECTION,
-    PATH_DOCS, PATH_DOC, PATH_BATCH, PATH_FIND, PATH_SEARCH, PATH_AGGS, PATH_COUNT
+    PATH_DOCS, PATH_DOC, PATH_BATCH, PATH_FIND, PATH_SEARCH, PATH_AGGS, PATH_SNAPSHOT, PATH_COUNT
 };
 
 /* Splits a path (without the query) into at most 4 non-empty segments and names it;
@@ -122,6 +122,14 @@ void http_index_metrics(server *srv, hanu_buf *b);
 /* http_index_stats.c: merges, segments per collection, the document cache. */
 void http_index_more_status(server *srv, json_writer *w);
 void http_index_more_metrics(server *srv, hanu_buf *b);
+
+/* POST /_admin/snapshot (http_snapshot.c): held without blocking the loop until the
+   snapshotter's thread has put the manifest. */
+void http_snapshot(http_call *c);
+void http_snapshot_start(server *srv);
+void http_snapshot_stop(server *srv);   /* held requests get 503 shutting_down */
+/* "snapshot":{...} inside the bucket object of /_status. */
+void http_snapshot_status(server *srv, json_writer *w);
 
 /* Header, body and idle deadlines of HTTP connections (http_timeout.c). */
 int http_timeout_start(server *srv);

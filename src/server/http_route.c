@@ -65,6 +65,7 @@ static const struct { unsigned methods; const char *allow; } path_methods[PATH_C
     [PATH_FIND] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
     [PATH_SEARCH] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
     [PATH_AGGS] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
+    [PATH_SNAPSHOT] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
 };
 
 /* Splits the path (without the query) into its segments and names the route. An
@@ -94,6 +95,7 @@ int http_match_path(const char *path, size_t len, const char *seg[4], size_t seg
         if (SEG_IS(0, "c")) return PATH_COLLECTIONS;
         return PATH_UNKNOWN;
     }
+    if (n == 2 && SEG_IS(0, "_admin") && SEG_IS(1, "snapshot")) return PATH_SNAPSHOT;
     if (!SEG_IS(0, "c")) return PATH_UNKNOWN;
     if (n == 2) return PATH_COLLECTION;
     if (n == 3 && SEG_IS(2, "docs")) return PATH_DOCS;
@@ -120,6 +122,7 @@ static int route_of(int path, unsigned m)
     case PATH_FIND: return ROUTE_FIND;
     case PATH_SEARCH: return ROUTE_SEARCH;
     case PATH_AGGS: return ROUTE_AGGS;
+    case PATH_SNAPSHOT: return ROUTE_SNAPSHOT;
     case PATH_BATCH: return ROUTE_BATCH;
     case PATH_DOC:
         return m & (M_GET | M_HEAD) ? ROUTE_DOC_GET : m == M_PUT ? ROUTE_DOC_PUT
@@ -250,7 +253,7 @@ int http_on_req(server *srv, h2o_req_t *req)
                    ? "unknown bearer token" : "this server needs an Authorization: Bearer token");
         return 0;
     }
-    int takes_body = m == M_POST || (path == PATH_DOC && m == M_PUT);
+    int takes_body = (m == M_POST && path != PATH_SNAPSHOT) || (path == PATH_DOC && m == M_PUT);
     if ((takes_body || req->entity.len) && !content_type_is_json(req)) {
         http_error(c, 415, "unsupported_media_type", "the body must be JSON, sent with "
                    "Content-Type: application/json");
@@ -262,6 +265,7 @@ int http_on_req(server *srv, h2o_req_t *req)
     int is_write = (m & (M_PUT | M_DELETE)) ||
                    (m == M_POST && path != PATH_FIND && path != PATH_SEARCH && path != PATH_AGGS);
     if (is_write && !server_accepts_writes(srv)) { not_leader(c); return 0; }
+    if (path == PATH_SNAPSHOT) { http_snapshot(c); return 0; }
     ssize_t cl = http_decode_segment(seg[1], segl[1], c->col, STORE_DB_NAME_MAX);
     if (cl <= 0 || is_dot_segment(c->col, (size_t)cl) || !store_db_name_valid(c->col, (size_t)cl)) {
         http_error(c, 400, "invalid_collection", "collection names are 1-64 bytes of A-Z a-z 0-9 _ . -, "

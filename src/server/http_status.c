@@ -19,7 +19,7 @@ _Static_assert(ROUTE_COUNT <= HTTP_ROUTE_SLOTS, "the server's counters need a sl
 
 static const char *route_names[ROUTE_COUNT] = {
     "health", "status", "metrics", "collections", "collection", "doc_get", "doc_put",
-    "doc_post", "doc_delete", "batch", "preflight", "other", "find", "search", "aggs", "doc_list",
+    "doc_post", "doc_delete", "batch", "preflight", "other", "find", "search", "aggs", "doc_list", "snapshot",
 };
 static const int status_codes[HTTP_STATUS_SLOTS] = {
     200, 201, 204, 304, 400, 401, 403, 404, 405, 409, 412, 413, 415, 421, 422, 500, 501, 503, 0, 0,
@@ -74,16 +74,33 @@ void http_status_reply(http_call *c)
     if (srv->sealer) {   /* the bucket: what is sealed there and what it cost */
         sealer_stats ss;
         sealer_get_stats(srv->sealer, &ss);
+        bucket_counters bc;
+        bucket_get_counters(srv->bucket, &bc);
         json_write_key(&w, "bucket", 6);
         json_write_object_begin(&w);
         const server_json_field bf[] = {
             { "class_a", ss.class_a }, { "class_b", ss.class_b }, { "sealed_txn", ss.sealed_txn },
             { "segment", ss.sequence }, { "segments_put", ss.segments }, { "bytes_put", ss.bytes },
             { "failed_puts", ss.failed_puts }, { "last_upload_ms", ss.last_upload_ms },
+            { "retries", bc.retries }, { "bytes_up", bc.bytes_up },
         };
         server_json_fields(&w, bf, sizeof bf / sizeof *bf);
         json_write_key(&w, "sealer_ok", 9);
         json_write_bool(&w, ss.status == HANU_OK);
+        http_snapshot_status(srv, &w);
+        if (srv->rebuilt) {   /* this start rebuilt the data directory from the bucket */
+            json_write_key(&w, "rebuild", 7);
+            json_write_object_begin(&w);
+            const server_json_field rf[] = {
+                { "ms", srv->rebuild.ms }, { "fetch_ms", srv->rebuild.fetch_ms },
+                { "replay_ms", srv->rebuild.replay_ms }, { "cpu_ms", srv->rebuild.cpu_ms },
+                { "records", srv->rebuild.records },
+                { "segments", srv->rebuild.segments }, { "bytes", srv->rebuild.bytes },
+                { "last_txn", srv->rebuild.last_txn }, { "next_txn", srv->rebuild.next_txn },
+            };
+            server_json_fields(&w, rf, sizeof rf / sizeof *rf);
+            json_write_object_end(&w);
+        }
         json_write_object_end(&w);
     }
     server_role_status(srv, &w);
@@ -215,9 +232,11 @@ static void store_families(hanu_buf *b, server *srv)
         sealer_get_stats(srv->sealer, &ss);
         scalar(b, "hanudb_bucket_sealed_txn", "gauge", "Highest txn the bucket holds.", ss.sealed_txn);
         scalar(b, "hanudb_bucket_segment", "gauge", "Sequence number of the chain's last segment.", ss.sequence);
-        scalar(b, "hanudb_bucket_class_a_total", "counter", "Bucket requests of class A (put, list, delete).",
-               ss.class_a);
-        scalar(b, "hanudb_bucket_class_b_total", "counter", "Bucket requests of class B (get, head).", ss.class_b);
+        /* One family with the class as a label (promtool reads "_b_" as a unit). */
+        family(b, "hanudb_bucket_requests_total", "counter",
+               "Bucket requests by class: A (put, list, delete), B (get, head).");
+        text(b, "hanudb_bucket_requests_total{class=\"A\"} %llu\n", (unsigned long long)ss.class_a);
+        text(b, "hanudb_bucket_requests_total{class=\"B\"} %llu\n", (unsigned long long)ss.class_b);
         scalar(b, "hanudb_bucket_bytes_put_total", "counter", "Bytes of segments put by this process.", ss.bytes);
         scalar(b, "hanudb_bucket_failed_puts_total", "counter", "Segment puts that failed and were tried again.",
                ss.failed_puts);

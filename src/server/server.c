@@ -38,6 +38,7 @@ void server_options_default(server_options *o)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     o->query_threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (uint32_t)cpus;
     o->query_queue = 1024;
+    o->snapshot_segments = 64;
 }
 
 int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
@@ -163,6 +164,7 @@ void server_check_sealer(server *srv)
     waiters_advance(&srv->waits, WAIT_BUCKET, srv->waits.reached[WAIT_BUCKET], 1);
 }
 
+/* The bucket itself, before the store: a rebuild reads it first. */
 int server_bucket_open(server *srv, char *err, size_t errcap)
 {
     const server_options *o = &srv->opt;
@@ -170,7 +172,53 @@ int server_bucket_open(server *srv, char *err, size_t errcap)
     bucket_options_default(&bo);
     bo.latency_put_ms = o->bucket_latency_put_ms;
     bo.latency_get_ms = o->bucket_latency_get_ms;
+    bo.fail_rate = o->bucket_fail_rate;
+    bo.timeout_rate = o->bucket_timeout_rate;
     return bucket_open(o->bucket_url, &bo, &srv->bucket, err, errcap);
+}
+
+/* Before the store opens: whether DATA is to be rebuilt from the bucket (empty, or an
+   unfinished rebuild), and if so the directory and the snapshot's files. */
+static int rebuild_begin(server *srv, int *rebuilding, char *err, size_t errcap)
+{
+    const server_options *o = &srv->opt;
+    const char *data = o->store.data_dir ? o->store.data_dir : ".";
+    *rebuilding = 0;
+    /* A follower or standby boots from the chain itself (follower.h), and must not
+       move its numbering as a rebuilt writer does. */
+    if (!o->bucket_url || o->follow || o->lease) return HANU_OK;
+    int rc = server_bucket_open(srv, err, errcap);
+    if (rc == HANU_OK) rc = rebuild_wanted(data, srv->bucket, rebuilding, err, errcap);
+    if (rc || !*rebuilding) return rc;
+    srv->rebuild_started_ns = hanu_now_ns();
+    rc = rebuild_prepare(data, srv->bucket, 0, 0, 1, &srv->rebuild, err, errcap);
+    if (rc == HANU_OK && srv->rebuild.resumed)
+        fprintf(stderr, "hanudb: %s holds an interrupted rebuild (%s): resuming it from %s before serving\n", data,
+                REBUILD_MARKER, o->bucket_url);
+    else if (rc == HANU_OK)
+        fprintf(stderr, "hanudb: %s is empty and %s holds a chain: rebuilding before serving\n", data, o->bucket_url);
+    return rc;
+}
+
+/* After the store and the index opened: the chain replayed to its end, the sealer's
+   watermark at the end, numbering moved above anything the lost machine handed out. */
+static int rebuild_end(server *srv, char *err, size_t errcap)
+{
+    const char *data = srv->opt.store.data_dir ? srv->opt.store.data_dir : ".";
+    rebuild_replay_options ro = { .who = "hanudb: rebuild" };
+    int rc = rebuild_replay(srv->store, srv->bucket, &ro, &srv->rebuild, err, errcap);
+    if (rc == HANU_OK) rc = rebuild_finish(srv->store, data, &srv->rebuild, err, errcap);
+    if (rc) return rc;
+    srv->rebuild.ms = (hanu_now_ns() - srv->rebuild_started_ns) / 1000000;
+    srv->rebuilt = 1;
+    fprintf(stderr, "hanudb: rebuilt from the bucket in %llu ms (fetch %llu ms, replay %llu ms, CPU %llu ms): "
+            "%llu segments, %llu records up to txn %llu; new writes get txns from %llu\n",
+            (unsigned long long)srv->rebuild.ms, (unsigned long long)srv->rebuild.fetch_ms,
+            (unsigned long long)srv->rebuild.replay_ms, (unsigned long long)srv->rebuild.cpu_ms,
+            (unsigned long long)srv->rebuild.segments,
+            (unsigned long long)srv->rebuild.records, (unsigned long long)srv->rebuild.last_txn,
+            (unsigned long long)srv->rebuild.next_txn);
+    return HANU_OK;
 }
 
 /* Opens the bucket and starts the sealer when --bucket is given; a follower or a
@@ -180,7 +228,7 @@ static int open_bucket(server *srv, char *err, size_t errcap)
     const server_options *o = &srv->opt;
     if (o->follow || o->lease) return server_role_open(srv, err, errcap);
     if (!o->bucket_url) return HANU_OK;
-    int rc = server_bucket_open(srv, err, errcap);
+    int rc = srv->bucket ? HANU_OK : server_bucket_open(srv, err, errcap);
     if (rc) return rc;
     sealer_options so;
     sealer_options_default(&so);
@@ -194,9 +242,86 @@ static int open_bucket(server *srv, char *err, size_t errcap)
         return rc;
     }
     uint64_t sealed = sealer_sealed_txn(srv->sealer);
+    fprintf(stderr, "hanudb: sealing the log into %s (bucket holds txns up to %llu)\n", o->bucket_url,
+            (unsigned long long)sealed);
     atomic_store(&srv->sealed_txn, sealed);
     srv->waits.reached[WAIT_BUCKET] = sealed;
     return HANU_OK;
+}
+
+/* Loop thread: the snapshotter asked for the active log file to be sealed (the
+   loop is the store's writer thread, so no write lands in between). */
+static void on_snapshot_messages(h2o_multithread_receiver_t *receiver, h2o_linklist_t *messages)
+{
+    server *srv = H2O_STRUCT_FROM_MEMBER(server, snap_receiver, receiver);
+    while (!h2o_linklist_is_empty(messages)) h2o_linklist_unlink(messages->next);
+    pthread_mutex_lock(&srv->snap_mu);
+    if (srv->snap_rotate_asked && !srv->snap_refuse) {
+        srv->snap_rotate_rc = snapshot_rotate_here(srv->store, &srv->snap_rotate_txn, &srv->snap_rotate_file);
+        srv->snap_rotate_asked = 0;
+        srv->snap_rotate_done = 1;
+        pthread_cond_broadcast(&srv->snap_cv);
+    }
+    pthread_mutex_unlock(&srv->snap_mu);
+}
+
+/* Snapshot thread: has the loop rotate and waits for it (STOPPED once the loop
+   no longer serves it, at shutdown). */
+static int rotate_on_loop(void *ctx, uint64_t *txn, uint32_t *active_file)
+{
+    server *srv = ctx;
+    pthread_mutex_lock(&srv->snap_mu);
+    int refused = srv->snap_refuse;
+    srv->snap_rotate_asked = !refused;
+    srv->snap_rotate_done = 0;
+    pthread_mutex_unlock(&srv->snap_mu);
+    if (refused) return HANU_ERR_STOPPED;
+    h2o_multithread_send_message(&srv->snap_receiver, &srv->snap_msg);
+    pthread_mutex_lock(&srv->snap_mu);
+    while (!srv->snap_rotate_done && !srv->snap_refuse) pthread_cond_wait(&srv->snap_cv, &srv->snap_mu);
+    int rc = srv->snap_rotate_done ? srv->snap_rotate_rc : HANU_ERR_STOPPED;
+    *txn = srv->snap_rotate_txn;
+    *active_file = srv->snap_rotate_file;
+    pthread_mutex_unlock(&srv->snap_mu);
+    return rc;
+}
+
+/* Snapshot thread: the index commits up to txn (its files go in the snapshot). */
+static int index_commit_for_snapshot(void *ctx, uint64_t txn)
+{
+    server *srv = ctx;
+    return indexer_wait_txn(srv->indexer, txn, 600000);   /* a large backlog takes minutes */
+}
+
+/* Starts the snapshotter once the sealer runs (--bucket). */
+static int open_snapshots(server *srv, char *err, size_t errcap)
+{
+    if (!srv->sealer) return HANU_OK;
+    pthread_mutex_init(&srv->snap_mu, NULL);
+    pthread_cond_init(&srv->snap_cv, NULL);
+    h2o_multithread_register_receiver(srv->queue, &srv->snap_receiver, on_snapshot_messages);
+    snapshot_options so;
+    snapshot_options_default(&so);
+    so.data_dir = srv->opt.store.data_dir ? srv->opt.store.data_dir : ".";
+    so.index_dir = "index";
+    so.every_segments = srv->opt.snapshot_segments;
+    so.rotate = rotate_on_loop;
+    so.index_commit = index_commit_for_snapshot;
+    so.ctx = srv;
+    return snapshot_open(srv->store, srv->bucket, srv->sealer, &so, &srv->snapshotter, err, errcap);
+}
+
+/* Before the sealer closes: no more rotations, the thread stopped. */
+static void close_snapshots(server *srv)
+{
+    if (!srv->snapshotter) return;
+    pthread_mutex_lock(&srv->snap_mu);
+    srv->snap_refuse = 1;
+    pthread_cond_broadcast(&srv->snap_cv);
+    pthread_mutex_unlock(&srv->snap_mu);
+    snapshot_close(srv->snapshotter);
+    srv->snapshotter = NULL;
+    h2o_multithread_unregister_receiver(srv->queue, &srv->snap_receiver);
 }
 
 /* Loop thread. */
@@ -267,7 +392,14 @@ int server_run(const server_options *o)
     so.on_durable = on_durable_from_log;
     so.ctx = srv;
     char err[1024] = "";
-    int rc = store_open(&so, &srv->store, err, sizeof err);
+    int rebuilding = 0;
+    int rc = rebuild_begin(srv, &rebuilding, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "hanudb: bucket %s: %s\n", o->bucket_url, err[0] ? err : hanu_status_str(rc));
+        bucket_close(srv->bucket);
+        return 2;
+    }
+    rc = store_open(&so, &srv->store, err, sizeof err);
     if (rc) {
         fprintf(stderr, "hanudb: cannot open the store: %s\n", err[0] ? err : hanu_status_str(rc));
         return 2;
@@ -279,15 +411,31 @@ int server_run(const server_options *o)
         store_close(srv->store);
         return 2;
     }
+    if (rebuilding && (rc = rebuild_end(srv, err, sizeof err)) != HANU_OK) {
+        fprintf(stderr, "hanudb: rebuild from %s failed: %s\n", o->bucket_url, err[0] ? err : hanu_status_str(rc));
+        bucket_close(srv->bucket);
+        indexer_close(srv->indexer);
+        store_close(srv->store);
+        return rc == HANU_ERR_CORRUPT ? SERVER_EXIT_BROKEN_CHAIN : 2;
+    }
     if ((rc = open_bucket(srv, err, sizeof err)) != HANU_OK) {
         fprintf(stderr, "hanudb: bucket %s: %s\n", o->bucket_url, err[0] ? err : hanu_status_str(rc));
         indexer_close(srv->indexer);
         store_close(srv->store);
         return rc == HANU_ERR_FENCED ? SERVER_EXIT_FENCED : 2;
     }
+    if ((rc = open_snapshots(srv, err, sizeof err)) != HANU_OK) {
+        fprintf(stderr, "hanudb: snapshots: %s\n", err[0] ? err : hanu_status_str(rc));
+        sealer_close(srv->sealer);
+        bucket_close(srv->bucket);
+        indexer_close(srv->indexer);
+        store_close(srv->store);
+        return 2;
+    }
     if (http_start(srv, err, sizeof err) != HANU_OK || kv_listen(srv, o->kv_addr, err, sizeof err) != HANU_OK) {
         fprintf(stderr, "hanudb: %s\n", err);
         server_role_close(srv);
+        close_snapshots(srv);
         sealer_close(srv->sealer);
         bucket_close(srv->bucket);
         indexer_close(srv->indexer);
@@ -332,12 +480,17 @@ int server_run(const server_options *o)
     h2o_socket_read_stop(sig);
     h2o_socket_close(sig);
     h2o_evloop_run(srv->loop, 0);
+    close_snapshots(srv);        /* before the sealer and the store it uses */
     sealer_close(srv->sealer);   /* before the store it reads */
     srv->sealer = NULL;
     server_role_close(srv);      /* after the last seal: may hand the lease on; before the store */
     bucket_close(srv->bucket);
     indexer_close(srv->indexer);   /* before the store it follows */
     store_close(srv->store);
+    /* The sealer's and the commit thread's last messages may still be queued (h2o
+       asserts none is left when the receiver goes): take them now that no thread is
+       left to send more. */
+    h2o_evloop_run(srv->loop, 0);
     fprintf(stderr, "hanudb: stopped cleanly\n");
     h2o_multithread_unregister_receiver(srv->queue, &srv->durable_receiver);
     hanu_buf_free(&srv->scratch);

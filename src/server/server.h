@@ -30,8 +30,8 @@ typedef struct server_options {
     uint32_t http_idle_timeout_ms;    /* keep-alive connection between requests: closed; default 75 000 */
     uint64_t idempotency_ttl_s;     /* default 86 400 */
     int open_metrics;               /* /metrics and /_status without a token */
-    /* the bucket (docs/BUCKET.md): NULL = none yet (the default will be DATA.bucket
-       once a fresh data directory rebuilds from it) */
+    /* the bucket (docs/BUCKET.md): NULL = none (hanudb serve passes file://DATA.bucket
+       unless --bucket or --no-bucket); an empty DATA with a non-empty bucket is rebuilt */
     const char *bucket_url;         /* file:///path or s3://bucket/prefix */
     uint32_t seal_interval_ms;      /* default 1000 */
     uint32_t bucket_latency_put_ms, bucket_latency_get_ms;   /* simulated object store */
@@ -42,6 +42,8 @@ typedef struct server_options {
     uint32_t lease_ttl_ms;          /* default 10 000 */
     uint32_t poll_ms;               /* a follower polls the chain this often, default 1000 */
     const char *advertise;          /* URL written into the lease, shown by followers' 421s */
+    uint32_t snapshot_segments;     /* with a bucket: a snapshot every N segments (default 64; 0: only when asked) */
+    double bucket_fail_rate, bucket_timeout_rate;          /* injected failures (tests) */
     /* the documents index (DATA/index) and the queries over it */
     uint32_t index_commit_ms;       /* the indexer commits this often, default 500 */
     uint32_t min_txn_wait_ms;       /* longest a query waits for its min_txn, default 5000 */
@@ -56,8 +58,11 @@ typedef struct server_options {
 
 /* Exit status of serve when another writer extended the bucket's chain (fenced). */
 #define SERVER_EXIT_FENCED 3
+/* Exit status of serve when a rebuild from the bucket found the chain broken (a
+   segment damaged, missing, out of order or foreign): nothing is served. */
+#define SERVER_EXIT_BROKEN_CHAIN 4
 /* Exit status of serve when a lease holder could not renew its lease in time. */
-#define SERVER_EXIT_LEASE_LOST 4
+#define SERVER_EXIT_LEASE_LOST 5
 
 void server_options_default(server_options *o);
 /* Runs until SIGINT/SIGTERM, then shuts down gracefully. Returns the exit status;

@@ -12,9 +12,11 @@
 #include "server/kv_proto.h"
 #include "server/waiters.h"
 #include "bucket/bucket.h"
+#include "replica/rebuild.h"
 #include "replica/sealer.h"
 #include "replica/follower.h"
 #include "replica/lease.h"
+#include "replica/snapshot.h"
 #include "json/json.h"
 #include "index/index.h"
 
@@ -23,7 +25,7 @@ struct http_token;
 
 #define HTTP_LATENCY_BUCKETS 16
 #define HTTP_STATUS_SLOTS 20
-#define HTTP_ROUTE_SLOTS 16          /* at least ROUTE_COUNT (http_internal.h) */
+#define HTTP_ROUTE_SLOTS 24          /* at least ROUTE_COUNT (http_internal.h) */
 
 typedef struct server {
     server_options opt;
@@ -53,6 +55,9 @@ typedef struct server {
     _Atomic(sealer *) promoted;
     _Atomic int promotion_failed;
     int lease_lost;                 /* the lease expired unrenewed: exit with its status */
+    rebuild_stats rebuild;          /* this start rebuilt DATA from the bucket when rebuilt */
+    int rebuilt;
+    uint64_t rebuild_started_ns;
     _Atomic int store_failed;
     waiters waits;                  /* answers of both faces held for a watermark (loop thread) */
 
@@ -98,6 +103,20 @@ typedef struct server {
     h2o_timeout_t expire_timeout;
     h2o_timeout_entry_t expire_entry;
     uint64_t idempotency_expired;
+    /* snapshots (replica/snapshot.h): its thread asks the loop to rotate the log
+       (a message, then waits on snap_cv); POST /_admin/snapshot requests wait in
+       snapshot_waits (http_snapshot.c) */
+    snapshotter *snapshotter;
+    h2o_multithread_receiver_t snap_receiver;
+    h2o_multithread_message_t snap_msg;
+    pthread_mutex_t snap_mu;
+    pthread_cond_t snap_cv;
+    int snap_rotate_asked, snap_rotate_done, snap_rotate_rc, snap_refuse;
+    uint64_t snap_rotate_txn;
+    uint32_t snap_rotate_file;
+    h2o_linklist_t snapshot_waits;
+    h2o_timeout_t snapshot_wait_timeout;
+    h2o_timeout_entry_t snapshot_wait_entry;
     h2o_linklist_t query_waits;     /* queries held for their min_txn (http_query.c) */
     h2o_timeout_t query_wait_timeout;
     h2o_timeout_entry_t query_wait_entry;

@@ -1151,6 +1151,11 @@ int store_rotate(store *s)
     return rc;
 }
 
+uint32_t store_active_file(store *s)
+{
+    return log_writer_active_id(s->log);
+}
+
 void store_get_stats(store *s, store_stats *st)
 {
     memset(st, 0, sizeof *st);

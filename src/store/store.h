@@ -144,6 +144,9 @@ int store_flush(store *s);
 /* Compacts every sealed file worth it (ratio), or all sealed files when force. */
 int store_compact(store *s, int force, char *err, size_t errcap);
 int store_rotate(store *s);               /* seal the active file now */
+/* The id of the log file being written (writer thread: right after store_rotate,
+   every file with a lower id is sealed). */
+uint32_t store_active_file(store *s);
 
 /* ---- the change feed and watermarks (store_feed.c) ---- */
 

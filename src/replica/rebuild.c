@@ -1,0 +1,279 @@
+/*
+ * rebuild.c: a data directory back from the bucket: snapshot, chain replay, and
+ * for serve the watermark and the jump in numbering (rebuild.h).
+ */
+#include "replica/rebuild.h"
+#include "replica/snapshot.h"
+#include "replica/chain.h"
+#include "replica/sealer.h"
+#include "bucket/segment.h"
+
+#include <dirent.h>
+#include <ftw.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int marker_path(const char *data_dir, char *out, size_t cap)
+{
+    return (size_t)snprintf(out, cap, "%s/%s", data_dir, REBUILD_MARKER) < cap ? HANU_OK : HANU_ERR_INVALID;
+}
+
+/* 1 when dir holds no entry (or does not exist), 0 when it holds some, -1 on error. */
+static int dir_is_empty(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? 1 : -1;
+    struct dirent *de;
+    int empty = 1;
+    while (empty && (de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) empty = 0;
+    closedir(d);
+    return empty;
+}
+
+static int has_marker(const char *data_dir)
+{
+    char p[4096];
+    return marker_path(data_dir, p, sizeof p) == HANU_OK && access(p, F_OK) == 0;
+}
+
+static int stop_at_first(void *ctx, const char *key, uint64_t size)
+{
+    (void)size;
+    uint64_t seq;
+    if (segment_key_parse(key, &seq) != HANU_OK) return 0;   /* a stray object is no chain */
+    *(int *)ctx = 1;
+    return 1;
+}
+
+int rebuild_wanted(const char *data_dir, bucket *b, int *wanted, char *err, size_t errcap)
+{
+    *wanted = 0;
+    if (has_marker(data_dir)) { *wanted = 1; return HANU_OK; }
+    int empty = dir_is_empty(data_dir);
+    if (empty < 0) {
+        snprintf(err, errcap, "cannot read the data directory %s: %s", data_dir, strerror(errno));
+        return HANU_ERR_IO;
+    }
+    if (!empty) return HANU_OK;   /* it recovers from its own log */
+    int found = 0;
+    int rc = bucket_list(b, SEGMENT_KEY_PREFIX, stop_at_first, &found, err, errcap);
+    if (rc == HANU_OK) *wanted = found;
+    return rc;
+}
+
+static void say_fetch(void *ctx, uint64_t bytes, uint64_t bytes_total, uint32_t files, uint32_t files_total,
+                      double bytes_per_s)
+{
+    (void)ctx;
+    fprintf(stderr, "rebuild: snapshot %u of %u files, %.1f of %.1f MB, %.1f MB/s\n", files, files_total,
+            (double)bytes / 1e6, (double)bytes_total / 1e6, bytes_per_s / 1e6);
+}
+
+int rebuild_fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t max_time_ms,
+                           uint64_t *txn, char *err, size_t errcap)
+{
+    *txn = 0;
+    /* Manifests are chosen by txn; a restore --at replays the chain from its start
+       (retention may have removed it: then the restore says so). */
+    if (max_time_ms) return HANU_ERR_NOT_FOUND;
+    snapshot_fetched f;
+    int rc = snapshot_fetch(b, data_dir, max_txn ? max_txn : UINT64_MAX, &f, say_fetch, NULL, err, errcap);
+    if (rc == HANU_OK) {
+        *txn = f.txn;
+        fprintf(stderr, "rebuild: snapshot %s: %u files, %.1f MB in %llu ms, txns up to %llu\n", f.manifest,
+                f.files, (double)f.bytes / 1e6, (unsigned long long)f.ms, (unsigned long long)f.txn);
+    }
+    return rc;
+}
+
+static int fsync_parent(const char *path)
+{
+    char parent[4200];
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    if (slash == parent) slash[1] = '\0';
+    else if (slash) *slash = '\0';
+    else snprintf(parent, sizeof parent, ".");
+    return hanu_fsync_dir(parent);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st; (void)flag; (void)ftw;
+    return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* The snapshot is fetched beside the data directory and renamed into place once
+   whole, with the marker in it: a crash during the fetch leaves the data directory
+   empty (the next start fetches again), never half a snapshot without a marker. */
+static int fetch_into_place(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t max_time_ms, int mark,
+                            uint64_t *txn, char *err, size_t errcap);
+static int write_marker(const char *data_dir, char *err, size_t errcap)
+{
+    char p[4096];
+    if (marker_path(data_dir, p, sizeof p) != HANU_OK) return HANU_ERR_INVALID;
+    static const char text[] = "a rebuild from the bucket is in progress; serve resumes it\n";
+    if (hanu_replace_file(p, text, sizeof text - 1) != HANU_OK) {
+        snprintf(err, errcap, "cannot write %s: %s", p, strerror(errno));
+        return HANU_ERR_IO;
+    }
+    return HANU_OK;
+}
+
+int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, uint64_t max_time_ms, int mark,
+                    rebuild_stats *st, char *err, size_t errcap)
+{
+    if (has_marker(data_dir)) {   /* resuming: the store holds what was replayed */
+        st->resumed = 1;
+        return HANU_OK;
+    }
+    int empty = dir_is_empty(data_dir);
+    if (empty != 1) {
+        snprintf(err, errcap, "%s is not empty: rebuild and restore write only into an empty directory",
+                 data_dir);
+        return empty < 0 ? HANU_ERR_IO : HANU_ERR_INVALID;
+    }
+    if (hanu_mkdir_p(data_dir) != HANU_OK) {
+        snprintf(err, errcap, "cannot create %s: %s", data_dir, strerror(errno));
+        return HANU_ERR_IO;
+    }
+    uint64_t t0 = hanu_now_ns();
+    int rc = fetch_into_place(b, data_dir, max_txn, max_time_ms, mark, &st->snapshot_txn, err, errcap);
+    st->fetch_ms += (hanu_now_ns() - t0) / 1000000;
+    if (rc == HANU_ERR_NOT_FOUND) {   /* no snapshot: the whole chain is replayed */
+        if (err && errcap) err[0] = '\0';
+        rc = mark ? write_marker(data_dir, err, errcap) : HANU_OK;
+    }
+    return rc;
+}
+
+static int fetch_into_place(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t max_time_ms, int mark,
+                            uint64_t *txn, char *err, size_t errcap)
+{
+    char staging[4200];
+    if ((size_t)snprintf(staging, sizeof staging, "%s.fetching", data_dir) >= sizeof staging) return HANU_ERR_INVALID;
+    if (nftw(staging, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT) {
+        snprintf(err, errcap, "cannot remove the unfinished fetch %s: %s", staging, strerror(errno));
+        return HANU_ERR_IO;
+    }
+    int rc = rebuild_fetch_snapshot(b, staging, max_txn, max_time_ms, txn, err, errcap);
+    if (rc == HANU_OK && mark) rc = write_marker(staging, err, errcap);
+    if (rc == HANU_OK && (rmdir(data_dir) != 0 || rename(staging, data_dir) != 0 || fsync_parent(data_dir))) {
+        snprintf(err, errcap, "cannot move the fetched snapshot %s to %s: %s", staging, data_dir, strerror(errno));
+        rc = HANU_ERR_IO;
+    }
+    if (rc) (void)nftw(staging, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return rc;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+typedef struct progress_ctx {
+    const rebuild_replay_options *o;
+    uint64_t started_ns, printed_ns;
+} progress_ctx;
+
+static void print_progress(const progress_ctx *pc, const chain_progress *p, const char *what)
+{
+    double s = (double)(hanu_now_ns() - pc->started_ns) / 1e9;
+    fprintf(stderr, "%s: %s%llu segments, %llu records, %.1f MB, %.0f records/s, at txn %llu\n",
+            pc->o->who ? pc->o->who : "rebuild", what, (unsigned long long)p->segments,
+            (unsigned long long)p->records, (double)p->bytes / 1e6, s > 0 ? (double)p->records / s : 0.0,
+            (unsigned long long)p->last_txn);
+}
+
+/* After each applied segment: one line a second at most. */
+static void on_progress(void *ctx, const chain_progress *p)
+{
+    progress_ctx *pc = ctx;
+    uint64_t now = hanu_now_ns();
+    if (pc->o->quiet || now - pc->printed_ns < 1000000000ull) return;
+    pc->printed_ns = now;
+    print_progress(pc, p, "");
+}
+
+int rebuild_replay(store *s, bucket *b, const rebuild_replay_options *o, rebuild_stats *st, char *err,
+                   size_t errcap)
+{
+    progress_ctx pc = { o, hanu_now_ns(), hanu_now_ns() };
+    uint64_t cpu0 = thread_cpu_ns();
+    chain_options co;
+    chain_options_default(&co);
+    co.stop_txn = o->stop_txn;
+    co.stop_time_ms = o->stop_time_ms;
+    co.progress = on_progress;
+    co.ctx = &pc;
+    chain_reader *r = NULL;
+    int rc = chain_reader_open(b, s, &co, &r);
+    if (rc) {
+        snprintf(err, errcap, "cannot start the chain reader: %s", hanu_status_str(rc));
+        return rc;
+    }
+    uint64_t applied = 1;
+    /* Nobody else writes the bucket's chain meanwhile; polling until nothing new also
+       covers a writer that was still sealing. */
+    /* A failed request (the bucket's own retries exhausted) leaves the reader where it
+       was: it is asked again with a growing pause, since giving up would leave the
+       directory half rebuilt. Damage and mismatches are final. */
+    uint32_t failures = 0;
+    while ((rc == HANU_OK && applied && !chain_reader_stopped(r)) || (rc == HANU_ERR_IO && failures < 12)) {
+        if (rc == HANU_ERR_IO) {
+            failures++;
+            if (!o->quiet) fprintf(stderr, "rebuild: %s; trying again (%u)\n", err, failures);
+            usleep(HANU_MIN(100000u << HANU_MIN(failures, 6u), 5000000u));
+            applied = 1;
+        }
+        rc = chain_reader_poll(r, &applied, err, errcap);
+    }
+    /* A segment listed past the end is a hole in the chain, unless we stopped early
+       on purpose. */
+    st->stopped = chain_reader_stopped(r);
+    if (rc == HANU_OK && !st->stopped) rc = chain_reader_check_end(r, err, errcap);
+    chain_progress p;
+    chain_reader_progress(r, &p);
+    chain_reader_close(r);
+    st->records += p.records;
+    st->segments += p.segments;
+    st->bytes += p.bytes;
+    st->fetch_ms += p.fetch_ns / 1000000;
+    st->replay_ms += p.replay_ns / 1000000;
+    st->last_txn = store_last_txn(s);
+    st->cpu_ms += (thread_cpu_ns() - cpu0) / 1000000;
+    if (rc == HANU_OK && !o->quiet) print_progress(&pc, &p, "done: ");
+    return rc;
+}
+
+int rebuild_finish(store *s, const char *data_dir, rebuild_stats *st, char *err, size_t errcap)
+{
+    uint64_t last = store_last_txn(s), at = 0;
+    /* The sealer continues the chain after what was replayed instead of sealing it
+       again (sealer_open would move a lagging watermark up too; this says it first). */
+    int rc = store_watermark_register(s, SEALER_WATERMARK, &at);
+    if (rc == HANU_OK && last > at) rc = store_watermark_advance(s, SEALER_WATERMARK, last);
+    /* The lost machine may have answered writes above the bucket (durability local or
+       none) that never reached it: their txns must never name other writes. */
+    st->next_txn = last + REBUILD_TXN_GAP;
+    if (rc == HANU_OK) rc = store_skip_txns(s, st->next_txn);
+    if (rc == HANU_OK) rc = store_sync(s);
+    if (rc) {
+        snprintf(err, errcap, "cannot finish the rebuild (watermark and numbering): %s", hanu_status_str(rc));
+        return rc;
+    }
+    char p[4096];
+    if (marker_path(data_dir, p, sizeof p) != HANU_OK || (unlink(p) != 0 && errno != ENOENT) ||
+        hanu_fsync_dir(data_dir) != HANU_OK) {
+        snprintf(err, errcap, "cannot remove %s: %s", p, strerror(errno));
+        return HANU_ERR_IO;
+    }
+    return HANU_OK;
+}
