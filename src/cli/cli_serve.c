@@ -97,6 +97,7 @@ int cli_serve_main(int argc, char **argv)
     int no_bucket = 0;
     char bucket_url[4200];
     uint64_t index_commit_ms = o.index_commit_ms, min_txn_wait_ms = o.min_txn_wait_ms;
+    uint64_t lease_ttl_s = 10, poll_ms = 1000;
     uint64_t max_segment_mb = o.index_max_segment_bytes >> 20, doc_cache_bytes = o.doc_cache_bytes;
     const char *merge_policy = "default";
     uint64_t query_threads = o.query_threads, query_queue = o.query_queue;
@@ -148,6 +149,15 @@ int cli_serve_main(int argc, char **argv)
                                                                 "with a 503 before they act (0..0.9)" },
         { "bucket-timeout-rate", CLI_DOUBLE, &o.bucket_timeout_rate, "tests: share of bucket requests that act "
                                                                       "and lose their answer (0..0.9)" },
+        { "follow", CLI_FLAG, &o.follow, "with --bucket: a read-only replica that applies the bucket's chain "
+                                         "and answers writes with 421 not_leader (docs/REPLICATION.md)" },
+        { "lease", CLI_FLAG, &o.lease, "with --bucket: start as a standby follower; take the writer's lease "
+                                       "when it is free or expired and become the leader" },
+        { "lease-ttl", CLI_U64, &lease_ttl_s, "with --lease: seconds a lease lasts unrenewed (default 10)" },
+        { "poll-ms", CLI_U64, &poll_ms, "with --follow or --lease: poll the bucket for new segments this often "
+                                        "(default 1000, at least 100)" },
+        { "advertise", CLI_STR, &o.advertise, "with --lease: this node's URL, written into the lease and shown "
+                                              "to clients that write to a follower" },
         { "index-commit-ms", CLI_U64, &index_commit_ms, "the documents index commits new segments this often "
                                                         "(default 500)" },
         { "filter-cache-bytes", CLI_SIZE, &o.filter_cache_bytes, "bytes of cached equality-filter bitmaps of the "
@@ -170,6 +180,10 @@ int cli_serve_main(int argc, char **argv)
     if ((rc = apply_store_flags(&f, &o.store))) return rc;
     o.bucket_url = buckets.v[0];
     o.bucket_url2 = buckets.v[1];
+    if ((o.follow || o.lease) && !o.bucket_url) {   /* the leader's bucket, not DATA.bucket */
+        fprintf(stderr, "hanudb: --follow and --lease need --bucket URL\n");
+        return 2;
+    }
     if (no_bucket && o.bucket_url) {
         fprintf(stderr, "hanudb: --bucket and --no-bucket exclude each other\n");
         return 2;
@@ -233,6 +247,12 @@ int cli_serve_main(int argc, char **argv)
         return 2;
     }
     o.index_commit_ms = (uint32_t)index_commit_ms;
+    if (lease_ttl_s < 1 || lease_ttl_s > 3600 || poll_ms < 100 || poll_ms > 60000) {
+        fprintf(stderr, "hanudb: --lease-ttl must be 1..3600 seconds, --poll-ms 100..60000\n");
+        return 2;
+    }
+    o.lease_ttl_ms = (uint32_t)(lease_ttl_s * 1000);
+    o.poll_ms = (uint32_t)poll_ms;
     enum index_merge_policy policy;
     if (index_merge_policy_parse(merge_policy, &policy) != HANU_OK) {
         fprintf(stderr, "hanudb: --merge-policy must be default, lazy or none\n");

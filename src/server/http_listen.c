@@ -36,7 +36,7 @@ static void on_expire_sweep(h2o_timeout_entry_t *entry)
 {
     server *srv = H2O_STRUCT_FROM_MEMBER(server, expire_entry, entry);
     size_t n = 0;
-    if (!srv->stopping && docs_idem_expire(srv->store, hanu_wall_ms(), 10000, &n) == HANU_OK)
+    if (!srv->stopping && server_accepts_writes(srv) && docs_idem_expire(srv->store, hanu_wall_ms(), 10000, &n) == HANU_OK)
         srv->idempotency_expired += n;
     h2o_timeout_link(srv->loop, &srv->expire_timeout, &srv->expire_entry);
 }

@@ -180,6 +180,28 @@ static int is_dot_segment(const char *s, size_t n)
     return (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.');
 }
 
+/* 421 on a follower or standby: {"error":{"code":"not_leader","message":..,"leader":URL|null}}. */
+static void not_leader(http_call *c)
+{
+    char url[LEASE_URL_MAX + 1], msg[160];
+    int known = server_leader_url(c->srv, url, sizeof url);
+    snprintf(msg, sizeof msg, "this node is %s and accepts no writes; send them to the leader%s",
+             server_not_leader_why(c->srv),
+             known ? "" : " (unknown here)");
+    hanu_buf b = {0};
+    http_error_json(&b, "not_leader", msg);
+    if (b.len >= 2) {
+        b.len -= 2;   /* reopen the error object for its leader */
+        hanu_buf_append(&b, ",\"leader\":", 10);
+        if (known) json_escape_string(&b, url, strlen(url));
+        else hanu_buf_append(&b, "null", 4);
+        hanu_buf_append(&b, "}}", 2);
+    }
+    c->srv->errors++;
+    http_send(c, 421, (const char *)b.data, b.len);
+    hanu_buf_free(&b);
+}
+
 int http_on_req(server *srv, h2o_req_t *req)
 {
     server_poll_durable(srv);   /* answers waiting for a finished sync go first */
@@ -244,6 +266,9 @@ int http_on_req(server *srv, h2o_req_t *req)
     if (path == PATH_STATUS) { http_status_reply(c); return 0; }
     if (path == PATH_METRICS) { http_metrics_reply(c); return 0; }
     if (path == PATH_COLLECTIONS) { http_collections_list(c); return 0; }
+    int is_write = (m & (M_PUT | M_DELETE)) ||
+                   (m == M_POST && path != PATH_FIND && path != PATH_SEARCH && path != PATH_AGGS);
+    if (is_write && !server_accepts_writes(srv)) { not_leader(c); return 0; }
     if (path == PATH_SNAPSHOT) { http_snapshot(c); return 0; }
     ssize_t cl = http_decode_segment(seg[1], segl[1], c->col, STORE_DB_NAME_MAX);
     if (cl <= 0 || is_dot_segment(c->col, (size_t)cl) || !store_db_name_valid(c->col, (size_t)cl)) {

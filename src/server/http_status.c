@@ -120,6 +120,7 @@ void http_status_reply(http_call *c)
         }
         json_write_object_end(&w);
     }
+    server_role_status(srv, &w);
     http_index_status(srv, &w);
     json_write_object_end(&w);
     if (json_writer_status(&w) != HANU_OK) http_error(c, 500, "internal", "cannot build the status");
@@ -202,6 +203,25 @@ static void kv_families(hanu_buf *b, server *srv)
            "Held answers: HTTP answers and key-value connections waiting for a watermark.", srv->waits.count);
 }
 
+/* Replication: the role, and a follower's position and lag (docs/REPLICATION.md). */
+static void role_families(hanu_buf *b, server *srv)
+{
+    family(b, "hanudb_role", "gauge", "1 for this node's role: leader, follower or standby.");
+    text(b, "hanudb_role{role=\"%s\"} 1\n", server_role_name(srv));
+    if (!srv->follower) return;
+    follower_stats fs;
+    follower_get_stats(srv->follower, &fs);
+    scalar(b, "hanudb_follower_txn", "gauge", "Last txn applied from the bucket's chain.", fs.txn);
+    scalar(b, "hanudb_follower_segment", "gauge", "Sequence of the last segment applied.", fs.segment);
+    scalar(b, "hanudb_follower_lag_txns", "gauge", "Txns the leader announced in its lease and this node "
+           "has not applied.", server_follower_lag_txns(srv, &fs));
+    scalar_double(b, "hanudb_follower_lag_seconds", "gauge", "Time from sealing to applying of the last "
+                  "segment applied.", (double)fs.lag_ms / 1000.0);
+    scalar(b, "hanudb_follower_polls_total", "counter", "Polls of the bucket's chain.", fs.polls);
+    scalar(b, "hanudb_follower_poll_errors_total", "counter", "Polls that failed.", fs.poll_errors);
+    scalar(b, "hanudb_follower_records_total", "counter", "Records replayed from the bucket.", fs.records);
+}
+
 static void store_families(hanu_buf *b, server *srv)
 {
     store_stats st;
@@ -250,6 +270,7 @@ static void store_families(hanu_buf *b, server *srv)
             }
         }
     }
+    role_families(b, srv);
     scalar(b, "hanudb_keydir_bytes", "gauge", "Memory of the key directories.", st.memory_bytes);
     scalar(b, "hanudb_compactions_total", "counter", "Compactions finished.", st.compactions);
     scalar_double(b, "hanudb_compaction_lock_max_seconds", "gauge",

@@ -280,6 +280,16 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
         return;
     }
     int is_write = op == HKV_OP_CREATE || op == HKV_OP_DROP || op >= HKV_OP_SET;
+    if (is_write && !server_accepts_writes(srv)) {
+        /* InvalidRequest keeps old clients working; the message starts with the code. */
+        char url[LEASE_URL_MAX + 1], msg[LEASE_URL_MAX + 160];
+        int known = server_leader_url(srv, url, sizeof url);
+        snprintf(msg, sizeof msg, "not_leader: this node is %s and accepts no writes; the leader is %s",
+                 server_not_leader_why(srv),
+                 known ? url : "unknown here");
+        respond_msg(c, HKV_WIRE_INVALID_REQUEST, msg);
+        return;
+    }
     if (is_write && r.durability == HKV_DUR_BUCKET && !srv->sealer) {
         respond_msg(c, HKV_WIRE_INVALID_REQUEST, "bucket durability is not available (start the server with --bucket URL)");
         return;

@@ -131,7 +131,7 @@ static void on_durable_from_log(void *ctx, uint64_t txn, int failed)
 }
 
 /* Sealer thread: the bucket holds every record up to txn; wake the loop. */
-static void on_sealed_from_sealer(void *ctx, uint64_t txn)
+void server_on_sealed(void *ctx, uint64_t txn)
 {
     server *srv = ctx;
     atomic_store(&srv->sealed_txn, txn);
@@ -180,7 +180,7 @@ static int remirror_twin(bucket *b, char *err, size_t errcap)
 }
 
 /* The bucket itself, before the store: a rebuild reads it first. */
-static int open_bucket_only(server *srv, char *err, size_t errcap)
+int server_bucket_open(server *srv, char *err, size_t errcap)
 {
     const server_options *o = &srv->opt;
     bucket_options bo;
@@ -201,7 +201,16 @@ static int rebuild_begin(server *srv, int *rebuilding, char *err, size_t errcap)
     const char *data = o->store.data_dir ? o->store.data_dir : ".";
     *rebuilding = 0;
     if (!o->bucket_url) return HANU_OK;
-    int rc = open_bucket_only(srv, err, errcap);
+    int rc = server_bucket_open(srv, err, errcap);
+    /* A follower or standby on an empty directory starts from the newest snapshot (so
+       that retention may remove the chain's start) and then follows the chain itself
+       (follower.h); it must not move its numbering as a rebuilt writer does. */
+    if (rc == HANU_OK && (o->follow || o->lease)) {
+        int wanted = 0;
+        rc = rebuild_wanted(data, srv->bucket, &wanted, err, errcap);
+        if (rc == HANU_OK && wanted) rc = rebuild_prepare(data, srv->bucket, 0, 0, 0, &srv->rebuild, err, errcap);
+        return rc;
+    }
     if (rc == HANU_OK) rc = rebuild_wanted(data, srv->bucket, rebuilding, err, errcap);
     if (rc || !*rebuilding) return rc;
     srv->rebuild_started_ns = hanu_now_ns();
@@ -235,12 +244,14 @@ static int rebuild_end(server *srv, char *err, size_t errcap)
     return HANU_OK;
 }
 
-/* Opens the bucket and starts the sealer when --bucket is given. */
+/* Opens the bucket and starts the sealer when --bucket is given; a follower or a
+   standby opens its follower instead (server_role.c). */
 static int open_bucket(server *srv, char *err, size_t errcap)
 {
     const server_options *o = &srv->opt;
+    if (o->follow || o->lease) return server_role_open(srv, err, errcap);
     if (!o->bucket_url) return HANU_OK;
-    int rc = srv->bucket ? HANU_OK : open_bucket_only(srv, err, errcap);
+    int rc = srv->bucket ? HANU_OK : server_bucket_open(srv, err, errcap);
     if (rc) return rc;
     if (o->bucket_url2 && (rc = remirror_twin(srv->bucket, err, errcap)) != HANU_OK) {
         bucket_close(srv->bucket);
@@ -250,7 +261,7 @@ static int open_bucket(server *srv, char *err, size_t errcap)
     sealer_options so;
     sealer_options_default(&so);
     so.seal_interval_ms = o->seal_interval_ms ? o->seal_interval_ms : 1000;
-    so.on_sealed = on_sealed_from_sealer;
+    so.on_sealed = server_on_sealed;
     so.ctx = srv;
     rc = sealer_open(srv->store, srv->bucket, &so, &srv->sealer, err, errcap);
     if (rc) {
@@ -347,6 +358,7 @@ static void on_durable_messages(h2o_multithread_receiver_t *receiver, h2o_linkli
     server *srv = H2O_STRUCT_FROM_MEMBER(server, durable_receiver, receiver);
     while (!h2o_linklist_is_empty(messages)) h2o_linklist_unlink(messages->next);
     atomic_store(&srv->durable_msg_pending, 0);
+    server_role_tick(srv);
     server_poll_durable(srv);
 }
 
@@ -450,6 +462,7 @@ int server_run(const server_options *o)
     }
     if (http_start(srv, err, sizeof err) != HANU_OK || kv_listen(srv, o->kv_addr, err, sizeof err) != HANU_OK) {
         fprintf(stderr, "hanudb: %s\n", err);
+        server_role_close(srv);
         close_snapshots(srv);
         sealer_close(srv->sealer);
         bucket_close(srv->bucket);
@@ -466,7 +479,9 @@ int server_run(const server_options *o)
     uint64_t sealer_checked_ns = 0;
     while (!srv->stopping) {
         /* With a sealer the loop wakes at least once a second to look at it. */
-        h2o_evloop_run(srv->loop, srv->sealer ? 1000 : INT32_MAX);
+        /* A lease holder looks at its lease's validity at least every 100 ms. */
+        h2o_evloop_run(srv->loop, srv->lease ? 100 : srv->sealer ? 1000 : INT32_MAX);
+        server_role_tick(srv);
         if (srv->sealer && hanu_now_ns() - sealer_checked_ns > 1000000000ull) {
             sealer_checked_ns = hanu_now_ns();
             server_check_sealer(srv);
@@ -481,7 +496,8 @@ int server_run(const server_options *o)
     kv_shutdown_begin(srv);
     http_shutdown_begin(srv);
     store_sync(srv->store);
-    if (srv->sealer && !srv->fenced) sealer_seal_now(srv->sealer);   /* bucket answers can still go */
+    /* Bucket answers can still go; not after the lease was lost (another node may write now). */
+    if (srv->sealer && !srv->fenced && !srv->lease_lost) sealer_seal_now(srv->sealer);
     uint64_t deadline = hanu_now_ns() + 5000000000ull;
     while ((kv_busy_connections(srv) || http_busy(srv)) && hanu_now_ns() < deadline)
         h2o_evloop_run(srv->loop, 50);
@@ -495,6 +511,7 @@ int server_run(const server_options *o)
     close_snapshots(srv);        /* before the sealer and the store it uses */
     sealer_close(srv->sealer);   /* before the store it reads */
     srv->sealer = NULL;
+    server_role_close(srv);      /* after the last seal: may hand the lease on; before the store */
     bucket_close(srv->bucket);
     indexer_close(srv->indexer);   /* before the store it follows */
     store_close(srv->store);
@@ -506,6 +523,7 @@ int server_run(const server_options *o)
     h2o_multithread_unregister_receiver(srv->queue, &srv->durable_receiver);
     hanu_buf_free(&srv->scratch);
     free(srv->ops_scratch);
-    int status = srv->fenced ? SERVER_EXIT_FENCED : 0;
+    int status = srv->fenced ? SERVER_EXIT_FENCED : srv->lease_lost ? SERVER_EXIT_LEASE_LOST
+               : atomic_load(&srv->promotion_failed) ? 2 : 0;
     return status;
 }

@@ -36,6 +36,13 @@ typedef struct server_options {
     const char *bucket_url2;        /* a second bucket: twin buckets (bucket_twin_open) */
     uint32_t seal_interval_ms;      /* default 1000 */
     uint32_t bucket_latency_put_ms, bucket_latency_get_ms;   /* simulated object store */
+    /* replication (docs/REPLICATION.md): a follower applies the bucket's chain and
+       refuses writes; with a lease, nodes take over writing when the writer is gone */
+    int follow;                     /* --follow: read-only replica of bucket_url */
+    int lease;                      /* --lease: standby that takes the lease when it can */
+    uint32_t lease_ttl_ms;          /* default 10 000 */
+    uint32_t poll_ms;               /* a follower polls the chain this often, default 1000 */
+    const char *advertise;          /* URL written into the lease, shown by followers' 421s */
     uint32_t snapshot_segments;     /* with a bucket: a snapshot every N segments (default 64; 0: only when asked) */
     double bucket_fail_rate, bucket_timeout_rate;          /* injected failures (tests) */
     /* the documents index (DATA/index) and the queries over it */
@@ -55,6 +62,8 @@ typedef struct server_options {
 /* Exit status of serve when a rebuild from the bucket found the chain broken (a
    segment damaged, missing, out of order or foreign): nothing is served. */
 #define SERVER_EXIT_BROKEN_CHAIN 4
+/* Exit status of serve when a lease holder could not renew its lease in time. */
+#define SERVER_EXIT_LEASE_LOST 5
 
 void server_options_default(server_options *o);
 /* Runs until SIGINT/SIGTERM, then shuts down gracefully. Returns the exit status;

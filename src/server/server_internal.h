@@ -14,6 +14,8 @@
 #include "bucket/bucket.h"
 #include "replica/rebuild.h"
 #include "replica/sealer.h"
+#include "replica/follower.h"
+#include "replica/lease.h"
 #include "replica/snapshot.h"
 #include "json/json.h"
 #include "index/index.h"
@@ -45,6 +47,14 @@ typedef struct server {
     sealer *sealer;
     _Atomic uint64_t sealed_txn;
     int fenced;                     /* the sealer stopped for good: exit with its status */
+    /* replication (server_role.c): the role is the loop's; the lease thread promotes
+       and hands the new sealer over through `promoted` and the durable message */
+    int role;                       /* enum server_role */
+    follower *follower;             /* --follow and --lease (NULL: a plain writer) */
+    lease_keeper *lease;            /* --lease */
+    _Atomic(sealer *) promoted;
+    _Atomic int promotion_failed;
+    int lease_lost;                 /* the lease expired unrenewed: exit with its status */
     rebuild_stats rebuild;          /* this start rebuilt DATA from the bucket when rebuilt */
     int rebuilt;
     uint64_t rebuild_started_ns;
@@ -117,12 +127,42 @@ typedef struct server {
     struct http_exports *exports;   /* exports running on their threads (http_export.c) */
 } server;
 
+enum server_role { ROLE_LEADER = 0, ROLE_FOLLOWER, ROLE_STANDBY };
+
+/* Replication (server_role.c). Opens the bucket and the follower (applies the chain)
+   and, with --lease, starts the lease thread; NOT used by a plain writer. */
+int server_role_open(server *srv, char *err, size_t errcap);
+/* Loop thread, every iteration: adopts a finished promotion, fences a writer whose
+   lease is past (stops writes, exits SERVER_EXIT_LEASE_LOST). */
+void server_role_tick(server *srv);
+/* Stops the lease thread and the follower, closes a sealer promoted but not adopted. */
+void server_role_close(server *srv);
+/* A leader that has not lost its lease, and whose lease is valid now: a write checks
+   the lease itself, not only the loop's last look (a process stopped and resumed
+   handles its buffered requests before anything else). */
+int server_accepts_writes(server *srv);
+const char *server_role_name(const server *srv);
+/* Why writes are refused, for the not_leader message: "a follower", "a standby", or
+   "a leader without a valid lease". */
+const char *server_not_leader_why(const server *srv);
+/* The leader's advertised URL as last seen in the lease, into buf: 0 when unknown. */
+int server_leader_url(server *srv, char *buf, size_t cap);
+/* "role", "follower" and "lease" members of _status. */
+void server_role_status(server *srv, json_writer *w);
+/* The follower's lag behind the leader in txns: what the leader announced in its last
+   lease renewal and this node has not applied (0 without a lease). */
+uint64_t server_follower_lag_txns(server *srv, const follower_stats *fs);
+
 int kv_listen(server *srv, const char *addr, char *err, size_t errcap);
 /* Releases answers gated on syncs that completed since the last call; the
  * kv read path calls it too, so that a busy loop answers without waiting
  * for the commit thread's message (measured: 73-79 us later on average). */
 void server_poll_durable(server *srv);
 void server_check_sealer(server *srv);
+/* Sealer thread's callback: publishes the sealed txn and wakes the loop. */
+void server_on_sealed(void *ctx, uint64_t txn);
+/* Opens srv->bucket from the options (--bucket, simulated latencies). */
+int server_bucket_open(server *srv, char *err, size_t errcap);
 void kv_shutdown_begin(server *srv);
 size_t kv_busy_connections(server *srv);
 void kv_close_all(server *srv);

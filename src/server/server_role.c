@@ -1,0 +1,222 @@
+/*
+ * server_role.c: leader, follower or standby (docs/REPLICATION.md). A follower's
+ * thread applies the bucket's chain and is the store's only writer; the loop refuses
+ * writes. With --lease the lease thread takes the lease when it is free or expired
+ * and promotes this node in place: the follower finishes the chain and stops, txn
+ * numbering jumps past anything the old writer may have handed out unsealed, a
+ * sealer opens, and the loop adopts it and starts accepting writes.
+ */
+#include "server/server_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Txns a new writer skips: more than any writer hands out between two seals. */
+#define PROMOTION_TXN_GAP (1ull << 32)
+
+int server_accepts_writes(server *srv)
+{
+    if (srv->role != ROLE_LEADER || srv->lease_lost) return 0;
+    return !srv->lease || lease_keeper_may_write(srv->lease, hanu_now_ns());
+}
+
+const char *server_not_leader_why(const server *srv)
+{
+    return srv->role == ROLE_LEADER ? "a leader without a valid lease"
+         : srv->role == ROLE_FOLLOWER ? "a follower" : "a standby";
+}
+
+const char *server_role_name(const server *srv)
+{
+    return srv->role == ROLE_LEADER ? "leader" : srv->role == ROLE_FOLLOWER ? "follower" : "standby";
+}
+
+static void wake_loop(server *srv)
+{
+    if (!atomic_exchange(&srv->durable_msg_pending, 1))
+        h2o_multithread_send_message(&srv->durable_receiver, &srv->durable_msg);
+}
+
+static uint64_t current_txn(void *ctx)
+{
+    return store_last_txn(((server *)ctx)->store);
+}
+
+/* Lease thread, once the lease is ours. The loop accepts no writes until it adopts
+   the sealer, so this thread may write to the store (the skip) after the follower stopped. */
+static int promote(void *ctx, uint64_t term)
+{
+    server *srv = ctx;
+    char err[512] = "";
+    uint64_t t0 = hanu_now_ns();
+    int rc = follower_finish(srv->follower, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "hanudb: promotion: cannot finish applying the chain: %s\n", err[0] ? err : hanu_status_str(rc));
+        atomic_store(&srv->promotion_failed, 1);
+        wake_loop(srv);
+        return rc;
+    }
+    uint64_t last = store_last_txn(srv->store);
+    /* The old writer may have answered writes (durability none or local) that never
+       reached the bucket: their txns must never be handed out again. */
+    if (last > 0 || term > 1) rc = store_skip_txns(srv->store, last + PROMOTION_TXN_GAP);
+    sealer *z = NULL;
+    if (rc == HANU_OK) {
+        sealer_options so;
+        sealer_options_default(&so);
+        so.seal_interval_ms = srv->opt.seal_interval_ms ? srv->opt.seal_interval_ms : 1000;
+        so.on_sealed = server_on_sealed;
+        so.ctx = srv;
+        rc = sealer_open(srv->store, srv->bucket, &so, &z, err, sizeof err);
+    }
+    if (rc) {
+        fprintf(stderr, "hanudb: promotion: %s\n", err[0] ? err : hanu_status_str(rc));
+        atomic_store(&srv->promotion_failed, rc == HANU_ERR_FENCED ? 2 : 1);
+        wake_loop(srv);
+        return rc;
+    }
+    fprintf(stderr, "hanudb: promoted to leader (term %llu) at txn %llu in %.0f ms%s\n",
+            (unsigned long long)term, (unsigned long long)last, (double)(hanu_now_ns() - t0) / 1e6,
+            last > 0 || term > 1 ? "; new txns skip 2^32" : "");
+    atomic_store(&srv->promoted, z);
+    wake_loop(srv);
+    return 0;
+}
+
+int server_role_open(server *srv, char *err, size_t errcap)
+{
+    const server_options *o = &srv->opt;
+    if (!o->bucket_url) {
+        snprintf(err, errcap, "--follow and --lease need --bucket URL");
+        return HANU_ERR_INVALID;
+    }
+    int rc = srv->bucket ? HANU_OK : server_bucket_open(srv, err, errcap);
+    if (rc) return rc;
+    srv->role = o->lease ? ROLE_STANDBY : ROLE_FOLLOWER;
+    follower_options fo = { .poll_ms = o->poll_ms };
+    rc = follower_open(srv->store, srv->bucket, &fo, &srv->follower, err, errcap);
+    if (rc == HANU_OK && o->lease) {
+        lease_keeper_options ko = { .url = o->advertise, .ttl_ms = o->lease_ttl_ms, .current_txn = current_txn,
+                                    .promote = promote, .ctx = srv };
+        rc = lease_keeper_start(srv->bucket, &ko, &srv->lease, err, errcap);
+    }
+    if (rc) {
+        follower_close(srv->follower);
+        srv->follower = NULL;
+        bucket_close(srv->bucket);
+        srv->bucket = NULL;
+    }
+    return rc;
+}
+
+void server_role_tick(server *srv)
+{
+    if (!srv->lease) return;
+    int failed = atomic_load(&srv->promotion_failed);
+    if (failed && !srv->stopping) {
+        fprintf(stderr, "hanudb: the promotion to leader failed; shutting down\n");
+        srv->fenced = failed == 2;
+        srv->stopping = 1;
+        return;
+    }
+    if (srv->role != ROLE_LEADER) {
+        sealer *z = atomic_exchange(&srv->promoted, NULL);   /* the loop owns it now */
+        if (!z) return;
+        srv->sealer = z;
+        uint64_t sealed = sealer_sealed_txn(z);
+        atomic_store(&srv->sealed_txn, sealed);
+        srv->waits.reached[WAIT_BUCKET] = sealed;
+        srv->role = ROLE_LEADER;
+        fprintf(stderr, "hanudb: accepting writes as the leader\n");
+        return;
+    }
+    if (srv->lease_lost || lease_keeper_may_write(srv->lease, hanu_now_ns())) return;
+    lease_keeper_status ls;
+    lease_keeper_get(srv->lease, &ls);
+    fprintf(stderr, "hanudb: lost the lease: %s; refusing writes and shutting down (exit status %d)\n",
+            ls.message[0] ? ls.message : "it expired before a renewal succeeded", SERVER_EXIT_LEASE_LOST);
+    srv->lease_lost = 1;
+    srv->stopping = 1;
+    /* What waited for the bucket may never get there: no success for it. */
+    waiters_advance(&srv->waits, WAIT_BUCKET, srv->waits.reached[WAIT_BUCKET], 1);
+}
+
+void server_role_close(server *srv)
+{
+    /* A leader stopping cleanly (its sealer closed: nothing more goes into the chain)
+       hands the lease on at once instead of letting the standbys wait out the TTL. */
+    int release = srv->role == ROLE_LEADER && !srv->lease_lost && !srv->fenced && !srv->sealer;
+    if (srv->lease) lease_keeper_stop_and_release(srv->lease, release);   /* waits for a promotion */
+    srv->lease = NULL;
+    sealer *z = atomic_exchange(&srv->promoted, NULL);   /* promoted but never adopted */
+    if (z) sealer_close(z);
+    follower_close(srv->follower);
+    srv->follower = NULL;
+}
+
+int server_leader_url(server *srv, char *buf, size_t cap)
+{
+    if (!srv->lease) return 0;
+    lease_keeper_status ls;
+    lease_keeper_get(srv->lease, &ls);
+    if (!ls.seen.url[0] || ls.state != LEASE_STANDBY) return 0;
+    snprintf(buf, cap, "%s", ls.seen.url);
+    return 1;
+}
+
+uint64_t server_follower_lag_txns(server *srv, const follower_stats *fs)
+{
+    if (!srv->lease) return 0;
+    lease_keeper_status ls;
+    lease_keeper_get(srv->lease, &ls);
+    return ls.state == LEASE_STANDBY && ls.seen.txn > fs->txn ? ls.seen.txn - fs->txn : 0;
+}
+
+void server_role_status(server *srv, json_writer *w)
+{
+    const char *role = server_role_name(srv);
+    json_write_key(w, "role", 4);
+    json_write_string(w, role, strlen(role));
+    if (srv->follower) {
+        follower_stats fs;
+        follower_get_stats(srv->follower, &fs);
+        json_write_key(w, "follower", 8);
+        json_write_object_begin(w);
+        const server_json_field f[] = {
+            { "txn", fs.txn }, { "segment", fs.segment }, { "segment_ms", fs.segment_ms },
+            { "lag_txns", server_follower_lag_txns(srv, &fs) }, { "last_poll_ms", fs.last_poll_ms },
+            { "polls", fs.polls }, { "segments", fs.segments }, { "records", fs.records },
+            { "poll_errors", fs.poll_errors },
+        };
+        server_json_fields(w, f, sizeof f / sizeof *f);
+        json_write_key(w, "lag_s", 5);
+        json_write_double(w, (double)fs.lag_ms / 1000.0);
+        json_write_key(w, "poll_ok", 7);
+        json_write_bool(w, fs.status == HANU_OK);
+        if (fs.status != HANU_OK) {
+            json_write_key(w, "poll_error", 10);
+            json_write_string(w, fs.message, strlen(fs.message));
+        }
+        json_write_object_end(w);
+    }
+    if (srv->lease) {
+        lease_keeper_status ls;
+        lease_keeper_get(srv->lease, &ls);
+        static const char *states[] = { "standby", "promoting", "holding", "lost", "failed" };
+        json_write_key(w, "lease", 5);
+        json_write_object_begin(w);
+        json_write_key(w, "state", 5);
+        json_write_string(w, states[ls.state], strlen(states[ls.state]));
+        json_write_key(w, "holder", 6);
+        json_write_string(w, ls.seen.holder, strlen(ls.seen.holder));
+        json_write_key(w, "leader", 6);
+        if (ls.seen.url[0]) json_write_string(w, ls.seen.url, strlen(ls.seen.url));
+        else json_write_null(w);
+        const server_json_field f[] = {
+            { "term", ls.seen.term }, { "expires_ms", ls.seen.expires_ms }, { "renewals", ls.renewals },
+            { "renew_failures", ls.renew_failures },
+        };
+        server_json_fields(w, f, sizeof f / sizeof *f);
+        json_write_object_end(w);
+    }
+}
