@@ -104,7 +104,7 @@ fuzz:
 # Runs every fuzz target briefly (FUZZ_SECONDS each) from its seed corpus, if any.
 # Undefined behaviour stops a target (-fno-sanitize-recover): a fuzz run that
 # only printed it passed before, hiding one (NULL + 0 in quad_read.c).
-FUZZ_SECONDS ?= 12
+FUZZ_SECONDS ?= 8
 fuzz-smoke: fuzz
 	@for f in build-fuzz/fuzz/*; do n=$$(basename $$f); mkdir -p build-fuzz/corpus/$$n; \
 	  seeds=""; [ -d fuzz/corpus/$$n ] && seeds=fuzz/corpus/$$n; \
