@@ -151,7 +151,7 @@ static void reply_after(http_call *c, int status, const char *body, size_t len, 
         send_error(c, 500, "internal", LOG_FAILED_MESSAGE);
         return;
     }
-    if (mark != WAIT_WRITTEN) store_want_durable(srv->store, txn);
+    server_want_mark(srv, mark, txn);
     pk->body = h2o_mem_alloc_pool(&c->req->pool, len + 1);
     memcpy(pk->body, body, len);
     pk->guard = h2o_mem_alloc_shared(&c->req->pool, sizeof *pk->guard, on_parked_req_gone);

@@ -198,7 +198,7 @@ static void respond_written(kv_conn *c, uint64_t txn, uint8_t durability)
     int mark = server_wait_mark(durability);
     if (server_reached(c->srv, mark, txn)) return;
     if (add_gate(c, start, txn, mark) != HANU_OK) { c->out.len = start; c->close_after_flush = 1; return; }
-    if (mark != WAIT_WRITTEN) store_want_durable(c->srv->store, txn);
+    server_want_mark(c->srv, mark, txn);
 }
 
 /* Sends the JSON object built in srv->scratch, or an internal error. */

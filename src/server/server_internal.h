@@ -182,6 +182,17 @@ static inline int server_wait_mark(uint8_t durability)
     return durability == HKV_DUR_LOCAL ? WAIT_DURABLE : durability == HKV_DUR_BUCKET ? WAIT_BUCKET : WAIT_WRITTEN;
 }
 
+/* An answer now waits for mark: make it come soon. The log syncs at once for
+   `local` and `bucket`; for `bucket` the sealer also seals now instead of at its next
+   interval, so bucket writes wait for one put, not for the interval (an idle or
+   `local`-only server still seals at most once an interval). */
+static inline void server_want_mark(server *srv, int mark, uint64_t txn)
+{
+    if (mark == WAIT_WRITTEN) return;
+    store_want_durable(srv->store, txn);
+    if (mark == WAIT_BUCKET && srv->sealer) sealer_seal_now(srv->sealer);
+}
+
 /* "key":v in an object being written (stats and status answers of both faces). */
 static inline void server_json_u64(json_writer *w, const char *key, uint64_t v)
 {
