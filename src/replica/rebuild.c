@@ -4,6 +4,7 @@
  */
 #include "replica/rebuild.h"
 #include "replica/snapshot.h"
+#include "replica/manifest.h"
 #include "replica/chain.h"
 #include "replica/sealer.h"
 #include "bucket/segment.h"
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -74,13 +76,66 @@ static void say_fetch(void *ctx, uint64_t bytes, uint64_t bytes_total, uint32_t 
             (double)bytes / 1e6, (double)bytes_total / 1e6, bytes_per_s / 1e6);
 }
 
+typedef struct manifest_keys {
+    uint64_t *txns;
+    size_t n, cap;
+} manifest_keys;
+
+static int note_manifest(void *ctx, const char *key, uint64_t size)
+{
+    (void)size;
+    manifest_keys *k = ctx;
+    uint64_t t;
+    if (manifest_key_parse(key, &t) != HANU_OK) return 0;
+    if (k->n == k->cap) {
+        size_t cap = k->cap ? k->cap * 2 : 16;
+        uint64_t *v = realloc(k->txns, cap * sizeof *v);
+        if (!v) return 1;
+        k->txns = v;
+        k->cap = cap;
+    }
+    k->txns[k->n++] = t;
+    return 0;
+}
+
+/* The txn of the newest manifest created at or before at_ms: everything it holds
+   was sealed before it was made, so it is part of the state at that time. */
+static int manifest_txn_at(bucket *b, uint64_t at_ms, uint64_t *txn, char *err, size_t errcap)
+{
+    manifest_keys k = { 0 };
+    int rc = bucket_list(b, MANIFEST_KEY_PREFIX, note_manifest, &k, err, errcap);
+    uint64_t best = 0;
+    for (size_t i = 0; rc == HANU_OK && i < k.n; i++) {
+        if (k.txns[i] <= best) continue;
+        char key[MANIFEST_KEY_SIZE];
+        manifest_key(k.txns[i], key);
+        hanu_buf obj = { 0 };
+        manifest m;
+        rc = bucket_get(b, key, &obj, NULL, err, errcap);
+        if (rc == HANU_OK && manifest_decode(obj.data, obj.len, &m, err, errcap) == HANU_OK) {
+            if (m.created_ms <= at_ms) best = k.txns[i];
+            manifest_free(&m);
+        } else if (rc == HANU_OK) {
+            rc = HANU_ERR_CORRUPT;
+        }
+        hanu_buf_free(&obj);
+    }
+    free(k.txns);
+    if (rc) return rc;
+    *txn = best;
+    return best ? HANU_OK : HANU_ERR_NOT_FOUND;
+}
+
 int rebuild_fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t max_time_ms,
                            uint64_t *txn, char *err, size_t errcap)
 {
     *txn = 0;
-    /* Manifests are chosen by txn; a restore --at replays the chain from its start
-       (retention may have removed it: then the restore says so). */
-    if (max_time_ms) return HANU_ERR_NOT_FOUND;
+    if (max_time_ms) {   /* --at: the newest manifest made at or before that time */
+        uint64_t at_txn = 0;
+        int rc = manifest_txn_at(b, max_time_ms, &at_txn, err, errcap);
+        if (rc) return rc;
+        if (!max_txn || at_txn < max_txn) max_txn = at_txn;
+    }
     snapshot_fetched f;
     int rc = snapshot_fetch(b, data_dir, max_txn ? max_txn : UINT64_MAX, &f, say_fetch, NULL, err, errcap);
     if (rc == HANU_OK) {
