@@ -188,6 +188,7 @@ def run(tmp):
     second = node(tmp, "second", ["--bucket", url, "--follow", "--poll-ms", str(POLL_MS)])
     second.start()
     wait_caught_up(leader, second)
+    ls = status(leader.http_port)   # the writes since the first comparison included
     check(answers(second.http_port, ls["txn"]) == answers(leader.http_port, ls["txn"]),
           "a follower booted from an empty directory answers as the leader")
     print("ok   empty data directory: boots from the bucket")
