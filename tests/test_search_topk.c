@@ -320,12 +320,11 @@ static void test_topk_equals_exhaustive(void)
 {
     uint64_t pruned = 0, all = 0, skips = 0;
     int nonempty = 0;
-    run_corpus(1, 500, 1200, &pruned, &all, &skips, &nonempty);
-    run_corpus(2, 300, 1000, &pruned, &all, &skips, &nonempty);
-    run_corpus(3, 520, 1000, &pruned, &all, &skips, &nonempty);
+    run_corpus(1, 500, 1100, &pruned, &all, &skips, &nonempty);
+    run_corpus(3, 520, 1100, &pruned, &all, &skips, &nonempty);
     fprintf(stderr, "  %d queries with hits; documents scored: %llu pruned, %llu exhaustive; %llu block skips\n",
             nonempty, (unsigned long long)pruned, (unsigned long long)all, (unsigned long long)skips);
-    CHECK(nonempty > 2000);
+    CHECK(nonempty > 1800);
     CHECK(pruned < all);   /* WAND skipped documents (small corpora: the bench measures how many) */
     CHECK(skips > 0);
 }

@@ -422,7 +422,8 @@ void index_hits_free(index_hits *h);
  * pruning) and hits.total counts them; otherwise hits.total is 0.
  * INDEX_SEARCH_EXHAUSTIVE scores every match without pruning (the tests'
  * reference for the pruned top k). A hit's doc is the stored bytes now; a
- * document deleted after the snapshot is left out. */
+ * document deleted after the snapshot is left out. Any thread, while snap
+ * stays acquired; q, f and fields are only read. */
 typedef struct search_query search_query;
 #define INDEX_SEARCH_COUNT 1u
 #define INDEX_SEARCH_EXHAUSTIVE 2u
