@@ -273,6 +273,21 @@ def t_find_pages_fields_count(h, ctx):
               "tampered cursor %r: %d %r" % (bad, st, e))
     st, _, e = h.json("POST", "/c/ev/_find", {"sort": {"ts": -1}, "after": cursor})
     check(st == 400 and error_code(e) == "invalid_query", "cursor of another sort: %d %r" % (st, e))
+    # the listing by id, paged while other documents are written: each original once, in order
+    for i in range(30):
+        h.json("PUT", "/c/lst/docs/k%02d" % i, {"i": i})
+    seen, after, extra = [], None, 0
+    while True:
+        st, _, b = h.json("GET", "/c/lst/docs?limit=4" + ("&after=" + after if after else ""))
+        check(st == 200, "listing page: %d %r" % (st, b))
+        seen += [d["_id"] for d in b["docs"] if d["_id"].startswith("k")]
+        after = b["next"]
+        if after is None:
+            break
+        h.json("PUT", "/c/lst/docs/a%02d" % extra, {"x": extra})   # sorts before every k..
+        h.json("PUT", "/c/lst/docs/z%02d" % extra, {"x": extra})   # and after
+        extra += 1
+    check(seen == ["k%02d" % i for i in range(30)], "listing under writes: %r" % seen)
     st, _, b = h.json("GET", "/_status")
     fc = b["index"]["filter_cache"]
     check(st == 200 and fc["hits"] + fc["misses"] > 0 and fc["max_bytes"] == 64 << 20, "filter cache %r" % fc)
