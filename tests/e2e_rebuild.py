@@ -44,6 +44,8 @@ def segment_headers(bucket_dir):
     seg_dir = os.path.join(bucket_dir, "segments")
     out = []
     for name in sorted(os.listdir(seg_dir)):
+        if not (len(name) == 20 and name.isdigit()):
+            continue   # a put a SIGKILL interrupted leaves its temporary file behind
         with open(os.path.join(seg_dir, name), "rb") as f:
             h = f.read(96)
         seq, first, last = struct.unpack_from("<QQQ", h, 8)
