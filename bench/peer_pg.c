@@ -16,8 +16,7 @@
  * the documents' Zipf skew, kind = Y, best 10 by ts_rank: PostgreSQL has no BM25).
  * Prints one JSON object.
  */
-#include "docgen.h"
-#include "bench_util.h"
+#include "peer_common.h"
 
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -26,9 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-enum { OP_GET, OP_FIND, OP_SEARCH, OP_COUNT };
-static const char *const op_names[OP_COUNT] = { "get", "find", "search" };
 
 typedef struct config {
     const char *conn;
@@ -39,13 +35,6 @@ typedef struct config {
 static struct docgen gen;
 static atomic_long next_write;
 static atomic_int stop_reading;
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 static PGconn *connect_or_die(const char *conninfo)
 {
@@ -93,8 +82,7 @@ typedef struct client {
     const config *cfg;
     pthread_t thread;
     uint64_t rng;
-    uint64_t *lat[OP_COUNT];
-    size_t nlat[OP_COUNT], cap[OP_COUNT];
+    peer_latencies lat;
 } client;
 
 static void *write_loop(void *arg)
@@ -106,16 +94,6 @@ static void *write_loop(void *arg)
     while ((i = atomic_fetch_add(&next_write, 1)) < cl->cfg->docs) insert_doc(c, i);
     PQfinish(c);
     return NULL;
-}
-
-static void note(client *cl, int op, uint64_t ns)
-{
-    if (cl->nlat[op] == cl->cap[op]) {
-        cl->cap[op] = cl->cap[op] ? cl->cap[op] * 2 : 4096;
-        cl->lat[op] = realloc(cl->lat[op], cl->cap[op] * sizeof(uint64_t));
-        if (!cl->lat[op]) exit(1);
-    }
-    cl->lat[op][cl->nlat[op]++] = ns;
 }
 
 static void *read_loop(void *arg)
@@ -134,12 +112,9 @@ static void *read_loop(void *arg)
         if (PQresultStatus(r) != PGRES_COMMAND_OK) { fprintf(stderr, "peer_pg: %s", PQerrorMessage(c)); exit(1); }
         PQclear(r);
     }
-    int total = cfg->mix[0] + cfg->mix[1] + cfg->mix[2];
     char a[32], b[32];
     while (!atomic_load(&stop_reading)) {
-        uint32_t pick = docgen_below(&cl->rng, (uint32_t)total);
-        int op = pick < (uint32_t)cfg->mix[0] ? OP_GET
-                 : pick < (uint32_t)(cfg->mix[0] + cfg->mix[1]) ? OP_FIND : OP_SEARCH;
+        int op = peer_pick_op(cfg->mix, &cl->rng);
         const char *params[2] = { a, b };
         int np = 1;
         if (op == OP_GET) {
@@ -153,14 +128,14 @@ static void *read_loop(void *arg)
             snprintf(b, sizeof b, "%s", docgen_kind(docgen_below(&cl->rng, DOCGEN_KINDS)));
             np = 2;
         }
-        double t0 = now_s();
+        double t0 = peer_now_s();
         PGresult *r = PQexecPrepared(c, op_names[op], np, params, NULL, NULL, 0);
         if (PQresultStatus(r) != PGRES_TUPLES_OK) {
             fprintf(stderr, "peer_pg: %s: %s", op_names[op], PQerrorMessage(c));
             exit(1);
         }
         PQclear(r);
-        note(cl, op, (uint64_t)((now_s() - t0) * 1e9));
+        peer_note(&cl->lat, op, (uint64_t)((peer_now_s() - t0) * 1e9));
     }
     PQfinish(c);
     return NULL;
@@ -168,7 +143,7 @@ static void *read_loop(void *arg)
 
 static double run_clients(const config *cfg, client *cs, void *(*fn)(void *), long duration)
 {
-    double t0 = now_s();
+    double t0 = peer_now_s();
     for (long i = 0; i < cfg->clients; i++) pthread_create(&cs[i].thread, NULL, fn, &cs[i]);
     if (duration) {
         struct timespec d = { duration, 0 };
@@ -176,48 +151,17 @@ static double run_clients(const config *cfg, client *cs, void *(*fn)(void *), lo
         atomic_store(&stop_reading, 1);
     }
     for (long i = 0; i < cfg->clients; i++) pthread_join(cs[i].thread, NULL);
-    return now_s() - t0;
+    return peer_now_s() - t0;
 }
 
 static void print_reads(const config *cfg, client *cs, double secs)
 {
-    size_t all = 0;
     printf(",\"read_seconds\":%.2f,\"clients\":%ld", secs, cfg->clients);
-    for (int op = 0; op < OP_COUNT; op++) {
-        size_t n = 0, k = 0;
-        for (long i = 0; i < cfg->clients; i++) n += cs[i].nlat[op];
-        all += n;
-        if (!n) continue;
-        uint64_t *v = malloc(n * sizeof *v);
-        for (long i = 0; i < cfg->clients; i++) {
-            memcpy(v + k, cs[i].lat[op], cs[i].nlat[op] * sizeof *v);
-            k += cs[i].nlat[op];
-        }
-        qsort(v, n, sizeof *v, bench_cmp_u64);
-        printf(",\"%s_per_s\":%.0f,\"%s_p50_us\":%.1f,\"%s_p99_us\":%.1f", op_names[op], (double)n / secs,
-               op_names[op], (double)v[bench_rank_index(n, 50)] / 1e3, op_names[op],
-               (double)v[bench_rank_index(n, 99)] / 1e3);
-        free(v);
-    }
-    printf(",\"reads_per_s\":%.0f", (double)all / secs);
-}
-
-static int parse_mix(const char *s, int mix[OP_COUNT])
-{
-    memset(mix, 0, OP_COUNT * sizeof *mix);
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", s);
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        char *eq = strchr(tok, '=');
-        if (!eq) return -1;
-        *eq = 0;
-        int op = -1;
-        for (int i = 0; i < OP_COUNT; i++) if (strcmp(tok, op_names[i]) == 0) op = i;
-        long v;
-        if (op < 0 || bench_parse_long(eq + 1, 0, 1000, &v)) return -1;
-        mix[op] = (int)v;
-    }
-    return mix[0] + mix[1] + mix[2] > 0 ? 0 : -1;
+    peer_latencies **ls = malloc((size_t)cfg->clients * sizeof *ls);
+    if (!ls) exit(1);
+    for (long i = 0; i < cfg->clients; i++) ls[i] = &cs[i].lat;
+    peer_print_reads(ls, cfg->clients, secs);
+    free(ls);
 }
 
 int main(int argc, char **argv)
@@ -233,7 +177,7 @@ int main(int argc, char **argv)
         else if (!bad && strcmp(a, "--duration") == 0) bad = bench_parse_long(v, 1, 3600, &cfg.duration);
         else if (!bad && strcmp(a, "--clients") == 0) bad = bench_parse_long(v, 1, 512, &cfg.clients);
         else if (!bad && strcmp(a, "--seed") == 0) bad = bench_parse_long(v, 0, 1L << 40, &cfg.seed);
-        else if (!bad && strcmp(a, "--mix") == 0) bad = parse_mix(v, cfg.mix);
+        else if (!bad && strcmp(a, "--mix") == 0) bad = peer_parse_mix(v, cfg.mix);
         else bad = 1;
         if (bad) {
             fprintf(stderr, "usage: peer_pg --conn CONNINFO --docs N [--writes M] [--duration S] "
@@ -275,7 +219,7 @@ int main(int argc, char **argv)
     print_reads(&cfg, cs, rsecs);
     printf("}\n");
     for (long i = 0; i < cfg.clients; i++)
-        for (int op = 0; op < OP_COUNT; op++) free(cs[i].lat[op]);
+        peer_latencies_free(&cs[i].lat);
     free(cs);
     return 0;
 }

@@ -17,8 +17,7 @@
  * vocabulary word with the documents' Zipf skew, kind = Y, best 10 by bm25, with
  * the documents). Prints one JSON object.
  */
-#include "docgen.h"
-#include "bench_util.h"
+#include "peer_common.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -28,9 +27,6 @@
 #include <string.h>
 #include <time.h>
 
-enum { OP_GET, OP_FIND, OP_SEARCH, OP_COUNT };
-static const char *const op_names[OP_COUNT] = { "get", "find", "search" };
-
 typedef struct config {
     const char *db;
     long docs, writes, duration, threads, seed;
@@ -39,13 +35,6 @@ typedef struct config {
 } config;
 
 static struct docgen gen;
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
 
 static void die(sqlite3 *db, const char *what)
 {
@@ -57,8 +46,9 @@ static sqlite3 *open_db(const char *path, int sync_full)
 {
     sqlite3 *db = NULL;
     if (sqlite3_open(path, &db) != SQLITE_OK) die(db, "open");
+    sqlite3_busy_timeout(db, 10000);   /* before the pragmas: two readers opening at once contend on WAL mode */
     char sql[128];
-    snprintf(sql, sizeof sql, "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA busy_timeout=10000;",
+    snprintf(sql, sizeof sql, "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s;",
              sync_full ? "FULL" : "NORMAL");
     if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) die(db, "pragma");
     return db;
@@ -81,13 +71,13 @@ static void write_phase(const config *c, double *secs, long *bytes)
                            " json_extract(?1,'$.title'), json_extract(?1,'$.body'))", -1, &fts, NULL))
         die(db, "prepare");
     char doc[DOCGEN_DOC_MAX + 64], id[32];
-    double t0 = now_s();
+    double t0 = peer_now_s();
     *bytes = 0;
     /* The first docs - writes documents are loaded 1 000 to a transaction, untimed;
        the last `writes` one to a transaction, timed. */
     long bulk = c->docs - c->writes;
     for (long i = 0; i < c->docs; i++) {
-        if (i == bulk) t0 = now_s();
+        if (i == bulk) t0 = peer_now_s();
         size_t n = docgen_doc(&gen, (uint64_t)i, doc);
         *bytes += (long)n;
         snprintf(id, sizeof id, "d%08ld", i);
@@ -102,7 +92,7 @@ static void write_phase(const config *c, double *secs, long *bytes)
         int last = i >= bulk || i % 1000 == 999 || i == bulk - 1;
         if (last && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL)) die(db, "commit");
     }
-    *secs = now_s() - t0;
+    *secs = peer_now_s() - t0;
     sqlite3_finalize(ins);
     sqlite3_finalize(fts);
     sqlite3_close(db);
@@ -112,22 +102,11 @@ typedef struct reader {
     const config *c;
     pthread_t thread;
     uint64_t rng;
-    uint64_t *lat[OP_COUNT];
-    size_t nlat[OP_COUNT], cap[OP_COUNT];
+    peer_latencies lat;
     long rows;
 } reader;
 
 static atomic_int stop_reading;
-
-static void note(reader *r, int op, uint64_t ns)
-{
-    if (r->nlat[op] == r->cap[op]) {
-        r->cap[op] = r->cap[op] ? r->cap[op] * 2 : 4096;
-        r->lat[op] = realloc(r->lat[op], r->cap[op] * sizeof(uint64_t));
-        if (!r->lat[op]) exit(1);
-    }
-    r->lat[op][r->nlat[op]++] = ns;
-}
 
 static void *read_loop(void *arg)
 {
@@ -141,11 +120,9 @@ static void *read_loop(void *arg)
                            " ON d.rowid = docs_fts.rowid WHERE docs_fts MATCH ? AND d.kind = ?"
                            " ORDER BY score LIMIT 10", -1, &st[OP_SEARCH], NULL))
         die(db, "prepare");
-    int total = r->c->mix[0] + r->c->mix[1] + r->c->mix[2];
     char id[32], user[8];
     while (!atomic_load(&stop_reading)) {
-        uint32_t pick = docgen_below(&r->rng, (uint32_t)total);
-        int op = pick < (uint32_t)r->c->mix[0] ? OP_GET : pick < (uint32_t)(r->c->mix[0] + r->c->mix[1]) ? OP_FIND : OP_SEARCH;
+        int op = peer_pick_op(r->c->mix, &r->rng);
         sqlite3_stmt *s = st[op];
         if (op == OP_GET) {
             snprintf(id, sizeof id, "d%08u", docgen_below(&r->rng, (uint32_t)r->c->docs));
@@ -159,7 +136,7 @@ static void *read_loop(void *arg)
             sqlite3_bind_text(s, 1, w, (int)wl, SQLITE_TRANSIENT);
             sqlite3_bind_text(s, 2, docgen_kind(docgen_below(&r->rng, DOCGEN_KINDS)), -1, SQLITE_STATIC);
         }
-        double t0 = now_s();
+        double t0 = peer_now_s();
         int rc;
         while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
             (void)sqlite3_column_text(s, 1 - (op == OP_GET));
@@ -167,7 +144,7 @@ static void *read_loop(void *arg)
         }
         if (rc != SQLITE_DONE) die(db, "query");
         sqlite3_reset(s);
-        note(r, op, (uint64_t)((now_s() - t0) * 1e9));
+        peer_note(&r->lat, op, (uint64_t)((peer_now_s() - t0) * 1e9));
     }
     for (int i = 0; i < OP_COUNT; i++) sqlite3_finalize(st[i]);
     sqlite3_close(db);
@@ -182,53 +159,20 @@ static void read_phase(const config *c)
         rs[i].rng = (uint64_t)c->seed * 1000003u + (uint64_t)i;
         pthread_create(&rs[i].thread, NULL, read_loop, &rs[i]);
     }
-    double t0 = now_s();
+    double t0 = peer_now_s();
     struct timespec d = { c->duration, 0 };
     nanosleep(&d, NULL);
     atomic_store(&stop_reading, 1);
     for (long i = 0; i < c->threads; i++) pthread_join(rs[i].thread, NULL);
-    double secs = now_s() - t0;
-    size_t all = 0;
+    double secs = peer_now_s() - t0;
     printf(",\"read_seconds\":%.2f,\"threads\":%ld", secs, c->threads);
-    for (int op = 0; op < OP_COUNT; op++) {
-        size_t n = 0;
-        for (long i = 0; i < c->threads; i++) n += rs[i].nlat[op];
-        all += n;
-        if (!n) continue;
-        uint64_t *v = malloc(n * sizeof *v);
-        size_t k = 0;
-        for (long i = 0; i < c->threads; i++) {
-            memcpy(v + k, rs[i].lat[op], rs[i].nlat[op] * sizeof *v);
-            k += rs[i].nlat[op];
-        }
-        qsort(v, n, sizeof *v, bench_cmp_u64);
-        printf(",\"%s_per_s\":%.0f,\"%s_p50_us\":%.1f,\"%s_p99_us\":%.1f", op_names[op], (double)n / secs,
-               op_names[op], (double)v[bench_rank_index(n, 50)] / 1e3, op_names[op],
-               (double)v[bench_rank_index(n, 99)] / 1e3);
-        free(v);
-    }
-    printf(",\"reads_per_s\":%.0f", (double)all / secs);
-    for (long i = 0; i < c->threads; i++)
-        for (int op = 0; op < OP_COUNT; op++) free(rs[i].lat[op]);
+    peer_latencies **ls = malloc((size_t)c->threads * sizeof *ls);
+    if (!ls) exit(1);
+    for (long i = 0; i < c->threads; i++) ls[i] = &rs[i].lat;
+    peer_print_reads(ls, c->threads, secs);
+    free(ls);
+    for (long i = 0; i < c->threads; i++) peer_latencies_free(&rs[i].lat);
     free(rs);
-}
-
-static int parse_mix(const char *s, int mix[OP_COUNT])
-{
-    memset(mix, 0, OP_COUNT * sizeof *mix);
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", s);
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        char *eq = strchr(tok, '=');
-        if (!eq) return -1;
-        *eq = 0;
-        int op = -1;
-        for (int i = 0; i < OP_COUNT; i++) if (strcmp(tok, op_names[i]) == 0) op = i;
-        long v;
-        if (op < 0 || bench_parse_long(eq + 1, 0, 1000, &v)) return -1;
-        mix[op] = (int)v;
-    }
-    return mix[0] + mix[1] + mix[2] > 0 ? 0 : -1;
 }
 
 int main(int argc, char **argv)
@@ -245,7 +189,7 @@ int main(int argc, char **argv)
         else if (!bad && strcmp(a, "--threads") == 0) bad = bench_parse_long(v, 1, 256, &c.threads);
         else if (!bad && strcmp(a, "--seed") == 0) bad = bench_parse_long(v, 0, 1L << 40, &c.seed);
         else if (!bad && strcmp(a, "--sync") == 0) c.sync_full = strcmp(v, "normal") != 0;
-        else if (!bad && strcmp(a, "--mix") == 0) bad = parse_mix(v, c.mix);
+        else if (!bad && strcmp(a, "--mix") == 0) bad = peer_parse_mix(v, c.mix);
         else bad = 1;
         if (bad) {
             fprintf(stderr, "usage: peer_sqlite --db PATH --docs N [--writes M] [--duration S] [--threads T] "
