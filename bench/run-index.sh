@@ -3,7 +3,8 @@
 # pinned to CPU 0, docbench pinned to CPU 1 writes for WRITE_S seconds, the index's
 # segments are read from /_status when reads begin, then the read mix runs for READ_S
 # seconds; one line per run: segments, index bytes per live document, reads/s and p50/p99
-# per op. Then writes/s (READ_S seconds of writes) with the index on, with --no-index, and
+# per op, and the server's peak anonymous memory and the machine's peak dirty page cache
+# over both phases (bench/memwatch.py). Then writes/s (READ_S seconds of writes) with the index on, with --no-index, and
 # with the index but no merges, RUNS times each, alternating, in the same session.
 #   bench/run-index.sh [--write-s 60] [--read-s 20] [--runs 2] [--clients 32] [--dir PATH]
 #                      [--policies "default none"] [--mix get=50,find=25,search=25]
@@ -47,6 +48,8 @@ print(json.dumps({k: s[k] for k in ("segments", "bytes", "live_docs", "merges", 
 
 for policy in $policies; do
   start_server --merge-policy "$policy"
+  python3 bench/memwatch.py "$pid" >"$dir.mem" &
+  mem_pid=$!
   w=$(taskset -c 1 "$BUILD/bench/docbench" --url "$url" --phase write --duration "$write_s" \
       --clients "$clients" --ids "$dir.ids" --json 2>>"$dir.bench-err") || true
   # Reads begin once the index has every write (what the read mix then queries).
@@ -58,10 +61,12 @@ for policy in $policies; do
   r=$(taskset -c 1 "$BUILD/bench/docbench" --url "$url" --phase read --duration "$read_s" \
       --clients "$clients" --ids "$dir.ids" --mix "$mix" --json 2>>"$dir.bench-err") || true
   st2=$(index_status)
+  kill "$mem_pid"; wait "$mem_pid" || true
+  mem=$(cat "$dir.mem")
   stop_server
-  python3 - "$policy" "$w" "$st" "$r" "$st2" <<'PY'
+  python3 - "$policy" "$w" "$st" "$r" "$st2" "$mem" <<'PY'
 import json, sys
-policy, w, st, r, st2 = sys.argv[1], *map(json.loads, sys.argv[2:])
+policy, w, st, r, st2, mem = sys.argv[1], *map(json.loads, sys.argv[2:])
 per_doc = st["bytes"] / st["live_docs"] if st["live_docs"] else 0
 print("policy %-7s writes/s %6.0f  docs %d  segments at reads %d (merges %d, %d ms)  index bytes/doc %.0f"
       % (policy, w["writes_per_s"], st["live_docs"], st["segments"], st["merges"], st["merge_ms"], per_doc))
@@ -70,6 +75,9 @@ for op in ("get", "find", "search"):
         print("  %-6s %7.0f/s  p50 %6d us  p99 %7d us" % (op, r[op + "_per_s"], r[op + "_p50_us"], r[op + "_p99_us"]))
 print("  all    %7.0f/s  p50 %6d us  p99 %7d us   segments after reads %d"
       % (r["reads_per_s"], r["read_p50_us"], r["read_p99_us"], st2["segments"]))
+print("  memory: peak anonymous %.0f MB, peak dirty page cache %.0f MB, peak of the sum %.0f MB (%d samples)"
+      % (mem["peak_anon_kb"] / 1024, mem["peak_dirty_kb"] / 1024, mem["peak_anon_plus_dirty_kb"] / 1024,
+         mem["samples"]))
 PY
 done
 
@@ -86,4 +94,4 @@ for run in $(seq "$runs"); do
     python3 -c 'import json,sys; w=json.loads(sys.argv[2]); print("writes run %s %-15s %6.0f/s  p99 %d us" % (sys.argv[1], sys.argv[3], w["writes_per_s"], w["write_p99_us"]))' "$run" "$w" "$mode"
   done
 done
-rm -rf "$dir" "$dir.ids" "$dir.log"
+rm -rf "$dir" "$dir.ids" "$dir.log" "$dir.mem"
