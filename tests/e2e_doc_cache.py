@@ -1,14 +1,15 @@
-"""The hot-document cache against a real server (docs/INDEX.md, "The document cache"):
-GET by id and _find's hits are read through it, so it must never answer an old version.
-Writer threads each own a few ids and, in a loop, PUT (or DELETE) one of them and at
-once GET it on the same connection: the answer must be exactly the version just written
-(404 after a delete), while reader threads keep reading every id, filling the cache with
-versions that each next write makes stale, and the indexer's invalidations lag behind
-(commits are rare). Every so often a writer's _find with min_txn of its write must show
-its own ids at their newest versions. Then, with nothing running, two GETs of one
-document count as one hit at least and two lookups in /metrics; with --doc-cache-bytes 0
+"""Read-your-writes for GET by id and _find against a real server, with the hot-document
+cache configured and without it (docs/INDEX.md, "The document cache"). Whatever reads
+through the cache must never answer an old version; GET and _find's hits did in a
+measured version and were switched back to the store, the cache costing more than it
+saved. Writer threads each own a few ids and, in a loop, PUT (or DELETE) one of them and
+at once GET it on the same connection: the answer must be exactly the version just
+written (404 after a delete), while reader threads keep reading every id and the
+indexer's invalidations lag behind (commits are rare). Every so often a writer's _find
+with min_txn of its write must show its own ids at their newest versions. Then, with
+nothing running, two GETs of one document count in /metrics as two lookups with one hit
+at least, or as none when GET does not read through the cache; with --doc-cache-bytes 0
 nothing is counted and the answers are the same."""
-import json
 import os
 import random
 import sys
@@ -115,8 +116,10 @@ def run(tmp, name, extra, cached):
         check(st == 200 and got == {"_id": "last", "owner": -1}, "GET last: %d %r" % (st, got))
     hits1, misses1 = cache_counts(h)
     if cached:
-        check(hits0 > 0 and misses0 > 0, "the concurrent phase counted hits and misses: %d %d" % (hits0, misses0))
-        check(hits1 - hits0 >= 1 and (hits1 - hits0) + (misses1 - misses0) == 2,
+        # GET reads through the cache (two lookups, the second a hit) or not at all (none): the
+        # cache is unused while it costs more than it saves (docs/INDEX.md, "The document cache")
+        lookups = (hits1 - hits0) + (misses1 - misses0)
+        check((lookups == 2 and hits1 - hits0 >= 1) or (lookups == 0 and hits1 == hits0),
               "two GETs: hits %d -> %d, misses %d -> %d" % (hits0, hits1, misses0, misses1))
     else:
         check((hits0, misses0, hits1, misses1) == (0, 0, 0, 0), "no cache, no counts: %r" %

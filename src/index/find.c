@@ -757,8 +757,7 @@ int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const 
         const entry *x = at(&h, i);
         uint64_t token;
         hanu_buf_reset(&val);
-        int r = o->docs ? index_doc_get(o->docs, snap->db, x->id, x->id_len, &val, &token)
-                        : store_get(st, snap->db, x->id, x->id_len, &val, &token);
+        int r = store_get(st, snap->db, x->id, x->id_len, &val, &token);
         if (r == HANU_ERR_NOT_FOUND) continue;   /* deleted since the snapshot */
         rc = r ? r : append_hit(out, x->id, x->id_len, token, &val);
     }

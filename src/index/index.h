@@ -478,7 +478,6 @@ typedef struct index_find_opts {
     int count_only;                 /* only total: no hits */
     const index_cursor *after;      /* NULL, or hits strictly after this position */
     uint64_t index_txn;             /* written into next */
-    indexer *docs;                  /* NULL: hits read with store_get; else through index_doc_get */
 } index_find_opts;
 
 /* out->total counts every match of the filter (the cursor does not narrow

@@ -370,10 +370,7 @@ void http_doc_get(http_call *c)
     hanu_buf *b = &c->srv->http_scratch;
     hanu_buf_reset(b);
     uint64_t txn;
-    /* through the hot-document cache when there is an index (it serves only the current version) */
-    int rc = c->srv->indexer ? index_doc_get(c->srv->indexer, db, c->id, c->id_len, b, &txn)
-                             : store_get(c->srv->store, db, c->id, c->id_len, b, &txn);
-    if (rc != HANU_OK) {
+    if (store_get(c->srv->store, db, c->id, c->id_len, b, &txn) != HANU_OK) {
         /* Conditions are not evaluated when the answer would be 404 (RFC 9110 13.2.1). */
         http_error(c, 404, "not_found", "no document \"%s\" in collection \"%s\"", c->id, c->col);
         return;

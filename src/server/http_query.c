@@ -308,7 +308,7 @@ static void run_find(http_call *c, query_req *r, uint64_t itxn, const index_snap
     index_cursor *next = r->count_only ? NULL : malloc(sizeof *next);
     int has_next = 0;
     index_find_opts o = { .sort = &r->sort, .offset = r->offset, .limit = r->limit, .count_only = r->count_only,
-                          .after = r->after, .index_txn = itxn, .docs = c->srv->indexer };
+                          .after = r->after, .index_txn = itxn };
     int rc = !next && !r->count_only ? HANU_ERR_NOMEM : index_find_ex(c->srv->store, snap, r->filter, &o, &h, next,
                                                                          &has_next, &qe);
     if (rc) { free(next); find_failed(c, rc, &qe); return; }
