@@ -645,10 +645,109 @@ static void test_pages_under_writes(void)
     store_close(st);
 }
 
+/* Ties on the sort keys across segments: equal values in several segments
+ * (string dictionaries that differ per segment, so one string has other
+ * ordinals in each), mixed types and nulls in one field, overwrites and a
+ * deletion; ids inserted out of order. Every offset and limit, and every
+ * page size with the after cursor, must give the oracle's order. */
+static void test_ties_across_segments(void)
+{
+    snprintf(data_dir, sizeof data_dir, "%s", test_tmpdir("find-ties"));
+    snprintf(index_dir, sizeof index_dir, "%s/index", data_dir);
+    store *st = store_at();
+    REQUIRE(st);
+    uint64_t txn;
+    uint32_t db = UINT32_MAX;
+    REQUIRE(store_db_create(st, "t", 1, STORE_DB_COLLECTION, &txn) == HANU_OK);
+    store_db_lookup(st, "t", 1, &db);
+    indexer *ix = indexer_at(st);
+    REQUIRE(ix);
+    memset(docs, 0, sizeof docs);
+    /* per round its own strings: "b" is ordinal 0, 1 and 0 in the three dictionaries */
+    static const char *const strs[3][3] = { { "b", "d", "b" }, { "a", "b", "c" }, { "b", "c", "b" } };
+    static const char *const hs[5] = { "", ",\"h\":null", ",\"h\":true", ",\"h\":1", ",\"h\":\"x\"" };
+    for (int round = 0; round < 3; round++) {
+        for (int j = 0; j < 30; j++) {
+            /* rounds 0 and 1: ids 0-29 and 30-59 out of order; round 2 overwrites some of both */
+            int i = round < 2 ? round * 30 + (j * 17) % 30 : (j * 7) % 60;
+            char id[16];
+            snprintf(id, sizeof id, "k%04d", i);
+            int del = round == 2 && j == 5;
+            if (!del)
+                snprintf(docs[i], DOC_MAX, "{\"_id\":\"%s\",\"g\":%d,\"s\":\"%s\"%s}", id, (i + round) % 4,
+                         strs[round][j % 3], hs[(i + j) % 5]);
+            store_op op = { del ? STORE_DELETE : STORE_SET, id, strlen(id), docs[i], del ? 0 : strlen(docs[i]) };
+            CHECK_EQ(store_write(st, db, &op, 1, STORE_COND_NONE, 0, &txn, NULL), HANU_OK);
+            if (del) docs[i][0] = '\0';
+        }
+        CHECK_EQ(wait_all(st, ix), HANU_OK);
+    }
+    index_snapshot *snap = index_snapshot_acquire(ix, db);
+    REQUIRE(snap);
+    CHECK(snap->nsegments >= 3);
+    static const char *const sorts[][2] = { { "g", NULL }, { "-g", NULL }, { "s", NULL }, { "-s", "g" },
+                                            { "h", NULL }, { "-h", "s" }, { "s", "-h" }, { NULL, NULL } };
+    static const char *const filters[] = { "{}", "{\"g\":{\"$gte\":1}}", "{\"s\":{\"$in\":[\"b\",\"c\"]}}" };
+    static const size_t offsets[] = { 0, 1, 5, 14, 15, 16, 29, 58, 59, 60 }, limits[] = { 0, 1, 2, 3, 15, 16, 100 };
+    int *want = malloc(DOCS * sizeof *want);
+    brute_doc *bv = calloc(DOCS, sizeof *bv);
+    size_t compared = 0;
+    for (size_t fi = 0; fi < sizeof filters / sizeof *filters; fi++) {
+        filter *f;
+        query_error qe;
+        REQUIRE(filter_parse(filters[fi], strlen(filters[fi]), "filter", &f, &qe) == HANU_OK);
+        for (size_t si = 0; si < sizeof sorts / sizeof *sorts; si++) {
+            sort_spec sort = {0};
+            for (int k = 0; k < 2 && sorts[si][k]; k++) {
+                const char *p = sorts[si][k];
+                sort.keys[k].descending = p[0] == '-';
+                snprintf(sort.keys[k].path, sizeof sort.keys[k].path, "%s", p + (p[0] == '-'));
+                sort.n++;
+            }
+            size_t nwant;
+            REQUIRE(brute(f, &sort, want, &nwant, bv) == HANU_OK);
+            CHECK(nwant > 20);
+            for (size_t oi = 0; oi < sizeof offsets / sizeof *offsets; oi++)
+                for (size_t li = 0; li < sizeof limits / sizeof *limits; li++) {
+                    size_t offset = offsets[oi], limit = limits[li];
+                    index_find_opts o = { .sort = &sort, .offset = offset, .limit = limit };
+                    index_hits h;
+                    query_error fe;
+                    REQUIRE(index_find_ex(st, snap, f, &o, &h, NULL, NULL, &fe) == HANU_OK);
+                    size_t from = offset < nwant ? offset : nwant, to = limit && from + limit < nwant ? from + limit : nwant;
+                    int same = h.n == to - from && h.total == nwant;
+                    for (size_t k = 0; same && k < h.n; k++) same = hit_is(&h.hits[k], want[from + k]);
+                    if (!same)
+                        fprintf(stderr, "  filter %s sort %s,%s offset %zu limit %zu: %zu hits, want %zu\n", filters[fi],
+                                sorts[si][0] ? sorts[si][0] : "_id", sorts[si][1] ? sorts[si][1] : "", offset, limit,
+                                h.n, to - from);
+                    CHECK(same);
+                    compared++;
+                    index_hits_free(&h);
+                }
+            for (size_t page = 1; page <= 16; page++) {
+                int pages;
+                int ok = pages_equal(st, snap, f, &sort, page, want, nwant, &pages);
+                if (!ok) fprintf(stderr, "  filter %s sort %zu: pages of %zu differ\n", filters[fi], si, page);
+                CHECK(ok);
+            }
+            brute_free(bv, nwant);
+        }
+        filter_free(f);
+    }
+    CHECK_EQ(compared, 3u * 8 * 10 * 7);
+    free(want);
+    free(bv);
+    index_snapshot_release(snap);
+    indexer_close(ix);
+    store_close(st);
+}
+
 int main(void)
 {
     RUN(test_cursor_tamper);
     RUN(test_columns_equal_brute_force);
     RUN(test_pages_under_writes);
+    RUN(test_ties_across_segments);
     TEST_DONE();
 }

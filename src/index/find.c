@@ -447,18 +447,25 @@ static int find_matches(store *st, const index_snapshot *snap, const filter *f, 
 /* ---- sorting on columns ---- */
 
 /* A candidate hit in the heap: its sort values (copies; strings point into
- * the segment's dictionary or into doc) and its _id. */
+ * the segment's dictionary or into doc) and its _id. The id is read from the
+ * segment only when needed (a tie on every key, a stored document to read, a
+ * hit returned): reading it for every match cost a cache miss per match. */
 typedef struct entry {
     uint32_t seg, ord;
-    const char *id;
+    const char *id;                 /* NULL until entry_id */
     size_t id_len;
     json_doc *doc;                  /* when a value had to come from the stored document */
     uint32_t nulls;                 /* bit i: key i is missing or null */
+    uint32_t from_cols;             /* 1: every key came from seg's columns (strs holds string ordinals) */
+    uint32_t strs[SORT_MAX_KEYS];   /* key i a string from the column: its dictionary ordinal */
     json_value keys[];
 } entry;
 
+#define NO_SEG UINT32_MAX           /* an entry of no segment (the after cursor): its id is set */
+
 typedef struct heap {
     const sort_spec *sort;
+    const index_snapshot *snap;
     size_t nkeys, esize, n, cap;
     char *v;
     entry *tmp;
@@ -466,14 +473,52 @@ typedef struct heap {
 
 static entry *at(const heap *h, size_t i) { return (entry *)(h->v + i * h->esize); }
 
-static int entry_cmp(const heap *h, const entry *a, const entry *b)
+static void entry_id(const heap *h, entry *e)
 {
-    const json_value *ka[SORT_MAX_KEYS], *kb[SORT_MAX_KEYS];
-    for (size_t i = 0; i < h->nkeys; i++) {
-        ka[i] = a->nulls & (1u << i) ? NULL : &a->keys[i];
-        kb[i] = b->nulls & (1u << i) ? NULL : &b->keys[i];
+    if (!e->id) e->id = index_segment_doc_id(h->snap->segments[e->seg].seg, e->ord, &e->id_len);
+}
+
+static int type_rank(enum json_type t)
+{
+    switch (t) {
+    case JSON_NUMBER: return 1;
+    case JSON_STRING: return 2;
+    default: return 5;   /* JSON_BOOL: the only other type a column gives */
     }
-    return sort_compare(h->sort, ka, a->id, a->id_len, kb, b->id, b->id_len);
+}
+
+/* Key i of two entries whose keys all came from columns, as query_value_compare
+ * orders them: numbers below 2^53 compare exactly as doubles, strings of one
+ * segment by dictionary ordinal (the dictionary is sorted bytewise, distinct). */
+static int column_key_cmp(const entry *a, const entry *b, size_t i)
+{
+    const json_value *x = &a->keys[i], *y = &b->keys[i];
+    if (x->type != y->type) return type_rank(x->type) < type_rank(y->type) ? -1 : 1;
+    switch (x->type) {
+    case JSON_NUMBER: return (x->u.num.d > y->u.num.d) - (x->u.num.d < y->u.num.d);
+    case JSON_STRING:
+        if (a->seg == b->seg) return (a->strs[i] > b->strs[i]) - (a->strs[i] < b->strs[i]);
+        return query_value_compare(x, y);
+    default: return (x->u.boolean > y->u.boolean) - (x->u.boolean < y->u.boolean);
+    }
+}
+
+/* sort_compare over entries: the keys, then the _id (read now if not yet). */
+static int entry_cmp(const heap *h, entry *a, entry *b)
+{
+    int cols = a->from_cols && b->from_cols;
+    for (size_t i = 0; i < h->nkeys; i++) {
+        int an = a->nulls >> i & 1, bn = b->nulls >> i & 1, c;
+        if (an || bn) c = bn - an;   /* null (or missing) sorts first */
+        else if (cols) c = column_key_cmp(a, b, i);
+        else c = query_value_compare(&a->keys[i], &b->keys[i]);
+        if (c) return h->sort->keys[i].descending ? -c : c;
+    }
+    entry_id(h, a);
+    entry_id(h, b);
+    int c = memcmp(a->id, b->id, a->id_len < b->id_len ? a->id_len : b->id_len);
+    if (c) return c < 0 ? -1 : 1;
+    return (a->id_len > b->id_len) - (a->id_len < b->id_len);
 }
 
 static void swap(heap *h, size_t i, size_t j)
@@ -531,11 +576,12 @@ static void set_key(entry *e, size_t i, const json_value *v)
 
 /* The sort values of one matching document, from the columns where they
  * tell; 1 when the document is gone from the store (skip it). */
-static int entry_keys(store *st, const index_snapshot *snap, const sort_spec *sort, const index_column *const *cols,
-                      entry *e, query_error *err)
+static int entry_keys(store *st, const heap *h, const index_column *const *cols, entry *e, query_error *err)
 {
+    const sort_spec *sort = h->sort;
     int need_doc = 0;
     e->nulls = 0;
+    e->from_cols = 1;
     e->doc = NULL;
     for (size_t i = 0; i < sort->n && !need_doc; i++) {
         enum index_col_tag tag = cols[i] ? index_column_tag(cols[i], e->ord) : INDEX_COL_MISSING;
@@ -553,7 +599,8 @@ static int entry_keys(store *st, const index_snapshot *snap, const sort_spec *so
         }
         case INDEX_COL_STRING: {
             size_t len;
-            const char *s = index_column_dict(cols[i], index_column_string_ord(cols[i], e->ord), &len);
+            e->strs[i] = index_column_string_ord(cols[i], e->ord);
+            const char *s = index_column_dict(cols[i], e->strs[i], &len);
             v = (json_value){ .type = JSON_STRING, .u.str = { s, len } };
             break;
         }
@@ -563,9 +610,11 @@ static int entry_keys(store *st, const index_snapshot *snap, const sort_spec *so
         set_key(e, i, &v);
     }
     if (!need_doc) return 0;
+    e->from_cols = 0;
+    entry_id(h, e);
     hanu_buf val = {0};
     uint64_t token;
-    int rc = store_get(st, snap->db, e->id, e->id_len, &val, &token);
+    int rc = store_get(st, h->snap->db, e->id, e->id_len, &val, &token);
     if (rc == HANU_ERR_NOT_FOUND) { hanu_buf_free(&val); return 1; }
     if (!rc) rc = json_doc_parse((const char *)val.data, val.len, NULL, &e->doc, NULL);
     hanu_buf_free(&val);
@@ -582,9 +631,11 @@ static int entry_keys(store *st, const index_snapshot *snap, const sort_spec *so
 
 static void cursor_entry(const index_cursor *c, entry *e)
 {
+    e->seg = NO_SEG;
     e->id = c->id;
     e->id_len = c->id_len;
     e->nulls = 0;
+    e->from_cols = 0;
     e->doc = NULL;
     for (uint32_t i = 0; i < c->nkeys; i++) {
         const index_cursor_key *k = &c->keys[i];
@@ -596,7 +647,7 @@ static void cursor_entry(const index_cursor *c, entry *e)
     }
 }
 
-static int entry_cursor(const heap *h, const entry *e, uint64_t txn, index_cursor *c, query_error *err)
+static int entry_cursor(const heap *h, entry *e, uint64_t txn, index_cursor *c, query_error *err)
 {
     memset(c, 0, offsetof(index_cursor, bytes));
     c->txn_bound = txn;
@@ -651,7 +702,7 @@ static int append_hit(index_hits *h, const char *id, size_t len, uint64_t txn, c
 
 static int cmp_entries(const void *a, const void *b, void *h)
 {
-    return entry_cmp(h, a, b);
+    return entry_cmp(h, (entry *)a, (entry *)b);   /* ids are all read before the sort: nothing changes */
 }
 
 int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const index_find_opts *o,
@@ -669,7 +720,7 @@ int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const 
     for (uint32_t s = 0; s < m.n; s++) out->total += roaring_bitmap_get_cardinality(m.seg[s]);
     if (o->count_only) { matches_free(&m); return HANU_OK; }
 
-    heap h = { .sort = sort, .nkeys = sort->n, .esize = sizeof(entry) + sort->n * sizeof(json_value) };
+    heap h = { .sort = sort, .snap = snap, .nkeys = sort->n, .esize = sizeof(entry) + sort->n * sizeof(json_value) };
     h.esize = (h.esize + 7) & ~(size_t)7;
     size_t k = o->limit ? o->offset + o->limit : SIZE_MAX;
     entry *e = calloc(1, h.esize), *after = NULL;
@@ -689,8 +740,8 @@ int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const 
         for (; it.has_value && !rc; roaring_advance_uint32_iterator(&it)) {
             e->seg = s;
             e->ord = it.current_value;
-            e->id = index_segment_doc_id(seg, e->ord, &e->id_len);
-            int r = entry_keys(st, snap, sort, cols, e, err);
+            e->id = NULL;
+            int r = entry_keys(st, &h, cols, e, err);
             if (r == 1) { out->total--; continue; }
             if (r) { rc = r; break; }
             if (after && entry_cmp(&h, e, after) <= 0) { json_doc_free(e->doc); e->doc = NULL; continue; }
@@ -698,6 +749,7 @@ int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const 
             rc = heap_offer(&h, e, k);
         }
     }
+    for (size_t i = 0; i < h.n; i++) entry_id(&h, at(&h, i));
     if (!rc && h.n) qsort_r(h.v, h.n, h.esize, cmp_entries, &h);
     hanu_buf val = {0};
     size_t from = o->offset < h.n ? o->offset : h.n;
