@@ -91,6 +91,33 @@ static void check_search_cursor(const uint8_t *data, size_t size)
     }
 }
 
+/* A search cursor built from the input (score bits, id bytes), as
+ * index_search writes one, decodes back to itself. */
+static void built_search_cursor(const uint8_t *data, size_t size)
+{
+    static index_cursor c, back;
+    static char text[INDEX_CURSOR_TEXT_MAX + 1];
+    double d;
+    if (size < 9) return;
+    memcpy(&d, data, 8);
+    if (!(d >= 0) || d - d != 0) d = (double)size;   /* scores are finite and >= 0 */
+    memset(&c, 0, sizeof c);
+    c.txn_bound = size;
+    c.sort_hash = fixed_query_hash();
+    c.nkeys = 1;
+    c.keys[0] = (index_cursor_key){ .type = JSON_NUMBER, .d = d };
+    c.id_len = HANU_MIN(size - 8, (size_t)INDEX_CURSOR_ID_MAX);
+    memcpy(c.id, data + 8, c.id_len);
+    size_t n = index_cursor_encode(&c, text, sizeof text);
+    assert(n > 0 && n <= INDEX_CURSOR_TEXT_MAX);
+    assert(index_search_cursor_decode(text, n, c.sort_hash, &back) == HANU_OK);
+    same_cursor(&c, &back);
+    assert(index_search_cursor_decode(text, n, c.sort_hash ^ 1, &back) == HANU_ERR_INVALID);
+    static char copy[INDEX_CURSOR_TEXT_MAX + 1];
+    memcpy(copy, text, n);
+    check_search_cursor((const uint8_t *)copy, n);   /* the accepting side of the checks */
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static index_cursor c;
@@ -111,6 +138,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         assert(rc == HANU_ERR_INVALID);
     }
     check_search_cursor(data, size);
+    built_search_cursor(data, size);
     /* a cursor built from the input bytes survives its text form */
     if (sort.n && size > 2) {
         memset(&c, 0, sizeof c);
