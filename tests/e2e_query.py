@@ -586,7 +586,9 @@ def t_search_pages(h, ctx):
                                        (total - 1, total - 1, "gte")):
             b = dict(body) if track is None else dict(body, track_total=track)
             hits, answers = search_pages(h, b, 7, txn)
-            check(hits == exhaustive, "%r track_total %r: pages %r, want %r" % (body, track, hits, exhaustive))
+            first = next((k for k, (a, b) in enumerate(zip(hits, exhaustive)) if a != b), min(len(hits), len(exhaustive)))
+            check(hits == exhaustive, "%r track_total %r: pages differ from hit %d: %r, want %r (%d vs %d hits)" %
+                  (body, track, first, hits[first:first + 3], exhaustive[first:first + 3], len(hits), len(exhaustive)))
             check(len(set(i for i, _ in hits)) == len(hits) == total, "duplicates or gaps: %r" % hits)
             check(all(a["count"] == count and a["count_relation"] == relation for a in answers),
                   "%r track_total %r: counts %r" % (body, track, [(a["count"], a["count_relation"]) for a in answers]))
