@@ -4,7 +4,8 @@ family, sorts, limit/offset and count, each answer compared exactly with a brute
 evaluator written here; 400 invalid_query with its message, 404 and 409; min_txn held
 without blocking the loop (a write on another connection releases it) and 503
 index_behind past --min-txn-wait-ms; the same answers after a restart; _aggs and
-_search (BM25 computed here) exact on small corpora; the listing by id page by page;
+_search (BM25 computed here) exact on small corpora, its count_relation and track_total, and
+its pages through after/next (limit 7) exactly the exhaustive ranking; the listing by id page by page;
 docbench's request shapes; the index in _status."""
 import functools
 import json
@@ -522,10 +523,98 @@ def t_search(h, ctx):
         want, total = expected_search(NOTES, body["q"], body.get("fields", ()), body.get("filter"),
                                       body.get("limit", 20))
         got = [(x["_id"], x["score"]) for x in b["hits"]]
+        check(b["count_relation"] == "eq" and (b["next"] is None) == (total <= body.get("limit", 20)),
+              "search %r: relation and next %r" % (body, b))
         check([g[0] for g in got] == [w[0] for w in want] and b["count"] == total and
               all(abs(g[1] - w[1]) < 1e-9 for g, w in zip(got, want)),
               "search %r: got %r (%d), want %r (%d)" % (body, got, b["count"], want, total))
         check_docs(text, b["hits"], raw)
+
+
+PAGE_WORDS = ["alpha", "beta", "gamma", "delta", "echo", "fox", "golf", "hotel"]
+
+
+def page_docs():
+    """200 notes of a small vocabulary (common words, long postings); every fifth text repeats an
+    earlier one, so that equal scores are ordered by _id."""
+    rnd = random.Random(11)
+    docs, texts_so_far = {}, []
+    for i in range(200):
+        if i % 5 == 4:
+            text = rnd.choice(texts_so_far)
+        else:
+            text = " ".join(rnd.choice(PAGE_WORDS[:rnd.randrange(2, 9)]) for _ in range(rnd.randrange(1, 12)))
+        texts_so_far.append(text)
+        docs["p%03d" % (199 - i)] = {"text": text, "kind": rnd.choice(["a", "b"])}   # written in reverse id order
+    return docs
+
+
+def search_pages(h, body, limit, txn):
+    """Every page of a search through after/next: the hits and the answers."""
+    hits, answers, after = [], [], None
+    while True:
+        b, _ = post_raw(h, "/c/pages/_search", dict(body, limit=limit, min_txn=txn,
+                                                     **({"after": after} if after else {})))
+        answers.append(b)
+        hits += [(x["_id"], x["score"]) for x in b["hits"]]
+        after = b["next"]
+        check(len(answers) < 1000, "paging does not end")
+        if after is None:
+            return hits, answers
+        check(len(b["hits"]) == limit, "a page before the last is full: %r" % b)
+
+
+def t_search_pages(h, ctx):
+    """Pages of 7 through after/next give the exhaustive ranking: no duplicate, no gap; track_total
+    and count_relation; bad track_total and after are 400."""
+    docs = page_docs()
+    _, txn = put_all(h, "pages", docs)
+    for body in ({"q": "alpha beta"}, {"q": "gamma +delta"}, {"q": "hotel golf fox", "filter": {"kind": "a"}},
+                 {"q": '"alpha alpha" beta'}, {"q": "alpha", "fields": ["text"]}):
+        want, total = expected_search(docs, body["q"], body.get("fields", ()), body.get("filter"), limit=1000)
+        check(total > 14, "%r matches %d" % (body, total))
+        one, _ = post_raw(h, "/c/pages/_search", dict(body, limit=1000, track_total=True, min_txn=txn))
+        exhaustive = [(x["_id"], x["score"]) for x in one["hits"]]
+        check(one["count"] == total and one["count_relation"] == "eq" and one["next"] is None and
+              sorted(i for i, _ in exhaustive) == sorted(i for i, _ in want) and
+              all(abs(s - dict(want)[i]) < 1e-9 for i, s in exhaustive) and
+              all((a[1], b[0]) > (b[1], a[0]) for a, b in zip(exhaustive, exhaustive[1:])),
+              "%r: the one page %r, want %r" % (body, exhaustive, want))
+        ties = sum(1 for a, b in zip(exhaustive, exhaustive[1:]) if a[1] == b[1])
+        for track, count, relation in ((None, total, "eq"), (True, total, "eq"), (5, 5, "gte"),
+                                       (0, 0, "gte"), (False, 0, "gte"), (total, total, "eq"),
+                                       (total - 1, total - 1, "gte")):
+            b = dict(body) if track is None else dict(body, track_total=track)
+            hits, answers = search_pages(h, b, 7, txn)
+            first = next((k for k, (a, b) in enumerate(zip(hits, exhaustive)) if a != b), min(len(hits), len(exhaustive)))
+            check(hits == exhaustive, "%r track_total %r: pages differ from hit %d: %r, want %r (%d vs %d hits)" %
+                  (body, track, first, hits[first:first + 3], exhaustive[first:first + 3], len(hits), len(exhaustive)))
+            check(len(set(i for i, _ in hits)) == len(hits) == total, "duplicates or gaps: %r" % hits)
+            check(all(a["count"] == count and a["count_relation"] == relation for a in answers),
+                  "%r track_total %r: counts %r" % (body, track, [(a["count"], a["count_relation"]) for a in answers]))
+        check(ties > 0 or body["q"] != "alpha beta", "the corpus has equal scores: %d" % ties)
+    # offset with after: the page skips that many after the cursor
+    b, _ = post_raw(h, "/c/pages/_search", {"q": "alpha beta", "limit": 7})
+    one, _ = post_raw(h, "/c/pages/_search", {"q": "alpha beta", "limit": 1000})
+    c, _ = post_raw(h, "/c/pages/_search", {"q": "alpha beta", "limit": 3, "offset": 2, "after": b["next"]})
+    check([x["_id"] for x in c["hits"]] == [x["_id"] for x in one["hits"][9:12]], "after + offset: %r" % c)
+    for body, msg in (({"track_total": "yes"}, "track_total: must be true, false or an integer from 0 to 10000000"),
+                      ({"track_total": -1}, "track_total: must be true"),
+                      ({"track_total": 10000001}, "track_total: must be true"),
+                      ({"track_total": 1.5}, "track_total: must be true"),
+                      ({"after": "AAAA"}, "after: not a cursor"),
+                      ({"after": 7}, "after: not a cursor"),
+                      ({"after": b["next"][:-2]}, "after: not a cursor"),
+                      ({"q": "alpha", "after": b["next"]}, "after: not a cursor"),
+                      ({"fields": ["text"], "after": b["next"]}, "after: not a cursor")):
+        st, _, e = h.json("POST", "/c/pages/_search", dict({"q": "alpha beta"}, **body))
+        check(st == 400 and error_code(e) == "invalid_query" and e["error"]["message"].startswith(msg),
+              "%r: %d %r" % (body, st, e))
+    f, _ = post_raw(h, "/c/pages/_find", {"limit": 2})
+    st, _, e = h.json("POST", "/c/pages/_search", {"q": "alpha", "after": f["next"]})
+    check(st == 400 and e["error"]["message"].startswith("after: not a cursor"), "a _find cursor: %r" % e)
+    st, _, e = h.json("POST", "/c/pages/_find", {"limit": 2, "after": b["next"]})
+    check(st == 400 and e["error"]["message"].startswith("after: not a cursor"), "a _search cursor: %r" % e)
 
 
 def t_listing(h, ctx):
@@ -590,7 +679,7 @@ def run_main(tmp):
     raw, txn = put_all(h, "ev", docs)
     ctx = {"srv": srv, "docs": docs, "raw": raw, "txn": txn}
     cases = (t_find_every_operator, t_find_after_delete_and_replace, t_invalid_queries, t_missing_and_wrong_kind,
-             t_min_txn_held_until_a_write, t_aggs, t_search, t_listing, t_docbench_shapes, t_status,
+             t_min_txn_held_until_a_write, t_aggs, t_search, t_search_pages, t_listing, t_docbench_shapes, t_status,
              t_find_pages_fields_count)
     failures = run_cases(srv, [with_ctx(t, ctx) for t in cases])
     check(srv.stop() == 0, "clean stop")

@@ -6,7 +6,12 @@
  * random queries (words, +must, -not, phrases, fields, filters the columns
  * decide and filters only the document decides, offsets) give the same hits
  * and scores as search_eval + filter_match over the live documents, the
- * pruned top k equals the exhaustive one, and pruning skips work.
+ * pruned top k equals the exhaustive one, and pruning skips work. Counting
+ * up to a random threshold (0, small, large, around the exact count, all)
+ * and then pruning gives the same top k, an exact count when it says "eq"
+ * and the threshold when it says "gte"; paging with the cursor (through its
+ * text form) gives exactly the exhaustive ranking, also when the segments
+ * are merged between two pages.
  */
 #include "test.h"
 #include "index/index.h"
@@ -15,6 +20,7 @@
 #include "store/store.h"
 
 #include <math.h>
+#include <unistd.h>
 
 static char data_dir[512], index_dir[600];
 
@@ -91,6 +97,15 @@ static int search(store *st, const index_snapshot *snap, const char *q, const ch
 
 static int near(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(b) + 1e-12; }
 
+/* A page's cursor through its text form, as a client sends it back. */
+static int cursor_round_trip(const index_cursor *next, const search_query *q, const char *const *fields,
+                             size_t nfields, index_cursor *out)
+{
+    static char text[INDEX_CURSOR_TEXT_MAX + 1];
+    size_t n = index_cursor_encode(next, text, sizeof text);
+    return index_search_cursor_decode(text, n, index_search_hash(q, fields, nfields), out);
+}
+
 static void test_bm25_hand_values(void)
 {
     set_dirs("search-bm25");
@@ -164,6 +179,7 @@ static unsigned word(void)
 static int words(char *out, size_t cap, unsigned n)
 {
     int len = 0;
+    out[0] = '\0';   /* n may be 0 */
     for (unsigned i = 0; i < n && (size_t)len < cap; i++)
         len += snprintf(out + len, cap - (size_t)len, "%sw%u", i ? " " : "", word());
     return len;
@@ -217,8 +233,28 @@ typedef struct corpus {
     json_doc *parsed[MAX_DOCS];
 } corpus;
 
-static void run_corpus(unsigned seed, int ndocs, int nqueries, uint64_t *scored_pruned, uint64_t *scored_all,
-                       uint64_t *skips, int *nonempty)
+typedef struct tally {
+    uint64_t scored_pruned, scored_all, skips;
+    int nonempty;
+    uint64_t gte, eq, pages, paged_queries;
+    uint64_t scored_thr, scored_thr_exact;   /* small thresholds vs exhaustive, same queries */
+} tally;
+
+/* track_total: n, 0, small, large, around the exact count nw, or all. */
+static uint64_t pick_threshold(size_t nw)
+{
+    switch (rnd() % 7) {
+    case 0: return 0;
+    case 1: return 1 + rnd() % 5;
+    case 2: return 1000;
+    case 3: return INDEX_SEARCH_COUNT_ALL;
+    case 4: return nw;
+    case 5: return nw ? nw - 1 : 0;
+    default: return nw + 1;
+    }
+}
+
+static void run_corpus(unsigned seed, int ndocs, int nqueries, tally *t)
 {
     static corpus c;
     memset(&c, 0, sizeof c);
@@ -299,10 +335,66 @@ static void run_corpus(unsigned seed, int ndocs, int nqueries, uint64_t *scored_
                         k < pruned.hits.n ? pruned.scores[k] : 0);
         }
         CHECK(same);
-        *nonempty += expect > 0;
-        *scored_pruned += pruned.scored;
-        *scored_all += all.scored;
-        *skips += pruned.skipped_blocks;
+        t->nonempty += expect > 0;
+        t->scored_pruned += pruned.scored;
+        t->scored_all += all.scored;
+        t->skips += pruned.skipped_blocks;
+        /* Counting up to a threshold, then pruning: the same page, the count
+         * exact when "eq", the threshold (below the exact count) when "gte". */
+        uint64_t thr = pick_threshold(nw);
+        index_search_opts o = { .offset = offset, .limit = limit, .count_upto = thr };
+        index_search_result tt;
+        REQUIRE(index_search_ex(st, snap, &sq, f, fields, nfields, &o, &tt) == HANU_OK);
+        int ok = tt.hits.n == expect && (tt.next != NULL) == (nw > offset + limit);
+        for (size_t k = 0; ok && k < expect; k++)
+            ok = strcmp(tt.hits.hits[k].id, all.hits.hits[k].id) == 0 && tt.scores[k] == all.scores[k];
+        if (tt.total_gte) ok = ok && tt.hits.total == thr && thr < nw && tt.hits.total >= (thr < nw ? thr : nw);
+        else ok = ok && tt.hits.total == nw;
+        if (!ok)
+            fprintf(stderr, "  seed %u q %s filter %s threshold %llu: %zu hits, count %llu %s, want %zu of %zu\n", seed,
+                    qtext, fj ? fj : "{}", (unsigned long long)thr, tt.hits.n, (unsigned long long)tt.hits.total,
+                    tt.total_gte ? "gte" : "eq", expect, nw);
+        CHECK(ok);
+        t->gte += tt.total_gte;
+        t->eq += !tt.total_gte;
+        if (thr <= 5) {
+            t->scored_thr += tt.scored;
+            t->scored_thr_exact += all.scored;
+        }
+        index_search_result_free(&tt);
+        /* Paging with the cursor: every page the next slice of the ranking. */
+        if (qn % 3 == 0) {
+            static index_cursor cur;
+            size_t ngot = 0, page = 1 + rnd() % 7, npages = 0;
+            o = (index_search_opts){ .limit = page, .count_upto = pick_threshold(nw) };
+            for (int more = 1; more && npages <= nw + 1 && !test_current_failed;) {
+                index_search_result pr;
+                REQUIRE(index_search_ex(st, snap, &sq, f, fields, nfields, &o, &pr) == HANU_OK);
+                npages++;
+                CHECK(pr.hits.n == (nw - ngot < page ? nw - ngot : page));
+                CHECK(pr.total_gte ? pr.hits.total < nw : pr.hits.total == nw);
+                for (size_t k = 0; k < pr.hits.n && ngot < nw; k++, ngot++)
+                    CHECK(strcmp(pr.hits.hits[k].id, want[ngot].id) == 0 && near(pr.scores[k], want[ngot].score));
+                more = pr.next != NULL;
+                CHECK(more == (ngot < nw));
+                if (more) {
+                    REQUIRE(cursor_round_trip(pr.next, &sq, fields, nfields, &cur) == HANU_OK);
+                    o.after = &cur;
+                    if (npages == 1 && nw > ngot + 1) {   /* after and offset together */
+                        index_search_opts oo = o;
+                        oo.offset = 1;
+                        index_search_result po;
+                        REQUIRE(index_search_ex(st, snap, &sq, f, fields, nfields, &oo, &po) == HANU_OK);
+                        CHECK(po.hits.n > 0 && strcmp(po.hits.hits[0].id, want[ngot + 1].id) == 0);
+                        index_search_result_free(&po);
+                    }
+                }
+                index_search_result_free(&pr);
+            }
+            CHECK_EQ(ngot, nw);
+            t->pages += npages;
+            t->paged_queries++;
+        }
         index_search_result_free(&pruned);
         index_search_result_free(&counted);
         index_search_result_free(&all);
@@ -318,20 +410,124 @@ static void run_corpus(unsigned seed, int ndocs, int nqueries, uint64_t *scored_
 
 static void test_topk_equals_exhaustive(void)
 {
-    uint64_t pruned = 0, all = 0, skips = 0;
-    int nonempty = 0;
-    run_corpus(1, 500, 1100, &pruned, &all, &skips, &nonempty);
-    run_corpus(3, 520, 1100, &pruned, &all, &skips, &nonempty);
+    tally t = { 0 };
+    run_corpus(1, 500, 1100, &t);
+    run_corpus(3, 520, 1100, &t);
     fprintf(stderr, "  %d queries with hits; documents scored: %llu pruned, %llu exhaustive; %llu block skips\n",
-            nonempty, (unsigned long long)pruned, (unsigned long long)all, (unsigned long long)skips);
-    CHECK(nonempty > 1800);
-    CHECK(pruned < all);   /* WAND skipped documents (small corpora: the bench measures how many) */
-    CHECK(skips > 0);
+            t.nonempty, (unsigned long long)t.scored_pruned, (unsigned long long)t.scored_all,
+            (unsigned long long)t.skips);
+    fprintf(stderr, "  thresholds: %llu counts eq, %llu gte; threshold <= 5 scored %llu of %llu; "
+            "%llu queries paged in %llu pages\n", (unsigned long long)t.eq, (unsigned long long)t.gte,
+            (unsigned long long)t.scored_thr, (unsigned long long)t.scored_thr_exact,
+            (unsigned long long)t.paged_queries, (unsigned long long)t.pages);
+    CHECK(t.nonempty > 1800);
+    CHECK(t.scored_pruned < t.scored_all);   /* WAND skipped documents (small corpora: the bench measures how many) */
+    CHECK(t.skips > 0);
+    CHECK(t.gte > 100 && t.eq > 100);        /* both sides of every threshold were reached */
+    CHECK(t.scored_thr < t.scored_thr_exact);   /* past a small threshold the loop prunes */
+    CHECK(t.paged_queries > 500 && t.pages > 2 * t.paged_queries);
+}
+
+/* A cursor names (score, _id), not a segment's ordinal: pages taken before
+ * and after the segments merge are still the exhaustive ranking's slices. */
+static void test_pages_across_a_merge(void)
+{
+    set_dirs("search-merge");
+    rng_state = 7;
+    store *st = open_store();
+    REQUIRE(st);
+    uint32_t db = make_collection(st);
+    indexer_options io;
+    indexer_options_default(&io);
+    io.dir = index_dir;
+    io.commit_interval_ms = 600000;
+    io.quiet = 1;
+    io.merge_policy = INDEX_MERGE_NONE;
+    char err[512] = "";
+    indexer *ix = NULL;
+    REQUIRE(indexer_open(st, &io, &ix, err, sizeof err) == HANU_OK);
+    static char doc[400];
+    for (int round = 0; round < 6; round++) {   /* six small segments, overwrites between them */
+        for (int i = 0; i < 60; i++) {
+            char id[16];
+            snprintf(id, sizeof id, "m%03d", round < 3 ? round * 60 + i : (int)(rnd() % 180));
+            gen_doc(doc, sizeof doc);
+            CHECK_EQ(put(st, db, id, doc), HANU_OK);
+        }
+        CHECK_EQ(commit(st, ix), HANU_OK);
+    }
+    index_snapshot *a = index_snapshot_acquire(ix, db);
+    REQUIRE(a);
+    uint32_t segs_before = a->nsegments;
+    CHECK_EQ(segs_before, 6);
+    search_query sq;
+    query_error qe;
+    const char *qtext = "w0 w1 w3 \"w1 w2\"";
+    REQUIRE(search_query_parse(qtext, strlen(qtext), &sq, &qe) == HANU_OK);
+    index_search_result all, p;
+    REQUIRE(index_search(st, a, &sq, NULL, NULL, 0, 0, 1000, INDEX_SEARCH_EXHAUSTIVE, &all) == HANU_OK);
+    CHECK(all.hits.n > 40);
+    index_search_opts o = { .limit = 7, .count_upto = 10 };
+    REQUIRE(index_search_ex(st, a, &sq, NULL, NULL, 0, &o, &p) == HANU_OK);
+    static index_cursor cur;
+    REQUIRE(p.next && cursor_round_trip(p.next, &sq, NULL, 0, &cur) == HANU_OK);
+    size_t ngot = 0;
+    for (size_t k = 0; k < p.hits.n; k++, ngot++)
+        CHECK(strcmp(p.hits.hits[k].id, all.hits.hits[ngot].id) == 0 && p.scores[k] == all.scores[ngot]);
+    index_search_result_free(&p);
+    index_snapshot_release(a);
+    indexer_close(ix);
+    /* The same index with merges on: the six segments merge. */
+    io.merge_policy = INDEX_MERGE_DEFAULT;
+    REQUIRE(indexer_open(st, &io, &ix, err, sizeof err) == HANU_OK);
+    index_snapshot *b = NULL;
+    for (int i = 0; i < 2000; i++) {
+        indexer_stats ss;
+        indexer_commit_now(ix);
+        CHECK_EQ(indexer_wait_txn(ix, store_last_txn(st), 10000), HANU_OK);
+        indexer_get_stats(ix, &ss);
+        b = index_snapshot_acquire(ix, db);
+        REQUIRE(b);
+        if (!ss.merging && b->nsegments < segs_before) break;
+        index_snapshot_release(b);
+        b = NULL;
+        usleep(5000);
+    }
+    REQUIRE(b);
+    CHECK(b->nsegments < segs_before);
+    for (int more = 1; more && !test_current_failed;) {
+        o.after = &cur;
+        REQUIRE(index_search_ex(st, b, &sq, NULL, NULL, 0, &o, &p) == HANU_OK);
+        for (size_t k = 0; k < p.hits.n; k++, ngot++)
+            CHECK(ngot < all.hits.n && strcmp(p.hits.hits[k].id, all.hits.hits[ngot].id) == 0 &&
+                  p.scores[k] == all.scores[ngot]);
+        more = p.next != NULL;
+        if (more) REQUIRE(cursor_round_trip(p.next, &sq, NULL, 0, &cur) == HANU_OK);
+        index_search_result_free(&p);
+    }
+    CHECK_EQ(ngot, all.hits.n);
+    /* A cursor of another query, or a _find cursor, is refused. */
+    search_query other;
+    REQUIRE(search_query_parse("w0 w1", 5, &other, &qe) == HANU_OK);
+    static char text[INDEX_CURSOR_TEXT_MAX + 1];
+    size_t tl = index_cursor_encode(&cur, text, sizeof text);
+    CHECK_EQ(index_search_cursor_decode(text, tl, index_search_hash(&other, NULL, 0), &cur), HANU_ERR_INVALID);
+    static const char *const fl[] = { "t" };
+    CHECK_EQ(index_search_cursor_decode(text, tl, index_search_hash(&sq, fl, 1), &cur), HANU_ERR_INVALID);
+    CHECK_EQ(index_cursor_decode(text, tl, NULL, &cur), HANU_ERR_INVALID);
+    CHECK_EQ(index_search_cursor_decode(text, tl, index_search_hash(&sq, NULL, 0), &cur), HANU_OK);
+    search_query_free(&other);
+    search_query_free(&sq);
+    index_search_result_free(&all);
+    index_snapshot_release(b);
+    indexer_close(ix);
+    store_close(st);
 }
 
 int main(void)
 {
     RUN(test_bm25_hand_values);
     RUN(test_topk_equals_exhaustive);
+    RUN(test_pages_across_a_merge);
     TEST_DONE();
 }

@@ -11,12 +11,17 @@
  * (little-endian). Decoding checks every length against the limits in
  * index.h, the checksum, and that the cursor was made for the same sort, so
  * an edited, cut or foreign cursor is refused, never half-used.
+ *
+ * A _search cursor is the same record: one key, the score as double bits, and
+ * in place of the sort's fingerprint the query's (another seed, so that no
+ * _find cursor passes for a search's).
  */
 #include "index/index.h"
 #include "query/query.h"
 
 #define CURSOR_VERSION 1
 #define CURSOR_SEED 0x48616e7543757273ull   /* "HanuCurs" */
+#define SEARCH_HASH_SEED 0x5345415243480001ull
 #define CURSOR_RAW_MAX (INDEX_CURSOR_TEXT_MAX / 4 * 3)
 
 enum { CK_NULL, CK_FALSE, CK_TRUE, CK_INT, CK_DOUBLE, CK_STRING };
@@ -30,6 +35,21 @@ uint64_t index_sort_hash(const sort_spec *sort)
         h = hanu_hash64(sort->keys[i].path, strlen(sort->keys[i].path), h);
         h = hanu_hash64(&sort->keys[i].descending, sizeof sort->keys[i].descending, h);
     }
+    return h;
+}
+
+uint64_t index_search_hash(const search_query *q, const char *const *fields, size_t nfields)
+{
+    uint64_t h = SEARCH_HASH_SEED;
+    for (size_t c = 0; c < q->n; c++) {
+        const search_clause *cl = &q->clauses[c];
+        uint8_t head[2] = { (uint8_t)cl->occur, (uint8_t)cl->n_tokens };
+        h = hanu_hash64(head, sizeof head, h);
+        for (uint32_t t = 0; t < cl->n_tokens; t++) h = hanu_hash64(cl->tokens[t], cl->lens[t] + 1, h);   /* with its NUL */
+    }
+    uint8_t sep = 0xff;   /* not a token byte: the fields cannot pass for a clause */
+    h = hanu_hash64(&sep, 1, h);
+    for (size_t i = 0; i < nfields; i++) h = hanu_hash64(fields[i], strlen(fields[i]) + 1, h);
     return h;
 }
 
@@ -79,7 +99,8 @@ static int b64_value(char ch)
     return ch == '-' ? 62 : ch == '_' ? 63 : -1;
 }
 
-int index_cursor_decode(const char *text, size_t len, const sort_spec *sort, index_cursor *c)
+/* Decodes a cursor that must have nkeys keys and the fingerprint hash. */
+static int cursor_decode(const char *text, size_t len, size_t want, uint64_t hash, index_cursor *c)
 {
     uint8_t raw[CURSOR_RAW_MAX];
     size_t n = 0;
@@ -101,8 +122,7 @@ int index_cursor_decode(const char *text, size_t len, const sort_spec *sort, ind
     c->txn_bound = hanu_get_u64(raw + p); p += 8;
     c->sort_hash = hanu_get_u64(raw + p); p += 8;
     c->nkeys = raw[p++];
-    size_t want = sort ? sort->n : 0;
-    if (c->nkeys != want || c->sort_hash != index_sort_hash(sort)) return HANU_ERR_INVALID;
+    if (c->nkeys != want || c->sort_hash != hash) return HANU_ERR_INVALID;
     for (uint32_t i = 0; i < c->nkeys; i++) {
         index_cursor_key *k = &c->keys[i];
         if (p >= end) return HANU_ERR_INVALID;
@@ -143,5 +163,19 @@ int index_cursor_decode(const char *text, size_t len, const sort_spec *sort, ind
     if (c->id_len == 0 || c->id_len > INDEX_CURSOR_ID_MAX || end - p != c->id_len) return HANU_ERR_INVALID;
     memcpy(c->id, raw + p, c->id_len);
     c->id[c->id_len] = '\0';
+    return HANU_OK;
+}
+
+int index_cursor_decode(const char *text, size_t len, const sort_spec *sort, index_cursor *c)
+{
+    return cursor_decode(text, len, sort ? sort->n : 0, index_sort_hash(sort), c);
+}
+
+int index_search_cursor_decode(const char *text, size_t len, uint64_t query_hash, index_cursor *c)
+{
+    int rc = cursor_decode(text, len, 1, query_hash, c);
+    if (rc) return rc;
+    /* a score: a finite double >= 0, as index_search writes it */
+    if (c->keys[0].type != JSON_NUMBER || c->keys[0].is_int || !(c->keys[0].d >= 0)) return HANU_ERR_INVALID;
     return HANU_OK;
 }

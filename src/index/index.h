@@ -417,23 +417,44 @@ void index_hits_free(index_hits *h);
  * every path at or below them). Phrases, and filters the columns cannot
  * decide, are checked on the stored document (store_get), only for documents
  * whose score bound can still enter the top k. Hits are ordered by score
- * descending, ties by _id (byte order); offset of them are skipped and at
- * most limit kept. With INDEX_SEARCH_COUNT every match is visited (no
- * pruning) and hits.total counts them; otherwise hits.total is 0.
- * INDEX_SEARCH_EXHAUSTIVE scores every match without pruning (the tests'
- * reference for the pruned top k). A hit's doc is the stored bytes now; a
- * document deleted after the snapshot is left out. Any thread, while snap
- * stays acquired; q, f and fields are only read. */
+ * descending, ties by _id (byte order); with after, only hits strictly after
+ * that (score, _id) position count; then offset of them are skipped and at
+ * most limit kept. A hit's doc is the stored bytes now; a document deleted
+ * after the snapshot is left out. Any thread, while snap stays acquired; q, f
+ * and fields are only read.
+ *
+ * Counting (Elasticsearch's track_total_hits): matches are counted exactly,
+ * without pruning, up to count_upto of them; at the next match the loop stops
+ * counting and prunes from there on, and hits.total is count_upto with
+ * total_gte set (a lower bound). count_upto 0 prunes from the start;
+ * INDEX_SEARCH_COUNT_ALL never stops counting. The count ignores after,
+ * offset and limit. INDEX_SEARCH_EXHAUSTIVE scores every match without
+ * pruning (the tests' reference for the pruned top k). */
 typedef struct search_query search_query;
-#define INDEX_SEARCH_COUNT 1u
+typedef struct index_cursor index_cursor;
+#define INDEX_SEARCH_COUNT 1u           /* index_search only: count_upto = INDEX_SEARCH_COUNT_ALL */
 #define INDEX_SEARCH_EXHAUSTIVE 2u
+#define INDEX_SEARCH_COUNT_ALL UINT64_MAX
+typedef struct index_search_opts {
+    size_t offset, limit;
+    unsigned flags;                 /* INDEX_SEARCH_EXHAUSTIVE */
+    uint64_t count_upto;            /* see above */
+    const index_cursor *after;      /* NULL, or a search cursor (index_search_cursor_decode) */
+    uint64_t index_txn;             /* written into next */
+} index_search_opts;
 typedef struct index_search_result {
-    index_hits hits;            /* the page, best first */
+    index_hits hits;            /* the page, best first; hits.total: the count */
     double *scores;             /* scores[i] of hits.hits[i] */
+    int total_gte;              /* hits.total is a lower bound (counting stopped) */
+    index_cursor *next;         /* the last position of the page when more hits follow it, else NULL */
     uint64_t scored;            /* documents whose score (or bound) was computed */
     uint64_t verified;          /* documents read from the store to check phrases or the filter */
     uint64_t skipped_blocks;    /* block-max skips */
 } index_search_result;
+int index_search_ex(store *st, const index_snapshot *snap, const search_query *q, const filter *f,
+                    const char *const *fields, size_t nfields, const index_search_opts *o,
+                    index_search_result *out);
+/* The same with count_upto 0 (flags 0), INDEX_SEARCH_COUNT_ALL (INDEX_SEARCH_COUNT), no cursor. */
 int index_search(store *st, const index_snapshot *snap, const search_query *q, const filter *f,
                  const char *const *fields, size_t nfields, size_t offset, size_t limit, unsigned flags,
                  index_search_result *out);
@@ -494,6 +515,11 @@ size_t index_cursor_encode(const index_cursor *c, char *out, size_t cap);
 /* HANU_ERR_INVALID when text is not a cursor this server wrote (bad base64,
  * length, version, checksum, value types) or when it belongs to another sort. */
 int index_cursor_decode(const char *text, size_t len, const sort_spec *sort, index_cursor *out);
+/* A _search cursor is the same record with one key, the score (a double),
+ * and the query's fingerprint (its clauses and fields) in place of the sort's:
+ * the next page takes the hits strictly after (score, _id). */
+uint64_t index_search_hash(const search_query *q, const char *const *fields, size_t nfields);
+int index_search_cursor_decode(const char *text, size_t len, uint64_t query_hash, index_cursor *out);
 
 /* Aggregations over the filter's documents, from columns (string columns by
  * dictionary ordinal); documents are decoded only where a column cannot tell

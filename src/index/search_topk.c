@@ -21,7 +21,13 @@
  *   - equality and $in filters on scalars walk their keyword postings as one
  *     more cursor the loops leapfrog with, and are decided on the columns
  *     inside the loop; phrases, -phrases and any other filter are checked on
- *     the stored document, only for documents whose bound can enter the top k.
+ *     the stored document, only for documents whose bound can enter the top k;
+ *   - counting (track_total) runs the same loops without pruning until the
+ *     count passes its limit, then switches pruning on where it stands: every
+ *     step of WAND is valid from any heap, so the top k stays exact;
+ *   - a cursor (after) keeps out of the heap every document at or before its
+ *     (score, _id): the heap is the top k of what follows it, and the
+ *     threshold prunes as without a cursor.
  */
 #include "index/index.h"
 #include "index/segment_format.h"
@@ -140,7 +146,10 @@ typedef struct search_ctx {
     const filter *f;
     const char *const *fields;
     size_t nfields;
-    int prune, count;
+    int prune, count;           /* count: still counting (no pruning until it stops) */
+    int exhaustive, total_gte;
+    uint64_t count_upto;
+    const index_cursor *after;
     search_occur *occur;        /* per clause, after peeling */
     double *idf;                /* per clause: the sum of its words' idf */
     uint64_t n_docs;
@@ -231,6 +240,30 @@ static void heap_offer(search_ctx *x, heap_entry e)
         x->heap[0] = e;
         sift_down(x, 0);
     }
+}
+
+/* Whether document (score, d of segment s) comes strictly after the cursor:
+ * a lower score, or the same score and a larger _id. */
+static int after_cursor(const search_ctx *x, double score, uint32_t s, uint32_t d)
+{
+    const index_cursor *a = x->after;
+    if (!a || score < a->keys[0].d) return 1;
+    if (score > a->keys[0].d) return 0;
+    size_t len;
+    const char *id = index_segment_doc_id(x->snap->segments[s].seg, d, &len);
+    int c = memcmp(id, a->id, HANU_MIN(len, a->id_len));
+    return c ? c > 0 : len > a->id_len;
+}
+
+/* One more match: counted while the count is under its limit; the match past
+ * the limit stops counting and switches pruning on. */
+static void count_match(search_ctx *x)
+{
+    if (!x->count) return;
+    if (x->total < x->count_upto) { x->total++; return; }
+    x->count = 0;
+    x->total_gte = 1;
+    x->prune = !x->exhaustive;
 }
 
 /* Whether a score bound can still enter the top k (ties may, by _id). */
@@ -550,6 +583,9 @@ static int evaluate(seg_run *r, uint32_t d)
     }
     x->out->scored++;
     if (!x->count && !can_beat(x, score)) return HANU_OK;
+    /* without phrases the score is exact: a document the cursor keeps out
+     * needs no reading unless it is counted */
+    if (!x->count && !phrases && !after_cursor(x, score, r->s, d)) return HANU_OK;
     if (phrases || need_filter) {
         int ok = read_back(r, d, need_filter, phrases);
         if (ok <= 0) return ok;
@@ -570,8 +606,8 @@ static int evaluate(seg_run *r, uint32_t d)
         }
         if (!any) return HANU_OK;
     }
-    x->total++;
-    heap_offer(x, (heap_entry){ score, r->s, d });
+    count_match(x);
+    if (after_cursor(x, score, r->s, d)) heap_offer(x, (heap_entry){ score, r->s, d });
     return HANU_OK;
 }
 
@@ -594,6 +630,7 @@ static int wand(seg_run *r)
     clause_run **cur = r->pos;
     uint32_t n = r->npos;
     for (;;) {
+        if (!x->k && !x->count) return HANU_OK;   /* nothing to rank, nothing to count */
         sort_by_doc(cur, n);
         double acc = 0;
         int64_t p = -1;
@@ -643,6 +680,7 @@ static int conjunction(seg_run *r)
 {
     search_ctx *x = r->x;
     for (;;) {
+        if (!x->k && !x->count) return HANU_OK;
         uint32_t d = r->must[0]->doc;
         for (int agree = 0; !agree;) {   /* leapfrog until every +must clause is at d */
             agree = 1;
@@ -769,9 +807,30 @@ static int collection_stats(search_ctx *x)
     return rc;
 }
 
+/* The position of entry e as a cursor of the page (txn bound itxn). */
+static int make_next(search_ctx *x, const heap_entry *e, uint64_t itxn)
+{
+    size_t len;
+    const char *id = index_segment_doc_id(x->snap->segments[e->seg].seg, e->ord, &len);
+    if (len == 0 || len > INDEX_CURSOR_ID_MAX) return HANU_ERR_INVALID;   /* ids are at most DOCS_ID_MAX */
+    index_cursor *c = calloc(1, sizeof *c);
+    if (!c) return HANU_ERR_NOMEM;
+    c->txn_bound = itxn;
+    c->sort_hash = index_search_hash(x->q, x->fields, x->nfields);
+    c->nkeys = 1;
+    c->keys[0].type = JSON_NUMBER;
+    c->keys[0].d = e->score;
+    memcpy(c->id, id, len);
+    c->id[len] = '\0';
+    c->id_len = len;
+    x->out->next = c;
+    return HANU_OK;
+}
+
 /* The page: the heap's entries best first, [offset, offset + limit), each
- * with its stored bytes. */
-static int collect_page(search_ctx *x, size_t offset, size_t limit)
+ * with its stored bytes; next when the heap holds one more (k is one more
+ * than offset + limit). */
+static int collect_page(search_ctx *x, size_t offset, size_t limit, uint64_t itxn)
 {
     index_search_result *out = x->out;
     size_t n = x->nheap;
@@ -813,20 +872,23 @@ static int collect_page(search_ctx *x, size_t offset, size_t limit)
         out->scores[out->hits.n++] = e->score;
     }
     out->hits.cap = want;
+    if (!rc && want && n > offset + want) rc = make_next(x, &sorted[offset + want - 1], itxn);
     free(sorted);
     return rc;
 }
 
-int index_search(store *st, const index_snapshot *snap, const search_query *q, const filter *f,
-                 const char *const *fields, size_t nfields, size_t offset, size_t limit, unsigned flags,
-                 index_search_result *out)
+int index_search_ex(store *st, const index_snapshot *snap, const search_query *q, const filter *f,
+                    const char *const *fields, size_t nfields, const index_search_opts *o,
+                    index_search_result *out)
 {
     memset(out, 0, sizeof *out);
     if (!snap || !q->n) return HANU_OK;
+    size_t offset = o->offset, limit = o->limit;
     search_ctx x = { .st = st, .snap = snap, .q = q, .f = f, .fields = fields, .nfields = nfields,
-                     .count = (flags & INDEX_SEARCH_COUNT) != 0, .out = out };
-    x.prune = !(flags & (INDEX_SEARCH_COUNT | INDEX_SEARCH_EXHAUSTIVE));
-    x.k = limit && offset < SIZE_MAX - limit ? offset + limit : 0;
+                     .count = 1, .count_upto = o->count_upto, .after = o->after,
+                     .exhaustive = (o->flags & INDEX_SEARCH_EXHAUSTIVE) != 0, .out = out };
+    /* one more than the page: whether a next page exists */
+    x.k = limit && limit < SIZE_MAX - 1 && offset < SIZE_MAX - 1 - limit ? offset + limit + 1 : 0;
     x.occur = calloc(q->n, sizeof *x.occur);
     x.idf = calloc(q->n, sizeof *x.idf);
     x.tfs = calloc(q->n, sizeof *x.tfs);
@@ -852,9 +914,9 @@ int index_search(store *st, const index_snapshot *snap, const search_query *q, c
         if (!rc) rc = r.nmust ? conjunction(&r) : wand(&r);
         seg_run_free(&r);
     }
-    if (!rc) rc = collect_page(&x, offset, limit);
+    if (!rc) rc = collect_page(&x, offset, limit, o->index_txn);
     out->hits.total = x.total;
-    if (!x.count) out->hits.total = 0;
+    out->total_gte = x.total_gte;
     hanu_buf_free(&x.val);
     free(x.occur);
     free(x.idf);
@@ -864,9 +926,19 @@ int index_search(store *st, const index_snapshot *snap, const search_query *q, c
     return rc;
 }
 
+int index_search(store *st, const index_snapshot *snap, const search_query *q, const filter *f,
+                 const char *const *fields, size_t nfields, size_t offset, size_t limit, unsigned flags,
+                 index_search_result *out)
+{
+    index_search_opts o = { .offset = offset, .limit = limit, .flags = flags & INDEX_SEARCH_EXHAUSTIVE,
+                            .count_upto = flags & INDEX_SEARCH_COUNT ? INDEX_SEARCH_COUNT_ALL : 0 };
+    return index_search_ex(st, snap, q, f, fields, nfields, &o, out);
+}
+
 void index_search_result_free(index_search_result *r)
 {
     index_hits_free(&r->hits);
     free(r->scores);
+    free(r->next);
     memset(r, 0, sizeof *r);
 }

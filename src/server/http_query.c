@@ -12,9 +12,9 @@
  *
  * Execution is the first, synchronous version, on the loop thread: index_find
  * narrows with the index and decides with filter_match on the stored bytes.
- * A search runs index_search (block-max WAND over the text postings, BM25 with
- * the collection's statistics, equal to search_eval's; `count` asks it to
- * visit every match).
+ * A search runs index_search_ex (block-max WAND over the text postings, BM25
+ * with the collection's statistics, equal to search_eval's); `track_total`
+ * says how many matches it counts before it prunes (default 1000).
  * The listing reads the store, not the index: it is current without min_txn.
  */
 #include "server/http_internal.h"
@@ -33,6 +33,8 @@
 #define QUERY_MAX_OFFSET 1000000
 #define LIST_DEFAULT_LIMIT 100
 #define SEARCH_MAX_FIELDS 16
+#define SEARCH_DEFAULT_TRACK_TOTAL 1000
+#define SEARCH_MAX_TRACK_TOTAL 10000000
 #define QUERY_WAIT_POLL_MS 2
 #define QUERY_CHECK_MS 20
 
@@ -48,7 +50,8 @@ typedef struct query_req {
     const char *fields[SEARCH_MAX_FIELDS];
     size_t nfields;
     aggs_spec *aggs;
-    index_cursor *after;        /* _find: resume after this position */
+    index_cursor *after;        /* _find, _search: resume after this position */
+    uint64_t track_total;       /* _search: count exactly up to this many (INDEX_SEARCH_COUNT_ALL: all) */
 } query_req;
 
 static void query_req_free(query_req *r)
@@ -102,7 +105,8 @@ static int parse_fields(http_call *c, const json_value *v, query_req *r)
 
 /* The members each route takes, besides min_txn. */
 static const char *const find_members[] = { "filter", "sort", "limit", "offset", "count", "after", "fields", NULL };
-static const char *const search_members[] = { "q", "fields", "filter", "limit", "offset", NULL };
+static const char *const search_members[] = { "q", "fields", "filter", "limit", "offset", "after", "track_total",
+                                               NULL };
 static const char *const aggs_members[] = { "aggs", "filter", NULL };
 
 static int known_member(const char *const *names, const char *key)
@@ -118,7 +122,7 @@ static int parse_query(http_call *c, query_req *r, const char *in, size_t len)
 {
     json_error je;
     query_error qe = { "" };
-    *r = (query_req){ .limit = QUERY_DEFAULT_LIMIT };
+    *r = (query_req){ .limit = QUERY_DEFAULT_LIMIT, .track_total = SEARCH_DEFAULT_TRACK_TOTAL };
     if (json_doc_parse(in, len, NULL, &r->dom, &je) != HANU_OK) {
         http_error(c, 400, "invalid_json", "%s", je.msg);
         return 0;
@@ -157,6 +161,15 @@ static int parse_query(http_call *c, query_req *r, const char *in, size_t len)
             r->offset = (size_t)u;
         } else if (!strcmp(k, "min_txn")) {
             if (!member_uint(c, v, "min_txn", 0, INT64_MAX, &r->min_txn)) return 0;
+        } else if (!strcmp(k, "track_total")) {
+            int64_t n;
+            if (json_as_bool(v, &bval) == HANU_OK) r->track_total = bval ? INDEX_SEARCH_COUNT_ALL : 0;
+            else if (json_as_int64(v, &n) == HANU_OK && n >= 0 && n <= SEARCH_MAX_TRACK_TOTAL) r->track_total = (uint64_t)n;
+            else {
+                http_error(c, 400, "invalid_query", "track_total: must be true, false or an integer from 0 to %d",
+                           SEARCH_MAX_TRACK_TOTAL);
+                return 0;
+            }
         } else if (!strcmp(k, "count")) {
             if (json_as_bool(v, &bval) != HANU_OK) { invalid_query(c, "count: must be true or false"); return 0; }
             r->count_only = bval;
@@ -181,8 +194,13 @@ static int parse_query(http_call *c, query_req *r, const char *in, size_t len)
     if (rc == HANU_OK && after && after->type != JSON_NULL) {
         const char *s;
         size_t sl;
+        int bad = 0;
         if (!(r->after = malloc(sizeof *r->after))) rc = HANU_ERR_NOMEM;
-        else if (json_as_string(after, &s, &sl) != HANU_OK || index_cursor_decode(s, sl, &r->sort, r->after)) {
+        else if (json_as_string(after, &s, &sl) != HANU_OK) bad = 1;
+        else if (c->route == ROUTE_SEARCH)
+            bad = index_search_cursor_decode(s, sl, index_search_hash(&r->q, r->fields, r->nfields), r->after) != HANU_OK;
+        else bad = index_cursor_decode(s, sl, &r->sort, r->after) != HANU_OK;
+        if (rc == HANU_OK && bad) {
             invalid_query(c, "after: not a cursor from \"next\" of this query (changed, cut, or of another sort)");
             return 0;
         }
@@ -212,14 +230,10 @@ static void send_built(http_call *c, json_writer *w, hanu_buf *b)
     else http_reply(c, 200, (const char *)b->data, b->len, 0);
 }
 
-/* Closes a query's answer: "count", "next" when it has hits, "index_txn"; sends it. */
-static void finish_answer(http_call *c, json_writer *w, hanu_buf *b, size_t count, int has_hits, uint64_t itxn)
+/* Closes an _aggs answer: "count", "index_txn"; sends it. */
+static void finish_answer(http_call *c, json_writer *w, hanu_buf *b, size_t count, uint64_t itxn)
 {
     server_json_u64(w, "count", count);
-    if (has_hits) {
-        json_write_key(w, "next", 4);
-        json_write_null(w);
-    }
     server_json_u64(w, "index_txn", itxn);
     json_write_object_end(w);
     send_built(c, w, b);
@@ -362,7 +376,7 @@ static void run_aggs(http_call *c, query_req *r, uint64_t itxn, const index_snap
         json_write_object_begin(&w);
         json_write_key(&w, "aggs", 4);
         json_write_raw(&w, (const char *)out.data, out.len);
-        finish_answer(c, &w, &b, count, 0, itxn);
+        finish_answer(c, &w, &b, count, itxn);
     }
     hanu_buf_free(&out);
     hanu_buf_free(&b);
@@ -371,8 +385,9 @@ static void run_aggs(http_call *c, query_req *r, uint64_t itxn, const index_snap
 static void run_search(http_call *c, query_req *r, uint64_t itxn, const index_snapshot *snap)
 {
     index_search_result res;
-    int rc = index_search(c->srv->store, snap, &r->q, r->filter, r->fields, r->nfields, r->offset, r->limit,
-                          INDEX_SEARCH_COUNT, &res);
+    index_search_opts o = { .offset = r->offset, .limit = r->limit, .count_upto = r->track_total,
+                            .after = r->after, .index_txn = itxn };
+    int rc = index_search_ex(c->srv->store, snap, &r->q, r->filter, r->fields, r->nfields, &o, &res);
     if (rc) {
         http_error(c, 500, "internal", "search failed: %s", hanu_status_str(rc));
         return;
@@ -391,7 +406,20 @@ static void run_search(http_call *c, query_req *r, uint64_t itxn, const index_sn
         json_write_object_end(&w);
     }
     json_write_array_end(&w);
-    finish_answer(c, &w, &b, res.hits.total, 1, itxn);
+    server_json_u64(&w, "count", res.hits.total);
+    json_write_key(&w, "count_relation", 14);
+    json_write_string(&w, res.total_gte ? "gte" : "eq", res.total_gte ? 3 : 2);
+    json_write_key(&w, "next", 4);
+    if (res.next) {
+        char text[INDEX_CURSOR_TEXT_MAX + 1];
+        size_t tl = index_cursor_encode(res.next, text, sizeof text);
+        json_write_string(&w, text, tl);
+    } else {
+        json_write_null(&w);
+    }
+    server_json_u64(&w, "index_txn", itxn);
+    json_write_object_end(&w);
+    send_built(c, &w, &b);
     hanu_buf_free(&b);
     index_search_result_free(&res);
 }
