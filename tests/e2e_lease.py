@@ -130,7 +130,7 @@ def started_at_once_and_failover(tmp):
     check(st == INVALID_REQUEST and p.startswith(b"not_leader: ") and
           p.endswith(b"http://127.0.0.1:%d" % leader.http_port), "kv write to the standby: %d %r" % (st, p))
     st, _, b = Http(standby.http_port).json("POST", "/_admin/snapshot")
-    check(st == 409 and error_code(b) == "not_leader", "snapshot asked of the standby: %d %r" % (st, b))
+    check(st == 421 and error_code(b) == "not_leader", "snapshot asked of the standby: %d %r" % (st, b))
     print("ok   two nodes started at once: exactly one writer; the standby answers 421 with its URL")
 
     nodes[2].start()

@@ -89,10 +89,6 @@ void http_snapshot(http_call *c)
         http_error(c, 403, "forbidden", "a snapshot needs a read-write token");
         return;
     }
-    if (!srv->snapshotter && srv->opt.bucket_url && srv->role != ROLE_LEADER) {
-        http_error(c, 409, "not_leader", "this server is %s: the leader takes the snapshots", server_not_leader_why(srv));
-        return;
-    }
     if (!srv->snapshotter) {
         http_error(c, 409, "no_bucket", "snapshots go to the bucket: this server runs with --no-bucket");
         return;
