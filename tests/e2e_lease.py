@@ -3,7 +3,9 @@ Two nodes started at once: exactly one takes the lease and writes, the other is 
 standby that answers writes with 421 and the leader's advertised URL. SIGKILL the
 leader: a standby takes the lease, promotes itself and serves writes, and every
 write the old leader answered at durability `bucket` is there; then the same again
-with the new leader (two take-overs in a row). A leader cut off from its bucket
+with the new leader (two take-overs in a row). The twice-promoted leader snapshots
+(POST /_admin/snapshot): its manifest is in the bucket and `hanudb restore` from it
+gives exactly its documents and keys. A leader cut off from its bucket
 (the folder moved away) stops and exits with status 5. A leader frozen (SIGSTOP)
 past its lease is replaced, and when it resumes it writes nothing more to the chain:
 it exits (4, or 3 if its sealer's put collided) and the chain stays linear."""
@@ -127,6 +129,8 @@ def started_at_once_and_failover(tmp):
     st, p = Conn(standby.port).set("x", "y")
     check(st == INVALID_REQUEST and p.startswith(b"not_leader: ") and
           p.endswith(b"http://127.0.0.1:%d" % leader.http_port), "kv write to the standby: %d %r" % (st, p))
+    st, _, b = Http(standby.http_port).json("POST", "/_admin/snapshot")
+    check(st == 421 and error_code(b) == "not_leader", "snapshot asked of the standby: %d %r" % (st, b))
     print("ok   two nodes started at once: exactly one writer; the standby answers 421 with its URL")
 
     nodes[2].start()
@@ -147,8 +151,44 @@ def started_at_once_and_failover(tmp):
     st = status(leader)
     check(st["lease"]["term"] == 3 and st["txn"] > 2 * (1 << 32), "term 3, two numbering jumps: %r %d"
           % (st["lease"], st["txn"]))
-    leader.stop()
-    check_linear(bdir)
+    check_linear(bdir)   # before the snapshot's retention removes the chain's start
+    snapshot_on_promoted(tmp, leader, bdir, acked)
+    check(leader.stop() == 0, "clean stop of the promoted leader")
+    segs = segment_headers(bdir)
+    check([s[0] for s in segs] == list(range(segs[0][0], segs[0][0] + len(segs))), "sequences: %r" % segs)
+    r = subprocess.run([BIN, "audit", "--bucket", url], capture_output=True, text=True)
+    check(r.returncode == 0, "audit after the promoted leader's snapshot: %s %s" % (r.stdout, r.stderr))
+
+
+def snapshot_on_promoted(tmp, leader, bdir, acked):
+    """A promoted leader runs the snapshotter: POST /_admin/snapshot puts a manifest, and
+    a restore from it is the leader's state."""
+    st, _, snap = Http(leader.http_port, timeout=120).json("POST", "/_admin/snapshot")
+    check(st == 200 and snap["files_uploaded"] > 0, "snapshot on the promoted leader: %d %r" % (st, snap))
+    check(snap["manifest"] in ["manifests/" + m for m in os.listdir(os.path.join(bdir, "manifests"))],
+          "the manifest %s is in the bucket" % snap["manifest"])
+    check(snap["txn"] == status(leader)["txn"], "the manifest's txn %d is the leader's last" % snap["txn"])
+    sn = status(leader)["bucket"].get("snapshot", {})
+    check(sn.get("snapshots") == 1 and sn.get("last_txn") == snap["txn"], "_status counts it: %r" % sn)
+    restored = os.path.join(tmp, "from-promoted")
+    r = subprocess.run([BIN, "restore", "--bucket", "file://" + bdir, "--to", restored, "--txn", str(snap["txn"])],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0 and "rebuild: snapshot " + snap["manifest"] in r.stderr,
+          "restore from the promoted leader's manifest: %d %s" % (r.returncode, r.stderr[-1500:]))
+    r = subprocess.run([BIN, "dump", "--data", restored], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 0, "dump: %s" % r.stderr)
+    got = {}
+    for line in r.stdout.splitlines():
+        o = json.loads(line)
+        if "collection" in o:
+            got["doc:" + o["_id"]] = dict(o["doc"], _id=o["_id"])
+        else:
+            got["kv:" + o["key"]] = o["value"].encode()
+    want = {k: (dict(v, _id=v["_id"]) if k.startswith("doc:") else v) for k, v in acked.items()}
+    check(got == want, "restored state equals the promoted leader's: %d entries, want %d; differ %r" % (
+        len(got), len(want), sorted(set(got) ^ set(want))[:4]))
+    print("ok   the promoted leader snapshots (%s, txn %d); restore --txn from it gives its %d documents and keys"
+          % (snap["manifest"], snap["txn"], len(got)))
 
 
 def cut_off_leader_exits(tmp):

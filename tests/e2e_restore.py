@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -88,7 +89,7 @@ class History:
 
     def state_at(self, txn):
         state = {}
-        for t, changes in self.log:
+        for t, changes in sorted(self.log, key=lambda e: e[0]):
             if t > txn:
                 continue
             for kind, i, v in changes:
@@ -128,9 +129,108 @@ def bucket_files(bdir):
     return out
 
 
+class Overwriter(threading.Thread):
+    """Overwrites and deletes a few keys and documents with large values on its own
+    connections while a snapshot runs, so that log files fill, rotate and compact
+    during it; its answers go into the shared history."""
+
+    def __init__(self, srv, hist, seed):
+        super().__init__(daemon=True)
+        self.h, self.c, self.hist = Http(srv.http_port), Conn(srv.port), hist
+        self.rng = random.Random(seed)
+        self.stop = threading.Event()
+        self.error = None
+
+    def run(self):
+        try:
+            while not self.stop.is_set():
+                i = self.rng.randrange(12)
+                if self.rng.random() < 0.5:
+                    value = "%d:" % self.rng.randrange(10 ** 6) + "o" * self.rng.randrange(300, 900)
+                    st, p = self.c.set("ow%d" % i, value)
+                    check(st == OK, "overwrite: %d" % st)
+                    self.hist.log.append((token_of(p), [("key", "ow%d" % i, value.encode())]))
+                elif self.rng.random() < 0.8:
+                    body = json.dumps({"_id": "ow%d" % i, "pad": "p" * self.rng.randrange(300, 900),
+                                       "n": self.rng.randrange(10 ** 6)}, separators=(",", ":")).encode()
+                    st, _, ans = self.h.call("PUT", "/c/c/docs/ow%d" % i, body)
+                    check(st in (200, 201), "overwrite doc: %d %r" % (st, ans))
+                    self.hist.log.append((json.loads(ans)["txn"], [("doc", "ow%d" % i, body)]))
+                else:
+                    st, p = self.c.delete("ow%d" % i)
+                    check(st in (OK, KEY_NOT_FOUND), "delete: %d" % st)
+                    if st == OK:
+                        self.hist.log.append((token_of(p), [("key", "ow%d" % i, None)]))
+        except Exception as e:
+            self.error = e
+
+
+def snapshots_and_compaction(tmp):
+    """--txn N is exact around every manifest while compaction runs: small log files
+    (64K) overwritten and deleted into, background compaction at a 0.1 dead fraction,
+    an offline `hanudb compact` between two runs, writes going on during each
+    snapshot. Restores at N just below, at and just above each kept manifest's txn,
+    and at random txns after the oldest kept one, each equal to the history's state."""
+    bdir = os.path.join(tmp, "cbucket")
+    url = "file://" + bdir
+    data = os.path.join(tmp, "cdata")
+    args = ["--bucket", url, "--seal-interval-ms", "30", "--file-size", "64K", "--compact-ratio", "0.1"]
+    hist = None
+    compactions = 0
+    for run_ in range(2):
+        srv = HttpServer(data, args)
+        srv.start()
+        if hist is None:
+            hist = History(srv)
+        else:
+            hist.h, hist.c = Http(srv.http_port), Conn(srv.port)
+        for batch in range(3):
+            hist.random_ops(150)
+            w = Overwriter(srv, hist, seed=run_ * 10 + batch)
+            w.start()
+            time.sleep(0.2)
+            st, _, snap = Http(srv.http_port, timeout=120).json("POST", "/_admin/snapshot")
+            w.stop.set()
+            w.join()
+            check(w.error is None, "overwriter: %r" % w.error)
+            check(st == 200, "snapshot: %d %r" % (st, snap))
+        hist.doc_put("run-%d-last" % run_, level="bucket")
+        st, _, status = Http(srv.http_port).json("GET", "/_status")
+        compactions += status["compactions"]
+        check(srv.stop() == 0, "clean stop")
+        if run_ == 0:   # compaction of everything sealed, merges included, between the runs
+            r = run(["compact", "--data", data])
+            check(r.returncode == 0, "hanudb compact: %s" % r.stderr)
+    check(compactions > 0, "background compaction ran during the writes: %d" % compactions)
+    txns = sorted(t for t, _ in hist.log)
+    check(len(set(txns)) == len(txns), "txns never repeat")
+    kept = sorted(int(m) for m in os.listdir(os.path.join(bdir, "manifests")))
+    check(len(kept) == 3, "retention keeps 3 manifests: %r" % kept)
+    rng = random.Random(5)
+    picks = set()
+    for m in kept:
+        picks.update([m, m + 1, max(t for t in txns if t < m)])
+    picks.update(rng.sample([t for t in txns if t >= kept[0]], 5))
+    picks.add(txns[-1])
+    for n in sorted(picks):
+        d = os.path.join(tmp, "c-txn-%d" % n)
+        r = run(["restore", "--bucket", url, "--to", d, "--txn", str(n), "--quiet"])
+        if n < kept[0]:   # just below the oldest kept manifest: its segments may be gone
+            check(r.returncode in (0, 1), "restore --txn %d: %d %s" % (n, r.returncode, r.stderr))
+            if r.returncode == 1:
+                continue
+        check(r.returncode == 0, "restore --txn %d: %d %s" % (n, r.returncode, r.stderr))
+        got, want = dumped(d), hist.state_at(n)
+        check(got == want, "state at txn %d (manifests %r): %d entries, want %d; differ: %r" % (
+            n, kept, len(got), len(want), sorted(set(got.items()) ^ set(want.items()))[:4]))
+    print("ok   restore --txn at %d points around 3 manifests, with %d background compactions and an offline one"
+          % (len(picks), compactions))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="hanudb-restore-")
     try:
+        snapshots_and_compaction(tmp)
         bdir = os.path.join(tmp, "bucket")
         url = "file://" + bdir
         srv = HttpServer(os.path.join(tmp, "data"), ["--bucket", url, "--seal-interval-ms", "30"])

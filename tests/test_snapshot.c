@@ -9,7 +9,9 @@
  *   - a second snapshot uploads exactly the files the first did not name;
  *   - retention keeps the newest three manifests, exactly the files they name and
  *     the segments from the oldest one's replay sequence on;
- *   - a damaged file object is refused by fetch and by the audit, naming it.
+ *   - a damaged file object is refused by fetch and by the audit, naming it;
+ *   - records written, sealed into a small file and merged by a forced compaction
+ *     while a snapshot pins its files are not in that snapshot (merges are held).
  */
 #include "test.h"
 #include "bucket/bucket.h"
@@ -514,6 +516,75 @@ static void test_chain_end_kept(void)
     rig_close(&r);
 }
 
+/* A merge between the snapshot's rotation and its links must not put records past
+   the manifest's txn into the snapshot. The index-commit step (between the two) writes
+   more records, seals them into a small file and forces a compaction, which would
+   merge that file into the small one the snapshot's rotation sealed (the merged file
+   takes the lower id, below the snapshot's active file). */
+typedef struct merge_rig { store *st; int called; uint64_t wrote_up_to; } merge_rig;
+
+static int write_seal_compact(void *ctx, uint64_t txn)
+{
+    merge_rig *m = ctx;
+    (void)txn;
+    m->called++;
+    write_keys(m->st, 0, "late", 20, 5);   /* keys the snapshot must not hold */
+    CHECK_EQ(store_rotate(m->st), HANU_OK);
+    m->wrote_up_to = store_last_txn(m->st);
+    CHECK_EQ(store_wait_durable(m->st, m->wrote_up_to), HANU_OK);
+    char err[512] = "";
+    CHECK_EQ(store_compact(m->st, 1, err, sizeof err), HANU_OK);
+    return HANU_OK;
+}
+
+static void test_no_merge_past_the_snapshot_txn(void)
+{
+    rig r;
+    REQUIRE(rig_open(&r, "snap-merge"));
+    snapshot_close(r.sn);   /* reopened with the index-commit step */
+    r.sn = NULL;
+    merge_rig m = { r.st, 0, 0 };
+    snapshot_options o;
+    snapshot_options_default(&o);
+    o.data_dir = r.data;
+    o.index_dir = "index";  /* none there: only the callback matters */
+    o.every_segments = 0;
+    o.seal_timeout_ms = WAIT_MS;
+    o.index_commit = write_seal_compact;
+    o.ctx = &m;
+    char err[512] = "";
+    REQUIRE(snapshot_open(r.st, r.b, r.z, &o, &r.sn, err, sizeof err) == HANU_OK);
+    write_keys(r.st, 0, "k", 300, 100);
+    CHECK_EQ(store_rotate(r.st), HANU_OK);
+    write_keys(r.st, 0, "k", 10, 100);      /* a small file for the snapshot's rotation to seal */
+    uint64_t at = store_last_txn(r.st);
+    snapshot_result res;
+    int rc = snapshot_take(r.sn, &res, err, sizeof err);
+    if (rc != HANU_OK) fprintf(stderr, "  snapshot_take: %s\n", err);
+    REQUIRE(rc == HANU_OK);
+    CHECK_EQ(m.called, 1);
+    CHECK_EQ(res.txn, at);
+    CHECK(m.wrote_up_to > at);
+    /* Merges were held while the snapshot pinned; they go on afterwards. */
+    CHECK_EQ(store_compact(r.st, 1, err, sizeof err), HANU_OK);
+    char fetched[700];
+    snprintf(fetched, sizeof fetched, "%s-fetched", r.data);
+    snapshot_fetched f;
+    REQUIRE(snapshot_fetch(r.b, fetched, UINT64_MAX, &f, NULL, NULL, err, sizeof err) == HANU_OK);
+    CHECK_EQ(f.txn, at);
+    store *copy = open_plain(fetched);
+    REQUIRE(copy);
+    CHECK_EQ(store_last_txn(copy), at);
+    hanu_buf got = { 0 };
+    uint64_t token = 0;
+    CHECK_EQ(store_get(copy, 0, "late-0", 6, &got, &token), HANU_ERR_NOT_FOUND);
+    CHECK_EQ(store_get(copy, 0, "k-99", 4, &got, &token), HANU_OK);
+    CHECK(token <= at);
+    hanu_buf_free(&got);
+    store_close(copy);
+    rig_close(&r);
+}
+
 int main(void)
 {
     RUN(test_manifest_round_trip);
@@ -522,5 +593,6 @@ int main(void)
     RUN(test_retention);
     RUN(test_damaged_file_refused);
     RUN(test_chain_end_kept);
+    RUN(test_no_merge_past_the_snapshot_txn);
     TEST_DONE();
 }

@@ -260,6 +260,16 @@ static void on_progress(void *ctx, const chain_progress *p)
 int rebuild_replay(store *s, bucket *b, const rebuild_replay_options *o, rebuild_stats *st, char *err,
                    size_t errcap)
 {
+    /* A snapshot taken before merges were held during snapshots may hold records past
+       its manifest's txn (docs/BUCKET.md, "Exactness"): a restore to a txn below them
+       would show them. Refused rather than answered wrong. */
+    if (o->stop_txn && st->snapshot_txn && store_last_txn(s) > o->stop_txn) {
+        snprintf(err, errcap, "the snapshot of txn %llu holds records up to txn %llu, past the txn asked for (%llu): "
+                 "restore to a txn of at least %llu, or below that snapshot's txn",
+                 (unsigned long long)st->snapshot_txn, (unsigned long long)store_last_txn(s),
+                 (unsigned long long)o->stop_txn, (unsigned long long)store_last_txn(s));
+        return HANU_ERR_CORRUPT;
+    }
     progress_ctx pc = { o, hanu_now_ns(), hanu_now_ns() };
     uint64_t cpu0 = thread_cpu_ns();
     chain_options co;

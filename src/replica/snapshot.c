@@ -259,8 +259,35 @@ static int pin_index(snapshotter *sn, pin_set *ps, uint64_t *index_txn, char *er
     return HANU_OK;
 }
 
+/* No pinned log file may hold a record past T (the manifest's txn): a compacted
+   one says in its header which txns it covers. The merge hold makes this hold; this
+   is the check that it did. */
+static int is_log_file(const char *rel);
+
+static int pinned_logs_within(snapshotter *sn, const pin_set *ps, uint64_t txn, char *err, size_t errcap)
+{
+    for (size_t i = 0; i < ps->n; i++) {
+        if (!is_log_file(ps->v[i].path)) continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/" SNAPSHOT_PIN_DIR "/%s", sn->data_dir, ps->v[i].path);
+        uint8_t hd[LOG_FILE_HEADER_SIZE];
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t got = fd < 0 ? -1 : pread(fd, hd, sizeof hd, 0);
+        if (fd >= 0) close(fd);
+        log_file_header h;
+        if (got != (ssize_t)sizeof hd || log_file_header_decode(hd, &h) != HANU_OK)
+            return snap_fail(HANU_ERR_IO, err, errcap, "snapshot: cannot read the header of %s", path);
+        if ((h.flags & LOG_FLAG_COMPACTED) && h.covers_last > txn)
+            return snap_fail(HANU_ERR_CORRUPT, err, errcap, "snapshot: %s covers txns up to %" PRIu64 ", past the "
+                             "snapshot's txn %" PRIu64, ps->v[i].path, h.covers_last, txn);
+    }
+    return HANU_OK;
+}
+
 /* Rotates, waits for the index, links everything; the watermark holds the
-   compaction floor at or below T meanwhile. */
+   compaction floor at or below T meanwhile (no record superseded only by a newer
+   one is dropped) and the merge hold keeps a file sealed after T from being merged
+   into one below the new active file (which would put records past T in the snapshot). */
 static int pin_files(snapshotter *sn, uint64_t *txn, uint64_t *index_txn, pin_set *ps, uint64_t *rotate_us,
                      char *err, size_t errcap)
 {
@@ -269,6 +296,7 @@ static int pin_files(snapshotter *sn, uint64_t *txn, uint64_t *index_txn, pin_se
     if (rc) return snap_fail(rc, err, errcap, "snapshot: cannot register its watermark: %s", hanu_status_str(rc));
     uint64_t durable = store_durable_txn(sn->st);
     if (durable > held) store_watermark_advance(sn->st, SNAPSHOT_WATERMARK, durable);
+    store_merges_hold(sn->st);   /* before the rotation: a merge claimed earlier holds only txns <= T */
     uint32_t active = 0;
     uint64_t rotate_start = hanu_now_ns();
     rc = sn->o.rotate ? sn->o.rotate(sn->o.ctx, txn, &active) : snapshot_rotate_here(sn->st, txn, &active);
@@ -293,7 +321,9 @@ static int pin_files(snapshotter *sn, uint64_t *txn, uint64_t *index_txn, pin_se
                                      hanu_status_str(rc));
         break;
     }
+    store_merges_release(sn->st);
     store_watermark_drop(sn->st, SNAPSHOT_WATERMARK);
+    if (rc == HANU_OK) rc = pinned_logs_within(sn, ps, *txn, err, errcap);
     if (rc == HANU_OK && ps->n) qsort(ps->v, ps->n, sizeof *ps->v, cmp_pinned);
     return rc;
 }

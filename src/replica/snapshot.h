@@ -5,7 +5,9 @@
  *
  * Taking one (snapshot_take, or the snapshotter's own thread):
  *   1. a watermark "snapshot" holds the compaction floor at or below the txn
- *      about to be sealed, so no file is rewritten past it while it is pinned;
+ *      about to be sealed, so no file is rewritten past it while it is pinned, and
+ *      merges are held (store_merges_hold) until step 3 is done, so no file sealed
+ *      after the rotation is merged into one the snapshot links;
  *   2. on the store's writer thread (options.rotate): store_rotate seals the
  *      active log file; every record up to T (its last txn) is then in sealed,
  *      durable files; then the index commits up to T or beyond (options.index_commit);

@@ -321,10 +321,10 @@ static int index_commit_for_snapshot(void *ctx, uint64_t txn)
     return indexer_wait_txn(srv->indexer, txn, 600000);   /* a large backlog takes minutes */
 }
 
-/* Starts the snapshotter once the sealer runs (--bucket). */
-static int open_snapshots(server *srv, char *err, size_t errcap)
+/* Starts the snapshotter once the sealer runs (--bucket, or a promotion). */
+int server_snapshots_open(server *srv, char *err, size_t errcap)
 {
-    if (!srv->sealer) return HANU_OK;
+    if (!srv->sealer || srv->snapshotter) return HANU_OK;
     pthread_mutex_init(&srv->snap_mu, NULL);
     pthread_cond_init(&srv->snap_cv, NULL);
     h2o_multithread_register_receiver(srv->queue, &srv->snap_receiver, on_snapshot_messages);
@@ -336,7 +336,9 @@ static int open_snapshots(server *srv, char *err, size_t errcap)
     so.rotate = rotate_on_loop;
     so.index_commit = index_commit_for_snapshot;
     so.ctx = srv;
-    return snapshot_open(srv->store, srv->bucket, srv->sealer, &so, &srv->snapshotter, err, errcap);
+    int rc = snapshot_open(srv->store, srv->bucket, srv->sealer, &so, &srv->snapshotter, err, errcap);
+    if (rc != HANU_OK) h2o_multithread_unregister_receiver(srv->queue, &srv->snap_receiver);
+    return rc;
 }
 
 /* Before the sealer closes: no more rotations, the thread stopped. */
@@ -452,7 +454,7 @@ int server_run(const server_options *o)
         store_close(srv->store);
         return rc == HANU_ERR_FENCED ? SERVER_EXIT_FENCED : 2;
     }
-    if ((rc = open_snapshots(srv, err, sizeof err)) != HANU_OK) {
+    if ((rc = server_snapshots_open(srv, err, sizeof err)) != HANU_OK) {
         fprintf(stderr, "hanudb: snapshots: %s\n", err[0] ? err : hanu_status_str(rc));
         sealer_close(srv->sealer);
         bucket_close(srv->bucket);

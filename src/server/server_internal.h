@@ -163,6 +163,9 @@ void server_check_sealer(server *srv);
 void server_on_sealed(void *ctx, uint64_t txn);
 /* Opens srv->bucket from the options (--bucket, simulated latencies). */
 int server_bucket_open(server *srv, char *err, size_t errcap);
+/* Starts the snapshotter once srv->sealer runs (at start-up, or on the loop thread
+   when a standby is promoted); OK and nothing done without a sealer. */
+int server_snapshots_open(server *srv, char *err, size_t errcap);
 void kv_shutdown_begin(server *srv);
 size_t kv_busy_connections(server *srv);
 void kv_close_all(server *srv);

@@ -128,6 +128,12 @@ void server_role_tick(server *srv)
         srv->waits.reached[WAIT_BUCKET] = sealed;
         srv->role = ROLE_LEADER;
         fprintf(stderr, "hanudb: accepting writes as the leader\n");
+        /* A leader snapshots like one started as such (POST /_admin/snapshot, the policy). */
+        char err[512] = "";
+        int rc = server_snapshots_open(srv, err, sizeof err);
+        if (rc != HANU_OK)
+            fprintf(stderr, "hanudb: snapshots: %s; this leader takes none until it is restarted\n",
+                    err[0] ? err : hanu_status_str(rc));
         return;
     }
     if (srv->lease_lost || lease_keeper_may_write(srv->lease, hanu_now_ns())) return;

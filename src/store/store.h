@@ -143,6 +143,13 @@ void store_want_durable(store *s, uint64_t txn);   /* a caller waits for txn: sy
 int store_flush(store *s);
 /* Compacts every sealed file worth it (ratio), or all sealed files when force. */
 int store_compact(store *s, int force, char *err, size_t errcap);
+/* While held (counted; any thread), compaction merges no run of files: a merge gives
+   the run's first id to a file holding the others' txns, so a snapshot that rotated
+   at T and links the files below the new active one would link records past T if a
+   file sealed after its rotation were merged into one below it. Compacting a file on
+   its own goes on (its id keeps exactly its own txns). */
+void store_merges_hold(store *s);
+void store_merges_release(store *s);
 int store_rotate(store *s);               /* seal the active file now */
 /* The id of the log file being written (writer thread: right after store_rotate,
    every file with a lower id is sealed). */

@@ -271,7 +271,7 @@ static int run_claim(store *s, compaction *r)
         if (f && f->map) file_covers(f, &first, &last);
         /* Each file must continue the previous one's range: adjacent, nothing between. */
         if (!f || !f->map || r->ids[i] >= active || !last || f->last_txn > durable ||
-            (i && first != r->h.covers_last + 1)) {
+            (i && first != r->h.covers_last + 1) || (r->n > 1 && s->merge_holds)) {
             rc = HANU_ERR_BUSY;
             break;
         }
@@ -544,6 +544,20 @@ static int compact_run(store *s, const uint32_t *ids, size_t n, char *err, size_
     return rc;
 }
 
+void store_merges_hold(store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->merge_holds++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void store_merges_release(store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->merge_holds) s->merge_holds--;
+    pthread_mutex_unlock(&s->mu);
+}
+
 int store_compact_file(store *s, uint32_t fid, char *err, size_t errcap)
 {
     return compact_run(s, &fid, 1, err, errcap);
@@ -556,7 +570,7 @@ static size_t pick_merge(store *s, uint32_t *ids, size_t cap)
     size_t n = 0;
     uint64_t total = 0, limit = s->opt.file_size ? s->opt.file_size : (64ull << 20);
     pthread_mutex_lock(&s->mu);
-    uint32_t active = log_writer_active_id(s->log);
+    uint32_t active = s->merge_holds ? 0 : log_writer_active_id(s->log);   /* held: no merge */
     uint64_t durable = log_writer_durable_txn(s->log);
     for (uint32_t i = 1; i < s->files_cap && i < active; i++) {
         store_file *f = s->files[i];

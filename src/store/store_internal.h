@@ -76,6 +76,7 @@ struct store {
     pthread_cond_t compact_cv;
     int compact_stop;
     _Atomic int compact_abort;    /* store_close: a running compaction gives up early */
+    uint32_t merge_holds;         /* mu held: while > 0 no run of files is merged (snapshots) */
     _Atomic uint64_t compactions, compaction_bytes;
     _Atomic uint64_t compaction_lock_max_us;   /* longest install under the store lock */
     uint64_t startup_ms;
