@@ -280,11 +280,136 @@ static void test_search_eval(void)
     expect_scores("deep", docs_deep, 2, only_t, 1, (const double[]){ -1, -1 });
 }
 
+/* ---- the ASCII fast path against the definition ---- */
+
+/* Every token with its position, the count of calls, and a stop after `stop` tokens. */
+typedef struct token_log {
+    hanu_buf text;
+    size_t calls, stop;
+} token_log;
+
+static int log_token(void *ctx, const text_token *t)
+{
+    token_log *l = ctx;
+    char pos[16];
+    int n = snprintf(pos, sizeof pos, "@%u|", (unsigned)t->position);
+    if (strlen(t->bytes) != t->len || t->len == 0 || t->len > TEXT_MAX_TOKEN_BYTES) return 99;
+    if (hanu_buf_append(&l->text, t->bytes, t->len) || hanu_buf_append(&l->text, pos, (size_t)n)) return 98;
+    return ++l->calls == l->stop ? 7 : 0;
+}
+
+static void append_cp(hanu_buf *b, uint32_t c)
+{
+    uint8_t u[4];
+    size_t n = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+    if (n == 1) u[0] = (uint8_t)c;
+    else if (n == 2) { u[0] = (uint8_t)(0xC0 | c >> 6); u[1] = (uint8_t)(0x80 | (c & 0x3F)); }
+    else if (n == 3) { u[0] = (uint8_t)(0xE0 | c >> 12); u[1] = (uint8_t)(0x80 | (c >> 6 & 0x3F)); u[2] = (uint8_t)(0x80 | (c & 0x3F)); }
+    else { u[0] = (uint8_t)(0xF0 | c >> 18); u[1] = (uint8_t)(0x80 | (c >> 12 & 0x3F)); u[2] = (uint8_t)(0x80 | (c >> 6 & 0x3F)); u[3] = (uint8_t)(0x80 | (c & 0x3F)); }
+    REQUIRE(hanu_buf_append(b, u, n) == 0);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Random text: mostly ASCII (every byte 0-127 can occur), and code points
+ * where folding is not the identity: combining marks after ASCII letters,
+ * compatibility forms, case pairs beyond ASCII, ignorables, ideographs,
+ * Hangul jamo that compose, the mid-word characters; now and then a byte
+ * that is not UTF-8. */
+static void random_text(uint64_t *rng, hanu_buf *b, size_t chars)
+{
+    static const uint32_t special[] = {
+        0x0300, 0x0301, 0x0308, 0x0327, 0x0338, 0x0345, 0x05B0, 0x093C, 0x1DCE, 0x20D2, 0xFE20,   /* marks */
+        0x00C9, 0x00E9, 0x00DF, 0x1E9E, 0x0130, 0x0131, 0x017F, 0x212A, 0x212B, 0x2126, 0x00B5,
+        0xFB01, 0xFB00, 0xFF21, 0xFF41, 0xFF10, 0x2460, 0x00BD, 0x00B2, 0x2163, 0x3392, 0x1E9B,
+        0x03A3, 0x03C2, 0x0390, 0x1F88, 0x0587, 0x0149, 0x01F0, 0x1E96,
+        0x00AD, 0x200B, 0x200D, 0x2060, 0xFEFF, 0x034F, 0x180B, 0xE0001,                      /* ignorable */
+        0x2019, 0x2018, 0x00A0, 0x2003, 0x3000, 0x2024, 0xFE52, 0xFF0E, 0xFF0C, 0xFF07,       /* mid/space */
+        0x65E5, 0x672C, 0x3042, 0x30AB, 0x3099, 0x309A, 0xFF76, 0xF900, 0x2F00, 0x20000,        /* CJK, kana */
+        0x1100, 0x1161, 0x11A8, 0xAC00, 0xD7A3, 0x3131,                                        /* Hangul */
+        0x0410, 0x0430, 0x0660, 0x0966, 0x1F600, 0x2764, 0xFE0F, 0x1F3FB,                     /* more */
+    };
+    static const char ascii_common[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789   ..,,''_-";
+    for (size_t i = 0; i < chars; i++) {
+        uint64_t r = rng_next(rng);
+        uint32_t pick = (uint32_t)(r % 100);
+        if (pick < 60) append_cp(b, (uint8_t)ascii_common[(r >> 8) % (sizeof ascii_common - 1)]);
+        else if (pick < 70) append_cp(b, (uint32_t)((r >> 8) % 128));
+        else if (pick < 97) append_cp(b, special[(r >> 8) % (sizeof special / sizeof special[0])]);
+        else if (pick < 99) append_cp(b, 0x80 + (uint32_t)((r >> 8) % 0x2F000));   /* any BMP/SMP code point */
+        else {
+            static const uint8_t bad[][2] = { { 0xFF, 0 }, { 0x80, 0 }, { 0xC3, 0 }, { 0xE6, 0x97 }, { 0xC0, 0xAF } };
+            const uint8_t *x = bad[(r >> 8) % 5];
+            REQUIRE(hanu_buf_append(b, x, x[1] ? 2 : 1) == 0);
+        }
+    }
+}
+
+static void expect_same_as_reference(const uint8_t *s, size_t len, size_t stop)
+{
+    token_log fast = { .stop = stop }, ref = { .stop = stop };
+    uint32_t fast_pos = 12345, ref_pos = 54321;
+    int fast_rc = text_tokenize((const char *)s, len, log_token, &fast, &fast_pos);
+    int ref_rc = text_tokenize_reference((const char *)s, len, log_token, &ref, &ref_pos);
+    int same = fast_rc == ref_rc && fast_pos == ref_pos && fast.calls == ref.calls &&
+               fast.text.len == ref.text.len &&
+               (fast.text.len == 0 || memcmp(fast.text.data, ref.text.data, fast.text.len) == 0);
+    if (!same) {
+        fprintf(stderr, "  text of %zu bytes:", len);
+        for (size_t i = 0; i < len; i++) fprintf(stderr, " %02x", s[i]);
+        fprintf(stderr, "\n    reference rc %d positions %u: %.*s\n    fast      rc %d positions %u: %.*s\n",
+                ref_rc, ref_pos, (int)ref.text.len, (const char *)ref.text.data,
+                fast_rc, fast_pos, (int)fast.text.len, (const char *)fast.text.data);
+        test_current_failed = 1;
+    }
+    hanu_buf_free(&fast.text);
+    hanu_buf_free(&ref.text);
+}
+
+static void test_tokenize_fast_path_differential(void)
+{
+    /* every ASCII byte alone, and each before and after a combining acute accent */
+    for (uint32_t c = 0; c < 128; c++) {
+        uint8_t one[4] = { (uint8_t)c, 0xCC, 0x81, (uint8_t)c };
+        expect_same_as_reference(one, 1, 0);
+        expect_same_as_reference(one, 3, 0);
+        expect_same_as_reference(one, 4, 0);
+        expect_same_as_reference(one + 1, 3, 0);
+    }
+    uint64_t rng = 0x7e57ab1e;
+    hanu_buf b = { 0 };
+    size_t invalid = 0, tokens = 0;
+    for (int round = 0; round < 20000 && !test_current_failed; round++) {
+        hanu_buf_reset(&b);
+        uint64_t r = rng_next(&rng);
+        size_t chars = round % 100 == 0 ? 600 + r % 2000 : r % 40;   /* some past the stack buffer */
+        random_text(&rng, &b, chars);
+        size_t stop = round % 7 == 0 ? 1 + (r >> 32) % 4 : 0;      /* a callback that stops */
+        expect_same_as_reference(b.data, b.len, stop);
+        if (text_tokenize((const char *)b.data, b.len, NULL, NULL, NULL) == HANU_ERR_INVALID) invalid++;
+        uint32_t n = 0;
+        text_tokenize((const char *)b.data, b.len, NULL, NULL, &n);
+        tokens += n;
+    }
+    hanu_buf_free(&b);
+    /* the corpus exercised both outcomes */
+    CHECK(invalid > 500);
+    CHECK(invalid < 15000);
+    CHECK(tokens > 20000);
+}
+
 int main(void)
 {
     RUN(test_tokenize_words);
     RUN(test_tokenize_unicode);
     RUN(test_tokenize_limits_and_errors);
+    RUN(test_tokenize_fast_path_differential);
     RUN(test_search_query);
     RUN(test_bm25_hand_computed);
     RUN(test_search_eval);

@@ -1437,12 +1437,18 @@ int indexer_open(store *st, const indexer_options *o, indexer **out, char *err, 
     if (!rc && ix->rebuilding && !ix->rebuild_target) ix->rebuilding = 0;   /* an empty log */
     if (!rc && ix->opt.merge_policy != INDEX_MERGE_NONE) {
         if (pthread_create(&ix->merge_thread, NULL, merge_main, ix) != 0) rc = HANU_ERR_NOMEM;
-        else ix->merge_started = 1;
+        else {
+            ix->merge_started = 1;
+            pthread_setname_np(ix->merge_thread, "hanu-merge");   /* names in top and perf */
+        }
     }
     if (!rc) {
         ix->last_commit_ns = hanu_now_ns();
         if (pthread_create(&ix->thread, NULL, indexer_main, ix) != 0) rc = HANU_ERR_NOMEM;
-        else ix->started = 1;
+        else {
+            ix->started = 1;
+            pthread_setname_np(ix->thread, "hanu-indexer");
+        }
     }
     if (rc) {
         if (!err[0]) snprintf(err, errcap, "cannot open the index: %s", hanu_status_str(rc));

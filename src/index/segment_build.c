@@ -31,10 +31,28 @@ static int u32_push(u32_vec *a, uint32_t x)
     return HANU_OK;
 }
 
+/* A term's postings: (ordinal, frequency) pairs in one array, so that a new
+ * posting costs one append and one growth serves both. */
 typedef struct build_term {
     uint32_t key_off, key_len;
-    u32_vec ords, tfs;
+    uint32_t *post;             /* post[2i] ordinal, post[2i + 1] term frequency */
+    uint32_t n, cap;            /* postings */
 } build_term;
+
+static int post_push(build_term *t, uint32_t ord, uint32_t tf)
+{
+    if (t->n == t->cap) {
+        uint32_t cap = t->cap ? t->cap * 2 : 2;
+        uint32_t *p = realloc(t->post, (size_t)cap * 2 * sizeof *p);
+        if (!p) return HANU_ERR_NOMEM;
+        t->post = p;
+        t->cap = cap;
+    }
+    t->post[2 * t->n] = ord;
+    t->post[2 * t->n + 1] = tf;
+    t->n++;
+    return HANU_OK;
+}
 
 typedef struct build_column {
     uint32_t path_off, path_len;
@@ -47,9 +65,11 @@ typedef struct build_column {
     uint64_t text_total;
 } build_column;
 
-/* Open-addressing table from a byte key (in `bytes`) to an index into `items`. */
+/* Open-addressing table from a byte key (in `bytes`) to an index into `items`.
+ * A slot keeps the key's hash beside the index, so a probe compares keys only
+ * when the hashes agree and growing the table rehashes no key. */
 typedef struct key_table {
-    uint32_t *slots;            /* index + 1, 0 = empty */
+    uint64_t *slots;            /* (uint32_t)hash << 32 | (index + 1); 0 = empty */
     uint32_t nslots;
 } key_table;
 
@@ -63,6 +83,7 @@ struct index_builder {
     build_term *terms;
     uint32_t nterms, terms_cap;
     key_table term_index;
+    uint32_t last_term;         /* the term index_builder_posting added to last, UINT32_MAX if none */
     build_column *cols;
     uint32_t ncols, cols_cap;
     key_table col_index;
@@ -76,16 +97,14 @@ index_builder *index_builder_new(void)
         free(b);
         return NULL;
     }
+    if (b) b->last_term = UINT32_MAX;
     return b;
 }
 
 void index_builder_free(index_builder *b)
 {
     if (!b) return;
-    for (uint32_t i = 0; i < b->nterms; i++) {
-        free(b->terms[i].ords.v);
-        free(b->terms[i].tfs.v);
-    }
+    for (uint32_t i = 0; i < b->nterms; i++) free(b->terms[i].post);
     for (uint32_t i = 0; i < b->ncols; i++) {
         build_column *c = &b->cols[i];
         free(c->tags);
@@ -108,8 +127,39 @@ void index_builder_free(index_builder *b)
 
 /* ---------------------------------------------------------------- keys */
 
-static int grow_table(key_table *t, uint32_t count, const hanu_buf *bytes,
-                      const void *items, size_t item_size);
+/* The table's hash of a key: keys are short (a path and a word), so an inline
+ * multiply-xorshift over 8-byte words beats a library call. Only this
+ * process's tables use it; nothing hashed is stored. */
+static inline uint64_t key_hash(const uint8_t *p, uint32_t len)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ len;
+    for (; len >= 8; p += 8, len -= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, len);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 29;
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ h >> 32;
+}
+
+/* Key equality for short keys without a call to memcmp. */
+static inline int key_equal(const uint8_t *a, const uint8_t *b, uint32_t len)
+{
+    for (; len >= 8; a += 8, b += 8, len -= 8) {
+        uint64_t x, y;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        if (x != y) return 0;
+    }
+    for (; len; a++, b++, len--)
+        if (*a != *b) return 0;
+    return 1;
+}
 
 /* The key's (offset, length) pair sits at the start of every item. */
 static const uint8_t *item_key(const hanu_buf *bytes, const void *items, size_t item_size,
@@ -120,40 +170,42 @@ static const uint8_t *item_key(const hanu_buf *bytes, const void *items, size_t 
     return bytes->data + kv[0];
 }
 
-/* Finds key; returns its item index or UINT32_MAX, and the slot it is in or would go to. */
+/* Finds key (hash h); returns its item index or UINT32_MAX, and the slot it is in or would go to. */
 static uint32_t table_find(const key_table *t, const hanu_buf *bytes, const void *items,
-                           size_t item_size, const uint8_t *key, uint32_t len, uint32_t *slot)
+                           size_t item_size, const uint8_t *key, uint32_t len, uint64_t h,
+                           uint32_t *slot)
 {
     if (!t->nslots) return UINT32_MAX;
     uint32_t mask = t->nslots - 1;
-    uint32_t s = (uint32_t)hanu_hash64(key, len, 0x1dec5) & mask;
-    for (;; s = (s + 1) & mask) {
-        uint32_t v = t->slots[s];
+    uint32_t tag = (uint32_t)h;
+    for (uint32_t s = tag & mask;; s = (s + 1) & mask) {
+        uint64_t v = t->slots[s];
         if (!v) {
             *slot = s;
             return UINT32_MAX;
         }
-        uint32_t klen;
-        const uint8_t *k = item_key(bytes, items, item_size, v - 1, &klen);
-        if (klen == len && memcmp(k, key, len) == 0) {
+        if ((uint32_t)(v >> 32) != tag) continue;
+        uint32_t i = (uint32_t)v - 1, klen;
+        const uint8_t *k = item_key(bytes, items, item_size, i, &klen);
+        if (klen == len && key_equal(k, key, len)) {
             *slot = s;
-            return v - 1;
+            return i;
         }
     }
 }
 
-static int grow_table(key_table *t, uint32_t count, const hanu_buf *bytes,
-                      const void *items, size_t item_size)
+static int grow_table(key_table *t, uint32_t count)
 {
     if ((uint64_t)(count + 1) * 2 <= t->nslots) return HANU_OK;
     uint32_t n = t->nslots ? t->nslots * 2 : 64;
-    key_table fresh = { calloc(n, sizeof(uint32_t)), n };
+    key_table fresh = { calloc(n, sizeof(uint64_t)), n };
     if (!fresh.slots) return HANU_ERR_NOMEM;
-    for (uint32_t i = 0; i < count; i++) {
-        uint32_t len, slot = 0;
-        const uint8_t *k = item_key(bytes, items, item_size, i, &len);
-        table_find(&fresh, bytes, items, item_size, k, len, &slot);
-        fresh.slots[slot] = i + 1;
+    for (uint32_t s = 0; s < t->nslots; s++) {   /* the stored hashes place every entry */
+        uint64_t v = t->slots[s];
+        if (!v) continue;
+        uint32_t at = (uint32_t)(v >> 32) & (n - 1);
+        while (fresh.slots[at]) at = (at + 1) & (n - 1);
+        fresh.slots[at] = v;
     }
     free(t->slots);
     *t = fresh;
@@ -164,10 +216,11 @@ static int grow_table(key_table *t, uint32_t count, const hanu_buf *bytes,
 static int intern(index_builder *b, key_table *t, void **items, uint32_t *count, uint32_t *cap,
                   size_t item_size, const uint8_t *key, uint32_t len, uint32_t *out)
 {
-    int rc = grow_table(t, *count, &b->keys, *items, item_size);
+    int rc = grow_table(t, *count);
     if (rc) return rc;
     uint32_t slot = 0;
-    uint32_t i = table_find(t, &b->keys, *items, item_size, key, len, &slot);
+    uint64_t h = key_hash(key, len);
+    uint32_t i = table_find(t, &b->keys, *items, item_size, key, len, h, &slot);
     if (i != UINT32_MAX) {
         *out = i;
         return HANU_OK;
@@ -186,7 +239,7 @@ static int intern(index_builder *b, key_table *t, void **items, uint32_t *count,
     memset(kv, 0, item_size);
     kv[0] = off;
     kv[1] = len;
-    t->slots[slot] = *count + 1;
+    t->slots[slot] = (uint64_t)(uint32_t)h << 32 | (*count + 1);
     *out = (*count)++;
     return HANU_OK;
 }
@@ -221,12 +274,11 @@ int index_builder_term(index_builder *b, const uint8_t *key, size_t key_len)
     if (rc) return rc;
     build_term *t = &b->terms[i];
     uint32_t ord = b->docs - 1;
-    if (t->ords.n && t->ords.v[t->ords.n - 1] == ord) {
-        t->tfs.v[t->tfs.n - 1]++;
+    if (t->n && t->post[2 * t->n - 2] == ord) {
+        t->post[2 * t->n - 1]++;
         return HANU_OK;
     }
-    if ((rc = u32_push(&t->ords, ord))) return rc;
-    return u32_push(&t->tfs, 1);
+    return post_push(t, ord, 1);
 }
 
 /* A posting of an earlier document, for merges: ord below the document count
@@ -235,14 +287,18 @@ int index_builder_posting(index_builder *b, const uint8_t *key, size_t key_len, 
 {
     if (ord >= b->docs || tf == 0) return HANU_ERR_INVALID;
     if (key_len == 0 || key_len > INDEX_KEY_MAX) return HANU_ERR_INVALID;
-    uint32_t i;
-    int rc = intern(b, &b->term_index, (void **)&b->terms, &b->nterms, &b->terms_cap,
-                    sizeof(build_term), key, (uint32_t)key_len, &i);
-    if (rc) return rc;
+    /* A merge adds a term's postings one after another: the same key as last time skips the table. */
+    uint32_t i = b->last_term;
+    if (i == UINT32_MAX || b->terms[i].key_len != key_len ||
+        memcmp(b->keys.data + b->terms[i].key_off, key, key_len) != 0) {
+        int rc = intern(b, &b->term_index, (void **)&b->terms, &b->nterms, &b->terms_cap,
+                        sizeof(build_term), key, (uint32_t)key_len, &i);
+        if (rc) return rc;
+        b->last_term = i;
+    }
     build_term *t = &b->terms[i];
-    if (t->ords.n && t->ords.v[t->ords.n - 1] >= ord) return HANU_ERR_INVALID;
-    if ((rc = u32_push(&t->ords, ord))) return rc;
-    return u32_push(&t->tfs, tf);
+    if (t->n && t->post[2 * t->n - 2] >= ord) return HANU_ERR_INVALID;
+    return post_push(t, ord, tf);
 }
 
 /* The column of path, its per-doc arrays grown to the current document. */
@@ -428,9 +484,9 @@ static const build_column *length_column(const index_builder *b, const uint8_t *
     if (!nul || (size_t)(nul - key) + 1 >= len) return NULL;
     uint8_t type = nul[1];
     if (type != INDEX_KEY_WORD && type != INDEX_KEY_ALL_WORD) return NULL;
-    uint32_t slot = 0;
-    uint32_t i = table_find(&b->col_index, &b->keys, b->cols, sizeof(build_column), key,
-                            (uint32_t)(nul - key), &slot);
+    uint32_t slot = 0, len_path = (uint32_t)(nul - key);
+    uint32_t i = table_find(&b->col_index, &b->keys, b->cols, sizeof(build_column), key, len_path,
+                            key_hash(key, len_path), &slot);
     return i == UINT32_MAX ? NULL : &b->cols[i];
 }
 
@@ -438,26 +494,26 @@ static const build_column *length_column(const index_builder *b, const uint8_t *
 static int write_postings(hanu_buf *out, const build_term *t, const build_column *lens,
                           uint8_t *table_entry)
 {
-    uint32_t nblocks = (t->ords.n + INDEX_BLOCK - 1) / INDEX_BLOCK;
+    uint32_t nblocks = (t->n + INDEX_BLOCK - 1) / INDEX_BLOCK;
     size_t table = out->len;
     int rc = hanu_buf_reserve(out, (size_t)nblocks * SEG_BLOCK);
     if (rc) return rc;
     memset(out->data + table, 0, (size_t)nblocks * SEG_BLOCK);
     out->len += (size_t)nblocks * SEG_BLOCK;
-    hanu_put_u32(table_entry + SEG_T_DF, t->ords.n);
+    hanu_put_u32(table_entry + SEG_T_DF, t->n);
     hanu_put_u32(table_entry + SEG_T_BLOCKS, nblocks);
     hanu_put_u64(table_entry + SEG_T_POSTINGS, table);
     uint64_t deltas[INDEX_BLOCK], tfs[INDEX_BLOCK];
     int64_t prev = -1;
     for (uint32_t blk = 0; blk < nblocks; blk++) {
-        uint32_t first = blk * INDEX_BLOCK, n = HANU_MIN(INDEX_BLOCK, t->ords.n - first);
+        uint32_t first = blk * INDEX_BLOCK, n = HANU_MIN(INDEX_BLOCK, t->n - first);
         uint32_t max_tf = 0, min_len = UINT32_MAX;
         for (uint32_t i = 0; i < n; i++) {
-            uint32_t ord = t->ords.v[first + i];
+            uint32_t ord = t->post[2 * (first + i)], tf = t->post[2 * (first + i) + 1];
             deltas[i] = (uint64_t)((int64_t)ord - prev - 1);
             prev = ord;
-            tfs[i] = t->tfs.v[first + i];
-            max_tf = HANU_MAX(max_tf, t->tfs.v[first + i]);
+            tfs[i] = tf;
+            max_tf = HANU_MAX(max_tf, tf);
             uint32_t l = lens && ord < lens->cap ? lens->lengths[ord] : 0;
             min_len = HANU_MIN(min_len, l);
         }
@@ -569,9 +625,28 @@ static int write_column(hanu_buf *out, const index_builder *b, const build_colum
     return HANU_OK;
 }
 
+/* Bytes the file takes at most, so that encode reserves its buffer once
+ * instead of growing it by copies (the merged segments run to tens of MiB).
+ * Codec payloads are bounded by their widest code: ordinal gaps and term
+ * frequencies fit 32 bits, tags 8, string ordinals and text lengths 32,
+ * numbers 64. */
+static size_t encoded_bound(const index_builder *b)
+{
+    size_t docs = b->docs, n = SEG_HEADER + SEG_FOOTER + 4 * (docs + 1) + b->ids.len + 8 * docs + 32;
+    n += (size_t)b->nterms * (SEG_TERM + 8) + b->keys.len;
+    for (uint32_t i = 0; i < b->nterms; i++) {
+        size_t postings = b->terms[i].n, blocks = (postings + INDEX_BLOCK - 1) / INDEX_BLOCK;
+        n += blocks * (SEG_BLOCK + 2 * CODEC_SLACK) + 8 * postings + 8;
+    }
+    n += b->strings.len;
+    n += (size_t)b->ncols * (SEG_COLUMN + 4 * 8 + 4 * (docs + 1) + (1 + 4 + 4 + 8) * docs + SEG_PARTS * CODEC_SLACK + 16);
+    return n;
+}
+
 /* Lays out the whole file in memory. */
 static int encode(index_builder *b, hanu_buf *out)
 {
+    (void)hanu_buf_reserve(out, encoded_bound(b));   /* a hint: without it the buffer grows */
     uint8_t header[SEG_HEADER] = { 0 };
     memcpy(header, SEG_MAGIC, 8);
     hanu_put_u32(header + SEG_H_VERSION, SEG_VERSION);

@@ -48,4 +48,9 @@ typedef int (*text_token_fn)(void *ctx, const text_token *tok);
  * document length for BM25. */
 int text_tokenize(const char *s, size_t len, text_token_fn fn, void *ctx, uint32_t *n_positions);
 
+/* The same tokens by the definition itself: the whole text folded with one
+ * utf8proc_map call. text_tokenize folds ASCII without utf8proc (faster, same
+ * result); this one is kept for tests to compare against. */
+int text_tokenize_reference(const char *s, size_t len, text_token_fn fn, void *ctx, uint32_t *n_positions);
+
 #endif

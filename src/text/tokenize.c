@@ -1,11 +1,25 @@
 /*
- * tokenize.c: text_tokenize (rules in text.h). One utf8proc_map call folds
- * the whole text (NFKC + case fold), then one pass over the code points cuts
- * words, looking one code point ahead for the apostrophe/period/comma rules.
+ * tokenize.c: text_tokenize (rules in text.h). The text is folded (NFKC +
+ * case fold) into one buffer, then one pass over the code points cuts words,
+ * looking one code point ahead for the apostrophe/period/comma rules.
+ *
+ * Folding is the cost of indexing text, and most text is ASCII, whose fold is
+ * only A-Z -> a-z. So ASCII is folded here and utf8proc_map gets only the
+ * pieces with non-ASCII bytes, each with the ASCII character before it: a
+ * piece starts at an ASCII character followed by ASCII or at the text's start,
+ * and ends before an ASCII character. That cut is exact: an ASCII character is
+ * a starter (canonical class 0) that never composes with what comes before it
+ * and maps to itself or its lowercase alone, so normalisation cannot cross it;
+ * the character before a piece goes with it because combining marks after it
+ * may compose with it ("e" + U+0301 -> "é"). Invalid UTF-8 is still refused
+ * before any token is given, since the fold completes before cutting starts.
+ * text_tokenize_reference folds the whole text with one utf8proc_map call,
+ * the definition the unit test checks this against.
  */
 #include "text/text.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <utf8proc.h>
 
 enum char_class { C_OTHER, C_LETTER, C_DIGIT, C_IDEOGRAPH, C_MID_LETTER, C_MID_NUM, C_MID_BOTH };
@@ -83,47 +97,127 @@ static int joins(enum char_class mid, enum char_class before, enum char_class af
     return 0;
 }
 
+#define FOLD_FLAGS (UTF8PROC_STABLE | UTF8PROC_COMPAT | UTF8PROC_COMPOSE | UTF8PROC_CASEFOLD | UTF8PROC_IGNORE)
+#define FOLD_STACK 2048    /* folded texts up to this size need no allocation */
+
+static int fold_error(utf8proc_ssize_t n)
+{
+    return n == UTF8PROC_ERROR_NOMEM ? HANU_ERR_NOMEM : HANU_ERR_INVALID;
+}
+
+/* The folded text being written: in the caller's stack buffer, then on the heap. */
+typedef struct fold_out {
+    uint8_t *p;
+    size_t len, cap;
+    int heap;
+} fold_out;
+
+static int fold_reserve(fold_out *o, size_t extra)
+{
+    if (o->cap - o->len >= extra) return HANU_OK;
+    size_t cap = o->cap * 2;
+    while (cap - o->len < extra) cap *= 2;
+    uint8_t *p = o->heap ? realloc(o->p, cap) : malloc(cap);
+    if (!p) return HANU_ERR_NOMEM;
+    if (!o->heap) memcpy(p, o->p, o->len);
+    o->p = p;
+    o->cap = cap;
+    o->heap = 1;
+    return HANU_OK;
+}
+
+static int fold(const uint8_t *s, size_t len, fold_out *o)
+{
+    size_t i = 0;
+    while (i < len) {
+        size_t start = i;                 /* ASCII run [start, i) */
+        while (i < len && s[i] < 0x80) i++;
+        size_t ascii_end = i < len && i > start ? i - 1 : i;   /* the last one goes with the piece */
+        int rc = fold_reserve(o, ascii_end - start);
+        if (rc) return rc;
+        for (size_t k = start; k < ascii_end; k++)
+            o->p[o->len++] = (uint8_t)(s[k] >= 'A' && s[k] <= 'Z' ? s[k] | 0x20 : s[k]);
+        if (i == len) break;
+        while (i < len && s[i] >= 0x80) i++;
+        uint8_t *piece = NULL;
+        utf8proc_ssize_t n = utf8proc_map(s + ascii_end, (utf8proc_ssize_t)(i - ascii_end), &piece, FOLD_FLAGS);
+        if (n < 0) return fold_error(n);
+        rc = fold_reserve(o, (size_t)n);
+        if (!rc) {
+            memcpy(o->p + o->len, piece, (size_t)n);
+            o->len += (size_t)n;
+        }
+        free(piece);
+        if (rc) return rc;
+    }
+    return HANU_OK;
+}
+
+/* Cuts the folded text t[0..n) into tokens. */
+static int cut(const uint8_t *t, size_t n, text_token_fn fn, void *ctx, uint32_t *n_positions)
+{
+    token_builder tb = { .len = 0, .position = 0, .last = C_OTHER };
+    int rc = 0;
+    size_t i = 0;
+    while (i < n && rc == 0) {
+        int32_t c;
+        size_t w;
+        if (t[i] < 0x80) {
+            c = t[i];
+            w = 1;
+        } else {
+            utf8proc_ssize_t r = utf8proc_iterate(t + i, (utf8proc_ssize_t)(n - i), &c);
+            if (r <= 0) { rc = HANU_ERR_INVALID; break; }   /* cannot happen after utf8proc_map */
+            w = (size_t)r;
+        }
+        enum char_class cls = classify(c);
+        if (cls == C_LETTER || cls == C_DIGIT) {
+            token_add(&tb, t + i, w, cls);
+        } else if (cls == C_IDEOGRAPH) {
+            rc = token_end(&tb, fn, ctx);
+            if (rc == 0) {
+                token_add(&tb, t + i, w, cls);
+                rc = token_end(&tb, fn, ctx);
+            }
+        } else if (cls != C_OTHER && tb.len > 0 && i + w < n) {
+            int32_t next;
+            utf8proc_ssize_t w2 = utf8proc_iterate(t + i + w, (utf8proc_ssize_t)(n - i - w), &next);
+            enum char_class after = w2 > 0 ? classify(next) : C_OTHER;
+            if (joins(cls, tb.last, after)) {
+                token_add(&tb, t + i, w, tb.last);
+            } else {
+                rc = token_end(&tb, fn, ctx);
+            }
+        } else {
+            rc = token_end(&tb, fn, ctx);
+        }
+        i += w;
+    }
+    if (rc == 0) rc = token_end(&tb, fn, ctx);
+    if (n_positions) *n_positions = tb.position;
+    return rc;
+}
+
 int text_tokenize(const char *s, size_t len, text_token_fn fn, void *ctx, uint32_t *n_positions)
 {
     if (n_positions) *n_positions = 0;
     if (len > (size_t)INT32_MAX) return HANU_ERR_TOO_LARGE;
-    uint8_t *folded = NULL;
-    utf8proc_ssize_t n = len == 0 ? 0 : utf8proc_map((const uint8_t *)s, (utf8proc_ssize_t)len, &folded,
-        UTF8PROC_STABLE | UTF8PROC_COMPAT | UTF8PROC_COMPOSE | UTF8PROC_CASEFOLD | UTF8PROC_IGNORE);
-    if (n < 0) return n == UTF8PROC_ERROR_NOMEM ? HANU_ERR_NOMEM : HANU_ERR_INVALID;
+    uint8_t stack[FOLD_STACK];
+    fold_out o = { stack, 0, sizeof stack, 0 };
+    int rc = fold((const uint8_t *)s, len, &o);
+    if (rc == HANU_OK) rc = cut(o.p, o.len, fn, ctx, n_positions);
+    if (o.heap) free(o.p);
+    return rc;
+}
 
-    token_builder t = { .len = 0, .position = 0, .last = C_OTHER };
-    int rc = 0;
-    utf8proc_ssize_t i = 0;
-    while (i < n && rc == 0) {
-        int32_t c;
-        utf8proc_ssize_t w = utf8proc_iterate(folded + i, n - i, &c);
-        if (w <= 0) { rc = HANU_ERR_INVALID; break; }   /* cannot happen after utf8proc_map */
-        enum char_class cls = classify(c);
-        if (cls == C_LETTER || cls == C_DIGIT) {
-            token_add(&t, folded + i, (size_t)w, cls);
-        } else if (cls == C_IDEOGRAPH) {
-            rc = token_end(&t, fn, ctx);
-            if (rc == 0) {
-                token_add(&t, folded + i, (size_t)w, cls);
-                rc = token_end(&t, fn, ctx);
-            }
-        } else if (cls != C_OTHER && t.len > 0 && i + w < n) {
-            int32_t next;
-            utf8proc_ssize_t w2 = utf8proc_iterate(folded + i + w, n - i - w, &next);
-            enum char_class after = w2 > 0 ? classify(next) : C_OTHER;
-            if (joins(cls, t.last, after)) {
-                token_add(&t, folded + i, (size_t)w, t.last);
-            } else {
-                rc = token_end(&t, fn, ctx);
-            }
-        } else {
-            rc = token_end(&t, fn, ctx);
-        }
-        i += w;
-    }
-    if (rc == 0) rc = token_end(&t, fn, ctx);
+int text_tokenize_reference(const char *s, size_t len, text_token_fn fn, void *ctx, uint32_t *n_positions)
+{
+    if (n_positions) *n_positions = 0;
+    if (len > (size_t)INT32_MAX) return HANU_ERR_TOO_LARGE;
+    uint8_t *folded = NULL;
+    utf8proc_ssize_t n = len == 0 ? 0 : utf8proc_map((const uint8_t *)s, (utf8proc_ssize_t)len, &folded, FOLD_FLAGS);
+    if (n < 0) return fold_error(n);
+    int rc = cut(folded, (size_t)n, fn, ctx, n_positions);
     free(folded);
-    if (n_positions) *n_positions = t.position;
     return rc;
 }
