@@ -29,7 +29,7 @@ port=$((26100 + RANDOM % 800))
 url=http://127.0.0.1:$port
 
 start_server() {   # extra serve arguments
-  rm -rf "$dir"
+  rm -rf "$dir" "$dir.bucket"   # the default bucket too: a run must not rebuild the last one's documents
   taskset -c 0 "$BUILD/hanudb" serve --data "$dir" --kv-addr 127.0.0.1:$((port + 1)) \
     --http-addr 127.0.0.1:$port "$@" >"$dir.log" 2>&1 &
   pid=$!
@@ -94,4 +94,4 @@ for run in $(seq "$runs"); do
     python3 -c 'import json,sys; w=json.loads(sys.argv[2]); print("writes run %s %-15s %6.0f/s  p99 %d us" % (sys.argv[1], sys.argv[3], w["writes_per_s"], w["write_p99_us"]))' "$run" "$w" "$mode"
   done
 done
-rm -rf "$dir" "$dir.ids" "$dir.log" "$dir.mem"
+rm -rf "$dir" "$dir.bucket" "$dir.ids" "$dir.log" "$dir.mem"

@@ -26,7 +26,7 @@ echo "| workload | prealloc | durability | ops/s | p50 us | p99 us | p99.9 us | 
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 for w in $workloads; do
   for r in $(seq "$runs"); do
-    rm -rf "$dir"
+    rm -rf "$dir" "$dir.bucket"   # the default bucket too, or each run rebuilds the last one's keys
     taskset -c 0 "$BUILD/hanudb" serve --data "$dir" --kv-addr 127.0.0.1:$port --prealloc "$prealloc" \
       $server_args >"$dir.log" 2>&1 &
     pid=$!
@@ -51,4 +51,4 @@ print("| %s | %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f | %.0f |"
 PY
   done
 done
-rm -rf "$dir" "$dir.log"
+rm -rf "$dir" "$dir.bucket" "$dir.log"

@@ -122,6 +122,7 @@ def main():
     finally:
         srv.kill()
         shutil.rmtree(data, ignore_errors=True)
+        shutil.rmtree(data + ".bucket", ignore_errors=True)   # serve's default bucket, beside DATA
 
 
 if __name__ == "__main__":
