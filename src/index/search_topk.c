@@ -183,6 +183,7 @@ typedef struct seg_run {
     uint32_t nlens;
     const index_column **tcols; /* per col_test: its column, or NULL */
     word_iter *fiters;          /* per col_test: the postings of its keyword terms */
+    int fseek;                  /* the loops jump with fiters (the filter is the sparser side) */
     clause_run *runs;           /* per clause */
     clause_run **pos, **must, **neg;
     uint32_t npos, nmust, nneg;
@@ -424,13 +425,46 @@ static int filter_iter_open(word_iter *w, const index_segment *seg, const col_te
  * before it cannot pass the filter, so the loops jump there. */
 static uint32_t filter_seek(seg_run *r, uint32_t d)
 {
-    for (uint32_t t = 0; t < r->x->ntests;) {
+    for (uint32_t t = 0; r->fseek && t < r->x->ntests;) {
         uint32_t got = wi_advance(&r->fiters[t], d);
         if (got == INDEX_ORD_END) return INDEX_ORD_END;
         if (got > d) { d = got; t = 0; continue; }
         t++;
     }
     return d;
+}
+
+/* At most how many documents a word's postings hold (whole blocks). */
+static uint64_t wi_size(const word_iter *w)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < w->nsubs; i++) n += (uint64_t)w->subs[i].nblocks * INDEX_BLOCK;
+    return n;
+}
+
+static uint64_t cl_size(const clause_run *c)
+{
+    uint64_t n = UINT64_MAX;
+    for (uint32_t i = 0; i < c->nw; i++) n = HANU_MIN(n, wi_size(&c->w[i]));
+    return c->nw ? n : 0;
+}
+
+/* Whether seeking the filter's postings saves work: only when they are
+ * sparser than what drives the loop (the +must intersection, else the union
+ * of the positive clauses). A dense filter (one `kind` of five) under a rare
+ * word would decode nearly every block of its postings for nothing; evaluate
+ * tests the columns of each candidate anyway. */
+static int filter_worth_seeking(const seg_run *r)
+{
+    uint64_t filter = UINT64_MAX, driving = 0;
+    for (uint32_t t = 0; t < r->x->ntests; t++) filter = HANU_MIN(filter, wi_size(&r->fiters[t]));
+    if (r->nmust) {
+        driving = UINT64_MAX;
+        for (uint32_t i = 0; i < r->nmust; i++) driving = HANU_MIN(driving, cl_size(r->must[i]));
+    } else {
+        for (uint32_t i = 0; i < r->npos; i++) driving += cl_size(r->pos[i]);
+    }
+    return filter < driving;
 }
 
 static void seg_run_free(seg_run *r)
@@ -479,6 +513,7 @@ static int seg_run_open(seg_run *r, search_ctx *x, uint32_t s)
         r->pos[r->npos++] = cr;
         if (x->occur[c] == SEARCH_MUST) r->must[r->nmust++] = cr;
     }
+    if (!rc && x->ntests) r->fseek = filter_worth_seeking(r);
     return rc;
 }
 
