@@ -226,6 +226,51 @@ def run_main(tmp):
     except Exception as e:  # noqa
         failures += 1
         print("FAIL no-index: %s" % e)
+    # A write of the index that fails (its folder gone): the indexer stops, _status says
+    # why, queries answer 503 index_failed, documents are still served; a restart with
+    # the folder back resumes from the last commit and answers exactly.
+    moved = os.path.join(data, "index.moved")
+    try:
+        srv = HttpServer(data, ["--index-commit-ms", "20", "--merge-policy", "none"])
+        srv.start()
+        h = Http(srv.http_port)
+        st, _, b = h.json("PUT", "/c/%s/docs/before-failure" % COL, {"n": 1, "tag": "x"})
+        check(st in (200, 201), "put: %d" % st)
+        st, _, b = h.json("POST", "/c/%s/_find" % COL, {"filter": {"tag": "x"}, "min_txn": b["txn"]})
+        check(st == 200 and b["count"] == 1, "find before the failure: %d %r" % (st, b))
+        os.rename(os.path.join(data, "index"), moved)
+        st, _, b = h.json("PUT", "/c/%s/docs/after-failure" % COL, {"n": 2, "tag": "y"})
+        check(st in (200, 201), "a write while the index fails is still taken: %d" % st)
+        txn = b["txn"]
+        for _ in range(250):
+            ix = status(h)
+            if ix["failed"]:
+                break
+            time.sleep(0.02)
+        check(ix["failed"] and "cannot write" in ix.get("failure", "") and "index" in ix["failure"],
+              "the failure is reported with its reason: %r" % ix)
+        st, _, b = h.json("POST", "/c/%s/_find" % COL, {"filter": {"tag": "y"}})
+        check(st == 503 and error_code(b) == "index_failed", "find after the failure: %d %r" % (st, b))
+        st, _, b = h.json("GET", "/c/%s/docs/after-failure" % COL)
+        check(st == 200 and b["tag"] == "y", "get after the failure: %d" % st)
+        srv.stop()
+        os.rename(moved, os.path.join(data, "index"))
+        srv = HttpServer(data, ["--index-commit-ms", "20"])
+        srv.start()
+        h = Http(srv.http_port)
+        st, _, b = h.json("POST", "/c/%s/_find" % COL, {"filter": {"tag": "y"}, "min_txn": txn})
+        check(st == 200 and [x["_id"] for x in b["hits"]] == ["after-failure"], "resumed: %d %r" % (st, b))
+        check("failure" not in status(h) and not status(h)["failed"], "no failure after the restart")
+        for doc in ("before-failure", "after-failure"):   # verify knows only its own documents
+            st, _, _ = h.call("DELETE", "/c/%s/docs/%s" % (COL, doc))
+            check(st == 200, "delete %s: %d" % (doc, st))
+        verify(srv, "after the failed index write")
+        srv.stop()
+        print("ok   a failed index write: stopped, reason in _status, 503 index_failed, resumed after a restart")
+    except Exception as e:  # noqa
+        failures += 1
+        print("FAIL failed index write: %s" % e)
+        srv.kill()
     return failures
 
 

@@ -336,12 +336,15 @@ typedef struct indexer_stats {
     int merging;                    /* a merge is running now */
     int rebuilding;                 /* a rebuild has not yet reached the txn it started at */
     uint64_t rebuild_target_txn;    /* the store's last txn when the rebuild began */
+    char failure[256];              /* when failed: why, as logged ("" otherwise) */
 } indexer_stats;
 void indexer_get_stats(indexer *ix, indexer_stats *st);
 /* Segments, live documents and bytes of collection db (0s when none). */
 void indexer_collection_stats(indexer *ix, uint32_t db, uint32_t *segments, uint64_t *live_docs,
                             uint64_t *bytes);
 uint64_t indexer_txn(indexer *ix);
+/* 1 once a failed write has stopped the indexer (until a restart). */
+int indexer_failed(indexer *ix);
 
 /* Waits until index_txn >= txn, asking for a commit at once rather than at
  * the next interval: OK, HANU_ERR_BUSY after timeout_ms, HANU_ERR_STOPPED when

@@ -205,6 +205,7 @@ struct indexer {
     store *st;
     indexer_options opt;
     char dir[1024];
+    char failure[256];           /* why the indexer stopped (under mu), "" while it runs */
 
     /* indexer thread only */
     dbstate **dbs;               /* sorted by db */
@@ -259,6 +260,21 @@ static void say(const indexer *ix, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+}
+
+/* Logs why the indexer stops and keeps the first such reason for _status. */
+static void note_failure(indexer *ix, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note_failure(indexer *ix, const char *fmt, ...)
+{
+    char msg[sizeof ix->failure];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    say(ix, "%s", msg);
+    pthread_mutex_lock(&ix->mu);
+    if (!ix->failure[0]) snprintf(ix->failure, sizeof ix->failure, "%s", msg);
+    pthread_mutex_unlock(&ix->mu);
 }
 
 static int u32_push(u32_vec *v, uint32_t x)
@@ -675,8 +691,8 @@ static int feed_step(indexer *ix, size_t *got)
     hanu_buf_reset(&ix->stage_arena);
     int rc = store_feed_next(ix->feed, FEED_BATCH, stage_change, ix, got);
     if (rc) {
-        say(ix, "the change feed failed at txn %" PRIu64 ": %s", store_feed_position(ix->feed),
-            hanu_status_str(rc));
+        note_failure(ix, "the change feed failed at txn %" PRIu64 ": %s", store_feed_position(ix->feed),
+                     hanu_status_str(rc));
         return rc;
     }
     for (size_t i = 0; i < ix->nstage && !rc; i++) rc = apply_staged(ix, &ix->stage[i]);
@@ -718,7 +734,7 @@ static int apply_pending(indexer *ix, dbstate *d)
         rc = index_builder_write(b, path);
         if (!rc) rc = index_segment_open(path, &seg, err, sizeof err);
         if (!rc) rc = seg_add(d, seg, id, NULL, 0, 0);
-        if (rc) say(ix, "cannot write %s: %s", path, hanu_status_str(rc));
+        if (rc) note_failure(ix, "cannot write %s: %s", path, hanu_status_str(rc));
     }
     index_builder_free(b);
     pending_clear(d);
@@ -1116,8 +1132,8 @@ static int commit(indexer *ix)
     }
     if (!rc) rc = write_commit(ix, txn);
     if (rc) {
-        say(ix, "commit at txn %" PRIu64 " failed: %s; the indexer stops (a restart resumes "
-            "from the last commit)", txn, hanu_status_str(rc));
+        note_failure(ix, "commit at txn %" PRIu64 " failed: %s; the indexer stops (a restart resumes "
+                     "from the last commit)", txn, hanu_status_str(rc));
         return rc;
     }
     remove_doomed(ix);
@@ -1175,6 +1191,9 @@ static void *indexer_main(void *arg)
         }
         if (rc) {
             ix->failed = 1;
+            if (!ix->failure[0])
+                snprintf(ix->failure, sizeof ix->failure, "stopped after txn %" PRIu64 ": %s", ix->committed_txn,
+                         hanu_status_str(rc));
             pthread_cond_broadcast(&ix->committed_cv);
         }
     }
@@ -1218,6 +1237,14 @@ uint64_t indexer_txn(indexer *ix)
     return t;
 }
 
+int indexer_failed(indexer *ix)
+{
+    pthread_mutex_lock(&ix->mu);
+    int failed = ix->failed;
+    pthread_mutex_unlock(&ix->mu);
+    return failed;
+}
+
 void indexer_get_stats(indexer *ix, indexer_stats *st)
 {
     uint64_t last = store_last_txn(ix->st);
@@ -1226,7 +1253,8 @@ void indexer_get_stats(indexer *ix, indexer_stats *st)
                            ix->segments, ix->bytes, ix->live_docs, ix->commits, ix->rebuilt, ix->failed,
                            ix->merges, ix->merges_abandoned, ix->merge_bytes, ix->merge_docs,
                            ix->merge_ns / 1000000, ix->job_state != JOB_NONE, ix->rebuilding,
-                           ix->rebuild_target };
+                           ix->rebuild_target, "" };
+    snprintf(st->failure, sizeof st->failure, "%s", ix->failure);
     pthread_mutex_unlock(&ix->mu);
 }
 

@@ -812,6 +812,12 @@ static void run_query(http_call *c, int waited)
         http_error(c, 503, "index_off", "the server runs with --no-index");
         return;
     }
+    if (indexer_failed(srv->indexer)) {   /* its answers would be stale forever, not lagging */
+        task_free(t);
+        http_error(c, 503, "index_failed", "the indexer stopped after a failed write (see \"failure\" in "
+                   "/_status); restart the server");
+        return;
+    }
     /* The worker must not read the request (its client may leave): the body is copied. */
     h2o_req_t *req = c->req;
     size_t len = req->entity.base ? req->entity.len : 2;
@@ -882,6 +888,10 @@ void http_index_status(server *srv, json_writer *w)
     server_json_fields(w, f, sizeof f / sizeof *f);
     json_write_key(w, "failed", 6);
     json_write_bool(w, st.failed);
+    if (st.failed) {
+        json_write_key(w, "failure", 7);
+        json_write_string(w, st.failure, strlen(st.failure));
+    }
     index_bitset_cache_stats cs;
     index_bitset_cache_get_stats(&cs);
     json_write_key(w, "filter_cache", 12);
