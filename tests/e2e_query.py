@@ -15,6 +15,7 @@ import random
 import re
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from hanuhttp import *  # noqa
@@ -399,6 +400,30 @@ def t_min_txn_held_until_a_write(h, ctx):
     ctx["txn"] = nxt
 
 
+def t_min_txn_before_the_collection(h, ctx):
+    """A query with a min_txn past the log, on a collection that does not exist yet, waits
+    for that txn instead of answering 404 (a follower behind its leader sees this): the
+    write that creates the collection at that txn answers it. Without min_txn: 404."""
+    st, _, b = h.json("POST", "/c/later/_find", {"filter": {}})
+    check(st == 404 and error_code(b) == "collection_not_found", "no min_txn: %d %r" % (st, b))
+    nxt = h.json("GET", "/_status")[2]["txn"] + 2   # the collection's creation, then the document
+    out = {}
+
+    def held():
+        out["answer"] = Http(ctx["srv"].http_port).json("POST", "/c/later/_find", {"filter": {}, "min_txn": nxt})
+    t = threading.Thread(target=held)
+    t.start()
+    time.sleep(0.2)   # the query is held by then (not needed for the outcome, only to exercise the wait)
+    st, _, b = h.json("PUT", "/c/later/docs/one", {"n": 1})
+    check(st == 201 and b["txn"] == nxt, "the creating write: %d %r" % (st, b))
+    t.join(30)
+    st, _, b = out["answer"]
+    check(st == 200 and [x["_id"] for x in b["hits"]] == ["one"], "held find on a new collection: %d %r" % (st, b))
+    st, _, _ = h.call("DELETE", "/c/later")
+    check(st == 200, "drop: %d" % st)
+    ctx["txn"] = h.json("GET", "/_status")[2]["txn"]
+
+
 def t_aggs(h, ctx):
     docs, txn = ctx["docs"], ctx["txn"]
     body = {"aggs": {"kinds": {"terms": {"field": "kind"}},
@@ -679,7 +704,7 @@ def run_main(tmp):
     raw, txn = put_all(h, "ev", docs)
     ctx = {"srv": srv, "docs": docs, "raw": raw, "txn": txn}
     cases = (t_find_every_operator, t_find_after_delete_and_replace, t_invalid_queries, t_missing_and_wrong_kind,
-             t_min_txn_held_until_a_write, t_aggs, t_search, t_search_pages, t_listing, t_docbench_shapes, t_status,
+             t_min_txn_held_until_a_write, t_min_txn_before_the_collection, t_aggs, t_search, t_search_pages, t_listing, t_docbench_shapes, t_status,
              t_find_pages_fields_count)
     failures = run_cases(srv, [with_ctx(t, ctx) for t in cases])
     check(srv.stop() == 0, "clean stop")

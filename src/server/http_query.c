@@ -789,6 +789,18 @@ static void dispatch(query_task *t)
 
 /* ---- entry ---- */
 
+/* The request body's min_txn, 0 when it has none or is not a JSON object. */
+static uint64_t body_min_txn(h2o_req_t *req)
+{
+    json_doc *d;
+    if (!req->entity.base || json_doc_parse(req->entity.base, req->entity.len, NULL, &d, NULL) != HANU_OK) return 0;
+    const json_value *root = json_doc_root(d), *v = root->type == JSON_OBJECT ? json_get(root, "min_txn") : NULL;
+    int64_t n = 0;
+    if (!v || json_as_int64(v, &n) != HANU_OK || n < 0) n = 0;
+    json_doc_free(d);
+    return (uint64_t)n;
+}
+
 static void run_query(http_call *c, int waited)
 {
     server *srv = c->srv;
@@ -797,6 +809,13 @@ static void run_query(http_call *c, int waited)
         return;
     }
     uint32_t db;
+    if (!waited && srv->indexer && c->route != ROUTE_DOC_LIST &&
+        docs_collection_lookup(srv->store, c->col, strlen(c->col), &db) == HANU_ERR_NOT_FOUND) {
+        /* A follower may not yet have replayed the collection's creation: with a
+           min_txn beyond its log, wait for it before saying the collection is missing. */
+        uint64_t want = body_min_txn(c->req);
+        if (want > store_last_txn(srv->store)) { hold_query(c, want); return; }
+    }
     if (http_find_collection(c, 0, &db)) return;
     query_task *t = calloc(1, sizeof *t);
     if (!t) { http_error(c, 500, "internal", "out of memory"); return; }
