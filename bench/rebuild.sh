@@ -10,7 +10,8 @@
 #   3. writes/s at durability bucket with --bucket-latency-put-ms 70 (docbench, 32 clients),
 #      with the default sealing interval (1000 ms) and with 50 ms;
 #   4. class-A bucket requests per 1 000 writes and bytes uploaded per 1 000 documents in
-#      a docbench write phase at durability local (from _status before and after).
+#      a docbench write phase at durability local (from _status before and after); COST_ARGS
+#      adds serve options to that server (such as --seal-mb 16).
 # Usage: bench/rebuild.sh [WORKDIR]   (BUILD=build, KEYS, DOC_SECONDS=30, PORT=27100,
 #        PARTS="1 2 3 4": which of the four to run)
 set -euo pipefail
@@ -98,7 +99,7 @@ done
 
 part 4 || exit 0
 echo "== 4. bucket requests and bytes in a docbench write phase (durability local)"
-start "$WORK/cost"
+start "$WORK/cost" ${COST_ARGS:-}   # e.g. COST_ARGS="--seal-mb 16"
 before=$(status)
 "$BUILD/bench/docbench" --url "http://$HTTP" --phase write --duration 20 --clients 32 2>/dev/null | grep -E "^write:"
 sleep 2   # the last interval's segment

@@ -161,6 +161,34 @@ def refused_without_a_bucket(tmp):
         srv.kill()
 
 
+def seal_mb_cuts_segments(tmp):
+    """--seal-mb: the backlog found at an interval's tick is cut into segments of that many
+    MB of records (6 MB written at once: at least 3 segments, not one per interval);
+    out-of-range values are refused."""
+    for bad in ("0", "65", "x"):
+        r = subprocess.run([BIN, "serve", "--data", os.path.join(tmp, "never"), "--seal-mb", bad],
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 2 and "--seal-mb" in r.stderr, "--seal-mb %s: %d %r" % (bad, r.returncode, r.stderr))
+    bdir = os.path.join(tmp, "bucket-mb")
+    srv = HttpServer(os.path.join(tmp, "data-mb"), ["--bucket", "file://" + bdir, "--seal-mb", "1",
+                                                     "--seal-interval-ms", "500"])
+    srv.start()
+    try:
+        c = Conn(srv.port)
+        for i in range(96):   # 6 MB of records (a segment may pass 1 MB by up to 31 records)
+            st, p = c.set("big%d" % i, "%06d" % i * 10923)
+            check(st == OK, "set: %d %r" % (st, p))
+        h = Http(srv.http_port)
+        for _ in range(200):
+            if status(h)["bucket"]["segment"] >= 3:
+                break
+            time.sleep(0.05)
+        segs = segment_headers(bdir)
+        check(len(segs) >= 3 and segs[0][0] == 1, "segments cut by size, not one per interval: %r" % segs)
+    finally:
+        srv.kill()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="hanudb-bucket-")
     try:
@@ -168,7 +196,8 @@ def main():
         second_writer_is_fenced(tmp, bdir)
         audit_finds_every_damage(tmp, bdir)
         refused_without_a_bucket(tmp)
-        print("ok   bucket durability, chain on disk, idle, fencing, audit, refusal")
+        seal_mb_cuts_segments(tmp)
+        print("ok   bucket durability, chain on disk, idle, fencing, audit, refusal, --seal-mb")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

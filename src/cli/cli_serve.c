@@ -92,7 +92,7 @@ int cli_serve_main(int argc, char **argv)
     const char *kv_addr = o.kv_addr;
     uint64_t max_frame = o.max_frame, idle_ms = o.idle_timeout_ms, max_conns = o.max_connections;
     uint64_t max_body = o.max_body, idem_ttl = o.idempotency_ttl_s;
-    uint64_t seal_ms = o.seal_interval_ms, lat_put = 0, lat_get = 0, snapshot_segments = o.snapshot_segments;
+    uint64_t seal_ms = o.seal_interval_ms, seal_mb = 4, lat_put = 0, lat_get = 0, snapshot_segments = o.snapshot_segments;
     cli_str_twice buckets = { { NULL, NULL }, 0, 0 };
     int no_bucket = 0;
     char bucket_url[4200];
@@ -141,6 +141,7 @@ int cli_serve_main(int argc, char **argv)
         { "no-bucket", CLI_FLAG, &no_bucket, "run without a bucket (the log alone; no durability bucket, "
                                              "no rebuild)" },
         { "seal-interval-ms", CLI_U64, &seal_ms, "with --bucket: at most one segment per interval (default 1000)" },
+        { "seal-mb", CLI_U64, &seal_mb, "with --bucket: seal sooner once this many MB of records wait (1..64, default 4)" },
         { "bucket-latency-put-ms", CLI_U64, &lat_put, "with --bucket: simulated latency of every put/list/delete" },
         { "bucket-latency-get-ms", CLI_U64, &lat_get, "with --bucket: simulated latency of every get/head" },
         { "snapshot-segments", CLI_U64, &snapshot_segments, "with --bucket: a snapshot after this many segments, when "
@@ -225,6 +226,11 @@ int cli_serve_main(int argc, char **argv)
         fprintf(stderr, "hanudb: --seal-interval-ms must be 10..3600000, bucket latencies at most 600000\n");
         return 2;
     }
+    if (seal_mb < 1 || seal_mb > 64) {
+        fprintf(stderr, "hanudb: --seal-mb must be 1..64\n");
+        return 2;
+    }
+    o.seal_mb = (uint32_t)seal_mb;
     if (!(o.bucket_fail_rate >= 0 && o.bucket_fail_rate <= 0.9 && o.bucket_timeout_rate >= 0 &&
           o.bucket_timeout_rate <= 0.9)) {
         fprintf(stderr, "hanudb: --bucket-fail-rate and --bucket-timeout-rate must be between 0 and 0.9\n");

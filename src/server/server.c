@@ -261,6 +261,7 @@ static int open_bucket(server *srv, char *err, size_t errcap)
     sealer_options so;
     sealer_options_default(&so);
     so.seal_interval_ms = o->seal_interval_ms ? o->seal_interval_ms : 1000;
+    if (o->seal_mb) so.seal_bytes = (uint64_t)o->seal_mb << 20;
     so.on_sealed = server_on_sealed;
     so.ctx = srv;
     rc = sealer_open(srv->store, srv->bucket, &so, &srv->sealer, err, errcap);

@@ -35,6 +35,7 @@ typedef struct server_options {
     const char *bucket_url;         /* file:///path or s3://bucket/prefix */
     const char *bucket_url2;        /* a second bucket: twin buckets (bucket_twin_open) */
     uint32_t seal_interval_ms;      /* default 1000 */
+    uint32_t seal_mb;               /* a segment is sealed sooner once this many MB of records wait (default 4) */
     uint32_t bucket_latency_put_ms, bucket_latency_get_ms;   /* simulated object store */
     /* replication (docs/REPLICATION.md): a follower applies the bucket's chain and
        refuses writes; with a lease, nodes take over writing when the writer is gone */

@@ -65,6 +65,7 @@ static int promote(void *ctx, uint64_t term)
         sealer_options so;
         sealer_options_default(&so);
         so.seal_interval_ms = srv->opt.seal_interval_ms ? srv->opt.seal_interval_ms : 1000;
+        if (srv->opt.seal_mb) so.seal_bytes = (uint64_t)srv->opt.seal_mb << 20;
         so.on_sealed = server_on_sealed;
         so.ctx = srv;
         rc = sealer_open(srv->store, srv->bucket, &so, &z, err, sizeof err);
