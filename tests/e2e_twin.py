@@ -23,27 +23,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(__file__))
 from hanukv import *  # noqa
 from hanuhttp import HttpServer, Http
-
-
-def files_under(root):
-    """{relative path: bytes} of every object file (names starting with '.' are the backend's)."""
-    out = {}
-    for d, dirs, names in os.walk(root):
-        dirs[:] = [x for x in dirs if not x.startswith(".")]
-        for n in names:
-            if not n.startswith("."):
-                p = os.path.join(d, n)
-                with open(p, "rb") as f:
-                    out[os.path.relpath(p, root)] = f.read()
-    return out
-
-
-def audit(*dirs):
-    args = [BIN, "audit"]
-    for d in dirs:
-        args += ["--bucket", "file://" + d]
-    r = subprocess.run(args, capture_output=True, timeout=120)
-    return r.returncode, r.stdout.decode() + r.stderr.decode()
+from e2e_export import audit, files_under  # noqa: the same listing and audit as the export test
 
 
 def dumped(data):

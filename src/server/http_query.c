@@ -315,6 +315,16 @@ static void write_projected_hit(json_writer *w, const index_hit *h, const query_
     json_doc_free(d);
 }
 
+/* "next": the cursor of the page after this one, or null. */
+static void write_next(json_writer *w, const index_cursor *next)
+{
+    json_write_key(w, "next", 4);
+    if (!next) { json_write_null(w); return; }
+    char text[INDEX_CURSOR_TEXT_MAX + 1];
+    size_t tl = index_cursor_encode(next, text, sizeof text);
+    json_write_string(w, text, tl);
+}
+
 static void run_find(http_call *c, query_req *r, uint64_t itxn, const index_snapshot *snap)
 {
     index_hits h;
@@ -343,14 +353,7 @@ static void run_find(http_call *c, query_req *r, uint64_t itxn, const index_snap
     }
     server_json_u64(&w, "count", h.total);
     if (!r->count_only) {
-        json_write_key(&w, "next", 4);
-        if (has_next) {
-            char text[INDEX_CURSOR_TEXT_MAX + 1];
-            size_t tl = index_cursor_encode(next, text, sizeof text);
-            json_write_string(&w, text, tl);
-        } else {
-            json_write_null(&w);
-        }
+        write_next(&w, has_next ? next : NULL);
     }
     server_json_u64(&w, "index_txn", itxn);
     json_write_object_end(&w);
@@ -409,14 +412,7 @@ static void run_search(http_call *c, query_req *r, uint64_t itxn, const index_sn
     server_json_u64(&w, "count", res.hits.total);
     json_write_key(&w, "count_relation", 14);
     json_write_string(&w, res.total_gte ? "gte" : "eq", res.total_gte ? 3 : 2);
-    json_write_key(&w, "next", 4);
-    if (res.next) {
-        char text[INDEX_CURSOR_TEXT_MAX + 1];
-        size_t tl = index_cursor_encode(res.next, text, sizeof text);
-        json_write_string(&w, text, tl);
-    } else {
-        json_write_null(&w);
-    }
+    write_next(&w, res.next);
     server_json_u64(&w, "index_txn", itxn);
     json_write_object_end(&w);
     send_built(c, &w, &b);
