@@ -12,6 +12,7 @@
  * documents are written between them.
  */
 #include "test.h"
+#include "test_index_util.h"
 #include "index/index.h"
 #include "json/json.h"
 #include "query/query.h"
@@ -30,32 +31,9 @@ static unsigned rnd(void)
     return rnd_state >> 8;
 }
 
-static store *store_at(void)
-{
-    store_options o;
-    store_options_default(&o);
-    o.data_dir = data_dir;
-    o.file_size = 1 << 20;
-    o.quiet = 1;
-    o.background_compaction = 0;
-    char err[512];
-    store *s = NULL;
-    if (store_open(&o, &s, err, sizeof err) != HANU_OK) fprintf(stderr, "  store: %s\n", err);
-    return s;
-}
+static store *store_at(void) { return test_index_store_open(data_dir, 1 << 20); }
 
-static indexer *indexer_at(store *st)
-{
-    indexer_options o;
-    indexer_options_default(&o);
-    o.dir = index_dir;
-    o.commit_interval_ms = 600000;   /* commits only when the test waits */
-    o.quiet = 1;
-    char err[512] = "";
-    indexer *ix = NULL;
-    if (indexer_open(st, &o, &ix, err, sizeof err) != HANU_OK) fprintf(stderr, "  indexer: %s\n", err);
-    return ix;
-}
+static indexer *indexer_at(store *st) { return test_indexer_open(st, index_dir, INDEX_MERGE_DEFAULT); }
 
 static int wait_all(store *st, indexer *ix)
 {

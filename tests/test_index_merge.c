@@ -9,6 +9,7 @@
  * snapshot holds it; the document cache serves only the current version.
  */
 #include "test.h"
+#include "test_index_util.h"
 #include "index/index.h"
 #include "store/store.h"
 
@@ -203,32 +204,9 @@ static char data_dir[512], index_dir[600];
 static uint64_t model_txn[IDS];
 static int model_live[IDS];
 
-static store *open_store(void)
-{
-    store_options o;
-    store_options_default(&o);
-    o.data_dir = data_dir;
-    o.quiet = 1;
-    o.background_compaction = 0;
-    char err[512];
-    store *s = NULL;
-    if (store_open(&o, &s, err, sizeof err) != HANU_OK) fprintf(stderr, "  store: %s\n", err);
-    return s;
-}
+static store *open_store(void) { return test_index_store_open(data_dir, 0); }
 
-static indexer *open_indexer(store *st, int policy)
-{
-    indexer_options o;
-    indexer_options_default(&o);
-    o.dir = index_dir;
-    o.commit_interval_ms = 600000;   /* commits when the test waits, and for merges */
-    o.quiet = 1;
-    o.merge_policy = policy;
-    char err[512] = "";
-    indexer *ix = NULL;
-    if (indexer_open(st, &o, &ix, err, sizeof err) != HANU_OK) fprintf(stderr, "  indexer: %s\n", err);
-    return ix;
-}
+static indexer *open_indexer(store *st, int policy) { return test_indexer_open(st, index_dir, policy); }
 
 static void write_round(store *st, uint32_t db, int n)
 {

@@ -14,6 +14,7 @@
  * are merged between two pages.
  */
 #include "test.h"
+#include "test_index_util.h"
 #include "index/index.h"
 #include "json/json.h"
 #include "query/query.h"
@@ -30,31 +31,9 @@ static void set_dirs(const char *name)
     snprintf(index_dir, sizeof index_dir, "%s/index", data_dir);
 }
 
-static store *open_store(void)
-{
-    store_options o;
-    store_options_default(&o);
-    o.data_dir = data_dir;
-    o.quiet = 1;
-    o.background_compaction = 0;
-    char err[512];
-    store *s = NULL;
-    if (store_open(&o, &s, err, sizeof err) != HANU_OK) fprintf(stderr, "  store: %s\n", err);
-    return s;
-}
+static store *open_store(void) { return test_index_store_open(data_dir, 0); }
 
-static indexer *open_indexer(store *st)
-{
-    indexer_options o;
-    indexer_options_default(&o);
-    o.dir = index_dir;
-    o.commit_interval_ms = 600000;   /* commits only when the test waits */
-    o.quiet = 1;
-    char err[512] = "";
-    indexer *ix = NULL;
-    if (indexer_open(st, &o, &ix, err, sizeof err) != HANU_OK) fprintf(stderr, "  indexer: %s\n", err);
-    return ix;
-}
+static indexer *open_indexer(store *st) { return test_indexer_open(st, index_dir, INDEX_MERGE_DEFAULT); }
 
 static uint32_t make_collection(store *st)
 {
