@@ -147,6 +147,9 @@ static inline uint32_t index_postings_next(index_postings *p)
 {
     return index_postings_advance(p, p->doc == INDEX_ORD_END ? INDEX_ORD_END : p->doc + 1);
 }
+/* Decodes block b (< nblocks) and stands on its first ordinal: a caller that
+ * walks the blocks itself (ords, tfs and n of the block). */
+void index_postings_load(index_postings *p, uint32_t b);
 /* Of the current block (valid while doc != INDEX_ORD_END). */
 uint32_t index_postings_block_last(const index_postings *p);
 uint32_t index_postings_block_max_tf(const index_postings *p);
@@ -175,6 +178,8 @@ double index_column_number(const index_column *c, uint32_t ord);       /* tag NU
 uint32_t index_column_string_ord(const index_column *c, uint32_t ord); /* tag STRING */
 uint32_t index_column_dict_size(const index_column *c);
 const char *index_column_dict(const index_column *c, uint32_t i, size_t *len);
+/* The dictionary ordinal of string s, UINT32_MAX when the column has no such value. */
+uint32_t index_column_dict_find(const index_column *c, const char *s, size_t len);
 /* Token count of the field's text (0 when none); path "" = the whole text. */
 uint32_t index_column_text_length(const index_column *c, uint32_t ord);
 uint64_t index_column_text_total(const index_column *c);   /* sum over docs */

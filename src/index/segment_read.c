@@ -333,6 +333,14 @@ uint32_t index_postings_advance(index_postings *p, uint32_t target)
     return p->doc;
 }
 
+void index_postings_load(index_postings *p, uint32_t b)
+{
+    p->block = b;
+    load_block(p);
+    p->doc = p->ords[0];
+    p->tf = p->tfs[0];
+}
+
 uint32_t index_postings_block_last(const index_postings *p)
 {
     return hanu_get_u32(p->blocks + (size_t)p->block * SEG_BLOCK + SEG_B_LAST);
@@ -389,6 +397,21 @@ uint32_t index_column_string_ord(const index_column *c, uint32_t ord)
 }
 
 uint32_t index_column_dict_size(const index_column *c) { return c->dict_n; }
+
+uint32_t index_column_dict_find(const index_column *c, const char *s, size_t len)
+{
+    uint32_t lo = 0, hi = c->dict_n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        size_t ml;
+        const uint8_t *m = (const uint8_t *)index_column_dict(c, mid, &ml);
+        if (key_cmp(m, ml, (const uint8_t *)s, len) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    size_t fl;
+    const char *f = lo < c->dict_n ? index_column_dict(c, lo, &fl) : NULL;
+    return f && fl == len && memcmp(f, s, len) == 0 ? lo : UINT32_MAX;
+}
 
 const char *index_column_dict(const index_column *c, uint32_t i, size_t *len)
 {
