@@ -248,6 +248,62 @@ static void test_damage_is_refused(void)
     free(orig);
 }
 
+/* A segment of n docs whose ids are "id" + the numbers first, first + step...
+ * (mod modulo when modulo > 0, so they can wrap); ids of different lengths. */
+static void id_segment(const char *dir, const char *name, uint32_t n, uint32_t first, uint32_t step,
+                       uint32_t modulo, index_segment **out)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    index_builder *b = index_builder_new();
+    REQUIRE(b);
+    for (uint32_t d = 0; d < n; d++) {
+        char id[32];
+        uint32_t v = first + d * step;
+        if (modulo) v %= modulo;
+        snprintf(id, sizeof id, "id%u", v);
+        REQUIRE(index_builder_doc(b, id, strlen(id), d + 1) == HANU_OK);
+    }
+    REQUIRE(index_builder_write(b, path) == HANU_OK);
+    index_builder_free(b);
+    REQUIRE(index_segment_open(path, out, NULL, 0) == HANU_OK);
+}
+
+static int plain_id_cmp(const index_segment *a, uint32_t oa, const index_segment *b, uint32_t ob)
+{
+    size_t al, bl;
+    const char *x = index_segment_doc_id(a, oa, &al), *y = index_segment_doc_id(b, ob, &bl);
+    int c = memcmp(x, y, al < bl ? al : bl);
+    if (!c) c = (al > bl) - (al < bl);
+    return (c > 0) - (c < 0);
+}
+
+/* index_doc_id_cmp equals comparing the id bytes, whether the segment's ids
+ * follow its ordinals or not and whether two segments' id ranges overlap. */
+static void test_id_order(void)
+{
+    const char *dir = test_tmpdir("seg-ids");
+    index_segment *segs[6];
+    id_segment(dir, "asc", 300, 1000, 3, 0, &segs[0]);        /* ascending: id1000 .. id1897 */
+    id_segment(dir, "later", 200, 5000, 1, 0, &segs[1]);      /* ascending, above asc */
+    id_segment(dir, "shuffled", 257, 7, 31, 257, &segs[2]);   /* every residue once, out of order */
+    id_segment(dir, "lengths", 150, 1, 7, 0, &segs[3]);       /* id1, id8 ... id1044: bytewise not ascending */
+    id_segment(dir, "one", 1, 1500, 1, 0, &segs[4]);          /* inside asc's range */
+    id_segment(dir, "from", 100, 1500, 1, 0, &segs[5]);       /* its smallest id is one's id */
+    size_t checked = 0, wrong = 0;
+    for (int i = 0; i < 6; i++)
+        for (int j = 0; j < 6; j++) {
+            uint32_t na = index_segment_docs(segs[i]), nb = index_segment_docs(segs[j]);
+            for (int k = 0; k < 2000; k++) {
+                uint32_t oa = (uint32_t)(next_rand() % na), ob = (uint32_t)(next_rand() % nb);
+                wrong += index_doc_id_cmp(segs[i], oa, segs[j], ob) != plain_id_cmp(segs[i], oa, segs[j], ob);
+                checked++;
+            }
+        }
+    CHECK_EQ(wrong, 0);
+    CHECK_EQ(checked, 72000);
+    for (int i = 0; i < 6; i++) index_segment_close(segs[i]);
+}
 
 /* Documents go in through index_add_document: every leaf and token lands where
  * docs/INDEX.md says. */
@@ -318,5 +374,6 @@ int main(void)
     RUN(test_empty_segment);
     RUN(test_damage_is_refused);
     RUN(test_documents_extracted);
+    RUN(test_id_order);
     TEST_DONE();
 }

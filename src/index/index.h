@@ -116,6 +116,10 @@ uint64_t index_segment_bytes(const index_segment *seg);
 /* Id and txn of the document at ord (< docs). */
 const char *index_segment_doc_id(const index_segment *seg, uint32_t ord, size_t *len);
 uint64_t index_segment_doc_txn(const index_segment *seg, uint32_t ord);
+/* The order of two documents' ids (bytewise, then shorter first): -1, 0 or 1.
+ * Reads no id where the segments tell (ids that follow the ordinals within
+ * one segment, id ranges that do not overlap across two). */
+int index_doc_id_cmp(const index_segment *a, uint32_t oa, const index_segment *b, uint32_t ob);
 
 /* Terms: count, the i-th key in order, the first index whose key is >= key. */
 uint32_t index_segment_terms(const index_segment *seg);

@@ -127,8 +127,6 @@ static void wi_bound(const word_iter *w, uint32_t *max_tf, uint32_t *min_len)
 typedef struct heap_entry {
     double score;
     uint32_t seg, ord;
-    const char *id;             /* NULL until a tie on the score needs it */
-    size_t id_len;
 } heap_entry;
 
 /* A filter the columns decide: $and of equality and $in on scalar values. */
@@ -199,22 +197,13 @@ static double bm25_part(const search_ctx *x, double idf, double tf, double dl)
     return idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * norm));
 }
 
-/* The _id of an entry, read from its segment once (a random access). */
-static void entry_id(const search_ctx *x, heap_entry *e)
+static int id_cmp(const search_ctx *x, const heap_entry *a, const heap_entry *b)
 {
-    if (!e->id) e->id = index_segment_doc_id(x->snap->segments[e->seg].seg, e->ord, &e->id_len);
-}
-
-static int id_cmp(const search_ctx *x, heap_entry *a, heap_entry *b)
-{
-    entry_id(x, a);
-    entry_id(x, b);
-    int d = memcmp(a->id, b->id, HANU_MIN(a->id_len, b->id_len));
-    return d ? d : (a->id_len > b->id_len) - (a->id_len < b->id_len);
+    return index_doc_id_cmp(x->snap->segments[a->seg].seg, a->ord, x->snap->segments[b->seg].seg, b->ord);
 }
 
 /* a ranks below b: a lower score, or the same score and a larger _id. */
-static int worse(const search_ctx *x, heap_entry *a, heap_entry *b)
+static int worse(const search_ctx *x, const heap_entry *a, const heap_entry *b)
 {
     if (a->score != b->score) return a->score < b->score;
     return id_cmp(x, a, b) > 0;
@@ -691,7 +680,7 @@ static int evaluate(seg_run *r, uint32_t d)
         if (!any) return HANU_OK;
     }
     count_match(x);
-    if (after_cursor(x, score, r->s, d)) heap_offer(x, (heap_entry){ score, r->s, d, NULL, 0 });
+    if (after_cursor(x, score, r->s, d)) heap_offer(x, (heap_entry){ score, r->s, d });
     return HANU_OK;
 }
 
@@ -800,7 +789,7 @@ static int one_word(seg_run *r)
                 if (!ok) continue;
             }
             count_match(x);
-            if (after_cursor(x, score, r->s, d)) heap_offer(x, (heap_entry){ score, r->s, d, NULL, 0 });
+            if (after_cursor(x, score, r->s, d)) heap_offer(x, (heap_entry){ score, r->s, d });
             if (!x->k && !x->count) return HANU_OK;
         }
     }

@@ -29,6 +29,8 @@ struct index_segment {
     uint32_t docs, nterms, ncols;
     const uint8_t *id_off, *id_bytes, *txns, *terms, *keys;
     index_column *cols;
+    int ids_ascending;          /* every id is larger than the one before it */
+    uint32_t min_ord, max_ord;  /* where the smallest and the largest id are */
 };
 
 static int fail(char *err, size_t cap, const char *fmt, ...)
@@ -163,6 +165,33 @@ static int check_columns(index_segment *s, char *err, size_t cap)
     return HANU_OK;
 }
 
+static int ord_id_cmp(const index_segment *s, uint32_t a, const index_segment *t, uint32_t b)
+{
+    size_t al, bl;
+    const uint8_t *x = (const uint8_t *)index_segment_doc_id(s, a, &al);
+    const uint8_t *y = (const uint8_t *)index_segment_doc_id(t, b, &bl);
+    return key_cmp(x, al, y, bl);
+}
+
+/* Whether ordinals follow the ids (the usual case: ids made in write order)
+ * and where the extreme ids are, so that ties on a sort key or a score are
+ * mostly broken without reading ids (index_doc_id_cmp). One pass at open,
+ * which reads the whole file for its checksum anyway. */
+static void id_order(index_segment *s)
+{
+    s->ids_ascending = 1;
+    s->min_ord = s->max_ord = 0;
+    for (uint32_t d = 1; d < s->docs; d++) {
+        if (s->ids_ascending && ord_id_cmp(s, d - 1, s, d) < 0) {   /* the smallest stays at 0 */
+            s->max_ord = d;
+            continue;
+        }
+        s->ids_ascending = 0;
+        if (ord_id_cmp(s, d, s, s->min_ord) < 0) s->min_ord = d;
+        if (ord_id_cmp(s, d, s, s->max_ord) > 0) s->max_ord = d;
+    }
+}
+
 static int check(index_segment *s, char *err, size_t cap)
 {
     if (s->size < SEG_HEADER + SEG_FOOTER || memcmp(s->map, SEG_MAGIC, 8) != 0 ||
@@ -189,6 +218,7 @@ static int check(index_segment *s, char *err, size_t cap)
         last = o;
     }
     if (!inside(s, ids + ((uint64_t)s->docs + 1) * 4, last)) return fail(err, cap, "ids out of bounds");
+    id_order(s);
     int rc = check_terms(s, err, cap);
     return rc ? rc : check_columns(s, err, cap);
 }
@@ -242,6 +272,17 @@ const char *index_segment_doc_id(const index_segment *s, uint32_t ord, size_t *l
     uint32_t a = hanu_get_u32(s->id_off + (size_t)ord * 4), b = hanu_get_u32(s->id_off + (size_t)ord * 4 + 4);
     *len = b - a;
     return (const char *)s->id_bytes + a;
+}
+
+int index_doc_id_cmp(const index_segment *a, uint32_t oa, const index_segment *b, uint32_t ob)
+{
+    if (a == b && a->ids_ascending) return (oa > ob) - (oa < ob);
+    if (a != b && a->docs && b->docs) {
+        if (ord_id_cmp(a, a->max_ord, b, b->min_ord) < 0) return -1;
+        if (ord_id_cmp(b, b->max_ord, a, a->min_ord) < 0) return 1;
+    }
+    int c = ord_id_cmp(a, oa, b, ob);
+    return (c > 0) - (c < 0);
 }
 
 uint64_t index_segment_doc_txn(const index_segment *s, uint32_t ord)
