@@ -171,7 +171,7 @@ int cli_serve_main(int argc, char **argv)
         { "index-max-segment-mb", CLI_U64, &max_segment_mb, "merges make no index segment larger (default 256)" },
         { "doc-cache-bytes", CLI_SIZE, &doc_cache_bytes, "hot-document cache size; 0: none (default 64M)" },
         { "query-threads", CLI_U64, &query_threads, "threads that run queries off the event loop; 0: on the loop "
-                                                    "(default the online CPUs, at most 256)" },
+                                                    "(default the CPUs the process may run on, at most 256)" },
         { "query-queue", CLI_U64, &query_queue, "queries that may wait for a query thread, then 503 overloaded "
                                                 "(default 1024, 1 to 1000000)" },
         { NULL, 0, NULL, NULL },

@@ -9,11 +9,24 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <netdb.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
+
+
+/* The CPUs this process may run on (taskset, cgroup cpusets), not those the
+ * machine has: a server pinned to one core with a query thread per machine
+ * core only switches between them (measured: _find 7 000/s with two threads
+ * on one core, 10 500/s with one). */
+static long usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+    return sysconf(_SC_NPROCESSORS_ONLN);
+}
 
 void server_options_default(server_options *o)
 {
@@ -35,7 +48,7 @@ void server_options_default(server_options *o)
     o->doc_cache_bytes = 64u << 20;
     o->min_txn_wait_ms = 5000;
     o->filter_cache_bytes = INDEX_BITSET_CACHE_DEFAULT_BYTES;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long cpus = usable_cpus();
     o->query_threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (uint32_t)cpus;
     o->query_queue = 1024;
     o->snapshot_segments = 64;
