@@ -569,6 +569,63 @@ static void test_second_process_locked_out(void)
     store_close(s);
 }
 
+/* store_get_many answers each key as store_get does: values across several
+ * files and the active one, absent, empty and too long keys, another
+ * database, more keys than one pass holds, and the same key twice. */
+static void test_get_many_equals_get(void)
+{
+    char err[512];
+    const char *dir = test_tmpdir("get-many");
+    store *s = open_store(dir, LOG_PREALLOC_ZEROFILL, 64 << 10, err);
+    REQUIRE(s);
+    char keys[300][40], big[2000];
+    memset(big, 'k', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    for (int i = 0; i < 200; i++) {
+        char v[700];
+        snprintf(keys[i], sizeof keys[i], "key-%03d", i);
+        int n = snprintf(v, sizeof v, "value %d ", i);
+        memset(v + n, 'a' + i % 26, (size_t)(i * 3 % 600));   /* some span several cache lines */
+        v[n + i * 3 % 600] = '\0';
+        REQUIRE(put(s, 0, keys[i], v, NULL) == HANU_OK);
+        if (i % 50 == 49) REQUIRE(store_sync(s) == HANU_OK);   /* some in sealed files, some in the active one */
+    }
+    for (int i = 200; i < 300; i++) snprintf(keys[i], sizeof keys[i], "missing-%03d", i);
+    store_get_item items[305];
+    size_t n = 0;
+    for (int i = 0; i < 300; i += 1 + (i % 3 == 0)) items[n++] = (store_get_item){ .key = keys[i], .key_len = strlen(keys[i]) };
+    items[n++] = (store_get_item){ .key = keys[7], .key_len = strlen(keys[7]) };   /* twice */
+    items[n++] = (store_get_item){ .key = "", .key_len = 0 };
+    items[n++] = (store_get_item){ .key = big, .key_len = strlen(big) };
+    hanu_buf out = {0};
+    CHECK_EQ(store_get_many(s, 0, items, n, &out), HANU_OK);
+    size_t found = 0, wrong = 0;
+    for (size_t i = 0; i < n; i++) {
+        hanu_buf one = {0};
+        uint64_t tok = 0;
+        int rc = store_get(s, 0, items[i].key, items[i].key_len, &one, &tok);
+        wrong += rc != items[i].rc;
+        if (rc == HANU_OK) {
+            found++;
+            wrong += one.len != items[i].len || tok != items[i].token ||
+                     memcmp(one.data, out.data + items[i].off, one.len) != 0;
+        }
+        hanu_buf_free(&one);
+    }
+    CHECK_EQ(wrong, 0);
+    CHECK_EQ(found, 134);   /* 133 of keys 0..199 (two of every three), plus key-007 again */
+    /* another database, where none of them is */
+    uint32_t db2;
+    uint64_t txn;
+    REQUIRE(store_db_create(s, "other", 5, STORE_DB_KV, &txn) == HANU_OK);
+    REQUIRE(store_db_lookup(s, "other", 5, &db2) == HANU_OK);
+    hanu_buf_reset(&out);
+    CHECK_EQ(store_get_many(s, db2, items, 3, &out), HANU_OK);
+    CHECK(items[0].rc == HANU_ERR_NOT_FOUND && items[2].rc == HANU_ERR_NOT_FOUND && out.len == 0);
+    hanu_buf_free(&out);
+    store_close(s);
+}
+
 int main(void)
 {
     RUN(test_round_trip_zerofill);
@@ -585,5 +642,6 @@ int main(void)
     RUN(test_lazy_sync);
     RUN(test_drop_space_reclaimed);
     RUN(test_second_process_locked_out);
+    RUN(test_get_many_equals_get);
     TEST_DONE();
 }

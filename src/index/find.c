@@ -700,6 +700,30 @@ static int append_hit(index_hits *h, const char *id, size_t len, uint64_t txn, c
     return HANU_OK;
 }
 
+/* The stored documents of the page's entries [from, h->n), in one batch;
+ * one deleted since the snapshot is left out. */
+static int read_hits(store *st, uint32_t db, const heap *h, size_t from, index_hits *out)
+{
+    size_t n = h->n - from;
+    store_get_item *items = calloc(n, sizeof *items);
+    hanu_buf vals = {0};
+    if (!items) return HANU_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const entry *x = at(h, from + i);
+        items[i].key = x->id;
+        items[i].key_len = x->id_len;
+    }
+    int rc = store_get_many(st, db, items, n, &vals);
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (items[i].rc == HANU_ERR_NOT_FOUND) continue;   /* deleted since the snapshot */
+        hanu_buf doc = { vals.data + items[i].off, items[i].len, items[i].len };
+        rc = append_hit(out, items[i].key, items[i].key_len, items[i].token, &doc);
+    }
+    hanu_buf_free(&vals);
+    free(items);
+    return rc;
+}
+
 static int cmp_entries(const void *a, const void *b, void *h)
 {
     return entry_cmp(h, (entry *)a, (entry *)b);   /* ids are all read before the sort: nothing changes */
@@ -751,17 +775,8 @@ int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const 
     }
     for (size_t i = 0; i < h.n; i++) entry_id(&h, at(&h, i));
     if (!rc && h.n) qsort_r(h.v, h.n, h.esize, cmp_entries, &h);
-    hanu_buf val = {0};
     size_t from = o->offset < h.n ? o->offset : h.n;
-    for (size_t i = from; i < h.n && !rc; i++) {
-        const entry *x = at(&h, i);
-        uint64_t token;
-        hanu_buf_reset(&val);
-        int r = store_get(st, snap->db, x->id, x->id_len, &val, &token);
-        if (r == HANU_ERR_NOT_FOUND) continue;   /* deleted since the snapshot */
-        rc = r ? r : append_hit(out, x->id, x->id_len, token, &val);
-    }
-    hanu_buf_free(&val);
+    if (!rc && h.n > from) rc = read_hits(st, snap->db, &h, from, out);
     if (!rc && o->limit && h.n > from && remaining > o->offset + o->limit && next && next_valid) {
         rc = entry_cursor(&h, at(&h, h.n - 1), o->index_txn, next, err);
         *next_valid = rc == HANU_OK;

@@ -967,33 +967,35 @@ static int collect_page(search_ctx *x, size_t offset, size_t limit, uint64_t itx
     size_t want = n > offset ? HANU_MIN(n - offset, limit) : 0;
     out->hits.hits = calloc(want ? want : 1, sizeof *out->hits.hits);
     out->scores = calloc(want ? want : 1, sizeof *out->scores);
-    int rc = out->hits.hits && out->scores ? HANU_OK : HANU_ERR_NOMEM;
+    store_get_item *items = calloc(want ? want : 1, sizeof *items);
+    int rc = out->hits.hits && out->scores && items ? HANU_OK : HANU_ERR_NOMEM;
     for (size_t i = 0; i < want && !rc; i++) {
         const heap_entry *e = &sorted[offset + i];
-        size_t len;
-        const char *id = index_segment_doc_id(x->snap->segments[e->seg].seg, e->ord, &len);
-        uint64_t token;
-        hanu_buf_reset(&x->val);
-        rc = store_get(x->st, x->snap->db, id, len, &x->val, &token);
-        if (rc == HANU_ERR_NOT_FOUND) { rc = HANU_OK; continue; }   /* deleted after the snapshot */
-        if (rc) break;
+        items[i].key = index_segment_doc_id(x->snap->segments[e->seg].seg, e->ord, &items[i].key_len);
+    }
+    hanu_buf_reset(&x->val);
+    if (!rc && want) rc = store_get_many(x->st, x->snap->db, items, want, &x->val);
+    for (size_t i = 0; i < want && !rc; i++) {
+        if (items[i].rc == HANU_ERR_NOT_FOUND) continue;   /* deleted after the snapshot */
+        size_t len = items[i].key_len;
         index_hit *h = &out->hits.hits[out->hits.n];
         h->id = malloc(len + 1);
-        h->doc = malloc(x->val.len ? x->val.len : 1);
+        h->doc = malloc(items[i].len ? items[i].len : 1);
         if (!h->id || !h->doc) {
             free(h->id);
             free(h->doc);
             rc = HANU_ERR_NOMEM;
             break;
         }
-        memcpy(h->id, id, len);
+        memcpy(h->id, items[i].key, len);
         h->id[len] = '\0';
         h->id_len = len;
-        h->txn = token;
-        memcpy(h->doc, x->val.data, x->val.len);
-        h->doc_len = x->val.len;
-        out->scores[out->hits.n++] = e->score;
+        h->txn = items[i].token;
+        memcpy(h->doc, x->val.data + items[i].off, items[i].len);
+        h->doc_len = items[i].len;
+        out->scores[out->hits.n++] = sorted[offset + i].score;
     }
+    free(items);
     out->hits.cap = want;
     if (!rc && want && n > offset + want) rc = make_next(x, &sorted[offset + want - 1], itxn);
     free(sorted);

@@ -868,6 +868,55 @@ int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *
     return rc;
 }
 
+#define GET_MANY_CHUNK 32        /* hashes kept on the stack per pass */
+#define GET_MANY_PREFETCH 2048   /* bytes of each value hinted ahead of the copies */
+
+int store_get_many(store *s, uint32_t db, store_get_item *items, size_t n, hanu_buf *out)
+{
+    int first_err = HANU_OK;
+    for (size_t base = 0; base < n; base += GET_MANY_CHUNK) {
+        size_t m = HANU_MIN(GET_MANY_CHUNK, n - base);
+        store_get_item *it = items + base;
+        uint64_t h[GET_MANY_CHUNK];
+        kd_entry *e[GET_MANY_CHUNK];
+        for (size_t i = 0; i < m; i++) {
+            it[i].rc = HANU_ERR_NOT_FOUND;
+            it[i].off = it[i].len = 0;
+            h[i] = keydir_hash(it[i].key, it[i].key_len);
+        }
+        pthread_mutex_lock(&s->mu);
+        store_db *d = store_db_by_id(s, db);
+        for (size_t i = 0; d && i < m; i++) keydir_prefetch(&d->kd, h[i]);
+        for (size_t i = 0; d && i < m; i++) keydir_prefetch_entry(&d->kd, h[i]);
+        for (size_t i = 0; i < m; i++) {
+            int ok = d && it[i].key_len && it[i].key_len <= s->opt.max_key;
+            e[i] = ok ? keydir_get(&d->kd, it[i].key, (uint16_t)it[i].key_len, h[i]) : NULL;
+            store_file *f = e[i] ? store_file_get(s, e[i]->file_id) : NULL;
+            if (f && f->map && (uint64_t)e[i]->value_off + e[i]->value_len <= f->map_len)
+                for (uint32_t k = 0; k < e[i]->value_len && k < GET_MANY_PREFETCH; k += 64)
+                    __builtin_prefetch(f->map + e[i]->value_off + k);
+        }
+        for (size_t i = 0; i < m; i++) {
+            if (!e[i]) continue;
+            const uint8_t *v;
+            size_t before = out->len;
+            int rc = entry_value(s, e[i], out, &v);
+            if (rc == HANU_OK && out->len == before) rc = hanu_buf_append(out, v, e[i]->value_len);
+            it[i].rc = rc;
+            if (rc) {
+                out->len = before;
+                if (!first_err) first_err = rc;
+                continue;
+            }
+            it[i].off = before;
+            it[i].len = e[i]->value_len;
+            it[i].token = e[i]->txn;
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
+    return first_err;
+}
+
 int store_lookup(store *s, uint32_t db, const void *key, size_t key_len, uint64_t *token)
 {
     if (key_len == 0 || key_len > s->opt.max_key) return HANU_ERR_NOT_FOUND;

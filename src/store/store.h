@@ -93,6 +93,21 @@ size_t store_db_list(store *s, store_db_info *infos, size_t cap);
 /* Appends the value to *value. NOT_FOUND when absent (value unchanged). */
 int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value, uint64_t *token);
 
+/* store_get of several keys at one moment (one hold of the store's lock):
+ * each item's value is appended to out at [off, off + len) with its token,
+ * or its rc says NOT_FOUND (or an error). The lookups overlap their cache
+ * misses (slots, entries, values prefetched a pass ahead), which is what a
+ * page of query hits spends most of its time on. Returns HANU_OK or the
+ * first error that is not NOT_FOUND. */
+typedef struct store_get_item {
+    const void *key;
+    size_t key_len;
+    int rc;
+    uint64_t token;
+    size_t off, len;
+} store_get_item;
+int store_get_many(store *s, uint32_t db, store_get_item *items, size_t n, hanu_buf *out);
+
 enum store_op_kind {
     STORE_SET = 0,
     STORE_DELETE = 1,
