@@ -28,6 +28,7 @@
 
 #define EXACT_LIMIT 9007199254740992.0   /* 2^53: doubles hold every integer below it */
 #define KEY_SCALAR_SET 0xfe              /* cache key type byte: "scalar at path" */
+#define FIND_BATCH 64                    /* matches whose columns are prefetched together */
 
 typedef roaring_bitmap_t bitmap;
 
@@ -761,16 +762,24 @@ int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const 
         for (size_t i = 0; i < sort->n; i++) cols[i] = exact_column(seg, sort->keys[i].path, strlen(sort->keys[i].path));
         roaring_uint32_iterator_t it;
         roaring_init_iterator(m.seg[s], &it);
-        for (; it.has_value && !rc; roaring_advance_uint32_iterator(&it)) {
-            e->seg = s;
-            e->ord = it.current_value;
-            e->id = NULL;
-            int r = entry_keys(st, &h, cols, e, err);
-            if (r == 1) { out->total--; continue; }
-            if (r) { rc = r; break; }
-            if (after && entry_cmp(&h, e, after) <= 0) { json_doc_free(e->doc); e->doc = NULL; continue; }
-            remaining++;
-            rc = heap_offer(&h, e, k);
+        uint32_t ords[FIND_BATCH], n;
+        /* matches a batch at a time: their column values are sparse in the
+           mapping, one cache miss each, so they are all asked for first */
+        while (!rc && (n = roaring_read_uint32_iterator(&it, ords, FIND_BATCH)) > 0) {
+            for (uint32_t b = 0; b < n; b++)
+                for (size_t i = 0; i < sort->n; i++)
+                    if (cols[i]) index_column_prefetch(cols[i], ords[b]);
+            for (uint32_t b = 0; b < n && !rc; b++) {
+                e->seg = s;
+                e->ord = ords[b];
+                e->id = NULL;
+                int r = entry_keys(st, &h, cols, e, err);
+                if (r == 1) { out->total--; continue; }
+                if (r) { rc = r; break; }
+                if (after && entry_cmp(&h, e, after) <= 0) { json_doc_free(e->doc); e->doc = NULL; continue; }
+                remaining++;
+                rc = heap_offer(&h, e, k);
+            }
         }
     }
     for (size_t i = 0; i < h.n; i++) entry_id(&h, at(&h, i));

@@ -179,6 +179,8 @@ const index_column *index_segment_column_at(const index_segment *seg, uint32_t i
 const char *index_column_path(const index_column *c, size_t *len);
 enum index_col_tag index_column_tag(const index_column *c, uint32_t ord);
 double index_column_number(const index_column *c, uint32_t ord);       /* tag NUMBER */
+/* A cache hint: the tag, number and string ordinal of ord are read soon. */
+void index_column_prefetch(const index_column *c, uint32_t ord);
 uint32_t index_column_string_ord(const index_column *c, uint32_t ord); /* tag STRING */
 uint32_t index_column_dict_size(const index_column *c);
 const char *index_column_dict(const index_column *c, uint32_t i, size_t *len);

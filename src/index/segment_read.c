@@ -427,6 +427,21 @@ enum index_col_tag index_column_tag(const index_column *c, uint32_t ord)
     return (enum index_col_tag)codec_get(c->desc[SEG_PART_TAGS], c->part[SEG_PART_TAGS], ord);
 }
 
+static void prefetch_part(const index_column *c, int part, uint32_t ord)
+{
+    codec_desc d = c->desc[part];
+    if (d.code == CODEC_CONST) return;
+    size_t byte = d.code == CODEC_RAW ? (size_t)ord * 8 : ((size_t)ord * d.code) >> 3;
+    __builtin_prefetch(c->part[part] + byte);
+}
+
+void index_column_prefetch(const index_column *c, uint32_t ord)
+{
+    prefetch_part(c, SEG_PART_TAGS, ord);
+    prefetch_part(c, SEG_PART_NUMBERS, ord);
+    prefetch_part(c, SEG_PART_ORDS, ord);
+}
+
 double index_column_number(const index_column *c, uint32_t ord)
 {
     return index_number_from_bits(codec_get(c->desc[SEG_PART_NUMBERS], c->part[SEG_PART_NUMBERS], ord));
