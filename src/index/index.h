@@ -120,6 +120,12 @@ uint64_t index_segment_doc_txn(const index_segment *seg, uint32_t ord);
  * Reads no id where the segments tell (ids that follow the ordinals within
  * one segment, id ranges that do not overlap across two). */
 int index_doc_id_cmp(const index_segment *a, uint32_t oa, const index_segment *b, uint32_t ob);
+/* What index_doc_id_cmp knows without ids: whether the segment's ids follow
+ * its ordinals, and -1 (every id of a below every id of b), 1 (above) or 0
+ * (the ranges overlap, or a is b) for two segments. For callers that compare
+ * many pairs of the same segments. */
+int index_segment_ids_ascending(const index_segment *s);
+int index_segment_id_ranges_cmp(const index_segment *a, const index_segment *b);
 
 /* Terms: count, the i-th key in order, the first index whose key is >= key. */
 uint32_t index_segment_terms(const index_segment *seg);

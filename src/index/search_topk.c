@@ -161,6 +161,8 @@ typedef struct search_ctx {
     size_t nheap, k;
     uint64_t total;
     uint32_t *tfs;              /* per clause, of a document read back */
+    int8_t *ids_ascending;      /* per segment (id_order) */
+    int8_t *seg_order;          /* per pair of segments: index_segment_id_ranges_cmp */
     hanu_buf val;
     index_search_result *out;
 } search_ctx;
@@ -199,7 +201,29 @@ static double bm25_part(const search_ctx *x, double idf, double tf, double dl)
 
 static int id_cmp(const search_ctx *x, const heap_entry *a, const heap_entry *b)
 {
+    if (a->seg == b->seg) {
+        if (x->ids_ascending[a->seg]) return (a->ord > b->ord) - (a->ord < b->ord);
+    } else {
+        int c = x->seg_order[(size_t)a->seg * x->snap->nsegments + b->seg];
+        if (c) return c;
+    }
     return index_doc_id_cmp(x->snap->segments[a->seg].seg, a->ord, x->snap->segments[b->seg].seg, b->ord);
+}
+
+/* What decides ties between the snapshot's segments without ids, once per search. */
+static int id_order(search_ctx *x)
+{
+    uint32_t n = x->snap->nsegments;
+    x->ids_ascending = calloc(n ? n : 1, 1);
+    x->seg_order = calloc(n ? (size_t)n * n : 1, 1);
+    if (!x->ids_ascending || !x->seg_order) return HANU_ERR_NOMEM;
+    for (uint32_t a = 0; a < n; a++) {
+        x->ids_ascending[a] = (int8_t)index_segment_ids_ascending(x->snap->segments[a].seg);
+        for (uint32_t b = 0; b < n; b++)
+            x->seg_order[(size_t)a * n + b] =
+                (int8_t)index_segment_id_ranges_cmp(x->snap->segments[a].seg, x->snap->segments[b].seg);
+    }
+    return HANU_OK;
 }
 
 /* a ranks below b: a lower score, or the same score and a larger _id. */
@@ -1033,6 +1057,7 @@ int index_search_ex(store *st, const index_snapshot *snap, const search_query *q
         classify_filter(&x);
         rc = collection_stats(&x);
     }
+    if (!rc) rc = id_order(&x);
     for (uint32_t s = 0; s < snap->nsegments && !rc && (x.k || x.count); s++) {
         seg_run r;
         rc = seg_run_open(&r, &x, s);
@@ -1046,6 +1071,8 @@ int index_search_ex(store *st, const index_snapshot *snap, const search_query *q
     free(x.occur);
     free(x.idf);
     free(x.tfs);
+    free(x.ids_ascending);
+    free(x.seg_order);
     free(x.heap);
     if (rc) index_search_result_free(out);
     return rc;

@@ -274,6 +274,16 @@ const char *index_segment_doc_id(const index_segment *s, uint32_t ord, size_t *l
     return (const char *)s->id_bytes + a;
 }
 
+int index_segment_ids_ascending(const index_segment *s) { return s->ids_ascending; }
+
+int index_segment_id_ranges_cmp(const index_segment *a, const index_segment *b)
+{
+    if (a == b || !a->docs || !b->docs) return 0;
+    if (ord_id_cmp(a, a->max_ord, b, b->min_ord) < 0) return -1;
+    if (ord_id_cmp(b, b->max_ord, a, a->min_ord) < 0) return 1;
+    return 0;
+}
+
 int index_doc_id_cmp(const index_segment *a, uint32_t oa, const index_segment *b, uint32_t ob)
 {
     if (a == b && a->ids_ascending) return (oa > ob) - (oa < ob);
