@@ -656,12 +656,6 @@ static int evaluate(seg_run *r, uint32_t d)
 {
     search_ctx *x = r->x;
     if (!index_snapshot_live(x->snap, r->s, d)) return HANU_OK;
-    int need_filter = x->fkind == FILTER_DOC;
-    if (x->fkind == FILTER_COLUMNS) {
-        int m = columns_match(r, d);
-        if (m == 0) return HANU_OK;
-        need_filter = m < 0;
-    }
     int phrases = 0;
     for (uint32_t i = 0; i < r->nneg; i++) {
         clause_run *n = r->neg[i];
@@ -680,6 +674,13 @@ static int evaluate(seg_run *r, uint32_t d)
     }
     x->out->scored++;
     if (!x->count && !can_beat(x, score)) return HANU_OK;
+    /* the filter's columns only for a score that can still rank (or is counted) */
+    int need_filter = x->fkind == FILTER_DOC;
+    if (x->fkind == FILTER_COLUMNS) {
+        int m = columns_match(r, d);
+        if (m == 0) return HANU_OK;
+        need_filter = m < 0;
+    }
     /* without phrases the score is exact: a document the cursor keeps out
      * needs no reading unless it is counted */
     if (!x->count && !phrases && !after_cursor(x, score, r->s, d)) return HANU_OK;
