@@ -61,6 +61,9 @@ static uint32_t block_u32(const index_postings *p, uint32_t b, size_t field)
 static uint32_t block_at(const index_postings *p, uint32_t target)
 {
     if (p->doc == INDEX_ORD_END) return UINT32_MAX;
+    /* nearly always the current block or the next: no search (WAND asks at every pivot) */
+    if (block_u32(p, p->block, SEG_B_LAST) >= target) return p->block;
+    if (p->block + 1 < p->nblocks && block_u32(p, p->block + 1, SEG_B_LAST) >= target) return p->block + 1;
     uint32_t lo = p->block, hi = p->nblocks;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
@@ -175,6 +178,9 @@ typedef struct clause_run {
     uint32_t nw;
     uint32_t doc;
     double ub;                  /* bound of any score of the clause in the segment */
+    uint32_t bc_from, bc_last;  /* cl_block's last answer holds for targets in [bc_from, bc_last] */
+    double bc_bound;
+    int bc_valid;
 } clause_run;
 
 typedef struct seg_run {
@@ -319,7 +325,7 @@ static uint32_t cl_advance(clause_run *r, uint32_t target)
 
 /* Bound of the clause's scores over [target, *last]. A phrase occurs at most
  * as often as its rarest word, in a text at least as long as any word's. */
-static double cl_block(const seg_run *r, const clause_run *c, uint32_t target, uint32_t *last)
+static double cl_block_compute(const seg_run *r, const clause_run *c, uint32_t target, uint32_t *last)
 {
     uint32_t tf = UINT32_MAX, len = 0;
     *last = INDEX_ORD_END;
@@ -333,6 +339,23 @@ static double cl_block(const seg_run *r, const clause_run *c, uint32_t target, u
     }
     return bm25_part(r->x, r->x->idf[c->clause], tf, len);
 }
+
+static double cl_block(const seg_run *r, clause_run *c, uint32_t target, uint32_t *last)
+{
+    /* WAND asks at every pivot, mostly within the same blocks: every word's
+       block is the same for any target up to the answer's last */
+    if (c->bc_valid && target >= c->bc_from && target <= c->bc_last) {
+        *last = c->bc_last;
+        return c->bc_bound;
+    }
+    double bound = cl_block_compute(r, c, target, last);
+    c->bc_valid = 1;
+    c->bc_from = target;
+    c->bc_last = *last;
+    c->bc_bound = bound;
+    return bound;
+}
+
 
 static double cl_bound(const seg_run *r, const clause_run *c)
 {
