@@ -939,6 +939,17 @@ static void classify_filter(search_ctx *x)
     if (x->fkind == FILTER_DOC) x->ntests = 0;
 }
 
+/* Documents of a segment without deletions holding a word anywhere in its text. */
+static uint32_t whole_text_df(const index_segment *seg, const char *tok, size_t tok_len)
+{
+    uint8_t key[INDEX_KEY_MAX];
+    size_t klen = index_key(key, "", 0, INDEX_KEY_ALL_WORD, tok, tok_len, 0);
+    uint32_t t = klen ? index_segment_term_find(seg, key, klen) : UINT32_MAX, df = 0;
+    size_t len;
+    if (t != UINT32_MAX) index_segment_term(seg, t, &len, &df);
+    return df;
+}
+
 /* N, the average length and every clause's idf over the live documents. */
 static int collection_stats(search_ctx *x)
 {
@@ -960,6 +971,11 @@ static int collection_stats(search_ctx *x)
         }
         for (size_t c = 0; c < x->q->n && !rc; c++)
             for (uint32_t t = 0; t < x->q->clauses[c].n_tokens && !rc; t++) {
+                if (!x->nfields && !ss->ndeleted) {   /* the term table's count: no postings opened */
+                    df[c * SEARCH_MAX_PHRASE_TOKENS + t] += whole_text_df(ss->seg, x->q->clauses[c].tokens[t],
+                                                                          x->q->clauses[c].lens[t]);
+                    continue;
+                }
                 word_iter w;
                 rc = wi_open(&w, ss->seg, lens, nlens, x->nfields == 0, x->q->clauses[c].tokens[t],
                              x->q->clauses[c].lens[t]);
