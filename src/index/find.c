@@ -688,17 +688,10 @@ static int append_hit(index_hits *h, const char *id, size_t len, uint64_t txn, c
         h->hits = p;
         h->cap = cap;
     }
-    char *copy = malloc(len + 1), *bytes = malloc(doc->len ? doc->len : 1);
-    if (!copy || !bytes) {
-        free(copy);
-        free(bytes);
-        return HANU_ERR_NOMEM;
-    }
-    memcpy(copy, id, len);
-    copy[len] = '\0';
-    if (doc->len) memcpy(bytes, doc->data, doc->len);
-    h->hits[h->n++] = (index_hit){ copy, len, txn, bytes, doc->len };
-    return HANU_OK;
+    index_hit *hit = &h->hits[h->n];
+    int rc = index_hit_fill(hit, id, len, txn, doc->data, doc->len);
+    if (!rc) h->n++;
+    return rc;
 }
 
 /* The stored documents of the page's entries [from, h->n), in one batch;
@@ -807,12 +800,20 @@ int index_find(store *st, const index_snapshot *snap, const filter *f, const sor
     return index_find_ex(st, snap, f, &o, out, NULL, NULL, err);
 }
 
+int index_hit_fill(index_hit *hit, const char *id, size_t id_len, uint64_t txn, const void *doc, size_t doc_len)
+{
+    char *p = malloc(id_len + 1 + doc_len);   /* one allocation a hit: id, NUL, the document */
+    if (!p) return HANU_ERR_NOMEM;
+    memcpy(p, id, id_len);
+    p[id_len] = '\0';
+    if (doc_len) memcpy(p + id_len + 1, doc, doc_len);
+    *hit = (index_hit){ p, id_len, txn, p + id_len + 1, doc_len };
+    return HANU_OK;
+}
+
 void index_hits_free(index_hits *h)
 {
-    for (size_t i = 0; i < h->n; i++) {
-        free(h->hits[i].id);
-        free(h->hits[i].doc);
-    }
+    for (size_t i = 0; i < h->n; i++) free(h->hits[i].id);   /* doc is in the same allocation */
     free(h->hits);
     *h = (index_hits){0};
 }

@@ -411,10 +411,10 @@ typedef struct filter filter;
 typedef struct sort_spec sort_spec;
 typedef struct query_error query_error;
 typedef struct index_hit {
-    char *id;                       /* NUL-terminated copy */
+    char *id;                       /* NUL-terminated copy; in index_hits, one allocation with doc */
     size_t id_len;
     uint64_t txn;
-    char *doc;                      /* the stored bytes, byte-identical */
+    char *doc;                      /* the stored bytes, byte-identical (right after id's NUL) */
     size_t doc_len;
 } index_hit;
 typedef struct index_hits {
@@ -426,6 +426,8 @@ typedef struct index_hits {
 int index_find(store *st, const index_snapshot *snap, const filter *f, const sort_spec *sort,
                size_t offset, size_t limit, index_hits *out, query_error *err);
 void index_hits_free(index_hits *h);
+/* Sets a hit of an index_hits to copies of id and doc (one allocation). */
+int index_hit_fill(index_hit *hit, const char *id, size_t id_len, uint64_t txn, const void *doc, size_t doc_len);
 
 /* ------------------------------------------------- search (search_topk.c) */
 

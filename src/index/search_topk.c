@@ -1041,22 +1041,9 @@ static int collect_page(search_ctx *x, size_t offset, size_t limit, uint64_t itx
     if (!rc && want) rc = store_get_many(x->st, x->snap->db, items, want, &x->val);
     for (size_t i = 0; i < want && !rc; i++) {
         if (items[i].rc == HANU_ERR_NOT_FOUND) continue;   /* deleted after the snapshot */
-        size_t len = items[i].key_len;
-        index_hit *h = &out->hits.hits[out->hits.n];
-        h->id = malloc(len + 1);
-        h->doc = malloc(items[i].len ? items[i].len : 1);
-        if (!h->id || !h->doc) {
-            free(h->id);
-            free(h->doc);
-            rc = HANU_ERR_NOMEM;
-            break;
-        }
-        memcpy(h->id, items[i].key, len);
-        h->id[len] = '\0';
-        h->id_len = len;
-        h->txn = items[i].token;
-        memcpy(h->doc, x->val.data + items[i].off, items[i].len);
-        h->doc_len = items[i].len;
+        rc = index_hit_fill(&out->hits.hits[out->hits.n], items[i].key, items[i].key_len, items[i].token,
+                            x->val.data + items[i].off, items[i].len);
+        if (rc) break;
         out->scores[out->hits.n++] = sorted[offset + i].score;
     }
     free(items);
