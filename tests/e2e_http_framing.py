@@ -568,7 +568,7 @@ def t_tls(tmp):
     check(r.returncode == 0, "openssl req: %r" % r.stderr[-300:])
     srv = HttpServer(os.path.join(tmp, "tls"), ["--tls-cert", cert, "--tls-key", key, "--http-header-timeout-ms",
                                                 str(HEADER_MS), "--http-idle-timeout-ms", str(IDLE_MS)])
-    Server.start(srv)   # HttpServer.start would poll /_health in plain HTTP until its deadline
+    Server.start(srv)   # the key-value port; the loop below waits for the TLS one
     port = srv.http_port
     try:
         ctx = ssl._create_unverified_context()
