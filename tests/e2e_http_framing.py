@@ -535,23 +535,25 @@ def t_timeouts(srv):
         check([g[0] for g in got] == [201] and not closed, "%s: %r after %.1f s" % (name, got, time.time() - t0))
         check(time.time() - t0 > 3 * BODY_MS / 1000, "the slow body took longer than the deadlines")
         s.close()
-    # Idle keep-alive: open at half the deadline, closed without an answer after it.
+    # Idle keep-alive: open at half the deadline, closed without an answer after it. Both reads end
+    # on the answer (quiet=0): the idle clock runs from there, and the close is timed from there too.
     s = conn()
     s.sendall(fix_host(GET.encode() + b"\r\n", port))
-    read_responses(s, 1, time.time() + 5)
+    read_responses(s, 1, time.time() + 5, quiet=0)
     time.sleep(IDLE_MS / 1000 / 2)
     s.sendall(fix_host(GET.encode() + b"\r\n", port))
-    got, closed, _ = read_responses(s, 1, time.time() + 5)
+    got, closed, _ = read_responses(s, 1, time.time() + 5, quiet=0)
     check([g[0] for g in got] == [200] and not closed, "open at half the idle deadline: %r" % got)
     waited, data = until_closed(s)
     check(data == b"" and IDLE_MS / 1000 * 0.8 <= waited <= IDLE_MS / 1000 + tick + 1, "idle closed after %.2f s" % waited)
     # A connection used every 0.4 s for 2 idle deadlines stays open (the idle clock restarts
-    # with every request: by the second deadline the first would have closed it).
+    # with every request: the requests after the first deadline would otherwise find it closed,
+    # and each read ends on its answer so that 0.4 s is the whole gap).
     s = conn()
     t0 = time.time()
     while time.time() - t0 < 2 * IDLE_MS / 1000:
         s.sendall(fix_host(GET.encode() + b"\r\n", port))
-        got, closed, _ = read_responses(s, 1, time.time() + 5)
+        got, closed, _ = read_responses(s, 1, time.time() + 5, quiet=0)
         check([g[0] for g in got] == [200] and not closed, "busy keep-alive connection: %r" % got)
         time.sleep(0.4)
     s.close()
