@@ -32,7 +32,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 HEADERS   := $(wildcard include/*.h src/*/*.h tests/*.h)
 
-.PHONY: all test asan fuzz fuzz-smoke check clean libs install uninstall examples-check
+.PHONY: all test asan fuzz fuzz-targets fuzz-smoke check clean libs install uninstall examples-check
 FAULT_LIB := $(BUILD)/tests/libfault_fsync.so
 CRASH_BIN := $(BUILD)/tests/libcrash_record.so $(BUILD)/tests/crash_check
 all: $(BUILD)/hanudb $(TEST_BIN) $(BENCH_BIN) $(FAULT_LIB) $(CRASH_BIN)
@@ -92,25 +92,33 @@ asan:
 	BUILD=build-asan ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:verify_asan_link_order=0 E2E_ONLY="e2e_kv_protocol.py e2e_http_api.py e2e_http_semantics.py e2e_http_framing.py e2e_kv_kill.py e2e_http_kill.py e2e_kv_nospace.py e2e_waiters.py e2e_metrics.py e2e_none_ack.py e2e_kv_fsync_fail.py e2e_kinds.py e2e_bucket.py e2e_dump.py e2e_query.py e2e_doc_cache.py e2e_index_crash.py e2e_snapshot.py e2e_restore.py e2e_export.py e2e_twin.py e2e_follow.py" \
 	  tests/run-tests.sh
 
+# The targets are linked by their own rule (the second make), so that -j links them side by side.
+FUZZ_BIN := $(FUZZ_SRC:fuzz/%.c=build-fuzz/fuzz/%)
 fuzz:
 	$(MAKE) BUILD=build-fuzz CC=clang OPT=-O1 \
 	  EXTRA_CFLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined" build-fuzz/libhanudb.a
-	@mkdir -p build-fuzz/fuzz
-	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
-	  echo "clang $$f"; \
-	  clang $(CFLAGS) -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $$f build-fuzz/libhanudb.a \
-	    -o build-fuzz/fuzz/$$n $(LDLIBS) || exit 1; done
+	$(MAKE) fuzz-targets
 
-# Runs every fuzz target briefly (FUZZ_SECONDS each) from its seed corpus, if any.
+fuzz-targets: $(FUZZ_BIN)
+
+build-fuzz/fuzz/%: fuzz/%.c build-fuzz/libhanudb.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	@echo "clang $<"
+	@clang $(CFLAGS) -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $< build-fuzz/libhanudb.a \
+	  -o $@ $(LDLIBS)
+
+# Runs every fuzz target briefly (FUZZ_SECONDS each) from its seed corpus, if any,
+# FUZZ_JOBS (default 2) at a time: a target is one process on one core for a fixed time.
 # Undefined behaviour stops a target (-fno-sanitize-recover): a fuzz run that
 # only printed it passed before, hiding one (NULL + 0 in quad_read.c).
 FUZZ_SECONDS ?= 8
+FUZZ_JOBS ?= 2
 fuzz-smoke: fuzz
-	@for f in build-fuzz/fuzz/*; do n=$$(basename $$f); mkdir -p build-fuzz/corpus/$$n; \
+	@ls build-fuzz/fuzz/* | xargs -P $(FUZZ_JOBS) -n 1 sh -c 'f=$$0; n=$$(basename $$f); mkdir -p build-fuzz/corpus/$$n; \
 	  seeds=""; [ -d fuzz/corpus/$$n ] && seeds=fuzz/corpus/$$n; \
 	  echo "fuzz $$n for $(FUZZ_SECONDS)s"; \
 	  $$f -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=0 \
-	    build-fuzz/corpus/$$n $$seeds >build-fuzz/$$n.log 2>&1 || { tail -40 build-fuzz/$$n.log; exit 1; }; done
+	    build-fuzz/corpus/$$n $$seeds >build-fuzz/$$n.log 2>&1 || { tail -40 build-fuzz/$$n.log; exit 1; }'
 
 # What CI runs: the whole suite, the sanitizer build of the unit tests, short fuzzing.
 check:

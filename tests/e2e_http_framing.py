@@ -59,6 +59,10 @@ def served(name, raw, statuses=(200,), smuggle=True):
 H = "Host: x\r\n"   # x: replaced by the server's own 127.0.0.1:PORT when sent (the Host check of issue 12)
 PUT = "PUT /c/t/docs/d HTTP/1.1\r\n" + H + "Content-Type: application/json\r\n"
 GET = "GET /_health HTTP/1.1\r\n" + H
+# The last request sent on a kept-open connection: its answer, the only one with this body, shows
+# that every answer before it has arrived (one connection answers in order), so nothing is left to wait for.
+PROBE = "GET /c/t/docs/probe HTTP/1.1\r\n" + H + "\r\n"
+PROBE_BODY = {"_id": "probe", "probe": 1}
 
 
 def fix_host(raw, port):
@@ -254,8 +258,10 @@ refused("Expect with CL and TE", PUT + "Expect: 100-continue\r\nContent-Length: 
         "2\r\n{}\r\n0\r\n\r\n")
 
 
-def read_responses(sock, want, deadline):
-    """Reads answers until `want` are complete and the connection is seen open or closed.
+def read_responses(sock, want, deadline, quiet=0.3):
+    """Reads answers until `want` are complete and the connection is seen open or closed:
+    open when nothing more came for `quiet` seconds; with quiet=None only the server's close
+    (or the deadline) ends the read; with quiet=0 it ends on the `want`-th answer.
     Returns (list of (status, headers, body), closed)."""
     buf, out, closed = b"", [], False
 
@@ -278,11 +284,14 @@ def read_responses(sock, want, deadline):
             buf = buf[end + 4 + n:]
 
     while time.time() < deadline:
-        sock.settimeout(max(0.01, min(0.3 if len(out) >= want else 2.0, deadline - time.time())))
+        if quiet == 0 and len(out) >= want:
+            break
+        wait = quiet if quiet and len(out) >= want else 2.0
+        sock.settimeout(max(0.01, min(wait, deadline - time.time())))
         try:
             data = sock.recv(65536)
         except socket.timeout:
-            if len(out) >= want:
+            if quiet is not None and len(out) >= want:
                 break
             continue
         except ConnectionResetError:
@@ -302,7 +311,9 @@ def run_case(port, name, raw, statuses, closed):
         s.sendall(fix_host(raw, port))
     except (BrokenPipeError, ConnectionResetError):
         pass
-    got, was_closed, rest = read_responses(s, len(statuses), time.time() + 10)
+    # A refused case reads until the server closes. A served one stops at its last answer: the two
+    # requests below show the connection open and clean, and that no answer came after those.
+    got, was_closed, rest = read_responses(s, len(statuses), time.time() + 10, quiet=None if closed else 0)
     codes = [g[0] for g in got]
     check(codes == statuses, "%s: statuses %r, want %r (left over %r)" % (name, codes, statuses, rest[:80]))
     for st, hdr, body in got:
@@ -314,16 +325,19 @@ def run_case(port, name, raw, statuses, closed):
         check(was_closed, "%s: the connection should be closed" % name)
     else:
         check(not was_closed, "%s: the connection should stay open" % name)
-        # Same connection, one more request: nothing of the case is left to misread.
-        s.sendall(fix_host(GET.encode() + b"\r\n", port))
-        more, _, _ = read_responses(s, 1, time.time() + 5)
-        check([m[0] for m in more] == [200], "%s: next request on the connection: %r" % (name, more))
+        # Same connection, one more request: nothing of the case is left to misread. PROBE's answer
+        # comes last: an answer late for the case, or one too many, shows up before it.
+        s.sendall(fix_host(GET.encode() + b"\r\n" + PROBE.encode(), port))
+        more, was_closed, _ = read_responses(s, 2, time.time() + 5, quiet=0)
+        check([m[0] for m in more] == [200, 200] and json.loads(more[-1][2]) == PROBE_BODY and not was_closed,
+              "%s: next request on the connection (then PROBE): %r" % (name, more))
     s.close()
 
 
 def t_table(srv, h):
     check(h.call("PUT", "/c/smug")[0] in (200, 201), "smug collection")
     check(h.call("PUT", "/c/t")[0] in (200, 201), "t collection")
+    check(h.call("PUT", "/c/t/docs/probe", {"probe": 1})[0] == 201, "the probe document")
     failures = 0
     for name, raw, statuses, closed, _doc in CASES:
         try:
@@ -438,7 +452,7 @@ def t_clients(srv, tmp):
         print("skip wrk: not installed")
 
 
-HEADER_MS, BODY_MS, IDLE_MS = 600, 600, 1500
+HEADER_MS, BODY_MS, IDLE_MS = 600, 600, 1000
 
 
 def until_closed(s, limit=10.0):
@@ -502,16 +516,17 @@ def t_timeouts(srv):
         check_408("stalled body (%s)" % name, data)
         check(BODY_MS / 1000 * 0.9 <= waited <= BODY_MS / 1000 + tick + 1, "stalled body after %.2f s" % waited)
         check(Http(port).call("GET", "/c/t/docs/stall-" + name)[0] == 404, "stalled body not written")
-    # A slow body that keeps coming (3.2 s, longer than every deadline): served.
+    # A slow body that keeps coming (10 pieces 0.2 s apart: 2 s, longer than every deadline): served.
     for name, chunked in (("slow-length", False), ("slow-chunked", True)):
         doc = b'{"v":"' + b"x" * (64 * 1024 - 8) + b'"}'
+        piece_size = -(-len(doc) // 10)
         s = conn()
         s.sendall(fix_host(b"PUT /c/t/docs/" + name.encode() + b" HTTP/1.1\r\nHost: x\r\n", port) +
                   b"Content-Type: application/json\r\n" +
                   (b"Transfer-Encoding: chunked\r\n\r\n" if chunked else b"Content-Length: %d\r\n\r\n" % len(doc)))
         t0 = time.time()
-        for i in range(0, len(doc), 4096):
-            piece = doc[i:i + 4096]
+        for i in range(0, len(doc), piece_size):
+            piece = doc[i:i + piece_size]
             s.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
             time.sleep(0.2)
         if chunked:
@@ -520,22 +535,25 @@ def t_timeouts(srv):
         check([g[0] for g in got] == [201] and not closed, "%s: %r after %.1f s" % (name, got, time.time() - t0))
         check(time.time() - t0 > 3 * BODY_MS / 1000, "the slow body took longer than the deadlines")
         s.close()
-    # Idle keep-alive: open at half the deadline, closed without an answer after it.
+    # Idle keep-alive: open at half the deadline, closed without an answer after it. Both reads end
+    # on the answer (quiet=0): the idle clock runs from there, and the close is timed from there too.
     s = conn()
     s.sendall(fix_host(GET.encode() + b"\r\n", port))
-    read_responses(s, 1, time.time() + 5)
+    read_responses(s, 1, time.time() + 5, quiet=0)
     time.sleep(IDLE_MS / 1000 / 2)
     s.sendall(fix_host(GET.encode() + b"\r\n", port))
-    got, closed, _ = read_responses(s, 1, time.time() + 5)
+    got, closed, _ = read_responses(s, 1, time.time() + 5, quiet=0)
     check([g[0] for g in got] == [200] and not closed, "open at half the idle deadline: %r" % got)
     waited, data = until_closed(s)
     check(data == b"" and IDLE_MS / 1000 * 0.8 <= waited <= IDLE_MS / 1000 + tick + 1, "idle closed after %.2f s" % waited)
-    # A connection used every 0.4 s for 3 idle deadlines stays open.
+    # A connection used every 0.4 s for 2 idle deadlines stays open (the idle clock restarts
+    # with every request: the requests after the first deadline would otherwise find it closed,
+    # and each read ends on its answer so that 0.4 s is the whole gap).
     s = conn()
     t0 = time.time()
-    while time.time() - t0 < 3 * IDLE_MS / 1000:
+    while time.time() - t0 < 2 * IDLE_MS / 1000:
         s.sendall(fix_host(GET.encode() + b"\r\n", port))
-        got, closed, _ = read_responses(s, 1, time.time() + 5)
+        got, closed, _ = read_responses(s, 1, time.time() + 5, quiet=0)
         check([g[0] for g in got] == [200] and not closed, "busy keep-alive connection: %r" % got)
         time.sleep(0.4)
     s.close()
@@ -552,7 +570,7 @@ def t_tls(tmp):
     check(r.returncode == 0, "openssl req: %r" % r.stderr[-300:])
     srv = HttpServer(os.path.join(tmp, "tls"), ["--tls-cert", cert, "--tls-key", key, "--http-header-timeout-ms",
                                                 str(HEADER_MS), "--http-idle-timeout-ms", str(IDLE_MS)])
-    Server.start(srv)   # HttpServer.start would poll /_health in plain HTTP until its deadline
+    Server.start(srv)   # the key-value port; the loop below waits for the TLS one
     port = srv.http_port
     try:
         ctx = ssl._create_unverified_context()

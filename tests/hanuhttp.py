@@ -18,10 +18,12 @@ class HttpServer(Server):
         ok = super().start(expect_ok, timeout)
         if ok:
             import time
+            # A TLS port is asked in TLS: a plain request there never succeeds, and waited out the deadline.
+            tls = "--tls-cert" in self.extra
             deadline = time.time() + timeout
             while time.time() < deadline:
                 try:
-                    Http(self.http_port).call("GET", "/_health")
+                    Http(self.http_port, tls=tls).call("GET", "/_health")
                     break
                 except OSError:
                     time.sleep(0.02)
