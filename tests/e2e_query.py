@@ -11,6 +11,7 @@ import functools
 import json
 import math
 import os
+import subprocess
 import random
 import re
 import sys
@@ -688,6 +689,33 @@ def index_behind(tmp):
     check(srv.stop() == 0, "clean stop")
 
 
+def thread_nice(pid, name):
+    """The nice value of the process's thread called name (field 19 of its stat)."""
+    for tid in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+            if f.read().strip() != name:
+                continue
+        with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[16])
+    return None
+
+
+def index_nice(tmp):
+    srv = HttpServer(os.path.join(tmp, "nice"), ["--index-nice", "7"])
+    srv.start()
+    h = Http(srv.http_port)
+    st, _, w = h.json("PUT", "/c/ev/docs/a", {"x": 1})
+    st, _, b = h.json("POST", "/c/ev/_find", {"min_txn": w["txn"]})
+    check(st == 200 and [x["_id"] for x in b["hits"]] == ["a"], "indexed at nice 7: %d %r" % (st, b))
+    check(thread_nice(srv.proc.pid, "hanu-indexer") == 7, "indexer thread nice %r" % thread_nice(srv.proc.pid, "hanu-indexer"))
+    check(thread_nice(srv.proc.pid, "hanudb") == 0, "the loop stays at nice 0")
+    check(srv.stop() == 0, "clean stop")
+    for bad in ("20", "-1", "x"):
+        out = subprocess.run([os.environ.get("HANUDB_BIN", "build/hanudb"), "serve", "--data", os.path.join(tmp, "bad"),
+                              "--index-nice", bad], capture_output=True, text=True, timeout=30)
+        check(out.returncode == 2 and "index-nice" in out.stderr, "--index-nice %s: %d %r" % (bad, out.returncode, out.stderr))
+
+
 def with_ctx(fn, ctx):
     """A case as run_cases calls it, (h, srv), over the shared data set."""
     def case(h, srv):
@@ -722,7 +750,8 @@ def run_main(tmp):
 
 
 def main():
-    run_suite("hanudb-query-", run_main, [(index_behind, "min_txn past the index: 503 index_behind")])
+    run_suite("hanudb-query-", run_main, [(index_behind, "min_txn past the index: 503 index_behind"),
+                                          (index_nice, "--index-nice 7: the indexer thread at nice 7, bad values refused")])
 
 
 if __name__ == "__main__":

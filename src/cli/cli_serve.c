@@ -97,6 +97,7 @@ int cli_serve_main(int argc, char **argv)
     int no_bucket = 0;
     char bucket_url[4200];
     uint64_t index_commit_ms = o.index_commit_ms, min_txn_wait_ms = o.min_txn_wait_ms;
+    uint64_t index_nice = (uint64_t)o.index_nice;
     uint64_t lease_ttl_s = 10, poll_ms = 1000;
     uint64_t max_segment_mb = o.index_max_segment_bytes >> 20, doc_cache_bytes = o.doc_cache_bytes;
     const char *merge_policy = "default";
@@ -161,6 +162,8 @@ int cli_serve_main(int argc, char **argv)
                                               "to clients that write to a follower" },
         { "index-commit-ms", CLI_U64, &index_commit_ms, "the documents index commits new segments this often "
                                                         "(default 500)" },
+        { "index-nice", CLI_U64, &index_nice, "nice value of the indexer thread, 0 to 19: above 0 writes go first "
+                                              "on a busy CPU and the index lag grows instead (default 0)" },
         { "filter-cache-bytes", CLI_SIZE, &o.filter_cache_bytes, "bytes of cached equality-filter bitmaps of the "
                                                                   "index, 0: none (default 64M)" },
         { "min-txn-wait-ms", CLI_U64, &min_txn_wait_ms, "longest a query waits for the index to reach its min_txn, "
@@ -253,6 +256,11 @@ int cli_serve_main(int argc, char **argv)
         return 2;
     }
     o.index_commit_ms = (uint32_t)index_commit_ms;
+    if (index_nice > 19) {
+        fprintf(stderr, "hanudb: --index-nice must be between 0 and 19\n");
+        return 2;
+    }
+    o.index_nice = (int)index_nice;
     if (lease_ttl_s < 1 || lease_ttl_s > 3600 || poll_ms < 100 || poll_ms > 60000) {
         fprintf(stderr, "hanudb: --lease-ttl must be 1..3600 seconds, --poll-ms 100..60000\n");
         return 2;

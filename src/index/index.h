@@ -303,6 +303,7 @@ typedef struct indexer_options {
     uint64_t max_segment_bytes;     /* merges make no segment larger (default 256 MiB) */
     uint64_t doc_cache_bytes;       /* the hot-document cache (default 64 MiB; 0: none) */
     uint32_t merge_delay_ms;        /* tests: a merge waits this long before it is installed */
+    int nice;                       /* the indexer thread's nice value, 0..19 (default 0) */
 } indexer_options;
 
 void indexer_options_default(indexer_options *o);

@@ -1161,6 +1161,10 @@ static void *indexer_main(void *arg)
 {
     indexer *ix = arg;
     uint64_t interval_ns = (uint64_t)ix->opt.commit_interval_ms * 1000000u;
+    /* Writes first when asked: a thread may always lower its own priority (raising it back
+       would need CAP_SYS_NICE, so the value is fixed for the run). */
+    if (ix->opt.nice > 0 && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), ix->opt.nice) != 0)
+        say(ix, "cannot lower the indexer thread's priority: %s", strerror(errno));
     merge_schedule(ix);   /* what the last run left to merge */
     pthread_mutex_lock(&ix->mu);
     while (!ix->stop && !ix->failed) {

@@ -400,6 +400,7 @@ static int open_index(server *srv, char *err, size_t errcap)
     indexer_options_default(&io);
     io.dir = dir;
     io.commit_interval_ms = srv->opt.index_commit_ms;
+    io.nice = srv->opt.index_nice;
     index_bitset_cache_configure(srv->opt.filter_cache_bytes);
     io.merge_policy = srv->opt.merge_policy;
     io.max_segment_bytes = srv->opt.index_max_segment_bytes;

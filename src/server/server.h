@@ -48,6 +48,7 @@ typedef struct server_options {
     double bucket_fail_rate, bucket_timeout_rate;          /* injected failures (tests) */
     /* the documents index (DATA/index) and the queries over it */
     uint32_t index_commit_ms;       /* the indexer commits this often, default 500 */
+    int index_nice;                 /* the indexer thread's nice value, 0..19, default 0 */
     uint32_t min_txn_wait_ms;       /* longest a query waits for its min_txn, default 5000 */
     uint64_t filter_cache_bytes;    /* cached equality-filter bitmaps, default 64 MiB; 0: none */
     int no_index;                   /* no documents index: queries answer 503 index_off */
