@@ -164,7 +164,7 @@ typedef struct search_ctx {
     size_t nheap, k;
     uint64_t total;
     uint32_t *tfs;              /* per clause, of a document read back */
-    int8_t *ids_ascending;      /* per segment (id_order) */
+    int8_t *ids_ascending;      /* per segment (segment_id_order) */
     int8_t *seg_order;          /* per pair of segments: index_segment_id_ranges_cmp */
     hanu_buf val;
     index_search_result *out;
@@ -217,7 +217,7 @@ static int id_cmp(const search_ctx *x, const heap_entry *a, const heap_entry *b)
 }
 
 /* What decides ties between the snapshot's segments without ids, once per search. */
-static int id_order(search_ctx *x)
+static int segment_id_order(search_ctx *x)
 {
     uint32_t n = x->snap->nsegments;
     x->ids_ascending = calloc(n ? n : 1, 1);
@@ -355,7 +355,6 @@ static double cl_block(const seg_run *r, clause_run *c, uint32_t target, uint32_
     c->bc_bound = bound;
     return bound;
 }
-
 
 static double cl_bound(const seg_run *r, const clause_run *c)
 {
@@ -1084,7 +1083,7 @@ int index_search_ex(store *st, const index_snapshot *snap, const search_query *q
         classify_filter(&x);
         rc = collection_stats(&x);
     }
-    if (!rc) rc = id_order(&x);
+    if (!rc) rc = segment_id_order(&x);
     for (uint32_t s = 0; s < snap->nsegments && !rc && (x.k || x.count); s++) {
         seg_run r;
         rc = seg_run_open(&r, &x, s);
