@@ -73,6 +73,8 @@ typedef struct key_table {
     uint32_t nslots;
 } key_table;
 
+#define PEND_TERMS 16   /* terms interned together; the slot of the first is in cache by the last */
+
 struct index_builder {
     uint32_t docs;
     hanu_buf ids;
@@ -88,6 +90,13 @@ struct index_builder {
     uint32_t ncols, cols_cap;
     key_table col_index;
     hanu_buf strings;           /* column string values */
+    /* Terms of the current document not yet interned (flush_terms): their
+       table slots are prefetched as they arrive, so the lookups that follow
+       overlap their cache misses instead of taking them one after another. */
+    uint8_t pend_keys[PEND_TERMS][INDEX_KEY_MAX];
+    uint32_t pend_len[PEND_TERMS];
+    uint64_t pend_hash[PEND_TERMS];
+    uint32_t npend;
 };
 
 index_builder *index_builder_new(void)
@@ -213,13 +222,12 @@ static int grow_table(key_table *t, uint32_t count)
 }
 
 /* Index of the item with this key, added (zeroed, key copied) when new. */
-static int intern(index_builder *b, key_table *t, void **items, uint32_t *count, uint32_t *cap,
-                  size_t item_size, const uint8_t *key, uint32_t len, uint32_t *out)
+static int intern_hashed(index_builder *b, key_table *t, void **items, uint32_t *count, uint32_t *cap,
+                         size_t item_size, const uint8_t *key, uint32_t len, uint64_t h, uint32_t *out)
 {
     int rc = grow_table(t, *count);
     if (rc) return rc;
     uint32_t slot = 0;
-    uint64_t h = key_hash(key, len);
     uint32_t i = table_find(t, &b->keys, *items, item_size, key, len, h, &slot);
     if (i != UINT32_MAX) {
         *out = i;
@@ -244,10 +252,38 @@ static int intern(index_builder *b, key_table *t, void **items, uint32_t *count,
     return HANU_OK;
 }
 
+static int intern(index_builder *b, key_table *t, void **items, uint32_t *count, uint32_t *cap,
+                  size_t item_size, const uint8_t *key, uint32_t len, uint32_t *out)
+{
+    return intern_hashed(b, t, items, count, cap, item_size, key, len, key_hash(key, len), out);
+}
+
+/* Interns the pending terms of the current document and counts them. */
+static int flush_terms(index_builder *b)
+{
+    uint32_t n = b->npend, ord = b->docs - 1;
+    b->npend = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i;
+        int rc = intern_hashed(b, &b->term_index, (void **)&b->terms, &b->nterms, &b->terms_cap,
+                               sizeof(build_term), b->pend_keys[k], b->pend_len[k], b->pend_hash[k], &i);
+        if (rc) return rc;
+        build_term *t = &b->terms[i];
+        if (t->n && t->post[2 * t->n - 2] == ord) {
+            t->post[2 * t->n - 1]++;
+            continue;
+        }
+        if ((rc = post_push(t, ord, 1))) return rc;
+    }
+    return HANU_OK;
+}
+
 /* ------------------------------------------------------------ documents */
 
 int index_builder_doc(index_builder *b, const char *id, size_t id_len, uint64_t txn)
 {
+    int rc = flush_terms(b);   /* the previous document's */
+    if (rc) return rc;
     if (b->docs >= INDEX_SEGMENT_MAX_DOCS) return HANU_ERR_TOO_LARGE;
     if (b->ids.len + id_len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
     if (b->docs == b->txn_cap) {
@@ -257,7 +293,7 @@ int index_builder_doc(index_builder *b, const char *id, size_t id_len, uint64_t 
         b->txns = t;
         b->txn_cap = cap;
     }
-    int rc = hanu_buf_append(&b->ids, id, id_len);
+    rc = hanu_buf_append(&b->ids, id, id_len);
     if (!rc) rc = u32_push(&b->id_off, (uint32_t)b->ids.len);
     if (rc) return rc;
     b->txns[b->docs++] = txn;
@@ -268,23 +304,25 @@ int index_builder_term(index_builder *b, const uint8_t *key, size_t key_len)
 {
     if (!b->docs) return HANU_ERR_INVALID;
     if (key_len == 0 || key_len > INDEX_KEY_MAX) return HANU_ERR_INVALID;
-    uint32_t i;
-    int rc = intern(b, &b->term_index, (void **)&b->terms, &b->nterms, &b->terms_cap,
-                    sizeof(build_term), key, (uint32_t)key_len, &i);
-    if (rc) return rc;
-    build_term *t = &b->terms[i];
-    uint32_t ord = b->docs - 1;
-    if (t->n && t->post[2 * t->n - 2] == ord) {
-        t->post[2 * t->n - 1]++;
-        return HANU_OK;
+    if (b->npend == PEND_TERMS) {
+        int rc = flush_terms(b);
+        if (rc) return rc;
     }
-    return post_push(t, ord, 1);
+    uint32_t k = b->npend++;
+    memcpy(b->pend_keys[k], key, key_len);
+    b->pend_len[k] = (uint32_t)key_len;
+    b->pend_hash[k] = key_hash(key, key_len);
+    const key_table *t = &b->term_index;
+    if (t->nslots) __builtin_prefetch(&t->slots[(uint32_t)b->pend_hash[k] & (t->nslots - 1)]);
+    return HANU_OK;
 }
 
 /* A posting of an earlier document, for merges: ord below the document count
  * and above the term's last ordinal. */
 int index_builder_posting(index_builder *b, const uint8_t *key, size_t key_len, uint32_t ord, uint32_t tf)
 {
+    int rc0 = flush_terms(b);
+    if (rc0) return rc0;
     if (ord >= b->docs || tf == 0) return HANU_ERR_INVALID;
     if (key_len == 0 || key_len > INDEX_KEY_MAX) return HANU_ERR_INVALID;
     /* A merge adds a term's postings one after another: the same key as last time skips the table. */
@@ -724,7 +762,8 @@ static int encode(index_builder *b, hanu_buf *out)
 int index_builder_write(index_builder *b, const char *path)
 {
     hanu_buf out = { 0 };
-    int rc = encode(b, &out);
+    int rc = flush_terms(b);
+    if (!rc) rc = encode(b, &out);
     if (rc) {
         hanu_buf_free(&out);
         return rc;
