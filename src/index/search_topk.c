@@ -672,6 +672,8 @@ static int read_back(seg_run *r, uint32_t d, int check_filter, int phrases)
     return ok;
 }
 
+static int admit(seg_run *r, uint32_t d, double score, double dl, int phrases);
+
 /* Document d, where every +must clause occurs (or, without one, at least one
  * positive clause's words): decides and scores it. */
 static int evaluate(seg_run *r, uint32_t d)
@@ -696,6 +698,15 @@ static int evaluate(seg_run *r, uint32_t d)
     }
     x->out->scored++;
     if (!x->count && !can_beat(x, score)) return HANU_OK;
+    return admit(r, d, score, dl, phrases);
+}
+
+/* Document d, whose score (with phrases: a bound) can still rank or is
+ * counted: the filter, the cursor, the phrases' exact score, then the count
+ * and the heap. */
+static int admit(seg_run *r, uint32_t d, double score, double dl, int phrases)
+{
+    search_ctx *x = r->x;
     /* the filter's columns only for a score that can still rank (or is counted) */
     int need_filter = x->fkind == FILTER_DOC;
     if (x->fkind == FILTER_COLUMNS) {
@@ -823,20 +834,8 @@ static int one_word(seg_run *r)
             double score = bm25_part(x, idf, p->tfs[i], doc_length(r, d));
             x->out->scored++;
             if (!x->count && !can_beat(x, score)) continue;
-            int need_filter = x->fkind == FILTER_DOC;
-            if (x->fkind == FILTER_COLUMNS) {
-                int m = columns_match(r, d);
-                if (m == 0) continue;
-                need_filter = m < 0;
-            }
-            if (!x->count && !after_cursor(x, score, r->s, d)) continue;
-            if (need_filter) {
-                int ok = read_back(r, d, 1, 0);
-                if (ok < 0) return ok;
-                if (!ok) continue;
-            }
-            count_match(x);
-            if (after_cursor(x, score, r->s, d)) heap_offer(x, (heap_entry){ score, r->s, d });
+            int rc = admit(r, d, score, 0, 0);
+            if (rc) return rc;
             if (!x->k && !x->count) return HANU_OK;
         }
     }
