@@ -416,15 +416,8 @@ static void test_pages_across_a_merge(void)
     store *st = open_store();
     REQUIRE(st);
     uint32_t db = make_collection(st);
-    indexer_options io;
-    indexer_options_default(&io);
-    io.dir = index_dir;
-    io.commit_interval_ms = 600000;
-    io.quiet = 1;
-    io.merge_policy = INDEX_MERGE_NONE;
-    char err[512] = "";
-    indexer *ix = NULL;
-    REQUIRE(indexer_open(st, &io, &ix, err, sizeof err) == HANU_OK);
+    indexer *ix = test_indexer_open(st, index_dir, INDEX_MERGE_NONE);
+    REQUIRE(ix);
     static char doc[400];
     for (int round = 0; round < 6; round++) {   /* six small segments, overwrites between them */
         for (int i = 0; i < 60; i++) {
@@ -457,8 +450,8 @@ static void test_pages_across_a_merge(void)
     index_snapshot_release(a);
     indexer_close(ix);
     /* The same index with merges on: the six segments merge. */
-    io.merge_policy = INDEX_MERGE_DEFAULT;
-    REQUIRE(indexer_open(st, &io, &ix, err, sizeof err) == HANU_OK);
+    ix = test_indexer_open(st, index_dir, INDEX_MERGE_DEFAULT);
+    REQUIRE(ix);
     index_snapshot *b = NULL;
     for (int i = 0; i < 2000; i++) {
         indexer_stats ss;
