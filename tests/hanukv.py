@@ -97,12 +97,41 @@ def token_of(payload):
     return struct.unpack("<Q", payload[:8])[0]
 
 
+_given_ports = set()
+
+
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port nobody listens on, below the kernel's ephemeral range and not
+    handed out before by this process. A port the kernel picks for port 0 comes
+    from the ephemeral range, where any outgoing connection of the test may take
+    it before the server binds it (seen: "Address already in use" in
+    e2e_lease); and two calls could return the same released port."""
+    import random
+    lo, _ = _ephemeral_range()
+    first = max(1024, lo - 12000)
+    for _ in range(1000):
+        port = random.randrange(first, lo)
+        if port in _given_ports:
+            continue
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        _given_ports.add(port)
+        return port
+    raise RuntimeError("no free port below %d" % lo)
 
 
 class Server:
