@@ -721,11 +721,103 @@ static void test_ties_across_segments(void)
     store_close(st);
 }
 
+/* A page's documents are read from the store after the snapshot was taken:
+ * one deleted meanwhile is left out of the page, the others keep their ids,
+ * their current stored bytes and (search) their own scores. */
+static void test_page_leaves_out_deleted_since_snapshot(void)
+{
+    snprintf(data_dir, sizeof data_dir, "%s", test_tmpdir("find-gone"));
+    snprintf(index_dir, sizeof index_dir, "%s/index", data_dir);
+    store *st = store_at();
+    REQUIRE(st);
+    uint64_t txn;
+    uint32_t db = UINT32_MAX;
+    REQUIRE(store_db_create(st, "g", 1, STORE_DB_COLLECTION, &txn) == HANU_OK);
+    store_db_lookup(st, "g", 1, &db);
+    indexer *ix = indexer_at(st);
+    REQUIRE(ix);
+    /* every fifth document scores highest for apple: the deleted k0005 and k0010 among them */
+    static const char *const words[] = { "apple apple apple", "apple", "apple pear", "apple apple", "pear apple" };
+    for (int i = 0; i < 40; i++) {
+        char id[16], doc[160];
+        snprintf(id, sizeof id, "k%04d", i);
+        int len = snprintf(doc, sizeof doc, "{\"_id\":\"%s\",\"ts\":%d,\"kind\":\"a\",\"t\":\"%s\"}", id, i,
+                           words[i % 5]);
+        store_op op = { STORE_SET, id, strlen(id), doc, (size_t)len };
+        CHECK_EQ(store_write(st, db, &op, 1, STORE_COND_NONE, 0, &txn, NULL), HANU_OK);
+    }
+    CHECK_EQ(wait_all(st, ix), HANU_OK);
+    index_snapshot *snap = index_snapshot_acquire(ix, db);
+    REQUIRE(snap);
+    search_query sq;
+    query_error qe;
+    REQUIRE(search_query_parse("apple", 5, &sq, &qe) == HANU_OK);
+    index_search_opts so = { .limit = 20 };
+    index_search_result before;
+    REQUIRE(index_search_ex(st, snap, &sq, NULL, NULL, 0, &so, &before) == HANU_OK);
+    CHECK_EQ(before.hits.n, 20);
+
+    /* after the snapshot: two deleted, one overwritten */
+    static const char *const gone[] = { "k0005", "k0010" };
+    for (int g = 0; g < 2; g++) {
+        store_op op = { STORE_DELETE, gone[g], 5, NULL, 0 };
+        CHECK_EQ(store_write(st, db, &op, 1, STORE_COND_NONE, 0, &txn, NULL), HANU_OK);
+    }
+    const char *newer = "{\"_id\":\"k0007\",\"ts\":7,\"kind\":\"a\",\"t\":\"changed\"}";
+    store_op op = { STORE_SET, "k0007", 5, newer, strlen(newer) };
+    CHECK_EQ(store_write(st, db, &op, 1, STORE_COND_NONE, 0, &txn, NULL), HANU_OK);
+
+    sort_spec sort = { .n = 1 };
+    snprintf(sort.keys[0].path, sizeof sort.keys[0].path, "ts");
+    index_find_opts o = { .sort = &sort, .limit = 20 };
+    index_hits h;
+    filter *all;
+    REQUIRE(filter_parse("{}", 2, "filter", &all, &qe) == HANU_OK);
+    REQUIRE(index_find_ex(st, snap, all, &o, &h, NULL, NULL, &qe) == HANU_OK);
+    filter_free(all);
+    CHECK_EQ(h.n, 18);
+    hanu_buf val = {0};
+    for (size_t k = 0, i = 0; k < h.n; k++, i++) {
+        if (i == 5 || i == 10) i++;
+        char id[16];
+        snprintf(id, sizeof id, "k%04zu", i);
+        CHECK(h.hits[k].id_len == 5 && !strcmp(h.hits[k].id, id));
+        uint64_t token;
+        hanu_buf_reset(&val);
+        CHECK_EQ(store_get(st, db, id, 5, &val, &token), HANU_OK);
+        CHECK(h.hits[k].doc_len == val.len && !memcmp(h.hits[k].doc, val.data, val.len));
+        CHECK_EQ(h.hits[k].txn, token);
+    }
+    CHECK(h.n > 7 && h.hits[6].doc_len == strlen(newer) && !memcmp(h.hits[6].doc, newer, strlen(newer)));
+    index_hits_free(&h);
+
+    index_search_result after;
+    REQUIRE(index_search_ex(st, snap, &sq, NULL, NULL, 0, &so, &after) == HANU_OK);
+    size_t kept = 0;
+    for (size_t k = 0; k < before.hits.n; k++) {
+        const char *id = before.hits.hits[k].id;
+        if (!strcmp(id, "k0005") || !strcmp(id, "k0010")) continue;
+        CHECK(kept < after.hits.n && !strcmp(after.hits.hits[kept].id, id));
+        CHECK(kept < after.hits.n && after.scores[kept] == before.scores[k]);
+        kept++;
+    }
+    CHECK_EQ(after.hits.n, kept);
+    CHECK_EQ(kept, 18);
+    index_search_result_free(&before);
+    index_search_result_free(&after);
+    hanu_buf_free(&val);
+    search_query_free(&sq);
+    index_snapshot_release(snap);
+    indexer_close(ix);
+    store_close(st);
+}
+
 int main(void)
 {
     RUN(test_cursor_tamper);
     RUN(test_columns_equal_brute_force);
     RUN(test_pages_under_writes);
     RUN(test_ties_across_segments);
+    RUN(test_page_leaves_out_deleted_since_snapshot);
     TEST_DONE();
 }

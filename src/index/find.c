@@ -464,15 +464,18 @@ typedef struct entry {
 
 #define NO_SEG UINT32_MAX           /* an entry of no segment (the after cursor): its id is set */
 
+/* The kept hits: entries stay in their slots of v; the max-heap orders slot
+ * numbers, so that sifting moves 4 bytes, not an entry. */
 typedef struct heap {
     const sort_spec *sort;
     const index_snapshot *snap;
     size_t nkeys, esize, n, cap;
     char *v;
-    entry *tmp;
+    uint32_t *order;                /* order[0]: the slot of the worst kept hit */
 } heap;
 
 static entry *at(const heap *h, size_t i) { return (entry *)(h->v + i * h->esize); }
+static entry *heap_at(const heap *h, size_t i) { return at(h, h->order[i]); }
 
 static void entry_id(const heap *h, entry *e)
 {
@@ -522,24 +525,32 @@ static int entry_cmp(const heap *h, entry *a, entry *b)
     return (a->id_len > b->id_len) - (a->id_len < b->id_len);
 }
 
-static void swap(heap *h, size_t i, size_t j)
-{
-    memcpy(h->tmp, at(h, i), h->esize);
-    memcpy(at(h, i), at(h, j), h->esize);
-    memcpy(at(h, j), h->tmp, h->esize);
-}
-
-/* Max-heap: the worst kept hit on top. */
+/* Max-heap: the worst kept hit on top. The slot at position i moves down to
+   where it belongs ("hole" sifting: one store a level). */
 static void sift_down(heap *h, size_t i)
 {
+    uint32_t slot = h->order[i];
+    entry *e = at(h, slot);
     for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, big = i;
-        if (l < h->n && entry_cmp(h, at(h, l), at(h, big)) > 0) big = l;
-        if (r < h->n && entry_cmp(h, at(h, r), at(h, big)) > 0) big = r;
-        if (big == i) return;
-        swap(h, i, big);
+        size_t l = 2 * i + 1, r = l + 1, big = l;
+        if (l >= h->n) break;
+        if (r < h->n && entry_cmp(h, heap_at(h, r), heap_at(h, l)) > 0) big = r;
+        if (entry_cmp(h, heap_at(h, big), e) <= 0) break;
+        h->order[i] = h->order[big];
         i = big;
     }
+    h->order[i] = slot;
+}
+
+static void sift_up(heap *h, size_t i)
+{
+    uint32_t slot = h->order[i];
+    entry *e = at(h, slot);
+    while (i > 0 && entry_cmp(h, heap_at(h, (i - 1) / 2), e) < 0) {
+        h->order[i] = h->order[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->order[i] = slot;
 }
 
 /* Offers e (the caller's scratch); keeps at most k. */
@@ -550,16 +561,18 @@ static int heap_offer(heap *h, entry *e, size_t k)
             size_t cap = h->cap ? h->cap * 2 : 64;
             if (cap > k) cap = k;
             char *v = realloc(h->v, cap * h->esize);
-            if (!v) return HANU_ERR_NOMEM;
-            h->v = v;
+            if (v) h->v = v;
+            uint32_t *order = v ? realloc(h->order, cap * sizeof *order) : NULL;
+            if (!order) return HANU_ERR_NOMEM;
+            h->order = order;
             h->cap = cap;
         }
         memcpy(at(h, h->n), e, h->esize);
-        for (size_t i = h->n++; i > 0 && entry_cmp(h, at(h, (i - 1) / 2), at(h, i)) < 0; i = (i - 1) / 2)
-            swap(h, i, (i - 1) / 2);
-    } else if (entry_cmp(h, e, at(h, 0)) < 0) {
-        json_doc_free(at(h, 0)->doc);
-        memcpy(at(h, 0), e, h->esize);
+        h->order[h->n] = (uint32_t)h->n;
+        sift_up(h, h->n++);
+    } else if (entry_cmp(h, e, heap_at(h, 0)) < 0) {
+        json_doc_free(heap_at(h, 0)->doc);
+        memcpy(heap_at(h, 0), e, h->esize);
         sift_down(h, 0);
     } else {
         json_doc_free(e->doc);
@@ -679,21 +692,6 @@ static int entry_cursor(const heap *h, entry *e, uint64_t txn, index_cursor *c, 
 
 /* ---- find ---- */
 
-static int append_hit(index_hits *h, const char *id, size_t len, uint64_t txn, const hanu_buf *doc)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        index_hit *p = realloc(h->hits, cap * sizeof *p);
-        if (!p) return HANU_ERR_NOMEM;
-        h->hits = p;
-        h->cap = cap;
-    }
-    index_hit *hit = &h->hits[h->n];
-    int rc = index_hit_fill(hit, id, len, txn, doc->data, doc->len);
-    if (!rc) h->n++;
-    return rc;
-}
-
 /* The stored documents of the page's entries [from, h->n), in one batch;
  * one deleted since the snapshot is left out. */
 static int read_hits(store *st, uint32_t db, const heap *h, size_t from, index_hits *out)
@@ -708,11 +706,7 @@ static int read_hits(store *st, uint32_t db, const heap *h, size_t from, index_h
         items[i].key_len = x->id_len;
     }
     int rc = store_get_many(st, db, items, n, &vals);
-    for (size_t i = 0; i < n && !rc; i++) {
-        if (items[i].rc == HANU_ERR_NOT_FOUND) continue;   /* deleted since the snapshot */
-        hanu_buf doc = { vals.data + items[i].off, items[i].len, items[i].len };
-        rc = append_hit(out, items[i].key, items[i].key_len, items[i].token, &doc);
-    }
+    if (!rc) rc = index_hits_take(out, items, n, &vals);
     hanu_buf_free(&vals);
     free(items);
     return rc;
@@ -742,12 +736,11 @@ int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const 
     h.esize = (h.esize + 7) & ~(size_t)7;
     size_t k = o->limit ? o->offset + o->limit : SIZE_MAX;
     entry *e = calloc(1, h.esize), *after = NULL;
-    h.tmp = calloc(1, h.esize);
     if (o->after) {
         after = calloc(1, h.esize);
         if (after) cursor_entry(o->after, after);
     }
-    rc = e && h.tmp && (after || !o->after) ? HANU_OK : HANU_ERR_NOMEM;
+    rc = e && (after || !o->after) ? HANU_OK : HANU_ERR_NOMEM;
     size_t remaining = 0;   /* matches after the cursor */
     for (uint32_t s = 0; s < m.n && !rc; s++) {
         const index_segment *seg = snap->segments[s].seg;
@@ -785,7 +778,7 @@ int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const 
     }
     for (size_t i = 0; i < h.n; i++) json_doc_free(at(&h, i)->doc);
     free(h.v);
-    free(h.tmp);
+    free(h.order);
     free(e);
     free(after);
     matches_free(&m);
@@ -811,9 +804,41 @@ int index_hit_fill(index_hit *hit, const char *id, size_t id_len, uint64_t txn, 
     return HANU_OK;
 }
 
+int index_hits_take(index_hits *out, const store_get_item *items, size_t n, hanu_buf *vals)
+{
+    size_t found = 0, id_bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        if (items[i].rc != HANU_ERR_NOT_FOUND) { found++; id_bytes += items[i].key_len + 1; }
+    if (out->n || out->block) return HANU_ERR_INVALID;
+    if (!found) return HANU_OK;
+    index_hit *hits = realloc(out->hits, found * sizeof *hits);
+    if (!hits) return HANU_ERR_NOMEM;
+    out->hits = hits;
+    out->cap = found;
+    size_t ids_at = vals->len;
+    if (hanu_buf_reserve(vals, id_bytes)) return HANU_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (items[i].rc != HANU_ERR_NOT_FOUND) {
+            memcpy(vals->data + vals->len, items[i].key, items[i].key_len);
+            vals->data[vals->len + items[i].key_len] = '\0';
+            vals->len += items[i].key_len + 1;
+        }
+    char *base = (char *)vals->data, *id = base + ids_at;
+    for (size_t i = 0; i < n; i++)
+        if (items[i].rc != HANU_ERR_NOT_FOUND) {
+            out->hits[out->n++] = (index_hit){ id, items[i].key_len, items[i].token, base + items[i].off, items[i].len };
+            id += items[i].key_len + 1;
+        }
+    out->block = base;
+    *vals = (hanu_buf){0};
+    return HANU_OK;
+}
+
 void index_hits_free(index_hits *h)
 {
-    for (size_t i = 0; i < h->n; i++) free(h->hits[i].id);   /* doc is in the same allocation */
+    if (h->block) free(h->block);   /* every id and doc */
+    else
+        for (size_t i = 0; i < h->n; i++) free(h->hits[i].id);   /* doc is in the same allocation */
     free(h->hits);
     *h = (index_hits){0};
 }

@@ -412,7 +412,7 @@ typedef struct filter filter;
 typedef struct sort_spec sort_spec;
 typedef struct query_error query_error;
 typedef struct index_hit {
-    char *id;                       /* NUL-terminated copy; in index_hits, one allocation with doc */
+    char *id;                       /* NUL-terminated copy: one allocation with doc, or in the hits' block */
     size_t id_len;
     uint64_t txn;
     char *doc;                      /* the stored bytes, byte-identical (right after id's NUL) */
@@ -421,6 +421,7 @@ typedef struct index_hit {
 typedef struct index_hits {
     index_hit *hits;
     size_t n, cap;
+    char *block;                    /* set by index_hits_take: every hit's id and doc live in it */
     size_t total;                   /* matches before offset and limit */
     size_t checked;                 /* candidates read from the store and checked */
 } index_hits;
@@ -429,6 +430,11 @@ int index_find(store *st, const index_snapshot *snap, const filter *f, const sor
 void index_hits_free(index_hits *h);
 /* Sets a hit of an index_hits to copies of id and doc (one allocation). */
 int index_hit_fill(index_hit *hit, const char *id, size_t id_len, uint64_t txn, const void *doc, size_t doc_len);
+typedef struct store_get_item store_get_item;   /* store.h */
+/* Makes the items that store_get_many found (in vals) out's hits, in order; items not found are
+ * left out. The documents stay where they are: vals becomes out's block (vals is left empty) and
+ * the ids are copied after them. out has no hits yet. */
+int index_hits_take(index_hits *out, const store_get_item *items, size_t n, hanu_buf *vals);
 
 /* ------------------------------------------------- search (search_topk.c) */
 

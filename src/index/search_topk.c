@@ -1037,15 +1037,10 @@ static int collect_page(search_ctx *x, size_t offset, size_t limit, uint64_t itx
     }
     hanu_buf_reset(&x->val);
     if (!rc && want) rc = store_get_many(x->st, x->snap->db, items, want, &x->val);
-    for (size_t i = 0; i < want && !rc; i++) {
-        if (items[i].rc == HANU_ERR_NOT_FOUND) continue;   /* deleted after the snapshot */
-        rc = index_hit_fill(&out->hits.hits[out->hits.n], items[i].key, items[i].key_len, items[i].token,
-                            x->val.data + items[i].off, items[i].len);
-        if (rc) break;
-        out->scores[out->hits.n++] = sorted[offset + i].score;
-    }
+    if (!rc && want) rc = index_hits_take(&out->hits, items, want, &x->val);   /* deleted after the snapshot: left out */
+    for (size_t i = 0, k = 0; i < want && !rc; i++)
+        if (items[i].rc != HANU_ERR_NOT_FOUND) out->scores[k++] = sorted[offset + i].score;
     free(items);
-    out->hits.cap = want;
     if (!rc && want && n > offset + want) rc = make_next(x, &sorted[offset + want - 1], itxn);
     free(sorted);
     return rc;

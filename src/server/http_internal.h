@@ -48,6 +48,8 @@ typedef struct http_call {
 
 /* Answers (http_reply.c). Each sends now, or is held until txn is durable when asked. */
 void http_reply(http_call *c, int status, const char *body, size_t len, uint64_t wait_txn);
+/* An answer that waits for nothing, b's bytes not copied: b is taken (left empty). */
+void http_reply_buf(http_call *c, int status, hanu_buf *b);
 /* The answer to a write of txn at the request's durability: `local` waits for its
    fdatasync, `none` for its frame to be in the page cache (the loop's pwrite). */
 void http_reply_write(http_call *c, int status, const char *body, size_t len, uint64_t txn);

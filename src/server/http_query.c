@@ -224,10 +224,18 @@ static void write_hit(json_writer *w, const index_hit *h)
     json_write_raw(w, h->doc, h->doc_len);
 }
 
+/* About the bytes of an answer of hits (ids rarely need escaping), per_hit more a hit. */
+static size_t answer_size(const index_hits *h, size_t per_hit)
+{
+    size_t n = 256;
+    for (size_t i = 0; i < h->n; i++) n += h->hits[i].doc_len + h->hits[i].id_len + 48 + per_hit;
+    return n;
+}
+
 static void send_built(http_call *c, json_writer *w, hanu_buf *b)
 {
     if (json_writer_status(w) != HANU_OK) http_error(c, 500, "internal", "cannot build the answer");
-    else http_reply(c, 200, (const char *)b->data, b->len, 0);
+    else http_reply_buf(c, 200, b);
 }
 
 /* Closes an _aggs answer: "count", "index_txn"; sends it. */
@@ -337,6 +345,7 @@ static void run_find(http_call *c, query_req *r, uint64_t itxn, const index_snap
                                                                          &has_next, &qe);
     if (rc) { free(next); find_failed(c, rc, &qe); return; }
     hanu_buf b = {0};
+    hanu_buf_reserve(&b, answer_size(&h, 0));   /* no regrowing: the documents are most of it */
     json_writer w;
     json_writer_init(&w, &b);
     json_write_object_begin(&w);
@@ -396,6 +405,7 @@ static void run_search(http_call *c, query_req *r, uint64_t itxn, const index_sn
         return;
     }
     hanu_buf b = {0};
+    hanu_buf_reserve(&b, answer_size(&res.hits, 32));
     json_writer w;
     json_writer_init(&w, &b);
     json_write_object_begin(&w);
@@ -700,8 +710,7 @@ static void task_answer(query_task *t)
 {
     http_call *c = &t->call;
     if (!t->answer.status) http_error(c, 500, "internal", "out of memory building the answer");
-    else http_reply(c, t->answer.status, t->answer.body.data ? (const char *)t->answer.body.data : "",
-                    t->answer.body.len, 0);
+    else http_reply_buf(c, t->answer.status, &t->answer.body);
 }
 
 /* Loop thread: a job came back from the pool. */

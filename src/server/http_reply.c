@@ -43,7 +43,7 @@ static const char *reason_of(int status)
     }
 }
 
-void http_send(http_call *c, int status, const char *body, size_t len)
+static void set_response_head(http_call *c, int status, size_t len)
 {
     h2o_req_t *req = c->req;
     req->res.status = status;
@@ -54,7 +54,35 @@ void http_send(http_call *c, int status, const char *body, size_t len)
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
                        H2O_STRLIT("application/json"));
     http_add_cors(c->srv, req);
-    h2o_send_inline(req, body, len);
+}
+
+void http_send(http_call *c, int status, const char *body, size_t len)
+{
+    set_response_head(c, status, len);
+    h2o_send_inline(c->req, body, len);
+    http_count_request(c->srv, c->route, status, c->start_ns);
+}
+
+static void free_owned_body(void *p)
+{
+    free(*(void **)p);
+}
+
+static void http_send_owned(http_call *c, int status, hanu_buf *b)
+{
+    h2o_req_t *req = c->req;
+    /* the request's pool frees the body when h2o is done with the request */
+    void **owner = h2o_mem_alloc_shared(&req->pool, sizeof *owner, free_owned_body);
+    *owner = b->data;
+    h2o_iovec_t body = h2o_iovec_init(b->data ? (char *)b->data : "", b->len);
+    *b = (hanu_buf){0};
+    set_response_head(c, status, body.len);
+    static h2o_generator_t generator = { NULL, NULL };
+    h2o_start_response(req, &generator);
+    if (h2o_memis(req->input.method.base, req->input.method.len, H2O_STRLIT("HEAD")))
+        h2o_send(req, NULL, 0, H2O_SEND_STATE_FINAL);
+    else
+        h2o_send(req, &body, 1, H2O_SEND_STATE_FINAL);
     http_count_request(c->srv, c->route, status, c->start_ns);
 }
 
@@ -159,6 +187,19 @@ static void reply_after(http_call *c, int status, const char *body, size_t len, 
     srv->parked_count++;
     if (deadline && !h2o_timeout_is_linked(&srv->parked_entry))
         h2o_timeout_link(srv->loop, &srv->parked_timeout, &srv->parked_entry);
+}
+
+void http_reply_buf(http_call *c, int status, hanu_buf *b)
+{
+    if (c->answer) {   /* a query worker: the loop sends it later, without a copy */
+        hanu_buf_free(&c->answer->body);
+        c->answer->body = *b;
+        c->answer->status = status;
+        *b = (hanu_buf){0};
+        return;
+    }
+    if (status >= 400) c->srv->errors++;
+    http_send_owned(c, status, b);
 }
 
 void http_reply(http_call *c, int status, const char *body, size_t len, uint64_t wait_txn)
