@@ -43,6 +43,22 @@ static int wait_all(store *st, indexer *ix)
 
 /* ---- the data set ---- */
 
+/* A fresh store in a directory of its own (tmp names it) with one collection
+ * and the indexer; 0 when any of it fails. */
+static int open_collection(const char *tmp, const char *name, store **st, indexer **ix, uint32_t *db)
+{
+    snprintf(data_dir, sizeof data_dir, "%s", test_tmpdir(tmp));
+    snprintf(index_dir, sizeof index_dir, "%s/index", data_dir);
+    uint64_t txn;
+    *db = UINT32_MAX;
+    *ix = NULL;
+    if (!(*st = store_at())) return 0;
+    if (store_db_create(*st, name, strlen(name), STORE_DB_COLLECTION, &txn) != HANU_OK) return 0;
+    store_db_lookup(*st, name, strlen(name), db);
+    *ix = indexer_at(*st);
+    return *ix != NULL && *db != UINT32_MAX;
+}
+
 static const char *const long_ascii = "\"a long string of more than sixty-four bytes, so it is no keyword at all\"";
 /* 40 characters, 80 bytes: a term for aggregations (at most 64 characters), no keyword (64 bytes) */
 static const char *const long_utf8 = "\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
@@ -362,16 +378,10 @@ static void gen_aggs(char *out, size_t cap)
 
 static void test_columns_equal_brute_force(void)
 {
-    snprintf(data_dir, sizeof data_dir, "%s", test_tmpdir("find-columns"));
-    snprintf(index_dir, sizeof index_dir, "%s/index", data_dir);
-    store *st = store_at();
-    REQUIRE(st);
-    uint64_t txn;
-    uint32_t db = UINT32_MAX;
-    REQUIRE(store_db_create(st, "c", 1, STORE_DB_COLLECTION, &txn) == HANU_OK);
-    store_db_lookup(st, "c", 1, &db);
-    indexer *ix = indexer_at(st);
-    REQUIRE(ix);
+    store *st;
+    indexer *ix;
+    uint32_t db;
+    REQUIRE(open_collection("find-columns", "c", &st, &ix, &db));
     for (int round = 0; round < 4; round++) {
         write_docs(st, db, round);
         CHECK_EQ(wait_all(st, ix), HANU_OK);
@@ -553,16 +563,11 @@ static void test_cursor_tamper(void)
  * documents that were there all along comes exactly once, in order. */
 static void test_pages_under_writes(void)
 {
-    snprintf(data_dir, sizeof data_dir, "%s", test_tmpdir("find-pages"));
-    snprintf(index_dir, sizeof index_dir, "%s/index", data_dir);
-    store *st = store_at();
-    REQUIRE(st);
+    store *st;
+    indexer *ix;
+    uint32_t db;
     uint64_t txn;
-    uint32_t db = UINT32_MAX;
-    REQUIRE(store_db_create(st, "p", 1, STORE_DB_COLLECTION, &txn) == HANU_OK);
-    store_db_lookup(st, "p", 1, &db);
-    indexer *ix = indexer_at(st);
-    REQUIRE(ix);
+    REQUIRE(open_collection("find-pages", "p", &st, &ix, &db));
     for (int i = 0; i < 300; i++) {
         char id[16], doc[128];
         snprintf(id, sizeof id, "k%04d", i);
@@ -630,16 +635,11 @@ static void test_pages_under_writes(void)
  * page size with the after cursor, must give the oracle's order. */
 static void test_ties_across_segments(void)
 {
-    snprintf(data_dir, sizeof data_dir, "%s", test_tmpdir("find-ties"));
-    snprintf(index_dir, sizeof index_dir, "%s/index", data_dir);
-    store *st = store_at();
-    REQUIRE(st);
+    store *st;
+    indexer *ix;
+    uint32_t db;
     uint64_t txn;
-    uint32_t db = UINT32_MAX;
-    REQUIRE(store_db_create(st, "t", 1, STORE_DB_COLLECTION, &txn) == HANU_OK);
-    store_db_lookup(st, "t", 1, &db);
-    indexer *ix = indexer_at(st);
-    REQUIRE(ix);
+    REQUIRE(open_collection("find-ties", "t", &st, &ix, &db));
     memset(docs, 0, sizeof docs);
     /* per round its own strings: "b" is ordinal 0, 1 and 0 in the three dictionaries */
     static const char *const strs[3][3] = { { "b", "d", "b" }, { "a", "b", "c" }, { "b", "c", "b" } };
@@ -726,16 +726,11 @@ static void test_ties_across_segments(void)
  * their current stored bytes and (search) their own scores. */
 static void test_page_leaves_out_deleted_since_snapshot(void)
 {
-    snprintf(data_dir, sizeof data_dir, "%s", test_tmpdir("find-gone"));
-    snprintf(index_dir, sizeof index_dir, "%s/index", data_dir);
-    store *st = store_at();
-    REQUIRE(st);
+    store *st;
+    indexer *ix;
+    uint32_t db;
     uint64_t txn;
-    uint32_t db = UINT32_MAX;
-    REQUIRE(store_db_create(st, "g", 1, STORE_DB_COLLECTION, &txn) == HANU_OK);
-    store_db_lookup(st, "g", 1, &db);
-    indexer *ix = indexer_at(st);
-    REQUIRE(ix);
+    REQUIRE(open_collection("find-gone", "g", &st, &ix, &db));
     /* every fifth document scores highest for apple: the deleted k0005 and k0010 among them */
     static const char *const words[] = { "apple apple apple", "apple", "apple pear", "apple apple", "pear apple" };
     for (int i = 0; i < 40; i++) {
