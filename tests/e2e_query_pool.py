@@ -138,7 +138,8 @@ def start_slow(srv):
 
 def run_main(tmp):
     ddir = os.path.join(tmp, "d")
-    srv = HttpServer(ddir, ["--query-threads", "1", "--query-queue", "64", "--index-commit-ms", "50"])
+    srv = HttpServer(ddir, ["--query-threads", "1", "--query-queue", "64", "--index-commit-ms", "50",
+                            "--query-inline-postings", "0"])
     start_slow(srv)
     h = Http(srv.http_port)
     txn = load(h)
@@ -188,7 +189,7 @@ def run_main(tmp):
     check(srv.stop() == 0, "clean stop after cancelled queries: " + srv.tail())
 
     # Overload: one running, the queue of 2 full, then more.
-    srv = HttpServer(ddir, ["--query-threads", "1", "--query-queue", "2"])
+    srv = HttpServer(ddir, ["--query-threads", "1", "--query-queue", "2", "--query-inline-postings", "0"])
     start_slow(srv)
     h = Http(srv.http_port)
     first = [Pending(srv.http_port, "POST", "/c/big/_search", SLOW)]
@@ -224,19 +225,31 @@ def run_main(tmp):
     check(srv.stop() == 0, "clean stop with queries queued: " + srv.tail())
     print("ok   SIGTERM with queries queued: each answered, exit 0")
 
-    # The same answers as on the loop.
-    got = {}
-    for threads in ("2", "0"):
-        srv = HttpServer(ddir, ["--query-threads", threads])
+    # The same answers as on the loop, and with the cheap ones on the loop (--query-inline-postings:
+    # with a huge limit every find and search runs there but those whose filter has a range or $or).
+    got, counts = {}, {}
+    configs = {"2": ["--query-threads", "2", "--query-inline-postings", "0"], "0": ["--query-threads", "0"],
+               "inline": ["--query-threads", "1", "--query-inline-postings", "1000000000"]}
+    for name, args in configs.items():
+        srv = HttpServer(ddir, args)
         srv.start()
-        got[threads] = answers(srv.http_port, txn)
+        got[name] = answers(srv.http_port, txn)
+        h = Http(srv.http_port)
+        counts[name] = (metric(h, "hanudb_query_inline_total"), metric(h, "hanudb_query_jobs_total"))
+        h.close()
         check(srv.stop() == 0, "clean stop")
     check(len(got["2"]) == len(requests(txn)), "every request answered")
-    for i, (a, b) in enumerate(zip(got["2"], got["0"])):
-        check(a == b, "request %d differs between 2 query threads and 0: %r / %r" % (i, a[:1], b[:1]))
+    for other in ("0", "inline"):
+        for i, (a, b) in enumerate(zip(got["2"], got[other])):
+            check(a == b, "request %d differs between 2 query threads and %s: %r / %r" % (i, other, a[:1], b[:1]))
     statuses = sorted(set(a[0] for a in got["2"]))
     check(statuses == [200, 400, 404], "the requests cover answers and errors: %r" % statuses)
-    print("ok   %d answers byte-identical with --query-threads 2 and 0" % len(got["2"]))
+    # 10 searches and the 2 finds by user on the loop; the range, the $or, the aggregations and
+    # the 2 listings on the worker; the 404 and the bad filter never reach either
+    check(counts["inline"] == (12, 5), "inline and worker queries: %r" % (counts["inline"],))
+    check(counts["2"] == (0, 17), "with --query-inline-postings 0 every query on a worker: %r" % (counts["2"],))
+    print("ok   %d answers byte-identical with --query-threads 2, 0 and the cheap ones on the loop "
+          "(12 on the loop, 5 on the worker)" % len(got["2"]))
     return 0
 
 

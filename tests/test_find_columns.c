@@ -807,6 +807,77 @@ static void test_page_leaves_out_deleted_since_snapshot(void)
     store_close(st);
 }
 
+static uint64_t find_estimate_of(const index_snapshot *snap, const char *json)
+{
+    filter *f;
+    query_error qe;
+    if (filter_parse(json, strlen(json), "filter", &f, &qe) != HANU_OK) return 12345;
+    uint64_t e = index_find_estimate(snap, f);
+    filter_free(f);
+    return e;
+}
+
+static uint64_t search_estimate_of(const index_snapshot *snap, const char *q, const char *filter_json)
+{
+    search_query sq;
+    query_error qe;
+    filter *f = NULL;
+    if (search_query_parse(q, strlen(q), &sq, &qe) != HANU_OK) return 12345;
+    if (filter_json && filter_parse(filter_json, strlen(filter_json), "filter", &f, &qe) != HANU_OK) return 12345;
+    uint64_t e = index_search_estimate(snap, &sq, f);
+    filter_free(f);
+    search_query_free(&sq);
+    return e;
+}
+
+/* The cost estimates that choose where a query runs: documents of the terms,
+ * summed over segments; unknown (UINT64_MAX) for what the term table does not tell. */
+static void test_estimates(void)
+{
+    store *st;
+    indexer *ix;
+    uint32_t db;
+    uint64_t txn;
+    REQUIRE(open_collection("find-estimates", "e", &st, &ix, &db));
+    for (int i = 0; i < 30; i++) {   /* two segments of 15 */
+        char id[16], doc[160];
+        snprintf(id, sizeof id, "e%02d", i);
+        int len = snprintf(doc, sizeof doc, "{\"_id\":\"%s\",\"s\":\"%s\",\"n\":%d,\"t\":\"%s\",\"arr\":[1,2]}", id,
+                           i % 3 ? "y" : "x", i, i % 2 ? "apple pear" : "apple");
+        store_op op = { STORE_SET, id, strlen(id), doc, (size_t)len };
+        CHECK_EQ(store_write(st, db, &op, 1, STORE_COND_NONE, 0, &txn, NULL), HANU_OK);
+        if (i == 14) CHECK_EQ(wait_all(st, ix), HANU_OK);
+    }
+    CHECK_EQ(wait_all(st, ix), HANU_OK);
+    index_snapshot *snap = index_snapshot_acquire(ix, db);
+    REQUIRE(snap);
+    CHECK_EQ(snap->nsegments, 2);
+    CHECK_EQ(find_estimate_of(snap, "{\"s\":\"x\"}"), 10);
+    CHECK_EQ(find_estimate_of(snap, "{\"s\":{\"$in\":[\"x\",\"y\"]}}"), 30);
+    CHECK_EQ(find_estimate_of(snap, "{\"s\":\"x\",\"n\":3}"), 11);
+    CHECK_EQ(find_estimate_of(snap, "{\"s\":\"zzz\"}"), 0);
+    CHECK_EQ(find_estimate_of(snap, "{\"arr\":2}"), 30);
+    CHECK_EQ(find_estimate_of(snap, "{}"), 30);
+    CHECK_EQ(index_find_estimate(snap, NULL), 30);
+    CHECK_EQ(find_estimate_of(snap, "{\"n\":{\"$gt\":1}}"), UINT64_MAX);
+    CHECK_EQ(find_estimate_of(snap, "{\"s\":null}"), UINT64_MAX);
+    CHECK_EQ(find_estimate_of(snap, "{\"arr\":[1,2]}"), UINT64_MAX);
+    CHECK_EQ(find_estimate_of(snap, "{\"$or\":[{\"s\":\"x\"}]}"), UINT64_MAX);
+    CHECK_EQ(find_estimate_of(snap, "{\"s\":\"x\",\"n\":{\"$ne\":2}}"), UINT64_MAX);
+    CHECK_EQ(search_estimate_of(snap, "apple", NULL), 30);
+    CHECK_EQ(search_estimate_of(snap, "pear", NULL), 15);
+    CHECK_EQ(search_estimate_of(snap, "apple pear", NULL), 45);
+    CHECK_EQ(search_estimate_of(snap, "\"apple pear\"", NULL), 45);
+    CHECK_EQ(search_estimate_of(snap, "pear", "{\"s\":\"x\"}"), 15);       /* tested on the columns */
+    CHECK_EQ(search_estimate_of(snap, "pear", "{\"o.x\":1}"), 15);           /* by its term: none */
+    CHECK_EQ(search_estimate_of(snap, "pear", "{\"arr\":{\"$in\":[1,7]}}"), 15);   /* tested per candidate too */
+    CHECK_EQ(search_estimate_of(snap, "pear", "{\"n\":{\"$gt\":1}}"), UINT64_MAX);
+    CHECK_EQ(index_find_estimate(NULL, NULL), 0);
+    index_snapshot_release(snap);
+    indexer_close(ix);
+    store_close(st);
+}
+
 int main(void)
 {
     RUN(test_cursor_tamper);
@@ -814,5 +885,6 @@ int main(void)
     RUN(test_pages_under_writes);
     RUN(test_ties_across_segments);
     RUN(test_page_leaves_out_deleted_since_snapshot);
+    RUN(test_estimates);
     TEST_DONE();
 }

@@ -101,7 +101,7 @@ int cli_serve_main(int argc, char **argv)
     uint64_t lease_ttl_s = 10, poll_ms = 1000;
     uint64_t max_segment_mb = o.index_max_segment_bytes >> 20, doc_cache_bytes = o.doc_cache_bytes;
     const char *merge_policy = "default";
-    uint64_t query_threads = o.query_threads, query_queue = o.query_queue;
+    uint64_t query_threads = o.query_threads, query_queue = o.query_queue, query_inline = o.query_inline_postings;
     uint64_t header_ms = o.http_header_timeout_ms, body_ms = o.http_body_timeout_ms, http_idle_ms = o.http_idle_timeout_ms;
     cli_opt opts[] = {
         { "data", CLI_STR, &f.data, "data directory (default ./data)" },
@@ -177,6 +177,9 @@ int cli_serve_main(int argc, char **argv)
                                                     "(default the CPUs the process may run on, at most 256)" },
         { "query-queue", CLI_U64, &query_queue, "queries that may wait for a query thread, then 503 overloaded "
                                                 "(default 1024, 1 to 1000000)" },
+        { "query-inline-postings", CLI_U64, &query_inline, "a find or search estimated to read at most N postings "
+                                                           "runs on the loop, not a thread (default 4096 on one CPU, "
+                                                           "else 0: never)" },
         { NULL, 0, NULL, NULL },
     };
     int rc = cli_parse("serve", "Runs the HanuDB server on DATA until SIGINT or SIGTERM.", opts, argc, argv);
@@ -286,6 +289,7 @@ int cli_serve_main(int argc, char **argv)
     }
     o.query_threads = (uint32_t)query_threads;
     o.query_queue = (uint32_t)query_queue;
+    o.query_inline_postings = query_inline;
     return server_run(&o);
 }
 

@@ -186,6 +186,60 @@ static size_t value_key(uint8_t *key, const filter_node *n, const json_value *v)
     }
 }
 
+/* ---- cost estimates: where to run a query ---- */
+
+static uint64_t add_capped(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* The documents of the term of v at n's path, over the snapshot; UINT64_MAX
+   when v has no term (null, an array, an object, a long string): its
+   equality looks at every document of the path. */
+static uint64_t value_estimate(const index_snapshot *snap, const filter_node *n, const json_value *v)
+{
+    uint8_t key[INDEX_KEY_MAX];
+    size_t len = v->type == JSON_NULL ? 0 : value_key(key, n, v), tl;
+    if (!len) return UINT64_MAX;
+    uint64_t docs = 0;
+    for (uint32_t s = 0; s < snap->nsegments; s++) {
+        uint32_t t = index_segment_term_find(snap->segments[s].seg, key, len), df = 0;
+        if (t != UINT32_MAX) index_segment_term(snap->segments[s].seg, t, &tl, &df);
+        docs += df;
+    }
+    return docs;
+}
+
+static uint64_t node_estimate(const index_snapshot *snap, const filter_node *nodes, uint32_t i)
+{
+    const filter_node *n = &nodes[i];
+    uint64_t cost = 0;
+    switch (n->op) {
+    case FILTER_AND:
+        if (!n->count)   /* {}: every document */
+            for (uint32_t s = 0; s < snap->nsegments; s++) cost += index_segment_docs(snap->segments[s].seg);
+        for (uint32_t k = 0; k < n->count; k++) cost = add_capped(cost, node_estimate(snap, nodes, n->first + k));
+        return cost;
+    case FILTER_EQ:
+        return value_estimate(snap, n, n->operand);
+    case FILTER_IN:
+        for (size_t k = 0; k < json_len(n->operand); k++)
+            cost = add_capped(cost, value_estimate(snap, n, json_at(n->operand, k)));
+        return cost;
+    default:   /* ranges, $ne, $exists, $or, $not...: their cost is not in the term table */
+        return UINT64_MAX;
+    }
+}
+
+uint64_t index_find_estimate(const index_snapshot *snap, const filter *f)
+{
+    size_t nn = 0;
+    const filter_node *nodes = f ? filter_nodes(f, &nn) : NULL;
+    if (!snap) return 0;
+    if (!nn) return node_estimate(snap, &(filter_node){ .op = FILTER_AND }, 0);
+    return node_estimate(snap, nodes, 0);
+}
+
 /* sure &= with; maybe = maybe (for "sure only where the column is scalar"). */
 static int and_into(bitmap *b, const bitmap *with)
 {

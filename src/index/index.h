@@ -533,6 +533,14 @@ typedef struct index_find_opts {
 /* out->total counts every match of the filter (the cursor does not narrow
  * it); *next (may be NULL) is set to the last hit's position when more hits
  * follow it, and next_valid says so. */
+/* About how many postings a query reads in snap, to choose where it runs: the
+ * documents of a find's equality and $in terms, of a search's words (plus its
+ * filter's unless that is equalities tested on the candidates' columns).
+ * UINT64_MAX when the filter holds anything whose cost the term table does
+ * not tell (a range, $ne, $exists, $or, $not, an equality with null or an
+ * array). Term lookups only: a few microseconds. */
+uint64_t index_find_estimate(const index_snapshot *snap, const filter *f);
+uint64_t index_search_estimate(const index_snapshot *snap, const search_query *q, const filter *f);
 int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const index_find_opts *o,
                   index_hits *out, index_cursor *next, int *next_valid, query_error *err);
 

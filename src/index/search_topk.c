@@ -911,6 +911,8 @@ static int column_safe(const json_value *v)
 
 /* Collects the $and of equality/$in tests under node i; 0 when the filter
  * holds anything else. */
+/* 1 when the filter is equalities tested on the candidates' columns; x NULL:
+   only says so. */
 static int collect_tests(search_ctx *x, const filter_node *nodes, uint32_t i)
 {
     const filter_node *n = &nodes[i];
@@ -923,7 +925,7 @@ static int collect_tests(search_ctx *x, const filter_node *nodes, uint32_t i)
     if (n->op == FILTER_EQ && !column_safe(n->operand)) return 0;
     for (size_t k = 0; n->op == FILTER_IN && k < json_len(n->operand); k++)
         if (!column_safe(json_at(n->operand, k))) return 0;
-    x->tests[x->ntests++] = (col_test){ n->path, n->path_len, n->operand, n->op == FILTER_IN };
+    if (x) x->tests[x->ntests++] = (col_test){ n->path, n->path_len, n->operand, n->op == FILTER_IN };
     return 1;
 }
 
@@ -946,6 +948,24 @@ static uint32_t whole_text_df(const index_segment *seg, const char *tok, size_t 
     size_t len;
     if (t != UINT32_MAX) index_segment_term(seg, t, &len, &df);
     return df;
+}
+
+uint64_t index_search_estimate(const index_snapshot *snap, const search_query *q, const filter *f)
+{
+    if (!snap) return 0;
+    size_t nn = 0;
+    const filter_node *nodes = f ? filter_nodes(f, &nn) : NULL;
+    uint64_t cost = 0;
+    /* a filter of plain equalities costs a column test per candidate, counted with the words */
+    if (nn && !(nodes[0].op == FILTER_AND && nodes[0].count == 0) && !collect_tests(NULL, nodes, 0))
+        cost = index_find_estimate(snap, f);
+    for (uint32_t s = 0; s < snap->nsegments; s++)
+        for (size_t c = 0; c < q->n; c++)
+            for (uint32_t k = 0; k < q->clauses[c].n_tokens; k++) {
+                uint32_t df = whole_text_df(snap->segments[s].seg, q->clauses[c].tokens[k], q->clauses[c].lens[k]);
+                cost = cost > UINT64_MAX - df ? UINT64_MAX : cost + df;
+            }
+    return cost;
 }
 
 /* N, the average length and every clause's idf over the live documents. */

@@ -766,11 +766,27 @@ static void on_query_check(h2o_timeout_entry_t *entry)
     if (!h2o_linklist_is_empty(anchor)) h2o_timeout_link(srv->loop, &srv->query_check_timeout, entry);
 }
 
-/* Runs t on a worker, or here without a pool; t is consumed. */
+/* 1 when t is a find or search that reads at most --query-inline-postings
+   postings (index_find_estimate, index_search_estimate): on one core a
+   thread's handoff, and the preemptions while it runs, cost more than that. */
+static int cheap_enough(server *srv, const query_task *t)
+{
+    uint64_t limit = srv->opt.query_inline_postings;
+    if (!limit || (t->call.route != ROUTE_FIND && t->call.route != ROUTE_SEARCH)) return 0;
+    index_snapshot *snap = index_snapshot_acquire(srv->indexer, t->db);
+    uint64_t cost = t->call.route == ROUTE_FIND ? index_find_estimate(snap, t->r.filter)
+                                                : index_search_estimate(snap, &t->r.q, t->r.filter);
+    if (snap) index_snapshot_release(snap);
+    return cost <= limit;
+}
+
+/* Runs t on a worker, or here without a pool or when cheap; t is consumed. */
 static void dispatch(query_task *t)
 {
     server *srv = t->call.srv;
-    if (!srv->query_pool) {   /* --query-threads 0: on the loop, as before the pool */
+    int cheap = srv->query_pool && cheap_enough(srv, t);
+    srv->query_inline += (uint64_t)cheap;
+    if (!srv->query_pool || cheap) {   /* --query-threads 0: on the loop, as before the pool */
         task_run(&t->job);
         task_answer(t);
         task_free(t);
@@ -963,10 +979,12 @@ static void query_metrics(server *srv, hanu_buf *b)
         { "hanudb_query_jobs_total", "counter", "Queries finished by the workers." },
         { "hanudb_query_rejected_total", "counter", "Queries answered 503 overloaded: the queue was full." },
         { "hanudb_query_cancelled_total", "counter", "Queries whose client left before the answer." },
+        { "hanudb_query_inline_total", "counter", "Queries run on the event loop as cheap enough (--query-inline-postings)." },
         { "hanudb_query_busy_seconds_total", "counter", "Time the workers spent running queries." },
         { "hanudb_query_wait_seconds_total", "counter", "Time queries spent waiting for a worker." },
     };
-    const uint64_t v[] = { qs.threads, qs.queue_cap, qs.queued, qs.running, qs.jobs, qs.rejected, qs.cancelled };
+    const uint64_t v[] = { qs.threads, qs.queue_cap, qs.queued, qs.running, qs.jobs, qs.rejected, qs.cancelled,
+                           srv->query_inline };
     u64_families(b, fam, v, sizeof v / sizeof *v);
     const double secs[] = { (double)qs.busy_ns / 1e9, (double)qs.wait_ns / 1e9 };
     for (size_t i = 0; i < 2; i++) {

@@ -51,6 +51,7 @@ void server_options_default(server_options *o)
     long cpus = usable_cpus();
     o->query_threads = cpus < 1 ? 1 : cpus > 64 ? 64 : (uint32_t)cpus;
     o->query_queue = 1024;
+    o->query_inline_postings = cpus == 1 ? QUERY_INLINE_ONE_CPU : 0;
     o->snapshot_segments = 64;
 }
 

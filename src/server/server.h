@@ -57,7 +57,13 @@ typedef struct server_options {
     uint64_t doc_cache_bytes;       /* the hot-document cache (default 64 MiB; 0: none) */
     uint32_t query_threads;         /* query workers, default the online CPUs; 0: on the loop */
     uint32_t query_queue;           /* queries waiting for a worker before 503 overloaded, default 1024 */
+    uint64_t query_inline_postings; /* a find or search estimated to read at most this many postings runs
+                                       on the loop; default 4096 on one CPU, else 0 (never) */
 } server_options;
+
+/* --query-inline-postings on one CPU: a thread's handoff there costs more than
+   a query of a few thousand postings (docs/QUERY.md, "Execution"). */
+#define QUERY_INLINE_ONE_CPU 4096
 
 /* Exit status of serve when another writer extended the bucket's chain (fenced). */
 #define SERVER_EXIT_FENCED 3

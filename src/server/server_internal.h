@@ -122,6 +122,7 @@ typedef struct server {
     h2o_timeout_entry_t query_wait_entry;
     struct query_pool *query_pool;  /* the query workers (http_query.c); NULL: queries run on the loop */
     h2o_linklist_t query_tasks;     /* queries in the pool, checked for clients that left */
+    uint64_t query_inline;          /* queries run on the loop as cheap enough (--query-inline-postings) */
     h2o_timeout_t query_check_timeout;
     h2o_timeout_entry_t query_check_entry;
     struct http_exports *exports;   /* exports running on their threads (http_export.c) */
