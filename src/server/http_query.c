@@ -786,7 +786,7 @@ static void dispatch(query_task *t)
     server *srv = t->call.srv;
     int cheap = srv->query_pool && cheap_enough(srv, t);
     srv->query_inline += (uint64_t)cheap;
-    if (!srv->query_pool || cheap) {   /* --query-threads 0: on the loop, as before the pool */
+    if (!srv->query_pool || cheap) {   /* on the loop: --query-threads 0, or cheap enough */
         task_run(&t->job);
         task_answer(t);
         task_free(t);
