@@ -3,7 +3,7 @@
  *
  *   kvbench --addr HOST:PORT --workload read-overwrite|write|read|cas|batch|fill|ping
  *           --clients N --ops N [--warmup N] [--keyspace N] [--value-size N]
- *           [--durability local|none] [--db NAME] [--json]
+ *           [--durability local|none|bucket] [--db NAME] [--json]
  *
  * A lean client on purpose, so that the server is what gets measured: one
  * thread, one epoll loop, non-blocking sockets, exactly one request in flight
@@ -114,7 +114,7 @@ static void usage(FILE *out)
 {
     fputs("usage: kvbench --addr HOST:PORT --workload read-overwrite|write|read|cas|batch|fill|ping\n"
           "               [--clients N] [--ops N] [--warmup N] [--keyspace N]\n"
-          "               [--value-size N] [--durability local|none] [--db NAME] [--json]\n"
+          "               [--value-size N] [--durability local|none|bucket] [--db NAME] [--json]\n"
           "defaults: --addr $HANUDB_KV_ADDR or 127.0.0.1:8787, --workload read-overwrite,\n"
           "  --clients 32, --ops 256000, --warmup 4096, --keyspace 16384, --value-size 128,\n"
           "  --durability local, --db default. Progress goes to stderr every second; the\n"
@@ -123,6 +123,11 @@ static void usage(FILE *out)
 }
 
 /* 0 ok, 1 printed help, 2 bad usage (message printed). */
+static const char *durability_name(int d)
+{
+    return d == HKV_DUR_NONE ? "none" : d == HKV_DUR_BUCKET ? "bucket" : "local";
+}
+
 static int parse_args(int argc, char **argv, struct config *c)
 {
     const char *env = getenv("HANUDB_KV_ADDR");
@@ -170,6 +175,7 @@ static int parse_args(int argc, char **argv, struct config *c)
         } else if (strcmp(a, "--durability") == 0) {
             if (strcmp(v, "local") == 0) c->durability = HKV_DUR_LOCAL;
             else if (strcmp(v, "none") == 0) c->durability = HKV_DUR_NONE;
+            else if (strcmp(v, "bucket") == 0) c->durability = HKV_DUR_BUCKET;
             else bad = 1;
         } else {
             fprintf(stderr, "kvbench: unknown option %s (see --help)\n", a);
@@ -461,7 +467,7 @@ static void report(const struct run *r)
     double mn = n ? (double)r->lat[0] / 1000.0 : 0, mx = n ? (double)r->lat[n - 1] / 1000.0 : 0;
     double p50 = pct_us(r->lat, n, 50), p90 = pct_us(r->lat, n, 90), p95 = pct_us(r->lat, n, 95),
            p99 = pct_us(r->lat, n, 99), p999 = pct_us(r->lat, n, 99.9);
-    const char *dur = cfg->durability == HKV_DUR_NONE ? "none" : "local";
+    const char *dur = durability_name(cfg->durability);
 
     FILE *out = cfg->json ? stderr : stdout;
     fprintf(out, "\nkvbench %s: %ld clients, %ld sampled ops after %ld warm-up, keyspace %ld, "
@@ -618,7 +624,7 @@ int main(int argc, char **argv)
         fprintf(cfg.json ? stderr : stdout, "kvbench fill: %ld keys of %ld B in %.2f s, "
                 "%.0f keys/s (WriteBatch of %d, durability %s)\n", cfg.keyspace,
                 cfg.value_size, secs, kps, PREFILL_ITEMS,
-                cfg.durability == HKV_DUR_NONE ? "none" : "local");
+                durability_name(cfg.durability));
         if (cfg.json)
             printf("{\"workload\":\"fill\",\"keys\":%ld,\"throughput\":%.1f,"
                    "\"seconds\":%.3f,\"errors\":0}\n", cfg.keyspace, kps, secs);

@@ -69,7 +69,7 @@ static int write_segment(writer *w, int from, int n)
         }
     }
     if (store_flush(w->s) != HANU_OK) return 0;
-    sealer_seal_now(w->z);
+    sealer_seal_upto(w->z, last);
     return sealer_wait(w->z, last, 30000) == HANU_OK;
 }
 

@@ -43,9 +43,11 @@ struct sealer {
     pthread_cond_t wake;                /* the thread sleeps here */
     pthread_cond_t sealed;              /* sealer_wait sleeps here */
     int stop, poked;
-    /* sealer_seal_now calls asked and answered: one is answered once the feed,
-       read after it, is sealed to its end (the thread alone reads it). */
-    uint64_t seal_now_asked, seal_now_answered;
+    /* The highest txn a sealer_seal_upto asked for: sealing is forced until the
+       bucket holds it (or the feed, read once the txn was durable, had no record
+       of it). The ask comes before the loop has written the record, so an ask is
+       answered only by a seal that covers its txn, never by an empty feed. */
+    uint64_t seal_target_txn;
     int status;
     char status_msg[256];
     sealer_stats stats;
@@ -274,30 +276,54 @@ static int sleep_until(sealer *z, uint64_t deadline_ns)
     return stop;
 }
 
+/* The highest txn of which every record is read: pending's last, or the chain's. */
+static uint64_t read_txn(const sealer *z)
+{
+    return z->pending.count ? z->pending.last_txn : z->chain.last_txn;
+}
+
+/* Reads the feed; under an ask for a txn it has not delivered yet (the loop writes
+   a record after the request asked), waits until that txn is durable, so written
+   and in the feed, and reads again. Then every record up to target is read: the
+   ask is covered (*covered), even a txn without a record of its own. */
+static int read_feed_for(sealer *z, uint64_t target, uint64_t *covered)
+{
+    int drained = 0;
+    int rc = read_feed(z, &drained);
+    if (rc || !drained || target <= *covered) return rc;
+    if (read_txn(z) < target) {
+        rc = store_wait_durable(z->s, target);
+        if (rc == HANU_OK) rc = read_feed(z, &drained);
+        if (rc || !drained) return rc;
+    }
+    *covered = target;
+    return HANU_OK;
+}
+
 static void *sealer_thread(void *arg)
 {
     sealer *z = arg;
     uint64_t interval_ns = (uint64_t)z->o.seal_interval_ms * 1000000u;
+    uint64_t covered = z->chain.last_txn;   /* every record up to it read from the feed */
     for (;;) {
         pthread_mutex_lock(&z->mu);
-        uint64_t asked = z->seal_now_asked;
-        int force = asked > z->seal_now_answered;
+        uint64_t target = z->seal_target_txn;
         pthread_mutex_unlock(&z->mu);
         if (!z->upload_ready) {
-            int drained = 0;
-            int rc = read_feed(z, &drained);
+            int rc = HANU_OK;
+            if (target > z->chain.last_txn) rc = read_feed_for(z, target, &covered);
+            else {
+                int drained;
+                rc = read_feed(z, &drained);
+            }
+            /* Forced while an ask is not in the bucket and pending holds some of it. */
+            int force = target > z->chain.last_txn && z->pending.count && covered >= target;
             if (rc == HANU_OK && time_to_seal(z, force)) rc = seal_pending(z);
             if (rc) {
                 stop_for_good(z, rc, "sealer: %s after txn %" PRIu64 ": %s",
                               z->pending.count ? "sealing" : "reading the change feed", z->chain.last_txn,
                               hanu_status_str(rc));
                 return NULL;
-            }
-            /* Answered when what the feed held after the ask is sealed (or was nothing). */
-            if (force && drained) {
-                pthread_mutex_lock(&z->mu);
-                z->seal_now_answered = asked;
-                pthread_mutex_unlock(&z->mu);
             }
         }
         if (z->upload_ready && hanu_now_ns() >= z->retry_at_ns) {
@@ -390,17 +416,17 @@ void sealer_close(sealer *z)
     free(z);
 }
 
-static void poke(sealer *z, int force)
+static void poke(sealer *z, uint64_t target)
 {
     pthread_mutex_lock(&z->mu);
     z->poked = 1;
-    if (force) z->seal_now_asked++;
+    if (target > z->seal_target_txn) z->seal_target_txn = target;
     pthread_cond_signal(&z->wake);
     pthread_mutex_unlock(&z->mu);
 }
 
 void sealer_notify(sealer *z) { poke(z, 0); }
-void sealer_seal_now(sealer *z) { poke(z, 1); }
+void sealer_seal_upto(sealer *z, uint64_t txn) { poke(z, txn); }
 
 int sealer_wait(sealer *z, uint64_t txn, uint32_t timeout_ms)
 {

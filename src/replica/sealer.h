@@ -70,9 +70,12 @@ void sealer_close(sealer *z);
    condition-variable signal; cheap enough to call after every flush). Without it,
    seal_bytes is noticed only at the next tick of seal_interval_ms. */
 void sealer_notify(sealer *z);
-/* Seal everything the feed holds now (what was written before the call), without
-   waiting for the interval. */
-void sealer_seal_now(sealer *z);
+/* Seal up to txn now, without waiting for the interval: the ask holds until a
+   segment covering txn is in the bucket. txn may not be written yet (a request
+   asks before the event loop flushes its record): the sealer then waits until it
+   is durable and seals it. txn must be one the log will write (else the sealer
+   waits for it until the log stops). */
+void sealer_seal_upto(sealer *z, uint64_t txn);
 /* Blocks until the bucket holds txn: OK; the sealer's stopping status (FENCED,
    STOPPED, CORRUPT...) when it stopped; BUSY when timeout_ms passed first. */
 int sealer_wait(sealer *z, uint64_t txn, uint32_t timeout_ms);

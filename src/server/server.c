@@ -515,7 +515,7 @@ int server_run(const server_options *o)
     http_shutdown_begin(srv);
     store_sync(srv->store);
     /* Bucket answers can still go; not after the lease was lost (another node may write now). */
-    if (srv->sealer && !srv->fenced && !srv->lease_lost) sealer_seal_now(srv->sealer);
+    if (srv->sealer && !srv->fenced && !srv->lease_lost) sealer_seal_upto(srv->sealer, store_written_txn(srv->store));
     uint64_t deadline = hanu_now_ns() + 5000000000ull;
     while ((kv_busy_connections(srv) || http_busy(srv)) && hanu_now_ns() < deadline)
         h2o_evloop_run(srv->loop, 50);

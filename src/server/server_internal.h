@@ -194,7 +194,7 @@ static inline void server_want_mark(server *srv, int mark, uint64_t txn)
 {
     if (mark == WAIT_WRITTEN) return;
     store_want_durable(srv->store, txn);
-    if (mark == WAIT_BUCKET && srv->sealer) sealer_seal_now(srv->sealer);
+    if (mark == WAIT_BUCKET && srv->sealer) sealer_seal_upto(srv->sealer, txn);
 }
 
 /* "key":v in an object being written (stats and status answers of both faces). */
