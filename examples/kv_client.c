@@ -6,9 +6,11 @@
  *
  *   cc kv_client.c $(pkg-config --cflags --libs hanudb-client) -o kv_client
  *   ./kv_client 127.0.0.1:8787
+ *   HANUDB_TOKEN=... ./kv_client    (a server started with --tokens)
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <hanudb_client.h>
 
@@ -31,6 +33,9 @@ int main(int argc, char **argv)
     int rc = hkv_connect(addr, NULL, &c, err, sizeof err);
     if (rc) { fprintf(stderr, "kv_client: %s\n", err); return 1; }
     if ((rc = hkv_ping(c))) return fail(c, "ping", rc);
+    /* A server with --tokens answers Unauthorized to everything but Ping until Auth. */
+    const char *secret = getenv("HANUDB_TOKEN");
+    if (secret && *secret && (rc = hkv_auth(c, secret))) return fail(c, "auth", rc);
 
     uint64_t token;
     if ((rc = hkv_set(c, NULL, S("greeting"), S("hello"), HKV_DUR_LOCAL, &token)))

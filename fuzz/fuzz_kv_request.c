@@ -25,6 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (r.db) assert(r.db >= payload && r.db + r.db_len <= payload + len);
             if (r.key) assert(r.key >= payload && r.key + r.key_len <= payload + len);
             if (r.value) assert(r.value >= payload && r.value + r.value_len <= payload + len);
+            if (r.secret) assert(r.secret >= payload && r.secret + r.secret_len <= payload + len && r.secret_len > 0);
             size_t bp = 0, items = 0;
             uint8_t kind;
             const uint8_t *k, *v;

@@ -29,10 +29,20 @@
  * call on it returns HKV_ERR_IO at once; hkv_close() it and connect again.
  * Any other status leaves the connection usable.
  *
+ * Authentication
+ * --------------
+ * A server started with --tokens answers HKV_UNAUTHORIZED to every op but
+ * Ping and Close until the connection presents a token with hkv_auth(); the
+ * token's scope and read-only flag then apply to every later call on that
+ * connection (HKV_FORBIDDEN). Authentication belongs to the connection: the
+ * library never reconnects on its own, so after hkv_close() and
+ * hkv_connect() call hkv_auth() again.
+ *
  * Error text
  * ----------
  * hkv_errmsg(conn) describes the last failed call on a connection: the
- * server's message for InvalidRequest, PayloadTooLarge and InternalError
+ * server's message for InvalidRequest, PayloadTooLarge, InternalError,
+ * Unauthorized and Forbidden
  * (e.g. "no space left on device"), a client-side description otherwise
  * ("connect 127.0.0.1:8787: Connection refused"). The string is owned by the
  * connection and valid until the next call on it.
@@ -77,6 +87,8 @@ enum hkv_status {
     HKV_INVALID_REQUEST = -0x08,       /* hkv_errmsg() has the server's message */
     HKV_PAYLOAD_TOO_LARGE = -0x09,     /* hkv_errmsg() names the limit */
     HKV_INTERNAL_ERROR = -0x10,        /* hkv_errmsg(): I/O error, no space, store stopped */
+    HKV_UNAUTHORIZED = -0x11,          /* server has --tokens: no hkv_auth yet, or an unknown token */
+    HKV_FORBIDDEN = -0x12,             /* the token is read-only, or does not cover the database */
     /* Client-side failures. */
     HKV_ERR_IO = -100,          /* connect/send/recv failed or the server closed: conn broken */
     HKV_ERR_TIMEOUT = -101,     /* connect or I/O timeout expired: conn broken */
@@ -132,6 +144,7 @@ typedef struct hkv_request {
     const void *value;
     size_t value_len;
     uint64_t token;               /* CompareSet, CompareDelete: the expected token */
+                                  /* (Auth: the --tokens token goes in key/key_len, 1-255 bytes) */
     const hkv_batch_item *items;  /* WriteBatch */
     size_t item_count;
 } hkv_request;
@@ -214,6 +227,15 @@ int hkv_fd(const hkv_conn *c);
  * alone otherwise. Create and Drop set *token only if the server sent one.
  */
 int hkv_ping(hkv_conn *c);
+/*
+ * Presents token (NUL-terminated, 1-255 bytes) for the rest of the connection.
+ * HKV_OK: later calls run with the token's rights (a server without --tokens
+ * answers HKV_OK to any token). HKV_UNAUTHORIZED: unknown token, the connection
+ * stays unauthenticated; the server closes it after its third failed Auth
+ * (later calls: HKV_ERR_IO). HKV_ERR_ARG: empty or over 255 bytes, nothing sent.
+ * The token is not kept by the library nor put in hkv_errmsg().
+ */
+int hkv_auth(hkv_conn *c, const char *token);
 /* JSON text of server counters into json (replaced, not NUL-terminated). */
 int hkv_stats(hkv_conn *c, hkv_buf *json);
 int hkv_create(hkv_conn *c, const char *db, int durability, uint64_t *token);

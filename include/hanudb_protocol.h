@@ -23,6 +23,7 @@ enum hkv_op {
     HKV_OP_DELETE = 0x11,
     HKV_OP_COMPARE_DELETE = 0x12,
     HKV_OP_WRITE_BATCH = 0x13,
+    HKV_OP_AUTH = 0x14,          /* presents a --tokens token for the rest of the connection */
 };
 
 enum hkv_wire_status {
@@ -37,6 +38,8 @@ enum hkv_wire_status {
     HKV_WIRE_INVALID_REQUEST = 0x08,
     HKV_WIRE_PAYLOAD_TOO_LARGE = 0x09,
     HKV_WIRE_INTERNAL_ERROR = 0x10,
+    HKV_WIRE_UNAUTHORIZED = 0x11,    /* no Auth yet, or an unknown token */
+    HKV_WIRE_FORBIDDEN = 0x12,       /* the token's scope or read-only flag refuses the op */
 };
 
 /* Durability of a write (request flags bits 0-1). Ignored by reads. */
@@ -50,6 +53,7 @@ enum hkv_durability {
 #define HKV_RESP_HEADER 5u           /* status, u32 length */
 #define HKV_DB_NAME_MAX 64u
 #define HKV_BATCH_MAX 10000u         /* server limit on WriteBatch items */
+#define HKV_AUTH_TOKEN_MAX 255u      /* bytes of the token an Auth op carries */
 #define HKV_DEFAULT_MAX_RESPONSE (16u * 1024 * 1024 + 64)
 
 #endif

@@ -10,10 +10,10 @@ import time
 
 OPS = dict(STATS=0x00, PING=0x01, CLOSE=0x02, CREATE=0x03, INFO=0x04, DROP=0x05, GET=0x06,
            SET=0x07, SET_IF_EXISTS=0x08, SET_IF_NOT_EXISTS=0x09, COMPARE_SET=0x10, DELETE=0x11,
-           COMPARE_DELETE=0x12, WRITE_BATCH=0x13)
+           COMPARE_DELETE=0x12, WRITE_BATCH=0x13, AUTH=0x14)
 OK, PONG, DB_NOT_FOUND, DB_ALREADY_EXISTS, KEY_VALUE_TOKEN, KEY_NOT_FOUND = 0, 1, 2, 3, 4, 5
 KEY_ALREADY_EXISTS, KEY_TOKEN_MISMATCH, INVALID_REQUEST, PAYLOAD_TOO_LARGE = 6, 7, 8, 9
-INTERNAL_ERROR = 0x10
+INTERNAL_ERROR, UNAUTHORIZED, FORBIDDEN = 0x10, 0x11, 0x12
 LOCAL, NONE, BUCKET = 0, 1, 2
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -91,6 +91,11 @@ class Conn:
 
     def batch(self, items, db="default", flags=LOCAL):
         return self.call(OPS["WRITE_BATCH"], batch_payload(db, items), flags)
+
+    def auth(self, token):
+        """Auth: u8 length, then the token's bytes (docs/PROTOCOL.md)."""
+        b = token.encode() if isinstance(token, str) else token
+        return self.call(OPS["AUTH"], bytes([len(b)]) + b)
 
 
 def token_of(payload):

@@ -134,6 +134,9 @@ static void test_encode_every_op(void)
                          "01 02000000 6b32"));
     q.item_count = 0;
     CHECK(encodes_to(&q, "13 02 0c000000 07 64656661756c74 00000000"));
+    /* Auth: u8 length, then the token (PROTOCOL.md's example) */
+    q = (hkv_request){ .op = HKV_OP_AUTH, .key = "admin-token-1", .key_len = 13 };
+    CHECK(encodes_to(&q, "14 00 0e000000 0d 61646d696e2d746f6b656e2d31"));
 }
 
 static void test_encode_appends_frames(void)
@@ -192,7 +195,12 @@ static void test_encode_rejects_bad_arguments(void)
     CHECK_EQ(hkv_encode(&b, &q), HKV_ERR_ARG);
     q = (hkv_request){ .op = 0x0a };
     CHECK_EQ(hkv_encode(&b, &q), HKV_ERR_ARG);
-    q = (hkv_request){ .op = 0x14 };
+    q = (hkv_request){ .op = 0x15 };
+    CHECK_EQ(hkv_encode(&b, &q), HKV_ERR_ARG);
+    q = (hkv_request){ .op = HKV_OP_AUTH };                   /* no token */
+    CHECK_EQ(hkv_encode(&b, &q), HKV_ERR_ARG);
+    static const char long_token[HKV_AUTH_TOKEN_MAX + 1] = {0};
+    q = (hkv_request){ .op = HKV_OP_AUTH, .key = long_token, .key_len = sizeof long_token };
     CHECK_EQ(hkv_encode(&b, &q), HKV_ERR_ARG);
     hkv_batch_item bad_kind = { .kind = 2, .key = "k", .key_len = 1 };
     q = (hkv_request){ .op = HKV_OP_WRITE_BATCH, .items = &bad_kind, .item_count = 1 };
@@ -259,6 +267,12 @@ static void test_decode_each_status(void)
         { HKV_OP_GET, "04 08000000 0900000000000000", HKV_OK, 0 },   /* empty value */
         /* an 8-byte Info JSON is text, not a token */
         { HKV_OP_INFO, "00 08000000 7b2261223a31327d", HKV_OK, 8 },
+        { HKV_OP_AUTH, "00 00000000", HKV_OK, 0 },
+        { HKV_OP_AUTH, "11 03000000 626164", HKV_UNAUTHORIZED, 3 },
+        { HKV_OP_GET, "11 03000000 626164", HKV_UNAUTHORIZED, 3 },
+        { HKV_OP_STATS, "11 00000000", HKV_UNAUTHORIZED, 0 },
+        { HKV_OP_SET, "12 02000000 726f", HKV_FORBIDDEN, 2 },
+        { HKV_OP_CREATE, "12 02000000 726f", HKV_FORBIDDEN, 2 },
     };
     for (size_t i = 0; i < N_ELEMS(cases); i++) {
         int rc = decode_hex(cases[i].op, cases[i].hex, &r, s);
@@ -301,8 +315,11 @@ static void test_decode_rejects_wrong_shapes(void)
         { HKV_OP_SET, "06 00000000" },
         { HKV_OP_GET, "03 00000000" },
         { HKV_OP_STATS, "02 00000000" },                 /* Stats names no database */
+        { HKV_OP_AUTH, "00 08000000 2a00000000000000" }, /* Auth's Ok is empty */
+        { HKV_OP_AUTH, "12 00000000" },                  /* Auth is never Forbidden */
+        { HKV_OP_AUTH, "02 00000000" },                  /* Auth names no database */
         { HKV_OP_PING, "0a 00000000" },                  /* unknown statuses */
-        { HKV_OP_PING, "11 00000000" },
+        { HKV_OP_PING, "13 00000000" },
         { HKV_OP_PING, "ff 00000000" },
         { 0x0a, "ff 00000000" },
     };
@@ -428,6 +445,10 @@ static void test_status_names(void)
     CHECK(hkv_is_client_error(HKV_ERR_IO));
     CHECK(hkv_is_client_error(HKV_ERR_NOMEM));
     CHECK_EQ(HKV_KEY_TOKEN_MISMATCH, -HKV_WIRE_KEY_TOKEN_MISMATCH);
+    CHECK_EQ(HKV_UNAUTHORIZED, -HKV_WIRE_UNAUTHORIZED);
+    CHECK_EQ(HKV_FORBIDDEN, -HKV_WIRE_FORBIDDEN);
+    CHECK(strcmp(hkv_status_str(HKV_UNAUTHORIZED), "unauthorized") == 0);
+    CHECK(strcmp(hkv_status_str(HKV_FORBIDDEN), "forbidden") == 0);
 }
 
 /* ---- the connection layer against a fake server ---- */
@@ -550,6 +571,42 @@ static void test_conn_blocking_calls_on_split_response(void)
     CHECK_EQ(f.got_len, wn);
     CHECK(memcmp(f.got, want, wn) == 0);
     hkv_buf_free(&v);
+}
+
+/* hkv_auth: the frame sent, Unauthorized and Forbidden with the server's message
+   in hkv_errmsg, and arguments refused before anything is sent. */
+static void test_conn_auth(void)
+{
+    uint8_t r1[32], r2[32], r3[32];
+    struct fake f = { .nsteps = 3 };
+    f.steps[0] = (struct fake_step){ 20, r1, unhex("11 0d000000 756e6b6e6f776e20746f6b656e", r1, sizeof r1) };
+    f.steps[1] = (struct fake_step){ 20, r2, unhex("00 00000000", r2, sizeof r2) };
+    f.steps[2] = (struct fake_step){ 20, r3, unhex("12 02000000 726f", r3, sizeof r3) };
+    pthread_t th;
+    REQUIRE(fake_start(&f, &th) == 0);
+    hkv_conn *c = fake_connect(&f, 5000);
+    REQUIRE(c != NULL);
+    CHECK_EQ(hkv_auth(c, "wrong-token-9"), HKV_UNAUTHORIZED);
+    CHECK(strcmp(hkv_errmsg(c), "unknown token") == 0);
+    CHECK_EQ(hkv_auth(c, NULL), HKV_ERR_ARG);
+    CHECK_EQ(hkv_auth(c, ""), HKV_ERR_ARG);
+    char long_token[HKV_AUTH_TOKEN_MAX + 2];
+    memset(long_token, 'x', sizeof long_token - 1);
+    long_token[sizeof long_token - 1] = 0;
+    CHECK_EQ(hkv_auth(c, long_token), HKV_ERR_ARG);
+    CHECK(strstr(hkv_errmsg(c), "xxx") == NULL);      /* the token is never in the message */
+    CHECK_EQ(hkv_auth(c, "admin-token-1"), HKV_OK);
+    CHECK_EQ(hkv_set(c, NULL, "k1", 2, "v", 1, HKV_DUR_LOCAL, NULL), HKV_FORBIDDEN);
+    CHECK(strcmp(hkv_errmsg(c), "ro") == 0);
+    hkv_close(c);
+    pthread_join(th, NULL);
+    close(f.lfd);
+    uint8_t want[128];
+    size_t wn = unhex("14 00 0e000000 0d 77726f6e672d746f6b656e2d39 "
+                      "14 00 0e000000 0d 61646d696e2d746f6b656e2d31 "
+                      "07 00 13000000 07 64656661756c74 02000000 6b31 01000000 76", want, sizeof want);
+    CHECK_EQ(f.got_len, wn);
+    CHECK(memcmp(f.got, want, wn) == 0);
 }
 
 static void test_conn_pipeline_in_order(void)
@@ -744,6 +801,7 @@ int main(void)
     RUN(test_decode_random_input);
     RUN(test_status_names);
     RUN(test_conn_blocking_calls_on_split_response);
+    RUN(test_conn_auth);
     RUN(test_conn_pipeline_in_order);
     RUN(test_conn_long_pipeline_no_deadlock);
     RUN(test_conn_timeout_and_close);

@@ -114,6 +114,32 @@ static void test_batch_items(void)
     hanu_buf_free(&p);
 }
 
+/* Auth: u8 length then the token, as PROTOCOL.md's example; every cut and bad length refused. */
+static void test_auth(void)
+{
+    uint8_t b[300];
+    size_t n = hex("14 00 0e000000 0d 61646d696e2d746f6b656e2d31", b);
+    kv_request r;
+    const char *why = NULL;
+    REQUIRE(kv_parse_request(b[0], b[1], b + 6, (uint32_t)(n - 6), &LIM, &r, &why) == HANU_OK);
+    CHECK(r.op == HKV_OP_AUTH && r.secret_len == 13 && memcmp(r.secret, "admin-token-1", 13) == 0);
+    CHECK(r.db == NULL && r.key == NULL);
+    CHECK(!kv_op_writes(HKV_OP_AUTH) && kv_op_writes(HKV_OP_WRITE_BATCH) && kv_op_writes(HKV_OP_CREATE));
+    CHECK(!kv_op_writes(HKV_OP_GET) && !kv_op_writes(HKV_OP_STATS) && !kv_op_writes(0x7f));
+    for (uint32_t cut = 0; cut < n - 6; cut++)
+        CHECK(kv_parse_request(HKV_OP_AUTH, 0, b + 6, cut, &LIM, &r, &why) == HANU_ERR_INVALID);
+    uint8_t zero = 0;
+    CHECK(kv_parse_request(HKV_OP_AUTH, 0, &zero, 1, &LIM, &r, &why) == HANU_ERR_INVALID);
+    CHECK(strcmp(why, "token must be 1 to 255 bytes") == 0);
+    b[6 + 14] = 'x';      /* a trailing byte */
+    CHECK(kv_parse_request(HKV_OP_AUTH, 0, b + 6, 15, &LIM, &r, &why) == HANU_ERR_INVALID);
+    /* the longest token */
+    b[0] = 255;
+    memset(b + 1, 't', 255);
+    REQUIRE(kv_parse_request(HKV_OP_AUTH, 0, b, 256, &LIM, &r, &why) == HANU_OK);
+    CHECK_EQ(r.secret_len, 255);
+}
+
 int main(void)
 {
     RUN(test_protocol_md_set_example);
@@ -121,5 +147,6 @@ int main(void)
     RUN(test_flags_and_ops);
     RUN(test_limits);
     RUN(test_batch_items);
+    RUN(test_auth);
     TEST_DONE();
 }

@@ -1,7 +1,8 @@
 /*
  * cli_kv.c: `hanudb kv`, the command-line client of the key-value server.
  * One command per run (ping, get, set, del, create, drop, info, stats,
- * batch), built on the blocking calls of include/hanudb_client.h.
+ * batch), built on the blocking calls of include/hanudb_client.h, after an
+ * Auth when a token is given (--token or HANUDB_TOKEN).
  *
  * Output: values, tokens and JSON on stdout, one per line; messages on
  * stderr. Exit status: 0 ok, 1 key or database not found, 2 any other error
@@ -40,6 +41,8 @@ static void kv_usage(FILE *out)
 "  --db NAME            database (default \"default\")\n"
 "  --durability LEVEL   local (default: after fdatasync), none, or bucket\n"
 "  --timeout MS         connect and I/O timeout (default 30000)\n"
+"  --token TOKEN        authenticate with TOKEN first (a server with --tokens needs\n"
+"                       one); default $HANUDB_TOKEN, which keeps it out of ps\n"
 "  --help               this text\n"
 "\n"
 "exit status: 0 ok, 1 key or database not found, 2 any other error\n", out);
@@ -182,7 +185,7 @@ static int kv_read_batch(FILE *in, struct kv_batch *b)
 /* ---- main ---- */
 
 struct kv_args {
-    const char *addr, *db;
+    const char *addr, *db, *token;
     int durability, timeout_ms;
     const char *pos[4];       /* command and its arguments */
     int npos;
@@ -208,8 +211,9 @@ static const char *kv_opt_value(int argc, char **argv, int *i, const char *name,
 
 static int kv_parse_args(int argc, char **argv, struct kv_args *a)
 {
-    const char *env = getenv("HANUDB_KV_ADDR");
+    const char *env = getenv("HANUDB_KV_ADDR"), *tok = getenv("HANUDB_TOKEN");
     *a = (struct kv_args){ .addr = env && env[0] ? env : KV_DEFAULT_ADDR, .db = "default",
+                           .token = tok && tok[0] ? tok : NULL,
                            .durability = HKV_DUR_LOCAL, .timeout_ms = 30000 };
     int opts_done = 0;
     for (int i = 1; i < argc; i++) {
@@ -239,6 +243,11 @@ static int kv_parse_args(int argc, char **argv, struct kv_args *a)
             else if (strcmp(v, "none") == 0) a->durability = HKV_DUR_NONE;
             else if (strcmp(v, "bucket") == 0) a->durability = HKV_DUR_BUCKET;
             else return kv_bad_usage("--durability wants local, none or bucket", v);
+        } else if ((v = kv_opt_value(argc, argv, &i, "--token", &err)) != NULL) {
+            /* Never echoed: a bad token is named only by its length. */
+            if (!v[0] || strlen(v) > HKV_AUTH_TOKEN_MAX)
+                return kv_bad_usage("--token wants 1 to 255 bytes", NULL);
+            a->token = v;
         } else if ((v = kv_opt_value(argc, argv, &i, "--timeout", &err)) != NULL) {
             char *end;
             long ms = strtol(v, &end, 10);
@@ -362,7 +371,9 @@ int cli_kv_main(int argc, char **argv)
         fprintf(stderr, "hanudb kv: %s\n", err);
         return 2;
     }
-    st = kv_run(c, &a);
+    /* The server's answer to a bad token never holds it, so kv_result may print it. */
+    rc = a.token ? hkv_auth(c, a.token) : HKV_OK;
+    st = rc == HKV_OK ? kv_run(c, &a) : kv_result(c, "auth", rc);
     hkv_close(c);
     if (fflush(stdout) != 0 && st == 0) {
         perror("hanudb kv: stdout");

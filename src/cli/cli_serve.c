@@ -123,7 +123,7 @@ int cli_serve_main(int argc, char **argv)
         { "tls-cert", CLI_STR, &o.tls_cert, "PEM certificate chain: serve HTTPS" },
         { "tls-key", CLI_STR, &o.tls_key, "PEM private key for --tls-cert" },
         { "tokens", CLI_STR, &o.tokens_file, "bearer tokens: a FILE of lines \"TOKEN ro|rw *|col1,col2\", "
-                                             "or those lines inline separated by ';'" },
+                                             "or those lines inline separated by ';'; they guard HTTP and the key-value port (its Auth op)" },
         { "cors-origins", CLI_STR, &o.cors_origins, "allowed CORS origins, comma-separated, or *" },
         { "cors-allow-headers", CLI_STR, &o.cors_allow_headers, "request headers a CORS request may send "
                                                                "besides the API's and tracing ones, comma-separated" },

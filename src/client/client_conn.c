@@ -312,7 +312,8 @@ static void note_failure(hkv_conn *c, const hkv_response *r)
 {
     if (r->data_len > 0 && (r->status == HKV_INVALID_REQUEST ||
                             r->status == HKV_PAYLOAD_TOO_LARGE ||
-                            r->status == HKV_INTERNAL_ERROR)) {
+                            r->status == HKV_INTERNAL_ERROR || r->status == HKV_UNAUTHORIZED ||
+                            r->status == HKV_FORBIDDEN)) {
         size_t n = r->data_len < sizeof c->err ? r->data_len : sizeof c->err - 1;
         memcpy(c->err, r->data, n);
         c->err[n] = 0;
@@ -409,6 +410,16 @@ static int call_token(hkv_conn *c, const hkv_request *req, uint64_t *token)
 int hkv_ping(hkv_conn *c)
 {
     hkv_request q = { .op = HKV_OP_PING };
+    hkv_response r;
+    return call(c, &q, &r);
+}
+
+int hkv_auth(hkv_conn *c, const char *token)
+{
+    size_t n = token ? strlen(token) : 0;
+    if (n == 0 || n > HKV_AUTH_TOKEN_MAX)
+        return fail(c, HKV_ERR_ARG, "a token is 1 to 255 bytes");
+    hkv_request q = { .op = HKV_OP_AUTH, .key = token, .key_len = n };
     hkv_response r;
     return call(c, &q, &r);
 }

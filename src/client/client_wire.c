@@ -32,6 +32,8 @@ const char *hkv_status_str(int status)
     case HKV_INVALID_REQUEST: return "invalid request";
     case HKV_PAYLOAD_TOO_LARGE: return "payload too large";
     case HKV_INTERNAL_ERROR: return "internal error";
+    case HKV_UNAUTHORIZED: return "unauthorized";
+    case HKV_FORBIDDEN: return "forbidden";
     case HKV_ERR_IO: return "connection error";
     case HKV_ERR_TIMEOUT: return "timeout";
     case HKV_ERR_PROTOCOL: return "protocol error";
@@ -83,7 +85,7 @@ static size_t db_name_len(const char *db)
 }
 
 /* Which fields each op carries. */
-enum { F_DB = 1, F_KEY = 2, F_VALUE = 4, F_TOKEN = 8, F_BATCH = 16 };
+enum { F_DB = 1, F_KEY = 2, F_VALUE = 4, F_TOKEN = 8, F_BATCH = 16, F_SECRET = 32 };
 
 static int op_fields(uint8_t op)
 {
@@ -96,6 +98,7 @@ static int op_fields(uint8_t op)
     case HKV_OP_COMPARE_SET: return F_DB | F_KEY | F_TOKEN | F_VALUE;
     case HKV_OP_COMPARE_DELETE: return F_DB | F_KEY | F_TOKEN;
     case HKV_OP_WRITE_BATCH: return F_DB | F_BATCH;
+    case HKV_OP_AUTH: return F_SECRET;      /* the token in key/key_len, u8-length-prefixed */
     default: return -1;
     }
 }
@@ -143,6 +146,11 @@ int hkv_encode(hkv_buf *out, const hkv_request *req)
             add_len(&plen, 4 + (uint64_t)req->key_len) != HKV_OK)
             return HKV_ERR_ARG;
     }
+    if (fields & F_SECRET) {
+        if (req->key_len == 0 || req->key_len > HKV_AUTH_TOKEN_MAX || !req->key)
+            return HKV_ERR_ARG;
+        plen += 1 + req->key_len;
+    }
     if ((fields & F_TOKEN) && add_len(&plen, 8) != HKV_OK)
         return HKV_ERR_ARG;
     if (fields & F_VALUE) {
@@ -179,6 +187,10 @@ int hkv_encode(hkv_buf *out, const hkv_request *req)
     }
     if (fields & F_KEY)
         p = put_lenbytes(p, req->key, req->key_len);
+    if (fields & F_SECRET) {
+        *p++ = (uint8_t)req->key_len;
+        p = put_bytes(p, req->key, req->key_len);
+    }
     if (fields & F_TOKEN) {
         hanu_put_u64(p, req->token);
         p += 8;
@@ -227,8 +239,9 @@ static int status_allowed(uint8_t op, uint8_t st)
     case HKV_WIRE_KEY_TOKEN_MISMATCH:
         return op == HKV_OP_COMPARE_SET || op == HKV_OP_COMPARE_DELETE;
     case HKV_WIRE_INVALID_REQUEST: case HKV_WIRE_PAYLOAD_TOO_LARGE:
-    case HKV_WIRE_INTERNAL_ERROR:
+    case HKV_WIRE_INTERNAL_ERROR: case HKV_WIRE_UNAUTHORIZED:
         return 1;
+    case HKV_WIRE_FORBIDDEN: return op != HKV_OP_AUTH;
     default: return 0;
     }
 }
@@ -237,7 +250,7 @@ static enum ok_shape ok_shape(uint8_t op)
 {
     switch (op) {
     case HKV_OP_STATS: case HKV_OP_INFO: return OK_TEXT;
-    case HKV_OP_CLOSE: return OK_EMPTY;
+    case HKV_OP_CLOSE: case HKV_OP_AUTH: return OK_EMPTY;
     case HKV_OP_CREATE: case HKV_OP_DROP: return OK_EMPTY_OR_TOKEN;
     default: return op_known(op) ? OK_TOKEN : OK_TEXT;
     }
@@ -310,7 +323,7 @@ int hkv_decode(uint8_t op, const uint8_t *buf, size_t len, uint32_t max_payload,
         r.status = -(int)st;
         break;
     case HKV_WIRE_INVALID_REQUEST: case HKV_WIRE_PAYLOAD_TOO_LARGE:
-    case HKV_WIRE_INTERNAL_ERROR:
+    case HKV_WIRE_INTERNAL_ERROR: case HKV_WIRE_UNAUTHORIZED: case HKV_WIRE_FORBIDDEN:
         r.status = -(int)st;
         r.data_len = plen;
         break;

@@ -1,13 +1,12 @@
 /*
  * http_auth.c: who may ask what. Bearer tokens (read-only or read-write, all
- * collections or some), or, without tokens, the Host check that keeps a DNS
+ * collections or some; the table is tokens.h's, shared with the key-value
+ * protocol), or, without tokens, the Host check that keeps a DNS
  * rebinding page away from a loopback server; CORS for the origins allowed.
  */
 #include "server/http_internal.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
-#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -49,70 +48,17 @@ void http_add_cors(server *srv, h2o_req_t *req)
                           H2O_STRLIT(CORS_EXPOSE_HEADERS));
 }
 
-static int load_tokens(server *srv, const char *text, char *err, size_t errcap)
-{
-    char *copy = strdup(text), *save = NULL;
-    int lineno = 0;
-    for (char *line = strtok_r(copy, "\n;", &save); line; line = strtok_r(NULL, "\n;", &save)) {
-        lineno++;
-        while (*line == ' ' || *line == '\t' || *line == '\r') line++;
-        if (!*line || *line == '#') continue;
-        char tok[256], mode[8], cols[4096];
-        int n = sscanf(line, "%255s %7s %4095s", tok, mode, cols);
-        if (n != 3 || (strcmp(mode, "ro") && strcmp(mode, "rw")) || strlen(tok) < 8) {
-            snprintf(err, errcap, "tokens line %d: want \"TOKEN ro|rw *|col1,col2\" with a token of "
-                     "at least 8 characters", lineno);
-            free(copy);
-            return HANU_ERR_INVALID;
-        }
-        http_token *nt = realloc(srv->tokens, (srv->ntokens + 1) * sizeof *nt);
-        if (!nt) { free(copy); return HANU_ERR_NOMEM; }
-        srv->tokens = nt;
-        http_token *t = &srv->tokens[srv->ntokens++];
-        memset(t, 0, sizeof *t);
-        t->token = strdup(tok);
-        unsigned char md[32];
-        SHA256((const unsigned char *)tok, strlen(tok), md);
-        for (int i = 0; i < 8; i++) snprintf(t->scope + 2 * i, 3, "%02x", md[i]);
-        t->read_write = !strcmp(mode, "rw");
-        if (strcmp(cols, "*")) {
-            char *s2 = NULL;
-            for (char *col = strtok_r(cols, ",", &s2); col; col = strtok_r(NULL, ",", &s2)) {
-                t->collections = realloc(t->collections, (t->ncollections + 1) * sizeof(char *));
-                t->collections[t->ncollections++] = strdup(col);
-            }
-        }
-    }
-    free(copy);
-    return HANU_OK;
-}
-
-const http_token *http_find_token(server *srv, h2o_req_t *req)
+const auth_token *http_find_token(server *srv, h2o_req_t *req)
 {
     const h2o_iovec_t *a = http_header(req, H2O_STRLIT("authorization"));
     if (!a || a->len < 8 || strncasecmp(a->base, "Bearer ", 7) != 0) return NULL;
-    const char *t = a->base + 7;
-    size_t tl = a->len - 7;
-    for (size_t i = 0; i < srv->ntokens; i++) {
-        const char *k = srv->tokens[i].token;
-        size_t kl = strlen(k);
-        /* Compare every byte so that timing does not tell a prefix apart. */
-        unsigned diff = (unsigned)(kl ^ tl);
-        for (size_t j = 0; j < kl; j++) diff |= (unsigned)(k[j] ^ (j < tl ? t[j] : 0));
-        if (!diff) return &srv->tokens[i];
-    }
-    return NULL;
+    return auth_tokens_find(&srv->tokens, a->base + 7, a->len - 7);
 }
 
 int http_token_allows(const http_call *c, const char *col, int write)
 {
-    const http_token *t = c->token;
-    if (!c->srv->ntokens) return 1;           /* auth off (loopback only) */
-    if (!t || (write && !t->read_write)) return 0;
-    if (!t->collections) return 1;            /* "*" */
-    for (size_t i = 0; col && i < t->ncollections; i++)
-        if (!strcmp(t->collections[i], col)) return 1;
-    return 0;
+    if (!c->srv->tokens.n) return 1;          /* auth off (loopback only) */
+    return c->token && auth_token_allows(c->token, col, col ? strlen(col) : 0, write);
 }
 
 int http_split_authority(const char *s, size_t len, size_t *host_len, long *port)
@@ -201,41 +147,9 @@ void http_reply_options(http_call *c, const char *allow)
     http_send_empty(c, 204);
 }
 
-static int read_file(const char *path, char **out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return HANU_ERR_IO;
-    hanu_buf b = {0};
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) hanu_buf_append(&b, chunk, n);
-    fclose(f);
-    hanu_buf_append(&b, "", 1);
-    *out = (char *)b.data;
-    return HANU_OK;
-}
-
 int http_auth_start(server *srv, char *err, size_t errcap)
 {
     const server_options *o = &srv->opt;
-    if (o->tokens_file && *o->tokens_file && strchr(o->tokens_file, ' ')) {
-        /* HANUDB_TOKENS="tok1 rw *;tok2 ro users": the lines themselves. */
-        int rc = load_tokens(srv, o->tokens_file, err, errcap);
-        if (rc) return rc;
-    } else if (o->tokens_file && *o->tokens_file) {
-        char *text = NULL;
-        if (read_file(o->tokens_file, &text) != HANU_OK) {
-            snprintf(err, errcap, "cannot read the tokens file %s: %s", o->tokens_file, strerror(errno));
-            return HANU_ERR_IO;
-        }
-        int rc = load_tokens(srv, text, err, errcap);
-        free(text);
-        if (rc) return rc;
-    }
-    if (o->tokens && *o->tokens) {
-        int rc = load_tokens(srv, o->tokens, err, errcap);
-        if (rc) return rc;
-    }
     if (o->cors_origins && *o->cors_origins) {
         char *copy = strdup(o->cors_origins), *save = NULL;
         for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -274,12 +188,6 @@ int http_auth_start(server *srv, char *err, size_t errcap)
 
 void http_auth_stop(server *srv)
 {
-    for (size_t i = 0; i < srv->ntokens; i++) {
-        free(srv->tokens[i].token);
-        for (size_t j = 0; j < srv->tokens[i].ncollections; j++) free(srv->tokens[i].collections[j]);
-        free(srv->tokens[i].collections);
-    }
-    free(srv->tokens);
     for (size_t i = 0; i < srv->ncors; i++) free(srv->cors[i]);
     free(srv->cors);
     free(srv->cors_allow_headers);

@@ -17,14 +17,6 @@ enum http_route {
     ROUTE_PREFLIGHT, ROUTE_OTHER, ROUTE_FIND, ROUTE_SEARCH, ROUTE_AGGS, ROUTE_DOC_LIST, ROUTE_SNAPSHOT, ROUTE_EXPORT, ROUTE_COUNT
 };
 
-typedef struct http_token {
-    char *token;
-    char scope[17];            /* hex of SHA-256(token)'s first 8 bytes: scopes idempotency keys */
-    int read_write;
-    char **collections;        /* NULL: every collection */
-    size_t ncollections;
-} http_token;
-
 /* An answer kept instead of sent: a query worker builds it off the loop
    (http_query.c), the loop sends it. */
 typedef struct http_answer {
@@ -38,7 +30,7 @@ typedef struct http_call {
     h2o_req_t *req;
     int route;
     uint64_t start_ns;
-    const http_token *token;   /* NULL when auth is off */
+    const auth_token *token;   /* NULL when auth is off */
     char col[STORE_DB_NAME_MAX + 1];
     char id[257];
     size_t id_len;
@@ -66,10 +58,10 @@ void http_reply_start(server *srv);     /* the deadline sweep of held answers */
 void http_reply_stop(server *srv);
 
 /* Who may ask what (http_auth.c). */
-int http_auth_start(server *srv, char *err, size_t errcap);   /* tokens, CORS, --allowed-hosts */
+int http_auth_start(server *srv, char *err, size_t errcap);   /* CORS, --allowed-hosts (tokens: server.c) */
 void http_auth_stop(server *srv);
 int http_token_allows(const http_call *c, const char *col, int write);
-const http_token *http_find_token(server *srv, h2o_req_t *req);   /* NULL: none or unknown */
+const auth_token *http_find_token(server *srv, h2o_req_t *req);   /* NULL: none or unknown */
 int http_host_allowed(server *srv, h2o_req_t *req);                /* the check without tokens */
 void http_add_cors(server *srv, h2o_req_t *req);
 void http_reply_options(http_call *c, const char *allow);         /* OPTIONS and CORS preflight */

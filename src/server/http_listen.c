@@ -54,7 +54,7 @@ int http_start(server *srv, char *err, size_t errcap)
         snprintf(err, errcap, "cannot parse --http-addr \"%s\" (want HOST:PORT)", o->http_addr);
         return HANU_ERR_INVALID;
     }
-    if (!srv->ntokens && !server_addr_is_loopback(&ss)) {
+    if (!srv->tokens.n && !server_addr_is_loopback(&ss)) {
         /* No tokens: anyone who can connect could read and write everything. */
         uint16_t port = ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                  : ((struct sockaddr_in *)&ss)->sin_port;
@@ -129,7 +129,7 @@ int http_start(server *srv, char *err, size_t errcap)
         snprintf(shown, sizeof shown, "%s", o->http_addr);
     }
     fprintf(stderr, "hanudb: documents API (HTTP%s) listening on %s%s\n", srv->http_accept.ssl_ctx ? "S" : "",
-            shown, srv->ntokens ? ", bearer tokens required" : "");
+            shown, srv->tokens.n ? ", bearer tokens required" : "");
     return HANU_OK;
 }
 

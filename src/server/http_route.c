@@ -216,7 +216,7 @@ int http_on_req(server *srv, h2o_req_t *req)
                    (int)HANU_MIN(too_large->len, 20), too_large->base, srv->opt.max_body);
         return 0;
     }
-    if (!srv->ntokens && !http_host_allowed(srv, req)) {
+    if (!srv->tokens.n && !http_host_allowed(srv, req)) {
         h2o_iovec_t a = req->input.authority;
         http_error(c, 403, "host_not_allowed", "Host \"%.*s\" is not served: without --tokens only loopback "
                    "names with port %u are, and --allowed-hosts", (int)HANU_MIN(a.len, 100),
@@ -248,9 +248,9 @@ int http_on_req(server *srv, h2o_req_t *req)
         http_reply(c, 200, "{\"ok\":true}", 11, 0);
         return 0;
     }
-    c->token = srv->ntokens ? http_find_token(srv, req) : NULL;
+    c->token = srv->tokens.n ? http_find_token(srv, req) : NULL;
     int open_route = (path == PATH_STATUS || path == PATH_METRICS) && srv->opt.open_metrics;
-    if (srv->ntokens && !c->token && !open_route) {
+    if (srv->tokens.n && !c->token && !open_route) {
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL, H2O_STRLIT("Bearer"));
         http_error(c, 401, "unauthorized", "%s", http_header(req, H2O_STRLIT("authorization"))
                    ? "unknown bearer token" : "this server needs an Authorization: Bearer token");

@@ -19,17 +19,34 @@ typedef struct cursor {
     size_t left;
 } cursor;
 
-static int take_db(cursor *c, kv_request *r, const char **why)
+/* A u8 length (1 to max) then that many bytes; msgs: missing, bad length, past the payload. */
+static int take_short(cursor *c, const uint8_t **out, uint8_t *len, unsigned max, const char *const msgs[3],
+                      const char **why)
 {
-    if (c->left < 1) { *why = "missing database name"; return HANU_ERR_INVALID; }
+    if (c->left < 1) { *why = msgs[0]; return HANU_ERR_INVALID; }
     uint8_t n = c->p[0];
-    if (n == 0 || n > 64) { *why = "database name must be 1 to 64 bytes"; return HANU_ERR_INVALID; }
-    if (c->left - 1 < n) { *why = "database name runs past the payload"; return HANU_ERR_INVALID; }
-    r->db = c->p + 1;
-    r->db_len = n;
+    if (n == 0 || n > max) { *why = msgs[1]; return HANU_ERR_INVALID; }
+    if (c->left - 1 < n) { *why = msgs[2]; return HANU_ERR_INVALID; }
+    *out = c->p + 1;
+    *len = n;
     c->p += 1 + n;
     c->left -= 1 + (size_t)n;
     return HANU_OK;
+}
+
+static int take_db(cursor *c, kv_request *r, const char **why)
+{
+    static const char *const msgs[3] = { "missing database name", "database name must be 1 to 64 bytes",
+                                         "database name runs past the payload" };
+    return take_short(c, &r->db, &r->db_len, 64, msgs, why);
+}
+
+/* Auth: u8 length (1-255), then the token's bytes. */
+static int take_secret(cursor *c, kv_request *r, const char **why)
+{
+    static const char *const msgs[3] = { "missing token", "token must be 1 to 255 bytes",
+                                         "token runs past the payload" };
+    return take_short(c, &r->secret, &r->secret_len, HKV_AUTH_TOKEN_MAX, msgs, why);
 }
 
 static int take_bytes(cursor *c, const uint8_t **out, uint32_t *len, const char *what, const char **why)
@@ -134,6 +151,9 @@ int kv_parse_request(uint8_t op, uint8_t flags, const uint8_t *payload, uint32_t
     case HKV_OP_WRITE_BATCH:
         rc = take_db(&c, req, why);
         if (!rc) rc = take_batch(&c, req, lim, why);
+        break;
+    case HKV_OP_AUTH:
+        rc = take_secret(&c, req, why);
         break;
     default:
         *why = "unknown op code";

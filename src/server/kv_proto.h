@@ -27,10 +27,18 @@ typedef struct kv_request {
     const uint8_t *value;
     uint32_t value_len;
     uint64_t token;
+    const uint8_t *secret;  /* Auth: the token's bytes */
+    uint8_t secret_len;
     uint32_t batch_count;
     const uint8_t *batch;   /* items, validated */
     size_t batch_len;
 } kv_request;
+
+/* Ops that write (refused by followers, read-only tokens, a stopping server). */
+static inline int kv_op_writes(uint8_t op)
+{
+    return op == HKV_OP_CREATE || op == HKV_OP_DROP || (op >= HKV_OP_SET && op <= HKV_OP_WRITE_BATCH);
+}
 
 /* Reads a request header: 0 with op/flags/len filled, or 1 when fewer than 6 bytes. */
 int kv_read_header(const uint8_t *p, size_t avail, uint8_t *op, uint8_t *flags, uint32_t *len);

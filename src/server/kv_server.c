@@ -11,6 +11,10 @@
  * the iteration, so a process crash cannot lose an answered write and a failed
  * pwrite never yields Ok. A connection holds one waiter (waiters.h), queued on
  * its first closed gate. Nothing here blocks the loop.
+ *
+ * With --tokens a connection must present a token (the Auth op) before anything
+ * but Ping and Close; the token's scope and read-only flag then apply to every op,
+ * as tokens.h rules them for HTTP too.
  */
 #include "server/server_internal.h"
 #include "docs/docs.h"
@@ -19,6 +23,13 @@
 #include <stdlib.h>
 
 #define KV_OUT_HIGH_WATER (8u << 20)   /* stop reading a client that does not read */
+/* Failed Auth ops a connection may make; the last one's answer closes it, so that
+   guessing costs a connection (and its handshake) every few tries. */
+#define KV_AUTH_MAX_FAILURES 3
+/* The largest payload read before Auth (an Auth's): nothing bigger is buffered
+   for a client that has not shown a token. */
+#define KV_PREAUTH_PAYLOAD_MAX (1u + HKV_AUTH_TOKEN_MAX)
+#define KV_MSG_AUTH_FIRST "authenticate first: this server has --tokens; send Auth (op 0x14) with a token"
 
 typedef struct kv_gate {
     size_t start;          /* offset of the gated response in out */
@@ -36,6 +47,8 @@ struct kv_conn {
     kv_gate *gates;
     size_t ghead, ngates, gcap;
     uint64_t discard;           /* payload bytes of a refused frame still to skip */
+    const auth_token *token;    /* the Auth op's token; NULL before it or without --tokens */
+    unsigned auth_failures;
     uint64_t last_active_ns;
     int close_after_flush;
     int read_paused;
@@ -257,6 +270,38 @@ static void respond_info(kv_conn *c, uint32_t id)
     respond_json(c, &w);
 }
 
+/* Auth: without --tokens any token is Ok (a client set up with one works against
+   both kinds of server); with them, an unknown token is Unauthorized, leaves the
+   connection unauthenticated, and the KV_AUTH_MAX_FAILURES-th closes it. The
+   token itself is never logged nor echoed. */
+static void respond_auth(kv_conn *c, const kv_request *r)
+{
+    server *srv = c->srv;
+    if (!srv->tokens.n) { kv_respond(&c->out, HKV_WIRE_OK, NULL, 0); return; }
+    c->token = auth_tokens_find(&srv->tokens, r->secret, r->secret_len);
+    if (c->token) { kv_respond(&c->out, HKV_WIRE_OK, NULL, 0); return; }
+    if (++c->auth_failures < KV_AUTH_MAX_FAILURES) { respond_msg(c, HKV_WIRE_UNAUTHORIZED, "unknown token"); return; }
+    respond_msg(c, HKV_WIRE_UNAUTHORIZED, "unknown token; too many failed Auth ops, closing the connection");
+    c->close_after_flush = 1;
+}
+
+/* Whether the connection's token lets op at r's database through; else the
+   Forbidden answer is sent. Ops without a database (Stats) need only a token. */
+static int token_allows(kv_conn *c, const kv_request *r, int is_write)
+{
+    if (!c->token || !r->db || auth_token_allows(c->token, (const char *)r->db, r->db_len, is_write))
+        return 1;
+    char msg[160];
+    if (is_write && !c->token->read_write)
+        snprintf(msg, sizeof msg, "a read-only token cannot write");
+    else if (store_db_name_valid((const char *)r->db, r->db_len))
+        snprintf(msg, sizeof msg, "the token does not cover the database \"%.*s\"", (int)r->db_len, (const char *)r->db);
+    else
+        snprintf(msg, sizeof msg, "the token does not cover that database");
+    respond_msg(c, HKV_WIRE_FORBIDDEN, msg);
+    return 0;
+}
+
 static int ensure_ops(server *srv, size_t n)
 {
     if (n <= srv->ops_cap) return HANU_OK;
@@ -274,12 +319,20 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
     kv_request r;
     const char *why = "invalid request";
     srv->requests++;
+    /* Before Auth only Ping and Close: not even a parse error tells a stranger anything. */
+    if (srv->tokens.n && !c->token && op != HKV_OP_PING && op != HKV_OP_CLOSE && op != HKV_OP_AUTH) {
+        respond_msg(c, HKV_WIRE_UNAUTHORIZED, KV_MSG_AUTH_FIRST);
+        return;
+    }
     int rc = kv_parse_request(op, flags, payload, len, &srv->limits, &r, &why);
     if (rc) {
         respond_msg(c, rc == HANU_ERR_TOO_LARGE ? HKV_WIRE_PAYLOAD_TOO_LARGE : HKV_WIRE_INVALID_REQUEST, why);
         return;
     }
-    int is_write = op == HKV_OP_CREATE || op == HKV_OP_DROP || op >= HKV_OP_SET;
+    if (op == HKV_OP_AUTH) { respond_auth(c, &r); return; }
+    int is_write = kv_op_writes(op);
+    /* Before DbNotFound, so that a token cannot probe names outside its scope. */
+    if (!token_allows(c, &r, is_write)) return;
     if (is_write && !server_accepts_writes(srv)) {
         /* InvalidRequest keeps old clients working; the message starts with the code. */
         char url[LEASE_URL_MAX + 1], msg[LEASE_URL_MAX + 160];
@@ -404,6 +457,12 @@ static void on_read(h2o_socket_t *sock, const char *err)
         uint8_t op, flags;
         uint32_t len;
         if (kv_read_header((const uint8_t *)in->bytes, in->size, &op, &flags, &len)) break;
+        if (srv->tokens.n && !c->token && len > KV_PREAUTH_PAYLOAD_MAX) {
+            srv->requests++;
+            respond_msg(c, HKV_WIRE_UNAUTHORIZED, KV_MSG_AUTH_FIRST " (a larger frame before Auth closes the connection)");
+            c->close_after_flush = 1;
+            continue;
+        }
         if (len > srv->limits.max_frame) {
             char msg[128];
             snprintf(msg, sizeof msg, "request payload of %u bytes exceeds the frame limit of %u bytes",
@@ -451,9 +510,9 @@ int kv_listen(server *srv, const char *addr, char *err, size_t errcap)
     }
     if (server_listen(srv, &ss, sl, addr, on_conn, &srv->kv_listener, err, errcap) != HANU_OK)
         return HANU_ERR_IO;
-    if (!server_addr_is_loopback(&ss))
-        fprintf(stderr, "hanudb: WARNING: the key-value protocol has no authentication and reaches every "
-                "database and collection; %s is not a loopback address\n", addr);
+    if (!srv->tokens.n && !server_addr_is_loopback(&ss))
+        fprintf(stderr, "hanudb: WARNING: without --tokens the key-value protocol needs no authentication and "
+                "reaches every database and collection; %s is not a loopback address\n", addr);
     return HANU_OK;
 }
 

@@ -478,8 +478,11 @@ int server_run(const server_options *o)
         store_close(srv->store);
         return 2;
     }
-    if (http_start(srv, err, sizeof err) != HANU_OK || kv_listen(srv, o->kv_addr, err, sizeof err) != HANU_OK) {
+    /* Tokens guard both faces, so they load whether HTTP is on or not. */
+    if (auth_tokens_load(&srv->tokens, o->tokens_file, o->tokens, err, sizeof err) != HANU_OK ||
+        http_start(srv, err, sizeof err) != HANU_OK || kv_listen(srv, o->kv_addr, err, sizeof err) != HANU_OK) {
         fprintf(stderr, "hanudb: %s\n", err);
+        auth_tokens_free(&srv->tokens);
         server_role_close(srv);
         close_snapshots(srv);
         sealer_close(srv->sealer);
@@ -492,7 +495,8 @@ int server_run(const server_options *o)
     h2o_socket_t *sig = h2o_evloop_socket_create(srv->loop, sfd, 0);
     sig->data = srv;
     h2o_socket_read_start(sig, on_signal);
-    fprintf(stderr, "hanudb: key-value protocol listening on %s\n", o->kv_addr);
+    fprintf(stderr, "hanudb: key-value protocol listening on %s%s\n", o->kv_addr,
+            srv->tokens.n ? ", tokens required (the Auth op)" : "");
 
     uint64_t sealer_checked_ns = 0;
     while (!srv->stopping) {
@@ -541,6 +545,7 @@ int server_run(const server_options *o)
     h2o_multithread_unregister_receiver(srv->queue, &srv->durable_receiver);
     hanu_buf_free(&srv->scratch);
     free(srv->ops_scratch);
+    auth_tokens_free(&srv->tokens);
     int status = srv->fenced ? SERVER_EXIT_FENCED : srv->lease_lost ? SERVER_EXIT_LEASE_LOST
                : atomic_load(&srv->promotion_failed) ? 2 : 0;
     return status;

@@ -11,6 +11,7 @@
 #include "server/server.h"
 #include "server/kv_proto.h"
 #include "server/waiters.h"
+#include "server/tokens.h"
 #include "bucket/bucket.h"
 #include "replica/rebuild.h"
 #include "replica/sealer.h"
@@ -21,7 +22,6 @@
 #include "index/index.h"
 
 typedef struct kv_conn kv_conn;
-struct http_token;
 
 #define HTTP_LATENCY_BUCKETS 16
 #define HTTP_STATUS_SLOTS 20
@@ -60,6 +60,7 @@ typedef struct server {
     uint64_t rebuild_started_ns;
     _Atomic int store_failed;
     waiters waits;                  /* answers of both faces held for a watermark (loop thread) */
+    auth_tokens tokens;             /* --tokens, for both faces (tokens.h); n 0: auth is off */
 
     h2o_linklist_t conns;           /* every kv connection */
     size_t nconns;
@@ -81,8 +82,6 @@ typedef struct server {
     h2o_socket_t *http_listener;
     int http_on;
     size_t parked_count;            /* HTTP answers held in waits */
-    struct http_token *tokens;
-    size_t ntokens;
     char **cors;
     size_t ncors;
     char *cors_allow_headers;       /* the Access-Control-Allow-Headers value */
