@@ -3,6 +3,7 @@ not accept, or one given twice, with 400 invalid_parameter naming it, and does
 nothing else (a misspelt ?durabilty=bucket must not be answered at `local`);
 a misspelt Hanu-* header is refused the same way; a request without a token is
 401 before its parameters are looked at."""
+import json
 import os
 import sys
 

@@ -1,7 +1,8 @@
 """Start-up that fails leaves nothing behind: with the HTTP or the key-value port
 taken, bad tokens or a missing certificate, `serve --data NEW` exits 2 and
-neither NEW nor NEW.bucket exists afterwards; a second server on a data
-directory in use exits 2 naming the PID of the first (so does `compact`)."""
+neither NEW nor NEW.bucket exists afterwards (nor NEW when an S3 bucket is
+unreachable); a second server on a data directory in use exits 2 naming the
+PID of the first (so does `compact`)."""
 import os
 import shutil
 import socket
@@ -59,6 +60,19 @@ def t_bad_options(tmp):
     nothing_made(data, "missing certificate")
 
 
+def t_bucket_unreachable(tmp):
+    """The bucket is reached (listed) before the data directory is made."""
+    data = os.path.join(tmp, "new-s3")
+    env = dict(os.environ, AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="y",
+               AWS_ENDPOINT_URL_S3="http://127.0.0.1:%d" % free_port())
+    r = subprocess.run([BIN, "serve", "--data", data, "--http-addr", "127.0.0.1:%d" % free_port(), "--kv-addr",
+                        "127.0.0.1:%d" % free_port(), "--bucket", "s3://bucket/prefix"], capture_output=True,
+                       text=True, timeout=60, env=env)
+    check(r.returncode == 2 and "s3://bucket/prefix" in r.stderr, "bucket unreachable: exit %d, %r" %
+          (r.returncode, r.stderr))
+    check(not os.path.exists(data), "bucket unreachable: no data directory")
+
+
 def t_directory_in_use(tmp):
     data = os.path.join(tmp, "used")
     first = Server(data)
@@ -82,7 +96,7 @@ def t_directory_in_use(tmp):
 def main():
     tmp = tempfile.mkdtemp(prefix="hanudb-startup-")
     try:
-        for t in (t_port_taken, t_bad_options, t_directory_in_use):
+        for t in (t_port_taken, t_bad_options, t_bucket_unreachable, t_directory_in_use):
             t(tmp)
             print("ok   %s" % t.__name__)
     finally:
