@@ -163,10 +163,16 @@ class Server:
                 if expect_ok:
                     raise RuntimeError("server exited with %d: %s" % (self.proc.returncode, self.tail()))
                 return False
+            # A ping, not a connect: the port is bound (and takes connections into its
+            # backlog) before the store opens, and a start-up may still fail then.
             try:
-                c = Conn(self.port, timeout=1)
-                c.close()
-                return True
+                c = Conn(self.port, timeout=max(0.1, deadline - time.time()))
+                try:
+                    st, _ = c.call(OPS["PING"])
+                finally:
+                    c.close()
+                if st == PONG:
+                    return True
             except OSError:
                 time.sleep(0.02)
         raise RuntimeError("server did not start listening: " + self.tail())

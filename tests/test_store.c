@@ -558,15 +558,20 @@ static void test_second_process_locked_out(void)
     const char *dir = test_tmpdir("lock");
     store *s = open_store(dir, LOG_PREALLOC_APPEND, 1 << 20, err);
     REQUIRE(s);
+    char holder[32];
+    snprintf(holder, sizeof holder, "PID %ld ", (long)getpid());
     pid_t pid = fork();
-    if (pid == 0) {
+    if (pid == 0) {   /* both refusals name the holder */
         store *s2 = open_store(dir, LOG_PREALLOC_APPEND, 1 << 20, err);
-        _exit(s2 == NULL && strstr(err, "in use") ? 0 : 1);
+        char err2[512] = "";
+        int busy = store_lock_check(dir, err2, sizeof err2) == HANU_ERR_BUSY;
+        _exit(s2 == NULL && strstr(err, "in use") && strstr(err, holder) && busy && strstr(err2, holder) ? 0 : 1);
     }
     int st = 0;
     waitpid(pid, &st, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     store_close(s);
+    CHECK_EQ(store_lock_check(dir, err, sizeof err), HANU_OK);   /* the PID left in LOCK holds nobody out */
 }
 
 /* store_get_many answers each key as store_get does: values across several

@@ -3,7 +3,8 @@
  * http_listen.c (listener, TLS, start and stop), http_route.c (paths, checks,
  * dispatch), http_auth.c (tokens, Host, CORS), http_reply.c (answers, held in
  * the waiters until their watermark), http_status.c (_status, /metrics),
- * http_timeout.c, and http_docs.c (collections, documents, batches, idempotency).
+ * http_timeout.c, http_params.c (query parameters, Hanu-* headers), and
+ * http_docs.c (collections, documents, batches, idempotency).
  */
 #ifndef HANU_HTTP_INTERNAL_H
 #define HANU_HTTP_INTERNAL_H
@@ -24,6 +25,10 @@ typedef struct http_answer {
     hanu_buf body;
 } http_answer;
 
+/* The query parameters of any route; each route accepts a set of them (http_route.c). */
+enum http_param { HTTP_PARAM_DURABILITY, HTTP_PARAM_LIMIT, HTTP_PARAM_AFTER, HTTP_PARAM_COUNT };
+#define HTTP_PARAM_BIT(p) (1u << (p))
+
 /* One request being answered: what the handlers fill in. */
 typedef struct http_call {
     server *srv;
@@ -35,6 +40,7 @@ typedef struct http_call {
     char id[257];
     size_t id_len;
     uint8_t durability;        /* kv_durability values */
+    h2o_iovec_t params[HTTP_PARAM_COUNT];   /* percent-decoded, in the request's pool; base NULL: absent */
     http_answer *answer;       /* set: http_reply and http_error keep the answer here (no req, any thread) */
 } http_call;
 
@@ -85,6 +91,15 @@ ssize_t http_decode_segment(const char *s, size_t len, char *out, size_t cap);
 /* Splits HOST[:PORT] (HOST may be [v6]): the host's length, and the port or -1;
    0 when it does not parse. */
 int http_split_authority(const char *s, size_t len, size_t *host_len, long *port);
+
+/* Query parameters and Hanu-* headers (http_params.c). Parses the query string
+   into c->params, percent-decoded; 1 when every parameter is in accepted (a mask of
+   HTTP_PARAM_BIT), none comes twice, and every Hanu-* header is one the server
+   reads, at most once. Otherwise 0, and the 400 invalid_parameter naming it (and
+   the route: the request's method and pattern, "/c/{collection}") was sent. */
+int http_params_parse(http_call *c, unsigned accepted, const char *pattern);
+/* A parameter's decoded value (NUL-terminated), or NULL when absent. */
+const h2o_iovec_t *http_param(const http_call *c, enum http_param p);
 
 /* Status and metrics (http_status.c). */
 void http_count_request(server *srv, int route, int status, uint64_t start_ns);

@@ -41,11 +41,34 @@ static void on_expire_sweep(h2o_timeout_entry_t *entry)
     h2o_timeout_link(srv->loop, &srv->expire_timeout, &srv->expire_entry);
 }
 
-int http_start(server *srv, char *err, size_t errcap)
+/* The TLS context of --tls-cert and --tls-key into srv->http_accept. */
+static int load_tls(server *srv, char *err, size_t errcap)
 {
     const server_options *o = &srv->opt;
-    srv->started_ms = hanu_wall_ms();
-    if (!o->http_addr || !*o->http_addr || !strcmp(o->http_addr, "off")) return HANU_OK;
+    if (!o->tls_cert || !*o->tls_cert) return HANU_OK;
+    SSL_CTX *ssl = SSL_CTX_new(TLS_server_method());
+    SSL_CTX_set_min_proto_version(ssl, TLS1_2_VERSION);
+    if (!o->tls_key || SSL_CTX_use_certificate_chain_file(ssl, o->tls_cert) != 1 ||
+        SSL_CTX_use_PrivateKey_file(ssl, o->tls_key, SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(ssl) != 1) {
+        snprintf(err, errcap, "cannot load TLS certificate %s and key %s: %s", o->tls_cert,
+                 o->tls_key ? o->tls_key : "(missing --tls-key)", ERR_reason_error_string(ERR_get_error()));
+        SSL_CTX_free(ssl);
+        return HANU_ERR_INVALID;
+    }
+    srv->http_accept.ssl_ctx = ssl;   /* no ALPN registered: HTTP/1.1 only */
+    return HANU_OK;
+}
+
+static int http_off(const server_options *o)
+{
+    return !o->http_addr || !*o->http_addr || !strcmp(o->http_addr, "off");
+}
+
+int http_bind(server *srv, char *err, size_t errcap)
+{
+    const server_options *o = &srv->opt;
+    if (http_off(o)) return HANU_OK;
     int rc = http_auth_start(srv, err, errcap);
     if (rc) return rc;
     struct sockaddr_storage ss;
@@ -67,6 +90,31 @@ int http_start(server *srv, char *err, size_t errcap)
         fprintf(stderr, "hanudb: no tokens configured (--tokens): HTTP listens on loopback only, "
                 "127.0.0.1:%u, instead of %s\n", ntohs(port), o->http_addr);
     }
+    if ((rc = load_tls(srv, err, errcap)) != HANU_OK) return rc;
+    char shown[300];
+    snprintf(shown, sizeof shown, "%s (--http-addr)", o->http_addr);
+    if (server_bind(&ss, sl, shown, &srv->http_fd, err, errcap) != HANU_OK) return HANU_ERR_IO;
+    struct sockaddr_storage bound;   /* the real port, also when asked for port 0 */
+    socklen_t bl = sizeof bound;
+    if (getsockname(srv->http_fd, (struct sockaddr *)&bound, &bl) == 0)
+        srv->http_port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                           : ((struct sockaddr_in *)&bound)->sin_port);
+    srv->http_authority_len = (size_t)snprintf(srv->http_authority, sizeof srv->http_authority, "127.0.0.1:%u",
+                                               srv->http_port);
+    if (ss.ss_family == AF_INET) {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, srv->http_shown, sizeof srv->http_shown);
+        snprintf(srv->http_shown + strlen(srv->http_shown), 8, ":%u", ntohs(((struct sockaddr_in *)&ss)->sin_port));
+    } else {
+        snprintf(srv->http_shown, sizeof srv->http_shown, "%s", o->http_addr);
+    }
+    return HANU_OK;
+}
+
+int http_start(server *srv, char *err, size_t errcap)
+{
+    const server_options *o = &srv->opt;
+    srv->started_ms = hanu_wall_ms();
+    if (http_off(o)) return HANU_OK;
     http_reply_start(srv);
     if (http_query_start(srv) != HANU_OK) {
         snprintf(err, errcap, "cannot start %u query threads", o->query_threads);
@@ -91,45 +139,16 @@ int http_start(server *srv, char *err, size_t errcap)
     *(server **)(handler + 1) = srv;
     handler->on_req = on_req;
     h2o_context_init(&srv->http_ctx, srv->loop, &srv->http_globalconf);
-    if (http_timeout_start(srv) != HANU_OK) {
+    if (http_timeout_start(srv) != HANU_OK ||
+        server_listen(srv, &srv->http_fd, on_http_conn, &srv->http_listener) != HANU_OK) {
         snprintf(err, errcap, "out of memory");
         return HANU_ERR_NOMEM;
     }
     srv->http_accept.ctx = &srv->http_ctx;
     srv->http_accept.hosts = srv->http_globalconf.hosts;
-    if (o->tls_cert && *o->tls_cert) {
-        SSL_CTX *ssl = SSL_CTX_new(TLS_server_method());
-        SSL_CTX_set_min_proto_version(ssl, TLS1_2_VERSION);
-        if (!o->tls_key || SSL_CTX_use_certificate_chain_file(ssl, o->tls_cert) != 1 ||
-            SSL_CTX_use_PrivateKey_file(ssl, o->tls_key, SSL_FILETYPE_PEM) != 1 ||
-            SSL_CTX_check_private_key(ssl) != 1) {
-            snprintf(err, errcap, "cannot load TLS certificate %s and key %s: %s", o->tls_cert,
-                     o->tls_key ? o->tls_key : "(missing --tls-key)", ERR_reason_error_string(ERR_get_error()));
-            SSL_CTX_free(ssl);
-            return HANU_ERR_INVALID;
-        }
-        srv->http_accept.ssl_ctx = ssl;   /* no ALPN registered: HTTP/1.1 only */
-    }
-    if (server_listen(srv, &ss, sl, o->http_addr, on_http_conn, &srv->http_listener, err, errcap) != HANU_OK)
-        return HANU_ERR_IO;
-    int fd = h2o_socket_get_fd(srv->http_listener);
-    struct sockaddr_storage bound;   /* the real port, also when asked for port 0 */
-    socklen_t bl = sizeof bound;
-    if (getsockname(fd, (struct sockaddr *)&bound, &bl) == 0)
-        srv->http_port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                                                           : ((struct sockaddr_in *)&bound)->sin_port);
-    srv->http_authority_len = (size_t)snprintf(srv->http_authority, sizeof srv->http_authority, "127.0.0.1:%u",
-                                               srv->http_port);
     srv->http_on = 1;
-    char shown[INET6_ADDRSTRLEN + 8] = "";
-    if (ss.ss_family == AF_INET) {
-        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, shown, sizeof shown);
-        snprintf(shown + strlen(shown), 8, ":%u", ntohs(((struct sockaddr_in *)&ss)->sin_port));
-    } else {
-        snprintf(shown, sizeof shown, "%s", o->http_addr);
-    }
     fprintf(stderr, "hanudb: documents API (HTTP%s) listening on %s%s\n", srv->http_accept.ssl_ctx ? "S" : "",
-            shown, srv->tokens.n ? ", bearer tokens required" : "");
+            srv->http_shown, srv->tokens.n ? ", bearer tokens required" : "");
     return HANU_OK;
 }
 

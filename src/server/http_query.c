@@ -473,24 +473,6 @@ static int cmp_id_ptr(const void *a, const void *b)
     return strcmp(x, y);
 }
 
-/* A query-string parameter's value, or NULL. */
-static const char *query_param(h2o_req_t *req, const char *name, size_t *len)
-{
-    if (req->query_at == SIZE_MAX) return NULL;
-    const char *q = req->path.base + req->query_at + 1, *end = req->path.base + req->path.len;
-    size_t nl = strlen(name);
-    while (q < end) {
-        const char *amp = memchr(q, '&', (size_t)(end - q));
-        const char *e = amp ? amp : end;
-        if ((size_t)(e - q) > nl && !memcmp(q, name, nl) && q[nl] == '=') {
-            *len = (size_t)(e - q - nl - 1);
-            return q + nl + 1;
-        }
-        q = amp ? amp + 1 : end;
-    }
-    return NULL;
-}
-
 /* The listing's parameters. */
 typedef struct list_req {
     size_t limit;
@@ -498,30 +480,29 @@ typedef struct list_req {
     size_t after_len;           /* 0: from the first id */
 } list_req;
 
-/* Reads limit and after from c's query string into l; 0 and the answer sent when bad. */
+/* Reads limit and after (http_params.c decoded them) into l; 0 and the answer sent when bad. */
 static int parse_list(http_call *c, list_req *l)
 {
-    size_t limit = LIST_DEFAULT_LIMIT, vl;
-    const char *v = query_param(c->req, "limit", &vl);
+    size_t limit = LIST_DEFAULT_LIMIT;
+    const h2o_iovec_t *v = http_param(c, HTTP_PARAM_LIMIT);
     if (v) {
-        char *end, tmp[16];
-        snprintf(tmp, sizeof tmp, "%.*s", (int)HANU_MIN(vl, sizeof tmp - 1), v);
-        unsigned long n = strtoul(tmp, &end, 10);
-        if (!vl || vl >= sizeof tmp || *end || n < 1 || n > QUERY_MAX_LIMIT) {
+        char *end;
+        unsigned long n = strtoul(v->base, &end, 10);
+        if (!v->len || v->len > 15 || *end || v->base[0] < '0' || v->base[0] > '9' || n < 1 || n > QUERY_MAX_LIMIT) {
             http_error(c, 400, "invalid_request", "limit must be an integer from 1 to %d", QUERY_MAX_LIMIT);
             return 0;
         }
         limit = n;
     }
     l->limit = limit;
-    v = query_param(c->req, "after", &vl);
+    v = http_param(c, HTTP_PARAM_AFTER);
     if (v) {
-        ssize_t al = http_decode_segment(v, vl, l->after, DOCS_ID_MAX);
-        if (al <= 0) {
+        if (!v->len || v->len > DOCS_ID_MAX) {
             http_error(c, 400, "invalid_request", "after must be a percent-encoded document id");
             return 0;
         }
-        l->after_len = (size_t)al;
+        memcpy(l->after, v->base, v->len);
+        l->after_len = v->len;
     }
     return 1;
 }

@@ -2,7 +2,8 @@
  * http_route.c: from a request to its handler: the path's shape (exact
  * segments, percent-decoded), the methods each path answers (Allow, OPTIONS),
  * the checks every request passes in order (framing, body size, Host, token,
- * JSON-only bodies, names, durability), then the handler.
+ * query parameters and Hanu-* headers, JSON-only bodies, names, durability),
+ * then the handler.
  */
 #include "server/http_internal.h"
 #include "docs/docs.h"
@@ -50,24 +51,49 @@ static unsigned method_bit(h2o_req_t *req)
     }
 }
 
-#define READ_ONLY_METHODS { M_GET | M_HEAD | M_OPTIONS, "GET, HEAD, OPTIONS" }
-/* The methods each path answers: its Allow header, and the CORS preflight's methods. */
-static const struct { unsigned methods; const char *allow; } path_methods[PATH_COUNT] = {
-    [PATH_UNKNOWN] = { 0, "" },
-    [PATH_HEALTH] = READ_ONLY_METHODS,
-    [PATH_STATUS] = READ_ONLY_METHODS,
-    [PATH_METRICS] = READ_ONLY_METHODS,
-    [PATH_COLLECTIONS] = READ_ONLY_METHODS,
-    [PATH_COLLECTION] = { M_GET | M_HEAD | M_PUT | M_DELETE | M_OPTIONS, "GET, HEAD, PUT, DELETE, OPTIONS" },
-    [PATH_DOCS] = { M_GET | M_HEAD | M_POST | M_OPTIONS, "GET, HEAD, POST, OPTIONS" },
-    [PATH_DOC] = { M_GET | M_HEAD | M_PUT | M_DELETE | M_OPTIONS, "GET, HEAD, PUT, DELETE, OPTIONS" },
-    [PATH_BATCH] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
-    [PATH_FIND] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
-    [PATH_SEARCH] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
-    [PATH_AGGS] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
-    [PATH_SNAPSHOT] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
-    [PATH_EXPORT] = { M_POST | M_OPTIONS, "POST, OPTIONS" },
+#define DUR HTTP_PARAM_BIT(HTTP_PARAM_DURABILITY)
+#define READ_ONLY_METHODS .methods = M_GET | M_HEAD | M_OPTIONS, .allow = "GET, HEAD, OPTIONS"
+/* Each path: the methods it answers (its Allow header, the CORS preflight's methods),
+   its pattern (in messages), and the query parameters each method accepts; anything
+   else is 400 invalid_parameter. HEAD takes GET's; OPTIONS (a browser's preflight
+   carries the real request's URL) those of any method of the path. */
+static const struct path_spec {
+    unsigned methods;
+    const char *allow, *pattern;
+    unsigned get, put, post, del;   /* HTTP_PARAM_BIT masks */
+} paths[PATH_COUNT] = {
+    [PATH_UNKNOWN] = { .allow = "", .pattern = "" },
+    [PATH_HEALTH] = { READ_ONLY_METHODS, .pattern = "/_health" },
+    [PATH_STATUS] = { READ_ONLY_METHODS, .pattern = "/_status" },
+    [PATH_METRICS] = { READ_ONLY_METHODS, .pattern = "/metrics" },
+    [PATH_COLLECTIONS] = { READ_ONLY_METHODS, .pattern = "/c" },
+    [PATH_COLLECTION] = { M_GET | M_HEAD | M_PUT | M_DELETE | M_OPTIONS, "GET, HEAD, PUT, DELETE, OPTIONS",
+                          "/c/{collection}", .put = DUR, .del = DUR },
+    [PATH_DOCS] = { M_GET | M_HEAD | M_POST | M_OPTIONS, "GET, HEAD, POST, OPTIONS", "/c/{collection}/docs",
+                    .get = HTTP_PARAM_BIT(HTTP_PARAM_LIMIT) | HTTP_PARAM_BIT(HTTP_PARAM_AFTER), .post = DUR },
+    [PATH_DOC] = { M_GET | M_HEAD | M_PUT | M_DELETE | M_OPTIONS, "GET, HEAD, PUT, DELETE, OPTIONS",
+                   "/c/{collection}/docs/{id}", .put = DUR, .del = DUR },
+    [PATH_BATCH] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_batch", .post = DUR },
+    [PATH_FIND] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_find" },
+    [PATH_SEARCH] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_search" },
+    [PATH_AGGS] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_aggs" },
+    [PATH_SNAPSHOT] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/_admin/snapshot" },
+    [PATH_EXPORT] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_export" },
 };
+#undef DUR
+
+/* The query parameters a method of a path accepts. */
+static unsigned params_of(const struct path_spec *p, unsigned m)
+{
+    switch (m) {
+    case M_GET: case M_HEAD: return p->get;
+    case M_PUT: return p->put;
+    case M_POST: return p->post;
+    case M_DELETE: return p->del;
+    case M_OPTIONS: return p->get | p->put | p->post | p->del;
+    default: return 0;
+    }
+}
 
 /* Splits the path (without the query) into its segments and names the route. An
    empty segment (a trailing or doubled slash) matches nothing: clients send
@@ -138,20 +164,11 @@ static void parse_durability(http_call *c, int *bad)
 {
     *bad = 0;
     c->durability = HKV_DUR_LOCAL;
-    const char *v = NULL;
-    size_t vl = 0;
-    h2o_req_t *req = c->req;
-    if (req->query_at != SIZE_MAX) {
-        const char *q = req->path.base + req->query_at + 1, *end = req->path.base + req->path.len;
-        while (q < end) {
-            const char *amp = memchr(q, '&', (size_t)(end - q));
-            const char *e = amp ? amp : end;
-            if ((size_t)(e - q) > 11 && !memcmp(q, "durability=", 11)) { v = q + 11; vl = (size_t)(e - q - 11); }
-            q = amp ? amp + 1 : end;
-        }
-    }
-    const h2o_iovec_t *h = http_header(req, H2O_STRLIT("hanu-durability"));
-    if (h) { v = h->base; vl = h->len; }
+    const h2o_iovec_t *q = http_param(c, HTTP_PARAM_DURABILITY);
+    const h2o_iovec_t *h = http_header(c->req, H2O_STRLIT("hanu-durability"));
+    if (h) q = h;   /* the header wins */
+    const char *v = q ? q->base : NULL;
+    size_t vl = q ? q->len : 0;
     if (!v) return;
     if (vl == 4 && !memcmp(v, "none", 4)) c->durability = HKV_DUR_NONE;
     else if (vl == 5 && !memcmp(v, "local", 5)) c->durability = HKV_DUR_LOCAL;
@@ -233,27 +250,31 @@ int http_on_req(server *srv, h2o_req_t *req)
         return 0;
     }
     c->route = route_of(path, m);
-    if (m == M_OPTIONS) {
-        http_reply_options(c, path_methods[path].allow);
-        return 0;
-    }
-    if (!(path_methods[path].methods & m)) {
-        const char *allow = path_methods[path].allow;
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, allow, strlen(allow));
+    const struct path_spec *spec = &paths[path];
+    if (m != M_OPTIONS && !(spec->methods & m)) {
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, spec->allow, strlen(spec->allow));
         http_error(c, 405, "method_not_allowed", "%.*s is not allowed here; use %s",
-                   (int)HANU_MIN(req->method.len, 20), req->method.base, allow);
+                   (int)HANU_MIN(req->method.len, 20), req->method.base, spec->allow);
         return 0;
     }
-    if (path == PATH_HEALTH) {
-        http_reply(c, 200, "{\"ok\":true}", 11, 0);
-        return 0;
-    }
+    /* Preflights carry no credentials; /_health is always open. */
     c->token = srv->tokens.n ? http_find_token(srv, req) : NULL;
-    int open_route = (path == PATH_STATUS || path == PATH_METRICS) && srv->opt.open_metrics;
+    int open_route = m == M_OPTIONS || path == PATH_HEALTH ||
+                     ((path == PATH_STATUS || path == PATH_METRICS) && srv->opt.open_metrics);
     if (srv->tokens.n && !c->token && !open_route) {
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL, H2O_STRLIT("Bearer"));
         http_error(c, 401, "unauthorized", "%s", http_header(req, H2O_STRLIT("authorization"))
                    ? "unknown bearer token" : "this server needs an Authorization: Bearer token");
+        return 0;
+    }
+    /* After the token: a 401 does not tell a stranger the route's parameters. */
+    if (!http_params_parse(c, params_of(spec, m), spec->pattern)) return 0;
+    if (m == M_OPTIONS) {
+        http_reply_options(c, spec->allow);
+        return 0;
+    }
+    if (path == PATH_HEALTH) {
+        http_reply(c, 200, "{\"ok\":true}", 11, 0);
         return 0;
     }
     /* _snapshot and _export take no options: a bare POST (no body, no Content-Type) is fine. */

@@ -500,7 +500,7 @@ static void on_conn(server *srv, h2o_socket_t *sock)
     h2o_socket_read_start(sock, on_read);
 }
 
-int kv_listen(server *srv, const char *addr, char *err, size_t errcap)
+int kv_bind(server *srv, const char *addr, char *err, size_t errcap)
 {
     struct sockaddr_storage ss;
     socklen_t sl;
@@ -508,12 +508,20 @@ int kv_listen(server *srv, const char *addr, char *err, size_t errcap)
         snprintf(err, errcap, "cannot parse address \"%s\" (want HOST:PORT)", addr);
         return HANU_ERR_INVALID;
     }
-    if (server_listen(srv, &ss, sl, addr, on_conn, &srv->kv_listener, err, errcap) != HANU_OK)
-        return HANU_ERR_IO;
+    char shown[300];
+    snprintf(shown, sizeof shown, "%s (--kv-addr)", addr);
+    if (server_bind(&ss, sl, shown, &srv->kv_fd, err, errcap) != HANU_OK) return HANU_ERR_IO;
     if (!srv->tokens.n && !server_addr_is_loopback(&ss))
         fprintf(stderr, "hanudb: WARNING: without --tokens the key-value protocol needs no authentication and "
                 "reaches every database and collection; %s is not a loopback address\n", addr);
     return HANU_OK;
+}
+
+int kv_listen(server *srv, char *err, size_t errcap)
+{
+    if (server_listen(srv, &srv->kv_fd, on_conn, &srv->kv_listener) == HANU_OK) return HANU_OK;
+    snprintf(err, errcap, "out of memory");
+    return HANU_ERR_NOMEM;
 }
 
 void kv_shutdown_begin(server *srv)

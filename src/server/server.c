@@ -105,21 +105,28 @@ static void on_accept(h2o_socket_t *sock, const char *err)
     }
 }
 
-int server_listen(server *srv, const struct sockaddr_storage *ss, socklen_t sl, const char *shown,
-                  void (*on_conn)(server *srv, h2o_socket_t *sock), h2o_socket_t **out, char *err, size_t errcap)
+int server_bind(const struct sockaddr_storage *ss, socklen_t sl, const char *shown, int *out, char *err,
+                size_t errcap)
 {
-    listener *l = malloc(sizeof *l);
-    int fd = l ? socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0) : -1;
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         bind(fd, (const struct sockaddr *)ss, sl) != 0 || listen(fd, 1024) != 0) {
-        snprintf(err, errcap, "cannot listen on %s: %s", shown, strerror(l ? errno : ENOMEM));
+        snprintf(err, errcap, "cannot listen on %s: %s", shown, strerror(errno));
         if (fd >= 0) close(fd);
-        free(l);
         return HANU_ERR_IO;
     }
+    *out = fd;
+    return HANU_OK;
+}
+
+int server_listen(server *srv, int *fd, void (*on_conn)(server *srv, h2o_socket_t *sock), h2o_socket_t **out)
+{
+    listener *l = malloc(sizeof *l);
+    if (!l) return HANU_ERR_NOMEM;
     *l = (listener){ srv, on_conn };
-    *out = h2o_evloop_socket_create(srv->loop, fd, H2O_SOCKET_FLAG_DONT_READ);
+    *out = h2o_evloop_socket_create(srv->loop, *fd, H2O_SOCKET_FLAG_DONT_READ);
+    *fd = -1;   /* the h2o socket has it now */
     (*out)->data = l;
     h2o_socket_read_start(*out, on_accept);
     return HANU_OK;
@@ -411,6 +418,14 @@ static int open_index(server *srv, char *err, size_t errcap)
     return rc;
 }
 
+/* Ports bound but never accepted on (a start-up that failed). */
+static void close_bound(server *srv)
+{
+    if (srv->kv_fd >= 0) close(srv->kv_fd);
+    if (srv->http_fd >= 0) close(srv->http_fd);
+    srv->kv_fd = srv->http_fd = -1;
+}
+
 int server_run(const server_options *o)
 {
     server *srv = calloc(1, sizeof *srv);
@@ -438,8 +453,23 @@ int server_run(const server_options *o)
     so.on_durable = on_durable_from_log;
     so.ctx = srv;
     char err[1024] = "";
+    /* What can fail on its own goes before anything is made on disk (the data
+       directory, DATA.bucket): both ports, the tokens and the certificate, and
+       another server holding the directory. The ports only accept once the
+       store is open; connections made meanwhile wait in the backlog. */
+    srv->kv_fd = srv->http_fd = -1;
+    /* Tokens guard both faces, so they load whether HTTP is on or not. */
+    int rc = auth_tokens_load(&srv->tokens, o->tokens_file, o->tokens, err, sizeof err);
+    if (rc == HANU_OK) rc = http_bind(srv, err, sizeof err);
+    if (rc == HANU_OK) rc = kv_bind(srv, o->kv_addr, err, sizeof err);
+    if (rc == HANU_OK) rc = store_lock_check(so.data_dir ? so.data_dir : ".", err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "hanudb: %s\n", err);
+        close_bound(srv);
+        return 2;
+    }
     int rebuilding = 0;
-    int rc = rebuild_begin(srv, &rebuilding, err, sizeof err);
+    rc = rebuild_begin(srv, &rebuilding, err, sizeof err);
     if (rc) {
         fprintf(stderr, "hanudb: bucket %s: %s\n", o->bucket_url, err[0] ? err : hanu_status_str(rc));
         bucket_close(srv->bucket);
@@ -478,9 +508,7 @@ int server_run(const server_options *o)
         store_close(srv->store);
         return 2;
     }
-    /* Tokens guard both faces, so they load whether HTTP is on or not. */
-    if (auth_tokens_load(&srv->tokens, o->tokens_file, o->tokens, err, sizeof err) != HANU_OK ||
-        http_start(srv, err, sizeof err) != HANU_OK || kv_listen(srv, o->kv_addr, err, sizeof err) != HANU_OK) {
+    if (http_start(srv, err, sizeof err) != HANU_OK || kv_listen(srv, err, sizeof err) != HANU_OK) {
         fprintf(stderr, "hanudb: %s\n", err);
         auth_tokens_free(&srv->tokens);
         server_role_close(srv);

@@ -34,6 +34,7 @@ typedef struct server {
     store *store;
     indexer *indexer;               /* DATA/index: the documents index (http_query.c reads it) */
     h2o_socket_t *kv_listener;
+    int kv_fd, http_fd;             /* bound before anything is created on disk; -1 once accepting */
 
     /* Durable notifications from the commit thread. */
     h2o_multithread_queue_t *queue;
@@ -89,6 +90,7 @@ typedef struct server {
     size_t nallowed_hosts;
     uint16_t http_port;             /* the port HTTP listens on (Host check) */
     char http_authority[24];        /* "127.0.0.1:PORT": the Host check's fast path */
+    char http_shown[64];            /* the address HTTP listens on, as printed */
     size_t http_authority_len;
     hanu_buf http_scratch;
     struct http_timeouts *http_timeouts;   /* http_timeout.c */
@@ -153,7 +155,9 @@ void server_role_status(server *srv, json_writer *w);
    lease renewal and this node has not applied (0 without a lease). */
 uint64_t server_follower_lag_txns(server *srv, const follower_stats *fs);
 
-int kv_listen(server *srv, const char *addr, char *err, size_t errcap);
+/* Binds the key-value port (kv_bind), then accepts on it (kv_listen). */
+int kv_bind(server *srv, const char *addr, char *err, size_t errcap);
+int kv_listen(server *srv, char *err, size_t errcap);
 /* Releases answers gated on syncs that completed since the last call; the
  * kv read path calls it too, so that a busy loop answers without waiting
  * for the commit thread's message (measured: 73-79 us later on average). */
@@ -212,14 +216,20 @@ static inline void server_json_fields(json_writer *w, const server_json_field *f
 
 int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len);
 int server_addr_is_loopback(const struct sockaddr_storage *ss);
-/* Listens on ss (shown: the address as the user gave it, for err); every accepted
-   socket (TCP_NODELAY, none while stopping) goes to on_conn. */
-int server_listen(server *srv, const struct sockaddr_storage *ss, socklen_t sl, const char *shown,
-                  void (*on_conn)(server *srv, h2o_socket_t *sock), h2o_socket_t **out, char *err, size_t errcap);
+/* Binds and listens on ss (shown: the address as the user gave it, for err): the
+   port is taken (connections wait in the backlog) but nothing is accepted yet. */
+int server_bind(const struct sockaddr_storage *ss, socklen_t sl, const char *shown, int *fd, char *err,
+                size_t errcap);
+/* Accepts on the bound *fd (taken: set to -1); every accepted socket (TCP_NODELAY,
+   none while stopping) goes to on_conn. */
+int server_listen(server *srv, int *fd, void (*on_conn)(server *srv, h2o_socket_t *sock), h2o_socket_t **out);
 /* Stops accepting and closes the listener, if any. */
 void server_unlisten(h2o_socket_t **sock);
 
-/* The documents API over HTTP (http_listen.c and the other http_*.c) */
+/* The documents API over HTTP (http_listen.c and the other http_*.c): http_bind
+   checks what can be wrong with the options (tokens, TLS) and binds the port,
+   http_start starts the rest and accepts. */
+int http_bind(server *srv, char *err, size_t errcap);
 int http_start(server *srv, char *err, size_t errcap);
 void http_shutdown_begin(server *srv);
 size_t http_busy(server *srv);

@@ -705,6 +705,55 @@ static void on_durable_forward(void *ctx, uint64_t txn, int failed)
     if (s->opt.on_durable) s->opt.on_durable(s->opt.ctx, txn, failed);
 }
 
+/* The PID the holder of DATA/LOCK wrote into it; 0 when none can be read. */
+static long lock_holder_pid(int fd)
+{
+    char buf[24];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    char *end;
+    long pid = strtol(buf, &end, 10);
+    return pid > 0 && *end == '\n' ? pid : 0;
+}
+
+static void in_use_error(const char *data_dir, int fd, char *err, size_t errcap)
+{
+    long pid = lock_holder_pid(fd);
+    if (pid)
+        snprintf(err, errcap, "data directory %s is in use by another hanudb process: PID %ld holds %s/LOCK",
+                 data_dir, pid, data_dir);
+    else
+        snprintf(err, errcap, "data directory %s is in use by another hanudb process (%s/LOCK names no PID)",
+                 data_dir, data_dir);
+}
+
+/* The lock is the flock; the PID in the file is only for the message of the next
+   one refused (a stale PID of a crashed holder is never read: its flock is gone). */
+static void write_lock_pid(int fd)
+{
+    char buf[24];
+    int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n) {
+        /* informational only: the lock holds without it */
+    }
+}
+
+int store_lock_check(const char *data_dir, char *err, size_t errcap)
+{
+    char lockp[1100];
+    snprintf(lockp, sizeof lockp, "%s/LOCK", data_dir);
+    int fd = open(lockp, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return HANU_OK;   /* no directory, or never opened: nobody holds it */
+    int rc = HANU_OK;
+    if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        in_use_error(data_dir, fd, err, errcap);
+        rc = HANU_ERR_BUSY;
+    }
+    close(fd);
+    return rc;
+}
+
 int store_open(const store_options *o, store **out, char *err, size_t errcap)
 {
     uint64_t t0 = hanu_now_ns();
@@ -732,11 +781,17 @@ int store_open(const store_options *o, store **out, char *err, size_t errcap)
         return HANU_ERR_IO;
     }
     s->lock_fd = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (s->lock_fd < 0 || flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-        snprintf(err, errcap, "data directory %s is in use by another hanudb process", s->data_dir);
+    if (s->lock_fd < 0) {
+        snprintf(err, errcap, "cannot open %s: %s", lockp, strerror(errno));
+        store_close(s);
+        return HANU_ERR_IO;
+    }
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        in_use_error(s->data_dir, s->lock_fd, err, errcap);
         store_close(s);
         return HANU_ERR_BUSY;
     }
+    write_lock_pid(s->lock_fd);
     remove_tmp_files(s->log_dir);
     int rc = db_add(s, STORE_DEFAULT_DB_ID, "default", 7, STORE_DB_KV, 0);
     if (rc == HANU_OK) rc = db_add(s, STORE_SYSTEM_DB_ID, "_system", 7, STORE_DB_UNTYPED, 0);

@@ -67,6 +67,10 @@ void store_options_default(store_options *o);
 int store_open(const store_options *o, store **out, char *err, size_t errcap);
 /* Final sync, stops threads, frees everything. */
 void store_close(store *s);
+/* Whether another process holds DATA (store_open writes its PID into DATA/LOCK):
+   HANU_ERR_BUSY with err naming the PID, else OK. Creates nothing, so that a
+   start-up can refuse before it makes any folder; store_open decides for good. */
+int store_lock_check(const char *data_dir, char *err, size_t errcap);
 
 /* ---- databases ---- */
 int store_db_lookup(store *s, const char *name, size_t len, uint32_t *id);  /* NOT_FOUND */
