@@ -260,6 +260,45 @@ def policy_takes_its_own(tmp):
         plain.stop()
 
 
+def snapshot_without_index(tmp):
+    """serve --bucket --no-index: a snapshot has no index to wait for or copy (it
+    crashed the server with SIGSEGV); a restore of it serves the data, and a
+    server with an index on the restored directory builds its own."""
+    bdir = os.path.join(tmp, "bucket-noindex")
+    srv = server(os.path.join(tmp, "data-noindex"), ["--bucket", "file://" + bdir, "--no-index"])
+    srv.start()
+    docs, keys = {}, {}
+    try:
+        h, c = Http(srv.http_port), Conn(srv.port)
+        write_docs(h, docs, range(30), 2)
+        write_keys(c, keys, range(30), 2)
+        snap = snapshot(h)
+        check(srv.proc.poll() is None, "the server is alive after the snapshot")
+        check(snap.get("txn", 0) > 0, "the snapshot's txn: %r" % snap)
+        m = read_manifest(os.path.join(bdir, "manifests", manifests(bdir)[-1]))
+        check(m["files"] and not any(p.startswith("index/") for p, _, _ in m["files"]),
+              "no index files in the manifest: %r" % [p for p, _, _ in m["files"]])
+        check(srv.stop() == 0, "clean stop")
+    finally:
+        if srv.proc:
+            srv.kill()
+    to = os.path.join(tmp, "restored-noindex")
+    r = subprocess.run([BIN, "restore", "--bucket", "file://" + bdir, "--to", to], capture_output=True,
+                       text=True, timeout=60)
+    check(r.returncode == 0, "restore: %s %s" % (r.stdout, r.stderr))
+    copy = server(to, ["--no-bucket"])
+    copy.start()
+    try:
+        h = Http(copy.http_port)
+        deadline = time.time() + 20
+        while status(h)["index"]["index_txn"] < snap["txn"]:   # the new index catches up
+            check(time.time() < deadline, "the restored node's index: %r" % status(h)["index"])
+            time.sleep(0.05)
+        same_contents(copy, docs, keys)
+    finally:
+        copy.stop()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="hanudb-snapshot-")
     try:
@@ -269,6 +308,8 @@ def main():
         print("ok   audit checks every manifest and names the damaged and the missing file")
         policy_takes_its_own(tmp)
         print("ok   --snapshot-segments takes one on its own; 409 without a bucket")
+        snapshot_without_index(tmp)
+        print("ok   --no-index: a snapshot without index files; its restore builds an index of its own")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -353,10 +353,12 @@ int server_snapshots_open(server *srv, char *err, size_t errcap)
     snapshot_options so;
     snapshot_options_default(&so);
     so.data_dir = srv->opt.store.data_dir ? srv->opt.store.data_dir : ".";
-    so.index_dir = "index";
+    /* With --no-index there is no index to wait for nor to copy (a restored node
+       builds its own from the log). */
+    so.index_dir = srv->indexer ? "index" : NULL;
     so.every_segments = srv->opt.snapshot_segments;
     so.rotate = rotate_on_loop;
-    so.index_commit = index_commit_for_snapshot;
+    so.index_commit = srv->indexer ? index_commit_for_snapshot : NULL;
     so.ctx = srv;
     int rc = snapshot_open(srv->store, srv->bucket, srv->sealer, &so, &srv->snapshotter, err, errcap);
     if (rc != HANU_OK) h2o_multithread_unregister_receiver(srv->queue, &srv->snap_receiver);
