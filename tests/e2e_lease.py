@@ -33,10 +33,10 @@ def status(srv):
     return body
 
 
-def lease_node(tmp, name, url):
+def lease_node(tmp, name, url, seal_interval_ms=100):
     srv = HttpServer(os.path.join(tmp, name), [])
     srv.extra += ["--bucket", url, "--lease", "--lease-ttl", str(TTL_S), "--poll-ms", "100",
-                  "--seal-interval-ms", "100", "--advertise", "http://127.0.0.1:%d" % srv.http_port]
+                  "--seal-interval-ms", str(seal_interval_ms), "--advertise", "http://127.0.0.1:%d" % srv.http_port]
     srv.name = name
     return srv
 
@@ -247,10 +247,54 @@ def frozen_leader_cannot_extend_chain(tmp):
           "the chain stays linear" % (stale_status, code))
 
 
+def resumed_at_the_takeover_instant(tmp):
+    """A frozen leader with a sealed-but-unput segment, resumed the moment the
+    standby takes the lease: it must put nothing (its lease is past), exit 5, and
+    leave the standby leading (it put its pending segment, the standby's promotion
+    or first put collided with it, and the group was left without a leader)."""
+    bdir = os.path.join(tmp, "b4")
+    url = "file://" + bdir
+    a, b = lease_node(tmp, "ra", url, seal_interval_ms=1500), lease_node(tmp, "rb", url)
+    a.start()
+    wait_one_leader([a])
+    b.start()
+    acked = {}
+    write_acked(a, "r", 2, acked)              # in the bucket
+    h = Http(a.http_port)
+    for i in range(5):                         # `local`: in A's log, waiting for A's next seal
+        st, _, body = h.json("PUT", "/c/docs/docs/pending%d" % i, {"i": i})
+        check(st == 201, "local write: %d %r" % (st, body))
+    segs_before = segment_headers(bdir)
+    a.proc.send_signal(signal.SIGSTOP)
+    deadline = time.time() + BOUND_S
+    while "took the lease" not in b.tail(4000):
+        check(time.time() < deadline, "b did not take the lease: %s" % b.tail(600))
+        time.sleep(0.005)
+    a.proc.send_signal(signal.SIGCONT)
+    code = exit_code_within(a, BOUND_S)
+    check(code == LEASE_LOST_EXIT, "resumed old leader exit status %r, want %d: %s" % (code, LEASE_LOST_EXIT,
+                                                                                       a.tail(800)))
+    a.kill()
+    time.sleep(0.3)
+    check(b.proc.poll() is None, "the standby that took over is running (exit %r): %s" % (b.proc.poll(), b.tail(800)))
+    new, _ = wait_one_leader([b])
+    check(segment_headers(bdir)[:len(segs_before)] == segs_before, "the chain before the freeze is intact")
+    check_acked(new, acked)
+    write_acked(new, "after", 3, acked)        # its puts do not collide: it leads for real
+    time.sleep(0.5)
+    check(new.proc.poll() is None, "the new leader is still running: %s" % new.tail(800))
+    check_acked(new, acked)
+    check(new.stop() == 0, "clean stop of the new leader")
+    check_linear(bdir)
+    print("ok   a frozen leader resumed as the standby takes over puts nothing, exits %d; the standby "
+          "leads" % LEASE_LOST_EXIT)
+
+
 if __name__ == "__main__":
     from hanuhttp import run_suite
     run_suite("lease-", lambda tmp: 0, [
         (started_at_once_and_failover, "failover"),
         (cut_off_leader_exits, "cut off"),
         (frozen_leader_cannot_extend_chain, "frozen"),
+        (resumed_at_the_takeover_instant, "resumed at the takeover"),
     ])

@@ -614,6 +614,53 @@ static void test_ask_before_the_write_is_answered_by_its_seal(void)
     store_close(s);
 }
 
+static atomic_int put_allowed;
+
+static int may_put_flag(void *ctx)
+{
+    (void)ctx;
+    return atomic_load(&put_allowed);
+}
+
+/* A node that lost its lease puts nothing more: the sealer asks may_put before
+   every put and stops for good (STOPPED) when told no, leaving the sealed segment
+   unput and the watermark where the bucket is. */
+static void test_may_put_no_stops_before_the_put(void)
+{
+    fixture fx;
+    REQUIRE(fixture_open(&fx, "sealer-may-put", 0, NULL));
+    store *s = fx.s;
+    bucket *b = fx.b;
+    sealer_options o;
+    sealer_options_default(&o);
+    o.seal_interval_ms = 60000;
+    o.may_put = may_put_flag;
+    atomic_store(&put_allowed, 1);
+    sealer *z = NULL;
+    REQUIRE(sealer_open(s, b, &o, &z, NULL, 0) == HANU_OK);
+    model m = {0};
+    put_many(s, &m, "held", 4, 4);
+    sealer_seal_upto(z, m.last_txn);
+    CHECK_EQ(sealer_wait(z, m.last_txn, WAIT_MS), HANU_OK);
+    uint64_t sealed = m.last_txn;
+    atomic_store(&put_allowed, 0);
+    put_many(s, &m, "lost", 4, 4);
+    sealer_seal_upto(z, m.last_txn);
+    CHECK_EQ(sealer_wait(z, m.last_txn, WAIT_MS), HANU_ERR_STOPPED);
+    char msg[256];
+    CHECK_EQ(sealer_status(z, msg, sizeof msg), HANU_ERR_STOPPED);
+    CHECK(strstr(msg, "may no longer extend the chain") != NULL);
+    sealer_stats st;
+    sealer_get_stats(z, &st);
+    CHECK_EQ(st.segments, 1);
+    CHECK_EQ(st.sealed_txn, sealed);
+    CHECK_EQ(watermark_of(s), sealed);
+    sealer_close(z);
+    hanu_buf_free(&m.text);
+    bucket_close(b);
+    store_close(s);
+}
+
 /* A record in the page cache but not yet durable is not sealed before it is:
    with syncs otherwise a minute apart, a sealed txn is a durable one. */
 static void test_seals_only_durable_records(void)
@@ -686,6 +733,7 @@ int main(void)
     RUN(test_idle_sends_nothing);
     RUN(test_seals_only_durable_records);
     RUN(test_ask_before_the_write_is_answered_by_its_seal);
+    RUN(test_may_put_no_stops_before_the_put);
     RUN(test_seal_bytes_cuts_segments_before_the_interval);
     RUN(test_restart_continues_the_chain);
     RUN(test_refuses_a_bucket_that_does_not_match);

@@ -128,6 +128,12 @@ struct lease_keeper {
     _Atomic int state;
     _Atomic uint64_t valid_until_ns;
     char etag[BUCKET_ETAG_MAX + 1];     /* of our last write (keeper thread only) */
+    /* Keeper thread only: the highest term seen in any lease (a new take goes
+       above it, also when the object was deleted), and an unreadable lease object
+       (its ETag, and since when it has been unchanged). */
+    uint64_t max_term_seen;
+    char unreadable_etag[BUCKET_ETAG_MAX + 1];
+    uint64_t unreadable_since_ns;
 };
 
 static void set_state(lease_keeper *k, int state, const char *msg)
@@ -193,20 +199,106 @@ static int write_lease(lease_keeper *k, const char *etag, uint64_t term, char *e
     return HANU_OK;
 }
 
-/* Standby: reads the lease and takes it when absent or expired. 1 when taken. */
+/* The term of a new take: above every term this node has seen, and above every
+   term that may have written the chain it follows: each promotion moves txn
+   numbering up by 2^32, so a term t leader numbers from (t - 1) * 2^32 on, and the
+   chain's last txn bounds every term that wrote it by (last >> 32) + 1. Terms only
+   grow, also when the lease object was deleted. */
+static uint64_t next_term(lease_keeper *k, uint64_t current)
+{
+    uint64_t t = HANU_MAX(k->max_term_seen, current) + 1;
+    uint64_t last_txn = k->o.current_txn ? k->o.current_txn(k->o.ctx) : 0;
+    if (last_txn > 0) t = HANU_MAX(t, (last_txn >> 32) + 2);
+    return t;
+}
+
+/* An unreadable lease object: nobody can renew it (a holder's compare-and-swap
+   finds another ETag and reads it back), so once it has stayed the same for a
+   TTL and the margin, the holder it replaced has stopped writing: 1 when it may
+   be replaced (compare-and-swap from its ETag). */
+static int unreadable_takeable(lease_keeper *k, const char *etag, const char *why)
+{
+    uint64_t now = hanu_now_ns();
+    if (strcmp(k->unreadable_etag, etag) != 0) {
+        snprintf(k->unreadable_etag, sizeof k->unreadable_etag, "%s", etag);
+        k->unreadable_since_ns = now;
+        fprintf(stderr, "hanudb: the lease object is unreadable (%s); taking it over if it stays so for "
+                "%u ms\n", why, k->o.ttl_ms + k->margin_ms);
+        return 0;
+    }
+    return now - k->unreadable_since_ns > (uint64_t)(k->o.ttl_ms + k->margin_ms) * 1000000u;
+}
+
+/* Standby: reads the lease and takes it when absent, expired, unreadable for a
+   TTL, or ours (a take whose answer was lost). 1 when taken. */
 static int try_take(lease_keeper *k)
 {
     lease cur;
     char etag[BUCKET_ETAG_MAX + 1], err[256] = "";
     int rc = lease_read(k->b, &cur, etag, err, sizeof err);
-    if (rc == HANU_OK) note(k, &cur, NULL);
-    else if (rc != HANU_ERR_NOT_FOUND) { note(k, NULL, err); return 0; }
-    if (rc == HANU_OK && !lease_expired(&cur, hanu_wall_ms(), k->margin_ms)) return 0;
-    rc = write_lease(k, rc == HANU_OK ? etag : NULL, rc == HANU_OK ? cur.term + 1 : 1, err, sizeof err);
-    if (rc == HANU_OK) return 1;
+    uint64_t term;
+    const char *from = NULL;
+    if (rc == HANU_OK) {
+        note(k, &cur, NULL);
+        k->max_term_seen = HANU_MAX(k->max_term_seen, cur.term);
+        k->unreadable_etag[0] = '\0';
+        from = etag;
+        if (strcmp(cur.holder, k->holder) == 0) {
+            /* Our own take landed but its answer was lost: renew it from its ETag. */
+            term = cur.term;
+        } else if (!lease_expired(&cur, hanu_wall_ms(), k->margin_ms)) {
+            return 0;
+        } else {
+            term = next_term(k, cur.term);
+        }
+    } else if (rc == HANU_ERR_NOT_FOUND) {
+        k->unreadable_etag[0] = '\0';
+        term = next_term(k, 0);
+    } else if (rc == HANU_ERR_CORRUPT) {   /* lease_read gave the ETag of the bytes it read */
+        note(k, NULL, err);
+        if (!unreadable_takeable(k, etag, err)) return 0;
+        from = etag;
+        term = next_term(k, 0);
+    } else {
+        note(k, NULL, err);
+        return 0;
+    }
+    rc = write_lease(k, from, term, err, sizeof err);
+    if (rc == HANU_OK) {
+        k->max_term_seen = HANU_MAX(k->max_term_seen, term);
+        return 1;
+    }
     /* EXISTS or MISMATCH: another standby was faster. */
     if (rc != HANU_ERR_EXISTS && rc != HANU_ERR_MISMATCH) note(k, NULL, err);
     return 0;
+}
+
+/* Holder: a renewal's compare-and-swap failed on the ETag. Reads the lease back
+   before concluding it was lost: our own renewal whose answer was lost (the same
+   holder and term) is adopted; an unreadable object is replaced from its ETag
+   (no other node could have taken it: a standby waits a TTL for that). OK: the
+   ETag is ours again, renew at once; MISMATCH: another node holds it. */
+static int reclaim_after_mismatch(lease_keeper *k, uint64_t term, char *err, size_t errcap)
+{
+    lease cur;
+    char etag[BUCKET_ETAG_MAX + 1];
+    int rc = lease_read(k->b, &cur, etag, err, errcap);
+    if (rc == HANU_OK) {
+        if (strcmp(cur.holder, k->holder) != 0 || cur.term != term) {
+            note(k, &cur, NULL);
+            snprintf(err, errcap, "the lease is now held by %s (term %" PRIu64 ")", cur.holder, cur.term);
+            return HANU_ERR_MISMATCH;
+        }
+        memcpy(k->etag, etag, sizeof k->etag);
+        fprintf(stderr, "hanudb: a lease renewal landed though its answer was lost; renewing from it\n");
+        return HANU_OK;
+    }
+    if (rc == HANU_ERR_CORRUPT) {
+        memcpy(k->etag, etag, sizeof k->etag);
+        fprintf(stderr, "hanudb: the lease object was unreadable; the holder rewrites it\n");
+        return HANU_OK;
+    }
+    return rc;   /* NOT_FOUND: deleted under us, lost; IO: try again later */
 }
 
 static void *keeper_main(void *arg)
@@ -238,6 +330,15 @@ static void *keeper_main(void *arg)
         }
         char err[256] = "";
         int rc = write_lease(k, k->etag, term, err, sizeof err);
+        /* A mismatch may be our own renewal whose answer was lost (read back), even
+           more than once in a row on a bad network: then it is a failed attempt,
+           tried again after retry_ms, not a lost lease. */
+        for (int i = 0; rc == HANU_ERR_MISMATCH && i < 3; i++) {
+            rc = reclaim_after_mismatch(k, term, err, sizeof err);
+            if (rc != HANU_OK) break;
+            rc = write_lease(k, k->etag, term, err, sizeof err);
+            if (rc == HANU_ERR_MISMATCH && i == 2) rc = HANU_ERR_IO;
+        }
         pthread_mutex_lock(&k->mu);
         if (rc == HANU_OK) k->st.renewals++;
         else k->st.renew_failures++;

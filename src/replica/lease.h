@@ -5,11 +5,17 @@
  * advertised URL, an expiry on the holder's wall clock, a term number and the
  * holder's txn at the last renewal. Only the bucket's conditional operations touch it:
  *
- *   - take: put-if-absent when there is none (term 1); compare-and-swap from the
- *     ETag just read when the holder's stated expiry, plus a margin, is past on
- *     our own clock (term + 1). Of racing takers exactly one wins;
+ *   - take: put-if-absent when there is none; compare-and-swap from the ETag just
+ *     read when the holder's stated expiry, plus a margin, is past on our own
+ *     clock, or when the object has been unreadable and unchanged for a TTL and
+ *     the margin. Of racing takers exactly one wins. The new term is above every
+ *     term this node has seen and every term that wrote the chain (from its txn
+ *     numbering): terms only grow, also after the object was deleted. A lease
+ *     naming our own holder id is ours (a take whose answer was lost);
  *   - renew: compare-and-swap from the ETag of our last write, every third of the
- *     TTL. Anything else in its place (a newer term) means the lease is lost.
+ *     TTL. When that ETag no longer matches, the lease is read back: our own
+ *     holder and term (a renewal whose answer was lost) or unreadable bytes are
+ *     rewritten; anything else in its place (a newer term) means the lease is lost.
  *
  * The lease only decides who should write. What keeps a demoted writer from
  * extending the chain is put-if-absent on the segments (sealer.h): its next put
@@ -47,7 +53,8 @@ int lease_decode(const char *in, size_t len, lease *out, char *err, size_t errca
 /* Whether the lease's stated expiry plus margin_ms is past at now_ms (our clock). */
 int lease_expired(const lease *l, uint64_t now_ms, uint32_t margin_ms);
 
-/* Reads the lease: OK, NOT_FOUND (none yet), CORRUPT, the bucket's errors. */
+/* Reads the lease: OK, NOT_FOUND (none yet), CORRUPT (etag is then the unreadable
+   object's), the bucket's errors. */
 int lease_read(bucket *b, lease *out, char etag[BUCKET_ETAG_MAX + 1], char *err, size_t errcap);
 
 /* ---- the keeper: a thread that takes the lease when it can and renews it ---- */

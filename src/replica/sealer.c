@@ -236,11 +236,16 @@ static void segment_landed(sealer *z)
     if (z->o.on_sealed) z->o.on_sealed(z->o.ctx, h->last_txn);
 }
 
-/* One attempt at the pending upload: OK (landed), FENCED (stopped for good), or
-   a failure that is tried again after the backoff. */
+/* One attempt at the pending upload: OK (landed), FENCED or STOPPED (stopped for
+   good), or a failure that is tried again after the backoff. */
 static int try_upload(sealer *z)
 {
     char err[512] = "";
+    if (z->o.may_put && !z->o.may_put(z->o.ctx)) {
+        stop_for_good(z, HANU_ERR_STOPPED, "sealer: this node may no longer extend the chain (its lease is "
+                      "not valid); segment %" PRIu64 " was not put", z->upload_header.sequence);
+        return HANU_ERR_STOPPED;
+    }
     int rc = put_segment(z, err, sizeof err);
     if (rc == HANU_OK) {
         segment_landed(z);
@@ -328,7 +333,7 @@ static void *sealer_thread(void *arg)
         }
         if (z->upload_ready && hanu_now_ns() >= z->retry_at_ns) {
             int rc = try_upload(z);
-            if (rc == HANU_ERR_FENCED) return NULL;
+            if (rc == HANU_ERR_FENCED || rc == HANU_ERR_STOPPED) return NULL;
             /* The feed may hold more than one segment's worth: look again at once. */
             if (rc == HANU_OK) continue;
         }

@@ -43,6 +43,11 @@ typedef struct sealer_options {
     uint32_t retry_min_ms;          /* first wait after a failed put, doubling (default 200) */
     uint32_t retry_max_ms;          /* longest wait between attempts (default 10000) */
     sealer_sealed_fn on_sealed;     /* may be NULL */
+    /* Asked right before every put (also a retry): non-zero while this node may
+       still extend the chain, a lease holder while its lease is valid. 0 stops the
+       sealer for good (STOPPED): a node that lost its lease puts nothing more, not
+       even what it had sealed. NULL: always. Must not block. */
+    int (*may_put)(void *ctx);
     void *ctx;
 } sealer_options;
 

@@ -178,7 +178,9 @@ void server_poll_durable(server *srv)
 void server_check_sealer(server *srv)
 {
     char msg[512] = "";
-    if (!srv->sealer || srv->fenced || sealer_status(srv->sealer, msg, sizeof msg) == HANU_OK) return;
+    /* A lost lease stops the sealer too; server_role_tick says why (exit status 5). */
+    if (!srv->sealer || srv->fenced || srv->lease_lost || sealer_status(srv->sealer, msg, sizeof msg) == HANU_OK)
+        return;
     fprintf(stderr, "hanudb: the bucket sealer stopped: %s; shutting down\n", msg[0] ? msg : "unknown reason");
     srv->fenced = 1;
     srv->stopping = 1;

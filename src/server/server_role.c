@@ -42,39 +42,69 @@ static uint64_t current_txn(void *ctx)
     return store_last_txn(((server *)ctx)->store);
 }
 
+/* Sealer thread, before every put: a node whose lease is no longer valid puts
+   nothing more into the chain (not even what it sealed before it lost it). */
+static int lease_still_valid(void *ctx)
+{
+    server *srv = ctx;
+    return srv->lease && lease_keeper_may_write(srv->lease, hanu_now_ns());
+}
+
+static int open_leader_sealer(server *srv, sealer **z, char *err, size_t errcap)
+{
+    sealer_options so;
+    sealer_options_default(&so);
+    so.seal_interval_ms = srv->opt.seal_interval_ms ? srv->opt.seal_interval_ms : 1000;
+    if (srv->opt.seal_mb) so.seal_bytes = (uint64_t)srv->opt.seal_mb << 20;
+    so.on_sealed = server_on_sealed;
+    so.may_put = lease_still_valid;
+    so.ctx = srv;
+    return sealer_open(srv->store, srv->bucket, &so, z, err, errcap);
+}
+
+/* Times a promotion applies what the chain grew by meanwhile before it gives up. */
+#define PROMOTION_ATTEMPTS 5
+
+static int promotion_failed(server *srv, int rc, const char *what, const char *err)
+{
+    fprintf(stderr, "hanudb: promotion: %s%s\n", what, err[0] ? err : hanu_status_str(rc));
+    atomic_store(&srv->promotion_failed, rc == HANU_ERR_FENCED ? 2 : 1);
+    wake_loop(srv);
+    return rc;
+}
+
 /* Lease thread, once the lease is ours. The loop accepts no writes until it adopts
-   the sealer, so this thread may write to the store (the skip) after the follower stopped. */
+   the sealer, so this thread may write to the store (the skip) after the follower
+   stopped. Check first, then jump: the sealer opens (it refuses a chain that ends
+   beyond this store) before the txn numbering jumps, so a promotion that fails
+   leaves the directory as a standby left it. A chain that grew meanwhile (the old
+   leader's last segment, put as it lost its lease) is applied and the sealer
+   opened again: losing that race is no reason to leave the group leaderless. */
 static int promote(void *ctx, uint64_t term)
 {
     server *srv = ctx;
     char err[512] = "";
     uint64_t t0 = hanu_now_ns();
-    int rc = follower_finish(srv->follower, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "hanudb: promotion: cannot finish applying the chain: %s\n", err[0] ? err : hanu_status_str(rc));
-        atomic_store(&srv->promotion_failed, 1);
-        wake_loop(srv);
-        return rc;
+    sealer *z = NULL;
+    uint64_t last = 0;
+    int rc = HANU_OK;
+    for (int attempt = 1;; attempt++) {
+        err[0] = '\0';
+        rc = follower_finish(srv->follower, err, sizeof err);
+        if (rc) return promotion_failed(srv, rc, "cannot finish applying the chain: ", err);
+        last = store_last_txn(srv->store);
+        rc = open_leader_sealer(srv, &z, err, sizeof err);
+        if (rc != HANU_ERR_FENCED || attempt == PROMOTION_ATTEMPTS || !lease_still_valid(srv)) break;
+        fprintf(stderr, "hanudb: promotion: the chain grew past txn %llu while promoting (the old leader's "
+                "last put); applying it and trying again\n", (unsigned long long)last);
     }
-    uint64_t last = store_last_txn(srv->store);
+    if (rc) return promotion_failed(srv, rc, "", err);
     /* The old writer may have answered writes (durability none or local) that never
        reached the bucket: their txns must never be handed out again. */
     if (last > 0 || term > 1) rc = store_skip_txns(srv->store, last + PROMOTION_TXN_GAP);
-    sealer *z = NULL;
-    if (rc == HANU_OK) {
-        sealer_options so;
-        sealer_options_default(&so);
-        so.seal_interval_ms = srv->opt.seal_interval_ms ? srv->opt.seal_interval_ms : 1000;
-        if (srv->opt.seal_mb) so.seal_bytes = (uint64_t)srv->opt.seal_mb << 20;
-        so.on_sealed = server_on_sealed;
-        so.ctx = srv;
-        rc = sealer_open(srv->store, srv->bucket, &so, &z, err, sizeof err);
-    }
     if (rc) {
-        fprintf(stderr, "hanudb: promotion: %s\n", err[0] ? err : hanu_status_str(rc));
-        atomic_store(&srv->promotion_failed, rc == HANU_ERR_FENCED ? 2 : 1);
-        wake_loop(srv);
-        return rc;
+        sealer_close(z);
+        return promotion_failed(srv, rc, "cannot move the txn numbering on: ", "");
     }
     fprintf(stderr, "hanudb: promoted to leader (term %llu) at txn %llu in %.0f ms%s\n",
             (unsigned long long)term, (unsigned long long)last, (double)(hanu_now_ns() - t0) / 1e6,
