@@ -4,7 +4,8 @@ the bucket (checked after a SIGKILL right after the answer, from the segment
 headers on disk); an idle server sends nothing to the bucket; a second data
 directory with writes of its own on the same bucket is fenced (exit status 3);
 `hanudb audit` passes the chain and finds a flipped byte, a missing, reordered or
-extra segment; with --no-bucket the level is refused."""
+extra segment; with --no-bucket the level is refused; the bucket's root folder moved
+away and replaced for a second answers no write at `bucket` until it is back."""
 import json
 import os
 import shutil
@@ -189,6 +190,84 @@ def seal_mb_cuts_segments(tmp):
         srv.kill()
 
 
+def root_moved_away(tmp):
+    """The bucket's root folder moved away for about a second while writers write at
+    `bucket`, an empty folder put at its path for part of it: no write is answered at
+    `bucket` while the path names no folder or another one (the sealer's puts fail and
+    are retried), nothing lands in the stranger, and once the folder is back every
+    answered write is in the chain and `audit` passes."""
+    import threading
+    bdir = os.path.join(tmp, "bucket-moved")
+    away = bdir + "-away"
+    srv = Server(os.path.join(tmp, "data-moved"), ["--bucket", "file://" + bdir, "--seal-interval-ms", "50"])
+    srv.start()
+    acks = []                       # (time answered, key, token)
+    lock = threading.Lock()
+    stop = threading.Event()
+    failures = []
+
+    def writer(n):
+        c = Conn(srv.port, timeout=60)
+        i = 0
+        while not stop.is_set():
+            key = "w%d-%d" % (n, i)
+            st, p = c.set(key, "v" + key, flags=BUCKET)
+            if st == OK:
+                with lock:
+                    acks.append((time.time(), key, token_of(p)))
+            else:
+                failures.append((key, st))
+            i += 1
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(3)]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        check(len(acks) > 0, "writes answered at bucket before the move")
+        t_moved = time.time()
+        os.rename(bdir, away)
+        time.sleep(0.4)
+        os.mkdir(bdir)                                  # a stranger at the path
+        time.sleep(0.6)
+        phantom = sorted(os.listdir(bdir))
+        os.rmdir(bdir)
+        t_back = time.time()
+        os.rename(away, bdir)
+        time.sleep(0.3)
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        check(not any(t.is_alive() for t in threads), "every writer got its answer after the folder came back")
+        check(srv.proc.poll() is None, "the server is still running: %s" % srv.tail())
+        check(phantom == [], "nothing written into the folder put at the path: %r" % phantom)
+        # A segment put just before the rename may be answered a moment after it.
+        during = [a for a in acks if t_moved + 0.15 < a[0] < t_back]
+        check(not during, "%d writes answered at bucket while the root was away: %r" % (len(during), during[:3]))
+        after = [a for a in acks if a[0] >= t_back]
+        check(after, "writes answered again once the root is back (%d before)" % len(acks))
+        check(srv.stop() == 0, "clean stop")
+    finally:
+        stop.set()
+        srv.kill()
+    segs = segment_headers(bdir)
+    seqs = [s[0] for s in segs]   # retention may have removed the start (snapshots): no hole after it
+    check(seqs == list(range(seqs[0], seqs[0] + len(seqs))), "no hole in the chain: %r" % seqs)
+    check(segs[-1][2] >= max(a[2] for a in acks), "every answered write is in the chain")
+    code, out = audit(bdir)
+    check(code == 0 and "chain ok" in out, "audit after the move: %d %s" % (code, out))
+    restored = os.path.join(tmp, "restored-moved")
+    r = subprocess.run([BIN, "restore", "--bucket", "file://" + bdir, "--to", restored, "--quiet"],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "restore: %s" % r.stderr)
+    r = subprocess.run([BIN, "dump", "--data", restored], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "dump: %s" % r.stderr)
+    missing = [a[1] for a in acks if a[1] not in r.stdout]
+    check(not missing, "%d answered writes missing from a restore: %r" % (len(missing), missing[:3]))
+    print("ok   root moved away %.1f s: %d writes answered at bucket, none while away, all in the chain; "
+          "%d failed" % (t_back - t_moved, len(acks), len(failures)))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="hanudb-bucket-")
     try:
@@ -197,6 +276,7 @@ def main():
         audit_finds_every_damage(tmp, bdir)
         refused_without_a_bucket(tmp)
         seal_mb_cuts_segments(tmp)
+        root_moved_away(tmp)
         print("ok   bucket durability, chain on disk, idle, fencing, audit, refusal, --seal-mb")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

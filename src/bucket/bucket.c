@@ -23,6 +23,7 @@ void bucket_options_default(bucket_options *o)
     o->request_timeout_ms = 60000;
     o->connect_timeout_ms = 5000;
     o->list_page_keys = 1000;
+    o->create_root = 1;
     o->max_attempts = 6;
     o->backoff_base_ms = 100;
     o->backoff_max_ms = 5000;
@@ -82,7 +83,7 @@ int bucket_open(const char *url, const bucket_options *o, bucket **out, char *er
     pthread_mutex_init(&b->random_lock, NULL);
     b->random_state = o->fail_seed;
     if (strncmp(url, "file://", 7) == 0) {
-        rc = bucket_file_open(b, url + 7, err, errcap);
+        rc = bucket_file_open(b, url + 7, o->create_root, err, errcap);
     } else if (strncmp(url, "s3://", 5) == 0) {
         const char *name = url + 5, *slash = strchr(name, '/');
         size_t name_len = slash ? (size_t)(slash - name) : strlen(name);

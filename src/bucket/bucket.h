@@ -46,6 +46,11 @@ typedef struct bucket_options {
     uint32_t connect_timeout_ms;        /* default 5000 */
     uint32_t list_page_keys;            /* keys asked per list request, 1..1000 (default 1000) */
 
+    /* file only: create the root folder (and its parents) at bucket_open when it is
+       missing (default 1; audit and restore pass 0). Never later: a request never
+       creates the root, and fails while the path names another folder or none. */
+    int create_root;
+
     /* every backend: retries */
     uint32_t max_attempts;              /* per request, at least 1 (default 6) */
     uint32_t backoff_base_ms;           /* first retry waits up to this (default 100) */
@@ -63,9 +68,10 @@ void bucket_options_default(bucket_options *o);
 
 typedef struct bucket bucket;
 
-/* Opens the bucket at url (nothing is sent yet; a file bucket's directory is
-   created). INVALID with a message for a malformed URL or option. Free with
-   bucket_close. */
+/* Opens the bucket at url (nothing is sent yet; a file bucket's folder is opened,
+   created first when missing and o->create_root). INVALID with a message for a
+   malformed URL or option, NOT_FOUND for a missing file bucket's folder not to be
+   created. Free with bucket_close. */
 int bucket_open(const char *url, const bucket_options *o, bucket **out, char *err, size_t errcap);
 void bucket_close(bucket *b);
 

@@ -68,7 +68,7 @@ double bucket_random(bucket *b);
 /* SHA-256 of data as 64 hex digits and a NUL. */
 void bucket_sha256_hex(const void *data, size_t len, char out[65]);
 
-int bucket_file_open(bucket *b, const char *path, char *err, size_t errcap);
+int bucket_file_open(bucket *b, const char *path, int create_root, char *err, size_t errcap);
 /* Fills a bucket struct for a backend over other buckets (bucket_twin.c): defaults,
    no retries of its own, the URL. */
 int bucket_init_wrapper(bucket *b, const char *url);
