@@ -267,6 +267,27 @@ static void test_bucket_s3_credentials_from_environment(void)
     unsetenv("AWS_REGION");
 }
 
+/* A prefix is checked as a key is: no "." or ".." components, no empty ones (libcurl
+   would have put objects where its dot removal leads and listed them under the literal
+   prefix). Refused at open, before any request. */
+static void test_bucket_s3_refuses_dot_prefix(void)
+{
+    bucket_options o;
+    options(&o);
+    const char *bad[] = { "s3://hanu/a/../b", "s3://hanu/..", "s3://hanu/a/./b", "s3://hanu/.hidden",
+                          "s3://hanu//a", "s3://hanu/a//b", "s3://hanu/a/.." };
+    char err[256];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        bucket *b = NULL;
+        CHECK_EQ(bucket_open(bad[i], &o, &b, err, sizeof err), HANU_ERR_INVALID);
+        CHECK(strstr(err, "not starting with '.' (no \".\" or \"..\")") != NULL);
+        CHECK(b == NULL);
+    }
+    bucket *b = NULL;
+    CHECK_EQ(bucket_open("s3://hanu/a.b/c-d_e/", &o, &b, err, sizeof err), HANU_OK);
+    bucket_close(b);
+}
+
 static void test_bucket_s3_retries(void)
 {
     /* Nothing listens: every attempt fails to connect and is retried up to the limit. */
@@ -317,6 +338,7 @@ int main(void)
     RUN(test_bucket_s3_probe_refuses_emulator);
     RUN(test_bucket_s3_credentials_from_environment);
     RUN(test_bucket_s3_retries);
+    RUN(test_bucket_s3_refuses_dot_prefix);
     stop_server();
     TEST_DONE();
 }

@@ -189,6 +189,7 @@ static int s3_send(bucket *b, const s3_request *rq, s3_response *resp, bucket_ca
     curl_easy_setopt(c, CURLOPT_AWS_SIGV4, s->sigv4);
     curl_easy_setopt(c, CURLOPT_USERPWD, s->userpwd);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);   /* the path signed and sent is the one we built */
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)b->opt.request_timeout_ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)b->opt.connect_timeout_ms);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
@@ -600,10 +601,15 @@ int bucket_s3_open(bucket *b, const char *bucket_name, const char *prefix, char 
             return bucket_fail(&call, HANU_ERR_INVALID, "bucket: s3 bucket name %s is not of [a-z0-9.-]", bucket_name);
     size_t plen = strlen(prefix);
     while (plen && prefix[plen - 1] == '/') plen--;
+    /* Checked as a key is (bucket.h): a "." or ".." component would be removed by URL
+       normalisation on the way (objects put elsewhere than they are listed), and an
+       empty one is no folder of anything. */
     for (size_t i = 0; i < plen; i++) {
         char c = prefix[i];
-        if (!(isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.' || (c == '/' && i && prefix[i - 1] != '/')))
-            return bucket_fail(&call, HANU_ERR_INVALID, "bucket: s3 prefix %s is not of [A-Za-z0-9._-/]", prefix);
+        int start = i == 0 || prefix[i - 1] == '/';
+        if (!(isalnum((unsigned char)c) || c == '-' || c == '_' || (c == '.' && !start) || (c == '/' && !start)))
+            return bucket_fail(&call, HANU_ERR_INVALID, "bucket: s3 prefix \"%s\" is not of [A-Za-z0-9._-/] in "
+                               "non-empty components not starting with '.' (no \".\" or \"..\")", prefix);
     }
     if (plen > BUCKET_KEY_MAX) return bucket_fail(&call, HANU_ERR_INVALID, "bucket: s3 prefix too long");
     s3_bucket *s = calloc(1, sizeof *s);
