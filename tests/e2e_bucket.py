@@ -268,6 +268,50 @@ def root_moved_away(tmp):
           "%d failed" % (t_back - t_moved, len(acks), len(failures)))
 
 
+def fencing_probe_at_start(tmp):
+    """A bucket that ignores conditional puts (simulated: --bucket-ignore-conditions) is
+    refused at start by a writer and by a lease node, unless --unsafe-no-fencing; a
+    follower, which writes nothing, is not probed."""
+    bdir = os.path.join(tmp, "bucket-nofence")
+    for extra in ([], ["--lease"]):
+        srv = Server(os.path.join(tmp, "data-nofence%d" % len(extra)),
+                     ["--bucket", "file://" + bdir, "--bucket-ignore-conditions"] + extra)
+        check(srv.start(expect_ok=False) is False, "a bucket that cannot fence is refused %r" % extra)
+        code = srv.kill()
+        check(code == 2, "exit status %r: %s" % (code, srv.tail()))
+        check("does not honour put-if-absent" in srv.tail() and "--unsafe-no-fencing" in srv.tail(),
+              "says why and how to override: %s" % srv.tail())
+    srv = Server(os.path.join(tmp, "data-nofence-unsafe"),
+                 ["--bucket", "file://" + bdir, "--bucket-ignore-conditions", "--unsafe-no-fencing"])
+    srv.start()
+    try:
+        st, p = Conn(srv.port).set("k", "v", flags=BUCKET)
+        check(st == OK, "with --unsafe-no-fencing a bucket write works: %d %r" % (st, p))
+        check("WARNING" in srv.tail() and "--unsafe-no-fencing" in srv.tail(), "warned: %s" % srv.tail())
+        check(srv.stop() == 0, "clean stop")
+    finally:
+        srv.kill()
+    check(not os.listdir(os.path.join(bdir, "probe")), "the probes cleaned up")
+    srv = Server(os.path.join(tmp, "data-nofence-follower"),
+                 ["--bucket", "file://" + bdir, "--bucket-ignore-conditions", "--follow"])
+    srv.start()
+    srv.kill()
+
+
+def audit_finds_a_rewritten_segment(tmp, bdir, other_bdir):
+    """A segment replaced by a well-formed segment of another chain with the same
+    sequence (what two writers on a bucket that ignores put-if-absent do): its bytes
+    hash to another trailer, so the next segment's previous hash does not verify."""
+    for seq in (1, 2):
+        d = os.path.join(tmp, "rewritten-%d" % seq)
+        shutil.copytree(bdir, d)
+        name = "%020d" % seq
+        shutil.copyfile(os.path.join(other_bdir, "segments", name), os.path.join(d, "segments", name))
+        code, out = audit(d)
+        check(code == 1 and "previous hash" in out, "a rewritten segment %d is found: %d %s" % (seq, code, out))
+        check(("segments/%020d" % (seq + 1)) in out or ("segments/%s" % name) in out, "named: %s" % out)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="hanudb-bucket-")
     try:
@@ -276,7 +320,9 @@ def main():
         audit_finds_every_damage(tmp, bdir)
         refused_without_a_bucket(tmp)
         seal_mb_cuts_segments(tmp)
+        audit_finds_a_rewritten_segment(tmp, bdir, os.path.join(tmp, "bucket-mb"))
         root_moved_away(tmp)
+        fencing_probe_at_start(tmp)
         print("ok   bucket durability, chain on disk, idle, fencing, audit, refusal, --seal-mb")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

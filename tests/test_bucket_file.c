@@ -423,6 +423,31 @@ static void test_bucket_file_refuses_dot_paths(void)
     }
 }
 
+/* The fencing probe refuses a store that ignores either precondition, names which,
+   and leaves no probe object behind. */
+static void test_bucket_file_probe_refuses_ignored_conditions(void)
+{
+    static const struct { int ignore; const char *want; } cases[] = {
+        { BUCKET_IGNORE_IF_NONE_MATCH, "does not honour put-if-absent (If-None-Match: *)" },
+        { BUCKET_IGNORE_IF_MATCH, "does not honour compare-and-swap (If-Match)" },
+        { BUCKET_IGNORE_IF_NONE_MATCH | BUCKET_IGNORE_IF_MATCH, "does not honour put-if-absent" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        bucket_options o;
+        bucket_options_default(&o);
+        o.ignore_conditions = cases[i].ignore;
+        bucket *b = open_bucket("probe-ignored", &o);
+        REQUIRE(b);
+        char err[512] = "";
+        CHECK_EQ(bucket_probe_fencing(b, err, sizeof err), HANU_ERR_UNSUPPORTED);
+        CHECK(strstr(err, cases[i].want) != NULL);
+        listed l = {0};
+        CHECK_EQ(bucket_list(b, "probe/", collect_key, &l, err, sizeof err), HANU_OK);
+        CHECK_EQ(l.n, 0);
+        bucket_close(b);
+    }
+}
+
 int main(void)
 {
     RUN(test_bucket_file_round_trip);
@@ -434,5 +459,6 @@ int main(void)
     RUN(test_bucket_file_latency);
     RUN(test_bucket_file_root_fence);
     RUN(test_bucket_file_refuses_dot_paths);
+    RUN(test_bucket_file_probe_refuses_ignored_conditions);
     TEST_DONE();
 }

@@ -62,7 +62,12 @@ typedef struct bucket_options {
     double fail_rate;                   /* share of requests failing as a 503 before acting */
     double timeout_rate;                /* share of requests timing out after acting */
     uint64_t fail_seed;                 /* seeds the injected failures and the jitter */
+    int ignore_conditions;              /* a store that ignores preconditions (what the fencing probe
+                                           refuses): BUCKET_IGNORE_IF_NONE_MATCH, _IF_MATCH or both */
 } bucket_options;
+
+#define BUCKET_IGNORE_IF_NONE_MATCH 1   /* put-if-absent replaces */
+#define BUCKET_IGNORE_IF_MATCH 2        /* compare-and-swap replaces whatever the ETag */
 
 void bucket_options_default(bucket_options *o);
 
@@ -107,9 +112,12 @@ typedef int (*bucket_list_fn)(void *ctx, const char *key, uint64_t size);
 /* prefix may be "" (every key). */
 int bucket_list(bucket *b, const char *prefix, bucket_list_fn fn, void *ctx, char *err, size_t errcap);
 
-/* Checks that put-if-absent is honoured: puts a fresh probe object twice with
-   put-if-absent, expects the second to be refused, deletes it. UNSUPPORTED with a
-   message when the store accepted both (it cannot fence writers). */
+/* Checks that the store can fence writers: puts a fresh probe object under probe/
+   with put-if-absent, expects a second put-if-absent of it to be refused (segments),
+   a compare-and-swap from a wrong ETag to be refused (the lease object), and a list
+   under probe/ to show it (objects are listed where they were put); deletes it.
+   UNSUPPORTED with a message naming what the store did wrong. Writes to the bucket:
+   for writers and lease nodes, not followers. */
 int bucket_probe_fencing(bucket *b, char *err, size_t errcap);
 
 typedef struct bucket_counters {

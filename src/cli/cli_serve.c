@@ -151,6 +151,10 @@ int cli_serve_main(int argc, char **argv)
                                                                 "with a 503 before they act (0..0.9)" },
         { "bucket-timeout-rate", CLI_DOUBLE, &o.bucket_timeout_rate, "tests: share of bucket requests that act "
                                                                       "and lose their answer (0..0.9)" },
+        { "bucket-ignore-conditions", CLI_FLAG, &o.bucket_ignore_conditions, "tests: the bucket ignores "
+          "conditional puts (If-None-Match, If-Match), as some S3-compatible stores do" },
+        { "unsafe-no-fencing", CLI_FLAG, &o.unsafe_no_fencing, "start although the bucket fails the fencing probe "
+          "(ignores conditional puts): safe only while no second writer or lease node ever uses it" },
         { "follow", CLI_FLAG, &o.follow, "with --bucket: a read-only replica that applies the bucket's chain "
                                          "and answers writes with 421 not_leader (docs/REPLICATION.md)" },
         { "lease", CLI_FLAG, &o.lease, "with --bucket: start as a standby follower; take the writer's lease "
