@@ -312,6 +312,29 @@ def audit_finds_a_rewritten_segment(tmp, bdir, other_bdir):
         check(("segments/%020d" % (seq + 1)) in out or ("segments/%s" % name) in out, "named: %s" % out)
 
 
+def default_bucket_beside_relative_data(tmp):
+    """--data ../NAME: the default bucket is NAME.bucket beside it, spelled without ".."
+    (a file:// URL with ".." is refused)."""
+    cwd = os.path.join(tmp, "cwd")
+    os.mkdir(cwd)
+    port = free_port()
+    p = subprocess.Popen([BIN, "serve", "--data", "../rel", "--http-addr", "off", "--kv-addr", "127.0.0.1:%d" % port],
+                         cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 15
+        while time.time() < deadline and p.poll() is None:
+            try:
+                Conn(port, timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        check(p.poll() is None, "serve --data ../rel starts: %r" % (p.stderr.read() if p.poll() is not None else ""))
+        check(os.path.isdir(os.path.join(tmp, "rel.bucket")), "the default bucket beside ../rel")
+    finally:
+        p.kill()
+        p.wait()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="hanudb-bucket-")
     try:
@@ -323,6 +346,7 @@ def main():
         audit_finds_a_rewritten_segment(tmp, bdir, os.path.join(tmp, "bucket-mb"))
         root_moved_away(tmp)
         fencing_probe_at_start(tmp)
+        default_bucket_beside_relative_data(tmp)
         print("ok   bucket durability, chain on disk, idle, fencing, audit, refusal, --seal-mb")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

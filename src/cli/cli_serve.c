@@ -70,16 +70,42 @@ static void default_store_flags(store_flags *f)
     f->no_compaction = !d.background_compaction;
 }
 
+/* Removes "." and empty components of an absolute path and applies ".." to the
+   component before it, in place: a bucket URL may have neither (docs/BUCKET.md). */
+static void normalise_path(char *path)
+{
+    char *out = path;   /* writes the result over the input, never ahead of it */
+    for (const char *p = path; *p;) {
+        while (*p == '/') p++;
+        const char *end = strchrnul(p, '/');
+        size_t n = (size_t)(end - p);
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            while (out > path && *--out != '/') {
+            }
+        } else if (n && !(n == 1 && p[0] == '.')) {
+            *out++ = '/';
+            memmove(out, p, n);
+            out += n;
+        }
+        p = end;
+    }
+    if (out == path) *out++ = '/';
+    *out = 0;
+}
+
 /* The embedded default bucket: the folder DATA.bucket beside the data directory, as
-   an absolute file:// URL (production puts the bucket on another machine). */
+   an absolute file:// URL without "." or ".." (production puts the bucket on another
+   machine). */
 static int default_bucket_url(const char *data, char *url, size_t cap)
 {
-    char cwd[4096] = "";
+    char cwd[4096] = "", path[8300];
     if (data[0] != '/' && !getcwd(cwd, sizeof cwd)) return -1;
-    while (data[0] == '.' && data[1] == '/') data += 2;   /* "./data" is "data" */
     size_t len = strlen(data);
     while (len > 1 && data[len - 1] == '/') len--;   /* "data/" is "data" */
-    int n = snprintf(url, cap, "file://%s%s%.*s.bucket", cwd, cwd[0] ? "/" : "", (int)len, data);
+    int n = snprintf(path, sizeof path, "%s/%.*s.bucket", cwd, (int)len, data);
+    if (n < 0 || (size_t)n >= sizeof path) return -1;
+    normalise_path(path);
+    n = snprintf(url, cap, "file://%s", path);
     return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
