@@ -241,6 +241,9 @@ def root_moved_away(tmp):
         check(not any(t.is_alive() for t in threads), "every writer got its answer after the folder came back")
         check(srv.proc.poll() is None, "the server is still running: %s" % srv.tail())
         check(phantom == [], "nothing written into the folder put at the path: %r" % phantom)
+        log = srv.tail(200000)
+        lines = [l for l in log.splitlines() if "was moved or replaced" in l]
+        check(lines and len(lines) <= 4, "the failed puts are logged, rate limited: %d lines %r" % (len(lines), lines[:2]))
         # A segment put just before the rename may be answered a moment after it.
         during = [a for a in acks if t_moved + 0.15 < a[0] < t_back]
         check(not during, "%d writes answered at bucket while the root was away: %r" % (len(during), during[:3]))
@@ -312,6 +315,13 @@ def audit_finds_a_rewritten_segment(tmp, bdir, other_bdir):
         check(("segments/%020d" % (seq + 1)) in out or ("segments/%s" % name) in out, "named: %s" % out)
 
 
+def bucket_timeouts_refused_out_of_range(tmp):
+    for bad in (["--bucket-request-timeout-ms", "50"], ["--bucket-connect-timeout-ms", "700000"]):
+        r = subprocess.run([BIN, "serve", "--data", os.path.join(tmp, "never")] + bad,
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 2 and bad[0] in r.stderr, "%s: %d %r" % (bad, r.returncode, r.stderr))
+
+
 def default_bucket_beside_relative_data(tmp):
     """--data ../NAME: the default bucket is NAME.bucket beside it, spelled without ".."
     (a file:// URL with ".." is refused)."""
@@ -346,6 +356,7 @@ def main():
         audit_finds_a_rewritten_segment(tmp, bdir, os.path.join(tmp, "bucket-mb"))
         root_moved_away(tmp)
         fencing_probe_at_start(tmp)
+        bucket_timeouts_refused_out_of_range(tmp)
         default_bucket_beside_relative_data(tmp)
         print("ok   bucket durability, chain on disk, idle, fencing, audit, refusal, --seal-mb")
     finally:

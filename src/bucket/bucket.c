@@ -20,8 +20,9 @@ void bucket_options_default(bucket_options *o)
     o->multipart_threshold = 16ull << 20;
     o->part_size = 8ull << 20;
     o->parallel_parts = 4;
-    o->request_timeout_ms = 60000;
-    o->connect_timeout_ms = 5000;
+    o->request_timeout_ms = 10000;
+    o->connect_timeout_ms = 2000;
+    o->log_interval_ms = 10000;
     o->list_page_keys = 1000;
     o->create_root = 1;
     o->max_attempts = 6;
@@ -60,6 +61,8 @@ static int check_options(const bucket_options *o, char *err, size_t errcap)
         return open_fail(err, errcap, "bucket: parallel_parts must be between 1 and 16");
     if (o->list_page_keys < 1 || o->list_page_keys > 1000)
         return open_fail(err, errcap, "bucket: list_page_keys must be between 1 and 1000");
+    if (o->request_timeout_ms < 100 || o->connect_timeout_ms < 100)
+        return open_fail(err, errcap, "bucket: request and connect timeouts must be at least 100 ms");
     if (o->backoff_max_ms < o->backoff_base_ms)
         return open_fail(err, errcap, "bucket: backoff_max_ms below backoff_base_ms");
     return HANU_OK;
@@ -81,6 +84,7 @@ int bucket_open(const char *url, const bucket_options *o, bucket **out, char *er
     b->opt = *o;
     snprintf(b->url, sizeof b->url, "%s", url);
     pthread_mutex_init(&b->random_lock, NULL);
+    pthread_mutex_init(&b->log_lock, NULL);
     b->random_state = o->fail_seed;
     if (strncmp(url, "file://", 7) == 0) {
         rc = bucket_file_open(b, url + 7, o->create_root, err, errcap);
@@ -100,6 +104,7 @@ int bucket_open(const char *url, const bucket_options *o, bucket **out, char *er
     }
     if (rc != HANU_OK) {
         pthread_mutex_destroy(&b->random_lock);
+        pthread_mutex_destroy(&b->log_lock);
         free(b);
         return rc;
     }
@@ -113,7 +118,8 @@ int bucket_init_wrapper(bucket *b, const char *url)
     b->opt.max_attempts = 1;   /* the wrapped buckets retry; a wrapper never sends again */
     snprintf(b->url, sizeof b->url, "%s", url);
     b->random_state = b->opt.fail_seed;
-    return pthread_mutex_init(&b->random_lock, NULL) == 0 ? HANU_OK : HANU_ERR_NOMEM;
+    return pthread_mutex_init(&b->random_lock, NULL) == 0 && pthread_mutex_init(&b->log_lock, NULL) == 0
+               ? HANU_OK : HANU_ERR_NOMEM;
 }
 
 void bucket_close(bucket *b)
@@ -121,6 +127,7 @@ void bucket_close(bucket *b)
     if (!b) return;
     if (b->ops) b->ops->close(b);
     pthread_mutex_destroy(&b->random_lock);
+    pthread_mutex_destroy(&b->log_lock);
     free(b);
 }
 
@@ -238,6 +245,36 @@ static int send_once(bucket *b, request *r, bucket_call *call)
     return HANU_ERR_INVALID;
 }
 
+static const char *const request_names[] = { "put", "get", "head", "delete", "list" };
+enum { LOG_FAILED, LOG_RETRY };
+
+/* One line of a kind per log_interval_ms, so that a store down for an hour logs a line
+   every few seconds, not one per request: what was left out is counted in the next. */
+static void log_request(bucket *b, int kind, const request *r, uint32_t attempt, const char *msg)
+{
+    if (!b->opt.log) return;
+    uint64_t now = hanu_now_ns() / 1000000, left_out;
+    pthread_mutex_lock(&b->log_lock);
+    struct bucket_log_kind *k = &b->log_kinds[kind];
+    int due = k->last_ms == 0 || now - k->last_ms >= b->opt.log_interval_ms;
+    left_out = k->left_out;
+    if (due) k->last_ms = now, k->left_out = 0;
+    else k->left_out++;
+    pthread_mutex_unlock(&b->log_lock);
+    if (!due) return;
+    char line[2048], more[96] = "";
+    if (left_out)
+        snprintf(more, sizeof more, " (and %llu more %s since the last line)", (unsigned long long)left_out,
+                 kind == LOG_FAILED ? "failed writes" : "retries");
+    if (kind == LOG_FAILED)
+        snprintf(line, sizeof line, "hanudb: bucket %s: %s %s failed after %u attempt%s: %s%s", b->url,
+                 request_names[r->kind], r->key, attempt, attempt == 1 ? "" : "s", msg, more);
+    else
+        snprintf(line, sizeof line, "hanudb: bucket %s: %s %s: attempt %u of %u failed, retrying: %s%s", b->url,
+                 request_names[r->kind], r->key, attempt, b->opt.max_attempts, msg, more);
+    b->opt.log(b->opt.log_ctx, line);
+}
+
 static int run(bucket *b, request *r, char *err, size_t errcap)
 {
     char local[256];
@@ -272,7 +309,15 @@ static int run(bucket *b, request *r, char *err, size_t errcap)
             if (r->kind == REQ_GET) atomic_fetch_add(&b->bytes_down, r->out->len - out_len);
             return HANU_OK;
         }
-        if (!call.retryable || bucket_backoff(b, attempt + 1)) break;
+        if (!call.retryable || attempt + 1 > b->opt.max_attempts) {
+            /* Writes only (a failed read is its caller's to report), and not a refused
+               precondition: EXISTS, MISMATCH and NOT_FOUND are answers, not failures. */
+            int refusal = rc == HANU_ERR_EXISTS || rc == HANU_ERR_MISMATCH || rc == HANU_ERR_NOT_FOUND;
+            if ((r->kind == REQ_PUT || r->kind == REQ_DELETE) && !refusal) log_request(b, LOG_FAILED, r, attempt, err);
+            break;
+        }
+        log_request(b, LOG_RETRY, r, attempt, err);
+        bucket_backoff(b, attempt + 1);
         r->ambiguous = 1;
     }
     if (r->out) r->out->len = out_len;

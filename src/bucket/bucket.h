@@ -42,14 +42,23 @@ typedef struct bucket_options {
     uint64_t multipart_threshold;       /* puts larger go in parts; at least 5 MB (default 16 MB) */
     uint64_t part_size;                 /* at least 5 MB (default 8 MB) */
     uint32_t parallel_parts;            /* parts in flight at once, 1..16 (default 4) */
-    uint32_t request_timeout_ms;        /* one HTTP request (default 60000) */
-    uint32_t connect_timeout_ms;        /* default 5000 */
+    uint32_t request_timeout_ms;        /* a request whose bytes stop flowing this long fails (a low-speed
+                                           limit, so large bodies may take longer); its whole time is bounded
+                                           by this plus 4 ms a KB of body (default 10000, at least 100) */
+    uint32_t connect_timeout_ms;        /* default 2000, at least 100 */
     uint32_t list_page_keys;            /* keys asked per list request, 1..1000 (default 1000) */
 
     /* file only: create the root folder (and its parents) at bucket_open when it is
        missing (default 1; audit and restore pass 0). Never later: a request never
        creates the root, and fails while the path names another folder or none. */
     int create_root;
+
+    /* every backend: log lines for failed write requests and for retries (NULL: none),
+       at most one line of each kind per log_interval_ms (default 10000), saying how many
+       were left out in between */
+    void (*log)(void *ctx, const char *line);
+    void *log_ctx;
+    uint32_t log_interval_ms;
 
     /* every backend: retries */
     uint32_t max_attempts;              /* per request, at least 1 (default 6) */

@@ -52,6 +52,8 @@ struct bucket {
     atomic_uint_fast64_t class_a, class_b, retries, bytes_up, bytes_down;
     pthread_mutex_t random_lock;
     uint64_t random_state;
+    pthread_mutex_t log_lock;
+    struct bucket_log_kind { uint64_t last_ms, left_out; } log_kinds[2];   /* failed writes, retries */
 };
 
 /* Appends one listed key and its size to a page. */

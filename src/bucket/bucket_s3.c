@@ -16,6 +16,7 @@
 #include "bucket/s3_xml.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,7 +191,13 @@ static int s3_send(bucket *b, const s3_request *rq, s3_response *resp, bucket_ca
     curl_easy_setopt(c, CURLOPT_USERPWD, s->userpwd);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);   /* the path signed and sent is the one we built */
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)b->opt.request_timeout_ms);
+    /* A connection that hangs fails once no byte moved for request_timeout_ms (at
+       least a second: curl counts in seconds); a slow but moving body is not cut,
+       and the whole request is still bounded, with 4 ms a KB of body added. */
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)HANU_MAX(1u, (b->opt.request_timeout_ms + 999) / 1000));
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)HANU_MIN((uint64_t)b->opt.request_timeout_ms +
+                                                           rq->body_len / 256, (uint64_t)LONG_MAX));
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)b->opt.connect_timeout_ms);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
@@ -235,7 +242,11 @@ static int s3_status(bucket_call *call, const s3_request *rq, const s3_response 
     else if (st == 429 || st >= 500 || st == 409 || strcmp(code, "RequestTimeout") == 0 ||
              strcmp(code, "SlowDown") == 0)
         status = HANU_ERR_IO, call->retryable = 1;
-    const char *hint = st == 403 ? " (check the access key, the secret and the region)" : "";
+    /* Not retried (403): a skewed clock stays skewed until someone fixes it. */
+    const char *hint = strcmp(code, "RequestTimeTooSkewed") == 0
+                           ? " (this machine's clock differs from the store's by more than it allows, "
+                             "15 minutes on AWS: check the clock, e.g. NTP)"
+                       : st == 403 ? " (check the access key, the secret and the region)" : "";
     return bucket_fail(call, status, "bucket: s3 %s %s: %ld %s%s%s%s", rq->method, rq->key ? rq->key : "(list)", st,
                        code[0] ? code : "(no error code)", message[0] ? ": " : "", message, hint);
 }

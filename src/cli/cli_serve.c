@@ -119,6 +119,7 @@ int cli_serve_main(int argc, char **argv)
     uint64_t max_frame = o.max_frame, idle_ms = o.idle_timeout_ms, max_conns = o.max_connections;
     uint64_t max_body = o.max_body, idem_ttl = o.idempotency_ttl_s;
     uint64_t seal_ms = o.seal_interval_ms, seal_mb = 4, lat_put = 0, lat_get = 0, snapshot_segments = o.snapshot_segments;
+    uint64_t bucket_connect_ms = 2000, bucket_request_ms = 10000;
     cli_str_twice buckets = { { NULL, NULL }, 0, 0 };
     int no_bucket = 0;
     char bucket_url[4200];
@@ -173,6 +174,11 @@ int cli_serve_main(int argc, char **argv)
         { "bucket-latency-get-ms", CLI_U64, &lat_get, "with --bucket: simulated latency of every get/head" },
         { "snapshot-segments", CLI_U64, &snapshot_segments, "with --bucket: a snapshot after this many segments, when "
           "the log written since the last one is at least half the state; 0: only POST /_admin/snapshot (default 64)" },
+        { "bucket-connect-timeout-ms", CLI_U64, &bucket_connect_ms, "with an s3:// bucket: a connection not made "
+          "in this long fails (and is retried) (100..600000, default 2000)" },
+        { "bucket-request-timeout-ms", CLI_U64, &bucket_request_ms, "with an s3:// bucket: a request whose bytes "
+          "stop flowing this long fails (and is retried); large bodies may take longer while they move "
+          "(100..600000, default 10000)" },
         { "bucket-fail-rate", CLI_DOUBLE, &o.bucket_fail_rate, "tests: share of bucket requests failing "
                                                                 "with a 503 before they act (0..0.9)" },
         { "bucket-timeout-rate", CLI_DOUBLE, &o.bucket_timeout_rate, "tests: share of bucket requests that act "
@@ -273,6 +279,13 @@ int cli_serve_main(int argc, char **argv)
         return 2;
     }
     o.seal_interval_ms = (uint32_t)seal_ms;
+    if (bucket_connect_ms < 100 || bucket_connect_ms > 600000 || bucket_request_ms < 100 ||
+        bucket_request_ms > 600000) {
+        fprintf(stderr, "hanudb: --bucket-connect-timeout-ms and --bucket-request-timeout-ms must be 100..600000\n");
+        return 2;
+    }
+    o.bucket_connect_timeout_ms = (uint32_t)bucket_connect_ms;
+    o.bucket_request_timeout_ms = (uint32_t)bucket_request_ms;
     o.bucket_latency_put_ms = (uint32_t)lat_put;
     o.bucket_latency_get_ms = (uint32_t)lat_get;
     if (snapshot_segments > 1000000) {

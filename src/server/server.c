@@ -215,6 +215,14 @@ static int probe_fencing(server *srv, char *err, size_t errcap)
     return rc;
 }
 
+/* The bucket's own lines (failed writes, retries; rate limited there): the sealer's
+   failed puts reach the log this way. */
+static void log_bucket(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "%s\n", line);
+}
+
 /* The bucket itself, before the store: a rebuild reads it first. */
 int server_bucket_open(server *srv, char *err, size_t errcap)
 {
@@ -226,6 +234,9 @@ int server_bucket_open(server *srv, char *err, size_t errcap)
     bo.fail_rate = o->bucket_fail_rate;
     bo.timeout_rate = o->bucket_timeout_rate;
     bo.ignore_conditions = o->bucket_ignore_conditions ? BUCKET_IGNORE_IF_NONE_MATCH | BUCKET_IGNORE_IF_MATCH : 0;
+    if (o->bucket_connect_timeout_ms) bo.connect_timeout_ms = o->bucket_connect_timeout_ms;
+    if (o->bucket_request_timeout_ms) bo.request_timeout_ms = o->bucket_request_timeout_ms;
+    bo.log = log_bucket;
     int rc = o->bucket_url2 ? bucket_twin_open(o->bucket_url, o->bucket_url2, &bo, &srv->bucket, err, errcap)
                             : bucket_open(o->bucket_url, &bo, &srv->bucket, err, errcap);
     if (rc == HANU_OK && !o->follow) rc = probe_fencing(srv, err, errcap);
