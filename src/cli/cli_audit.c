@@ -122,9 +122,12 @@ static int audit_bucket(const char *url, audit_keys *a)
     int rc;
     int status;
     rc = snapshot_audit(b, &snaps, err, sizeof err);
-    if (rc == HANU_OK) rc = bucket_list(b, SEGMENT_KEY_PREFIX, collect_key, a, err, sizeof err);
-    if (rc == HANU_OK) a->listed = 1;
-    else if (rc == HANU_ERR_CORRUPT || rc == HANU_ERR_NOT_FOUND) rc = 1;   /* a damaged or missing object */
+    if (rc == HANU_OK) {
+        rc = bucket_list(b, SEGMENT_KEY_PREFIX, collect_key, a, err, sizeof err);
+        a->listed = rc == HANU_OK;
+    } else if (rc == HANU_ERR_CORRUPT || rc == HANU_ERR_NOT_FOUND) {
+        rc = 1;   /* a damaged or missing object */
+    }
     if (rc == 1) {
         fprintf(stderr, "hanudb audit: %s\n", err);
         status = 1;
