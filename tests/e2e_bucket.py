@@ -244,8 +244,9 @@ def root_moved_away(tmp):
         log = srv.tail(200000)
         lines = [l for l in log.splitlines() if "was moved or replaced" in l]
         check(lines and len(lines) <= 4, "the failed puts are logged, rate limited: %d lines %r" % (len(lines), lines[:2]))
-        # A segment put just before the rename may be answered a moment after it.
-        during = [a for a in acks if t_moved + 0.15 < a[0] < t_back]
+        # A segment whose put passed the check just before the rename is answered a moment
+        # after it (its link and the folder's sync); it is in the real folder all the same.
+        during = [a for a in acks if t_moved + 0.5 < a[0] < t_back]
         check(not during, "%d writes answered at bucket while the root was away: %r" % (len(during), during[:3]))
         after = [a for a in acks if a[0] >= t_back]
         check(after, "writes answered again once the root is back (%d before)" % len(acks))

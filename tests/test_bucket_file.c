@@ -398,6 +398,14 @@ static void test_bucket_file_root_fence(void)
     listed l = {0};
     CHECK_EQ(bucket_list(b, "seg/", collect_key, &l, err, sizeof err), HANU_OK);
     CHECK(l.n == 2 && strcmp(l.keys[1], "seg/2") == 0);
+
+    /* deleted for good: the put needing a new folder says the root is gone, retryable */
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    REQUIRE(system(cmd) == 0);
+    CHECK_EQ(bucket_put(b, "fresh/1", "x", 1, NULL, err, sizeof err), HANU_ERR_IO);
+    CHECK(strstr(err, "was moved or replaced (No such file or directory)") != NULL);
+    CHECK(stat(root, &st) != 0 && errno == ENOENT);
     bucket_close(b);
 
     /* create_root = 0 (audit, restore): a missing root is NOT_FOUND, and not created */

@@ -206,11 +206,16 @@ static int file_put(bucket *b, const char *key, const void *data, size_t len, en
 {
     char path[PATH_MAX], temp[PATH_MAX];
     int rfd = fb(b)->root_fd;
-    int rc = check_root(b, call);
-    if (rc == HANU_OK) rc = object_path(key, path, sizeof path, call);
+    int rc = object_path(key, path, sizeof path, call);
     if (rc == HANU_OK) rc = make_parents(b, path, call);
     if (rc == HANU_OK) rc = write_temp(b, path, data, len, temp, sizeof temp, call);
-    if (rc != HANU_OK) return rc;
+    if (rc != HANU_OK) return check_root(b, call) != HANU_OK ? HANU_ERR_IO : rc;   /* a deleted root says so */
+    /* Checked last, just before the object appears: the temporary file went to the
+       folder we hold, which is harmless wherever that folder now is. */
+    if ((rc = check_root(b, call)) != HANU_OK) {
+        unlinkat(rfd, temp, 0);
+        return rc;
+    }
     if (mode == BUCKET_PUT_IF_ABSENT) {
         if (linkat(rfd, temp, rfd, path, 0) != 0)
             rc = errno == EEXIST ? bucket_fail(call, HANU_ERR_EXISTS, "bucket: %s exists", key)
