@@ -4,7 +4,8 @@ the bucket (checked after a SIGKILL right after the answer, from the segment
 headers on disk); an idle server sends nothing to the bucket; a second data
 directory with writes of its own on the same bucket is fenced (exit status 3);
 `hanudb audit` passes the chain and finds a flipped byte, a missing, reordered or
-extra segment; with --no-bucket the level is refused."""
+extra segment; with --no-bucket the level is refused; the bucket's root folder moved
+away and replaced for a second answers no write at `bucket` until it is back."""
 import json
 import os
 import shutil
@@ -189,6 +190,162 @@ def seal_mb_cuts_segments(tmp):
         srv.kill()
 
 
+def root_moved_away(tmp):
+    """The bucket's root folder moved away for about a second while writers write at
+    `bucket`, an empty folder put at its path for part of it: no write is answered at
+    `bucket` while the path names no folder or another one (the sealer's puts fail and
+    are retried), nothing lands in the stranger, and once the folder is back every
+    answered write is in the chain and `audit` passes."""
+    import threading
+    bdir = os.path.join(tmp, "bucket-moved")
+    away = bdir + "-away"
+    srv = Server(os.path.join(tmp, "data-moved"), ["--bucket", "file://" + bdir, "--seal-interval-ms", "50"])
+    srv.start()
+    acks = []                       # (time answered, key, token)
+    lock = threading.Lock()
+    stop = threading.Event()
+    failures = []
+
+    def writer(n):
+        c = Conn(srv.port, timeout=60)
+        i = 0
+        while not stop.is_set():
+            key = "w%d-%d" % (n, i)
+            st, p = c.set(key, "v" + key, flags=BUCKET)
+            if st == OK:
+                with lock:
+                    acks.append((time.time(), key, token_of(p)))
+            else:
+                failures.append((key, st))
+            i += 1
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(3)]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        check(len(acks) > 0, "writes answered at bucket before the move")
+        t_moved = time.time()
+        os.rename(bdir, away)
+        time.sleep(0.4)
+        os.mkdir(bdir)                                  # a stranger at the path
+        time.sleep(0.6)
+        phantom = sorted(os.listdir(bdir))
+        os.rmdir(bdir)
+        t_back = time.time()
+        os.rename(away, bdir)
+        time.sleep(0.3)
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+        check(not any(t.is_alive() for t in threads), "every writer got its answer after the folder came back")
+        check(srv.proc.poll() is None, "the server is still running: %s" % srv.tail())
+        check(phantom == [], "nothing written into the folder put at the path: %r" % phantom)
+        log = srv.tail(200000)
+        lines = [l for l in log.splitlines() if "was moved or replaced" in l]
+        check(lines and len(lines) <= 4, "the failed puts are logged, rate limited: %d lines %r" % (len(lines), lines[:2]))
+        # A segment whose put passed the check just before the rename is answered a moment
+        # after it (its link and the folder's sync); it is in the real folder all the same.
+        during = [a for a in acks if t_moved + 0.5 < a[0] < t_back]
+        check(not during, "%d writes answered at bucket while the root was away: %r" % (len(during), during[:3]))
+        after = [a for a in acks if a[0] >= t_back]
+        check(after, "writes answered again once the root is back (%d before)" % len(acks))
+        check(srv.stop() == 0, "clean stop")
+    finally:
+        stop.set()
+        srv.kill()
+    segs = segment_headers(bdir)
+    seqs = [s[0] for s in segs]   # retention may have removed the start (snapshots): no hole after it
+    check(seqs == list(range(seqs[0], seqs[0] + len(seqs))), "no hole in the chain: %r" % seqs)
+    check(segs[-1][2] >= max(a[2] for a in acks), "every answered write is in the chain")
+    code, out = audit(bdir)
+    check(code == 0 and "chain ok" in out, "audit after the move: %d %s" % (code, out))
+    restored = os.path.join(tmp, "restored-moved")
+    r = subprocess.run([BIN, "restore", "--bucket", "file://" + bdir, "--to", restored, "--quiet"],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "restore: %s" % r.stderr)
+    r = subprocess.run([BIN, "dump", "--data", restored], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "dump: %s" % r.stderr)
+    missing = [a[1] for a in acks if a[1] not in r.stdout]
+    check(not missing, "%d answered writes missing from a restore: %r" % (len(missing), missing[:3]))
+    print("ok   root moved away %.1f s: %d writes answered at bucket, none while away, all in the chain; "
+          "%d failed" % (t_back - t_moved, len(acks), len(failures)))
+
+
+def fencing_probe_at_start(tmp):
+    """A bucket that ignores conditional puts (simulated: --bucket-ignore-conditions) is
+    refused at start by a writer and by a lease node, unless --unsafe-no-fencing; a
+    follower, which writes nothing, is not probed."""
+    bdir = os.path.join(tmp, "bucket-nofence")
+    for extra in ([], ["--lease"]):
+        srv = Server(os.path.join(tmp, "data-nofence%d" % len(extra)),
+                     ["--bucket", "file://" + bdir, "--bucket-ignore-conditions"] + extra)
+        check(srv.start(expect_ok=False) is False, "a bucket that cannot fence is refused %r" % extra)
+        code = srv.kill()
+        check(code == 2, "exit status %r: %s" % (code, srv.tail()))
+        check("does not honour put-if-absent" in srv.tail() and "--unsafe-no-fencing" in srv.tail(),
+              "says why and how to override: %s" % srv.tail())
+    srv = Server(os.path.join(tmp, "data-nofence-unsafe"),
+                 ["--bucket", "file://" + bdir, "--bucket-ignore-conditions", "--unsafe-no-fencing"])
+    srv.start()
+    try:
+        st, p = Conn(srv.port).set("k", "v", flags=BUCKET)
+        check(st == OK, "with --unsafe-no-fencing a bucket write works: %d %r" % (st, p))
+        check("WARNING" in srv.tail() and "--unsafe-no-fencing" in srv.tail(), "warned: %s" % srv.tail())
+        check(srv.stop() == 0, "clean stop")
+    finally:
+        srv.kill()
+    check(not os.listdir(os.path.join(bdir, "probe")), "the probes cleaned up")
+    srv = Server(os.path.join(tmp, "data-nofence-follower"),
+                 ["--bucket", "file://" + bdir, "--bucket-ignore-conditions", "--follow"])
+    srv.start()
+    srv.kill()
+
+
+def audit_finds_a_rewritten_segment(tmp, bdir, other_bdir):
+    """A segment replaced by a well-formed segment of another chain with the same
+    sequence (what two writers on a bucket that ignores put-if-absent do): its bytes
+    hash to another trailer, so the next segment's previous hash does not verify."""
+    for seq in (1, 2):
+        d = os.path.join(tmp, "rewritten-%d" % seq)
+        shutil.copytree(bdir, d)
+        name = "%020d" % seq
+        shutil.copyfile(os.path.join(other_bdir, "segments", name), os.path.join(d, "segments", name))
+        code, out = audit(d)
+        check(code == 1 and "previous hash" in out, "a rewritten segment %d is found: %d %s" % (seq, code, out))
+        check(("segments/%020d" % (seq + 1)) in out or ("segments/%s" % name) in out, "named: %s" % out)
+
+
+def bucket_timeouts_refused_out_of_range(tmp):
+    for bad in (["--bucket-request-timeout-ms", "50"], ["--bucket-connect-timeout-ms", "700000"]):
+        r = subprocess.run([BIN, "serve", "--data", os.path.join(tmp, "never")] + bad,
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 2 and bad[0] in r.stderr, "%s: %d %r" % (bad, r.returncode, r.stderr))
+
+
+def default_bucket_beside_relative_data(tmp):
+    """--data ../NAME: the default bucket is NAME.bucket beside it, spelled without ".."
+    (a file:// URL with ".." is refused)."""
+    cwd = os.path.join(tmp, "cwd")
+    os.mkdir(cwd)
+    port = free_port()
+    p = subprocess.Popen([BIN, "serve", "--data", "../rel", "--http-addr", "off", "--kv-addr", "127.0.0.1:%d" % port],
+                         cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 15
+        while time.time() < deadline and p.poll() is None:
+            try:
+                Conn(port, timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        check(p.poll() is None, "serve --data ../rel starts: %r" % (p.stderr.read() if p.poll() is not None else ""))
+        check(os.path.isdir(os.path.join(tmp, "rel.bucket")), "the default bucket beside ../rel")
+    finally:
+        p.kill()
+        p.wait()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="hanudb-bucket-")
     try:
@@ -197,6 +354,11 @@ def main():
         audit_finds_every_damage(tmp, bdir)
         refused_without_a_bucket(tmp)
         seal_mb_cuts_segments(tmp)
+        audit_finds_a_rewritten_segment(tmp, bdir, os.path.join(tmp, "bucket-mb"))
+        root_moved_away(tmp)
+        fencing_probe_at_start(tmp)
+        bucket_timeouts_refused_out_of_range(tmp)
+        default_bucket_beside_relative_data(tmp)
         print("ok   bucket durability, chain on disk, idle, fencing, audit, refusal, --seal-mb")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

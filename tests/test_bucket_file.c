@@ -7,7 +7,9 @@
 #include "test.h"
 #include "test_bucket.h"
 #include <openssl/sha.h>
+#include <errno.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include "bucket/bucket.h"
 
 static char url[600];
@@ -355,6 +357,105 @@ static void test_bucket_file_latency(void)
     bucket_close(b);
 }
 
+/* The root is opened once: a root removed, or moved away and replaced by another
+   folder, fails every put and delete (no folder created, nothing acknowledged into
+   the stranger); renamed back, it works again. */
+static void test_bucket_file_root_fence(void)
+{
+    bucket_options o;
+    bucket_options_default(&o);
+    o.max_attempts = 1;   /* the refusal is retryable: one attempt shows it at once */
+    bucket *b = open_bucket("fence", &o);
+    REQUIRE(b);
+    char root[600], away[640], err[512], s[16], path[700];
+    snprintf(root, sizeof root, "%s", url + 7);
+    snprintf(away, sizeof away, "%s-away", root);
+    CHECK_EQ(bucket_put(b, "seg/1", "one", 3, NULL, err, sizeof err), HANU_OK);
+
+    /* removed entirely: put fails and nothing recreates the root */
+    REQUIRE(rename(root, away) == 0);
+    CHECK_EQ(bucket_put_if_absent(b, "seg/2", "two", 3, NULL, err, sizeof err), HANU_ERR_IO);
+    CHECK(strstr(err, "was moved or replaced") != NULL);
+    CHECK_EQ(bucket_put(b, "seg/2", "two", 3, NULL, err, sizeof err), HANU_ERR_IO);
+    CHECK_EQ(bucket_compare_and_swap(b, "seg/1", "x", "two", 3, NULL, err, sizeof err), HANU_ERR_IO);
+    CHECK_EQ(bucket_delete(b, "seg/1", err, sizeof err), HANU_ERR_IO);
+    struct stat st;
+    CHECK(stat(root, &st) != 0 && errno == ENOENT);
+
+    /* another, empty folder at the path: still refused, and it stays empty */
+    REQUIRE(mkdir(root, 0755) == 0);
+    CHECK_EQ(bucket_put_if_absent(b, "seg/2", "two", 3, NULL, err, sizeof err), HANU_ERR_IO);
+    CHECK(strstr(err, "another folder is there now") != NULL);
+    snprintf(path, sizeof path, "%s/seg", root);
+    CHECK(stat(path, &st) != 0 && errno == ENOENT);
+    REQUIRE(rmdir(root) == 0);
+
+    /* renamed back: works again, into the very folder the chain is in */
+    REQUIRE(rename(away, root) == 0);
+    CHECK_EQ(bucket_put_if_absent(b, "seg/2", "two", 3, NULL, err, sizeof err), HANU_OK);
+    CHECK_EQ(get_string(b, "seg/1", s, sizeof s), HANU_OK);
+    CHECK(strcmp(s, "one") == 0);
+    listed l = {0};
+    CHECK_EQ(bucket_list(b, "seg/", collect_key, &l, err, sizeof err), HANU_OK);
+    CHECK(l.n == 2 && strcmp(l.keys[1], "seg/2") == 0);
+
+    /* deleted for good: the put needing a new folder says the root is gone, retryable */
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    REQUIRE(system(cmd) == 0);
+    CHECK_EQ(bucket_put(b, "fresh/1", "x", 1, NULL, err, sizeof err), HANU_ERR_IO);
+    CHECK(strstr(err, "was moved or replaced (No such file or directory)") != NULL);
+    CHECK(stat(root, &st) != 0 && errno == ENOENT);
+    bucket_close(b);
+
+    /* create_root = 0 (audit, restore): a missing root is NOT_FOUND, and not created */
+    o.create_root = 0;
+    char missing[700];
+    snprintf(missing, sizeof missing, "file://%s/nothing-here", test_tmpdir("fence-missing"));
+    bucket *x = NULL;
+    CHECK_EQ(bucket_open(missing, &o, &x, err, sizeof err), HANU_ERR_NOT_FOUND);
+    CHECK(strstr(err, "does not exist") != NULL);
+    CHECK(stat(missing + 7, &st) != 0 && errno == ENOENT);
+}
+
+/* A file URL's path is absolute, without "." or ".." components. */
+static void test_bucket_file_refuses_dot_paths(void)
+{
+    const char *bad[] = { "file:///tmp/a/../b", "file:///tmp/./b", "file:///tmp/..", "file:///../tmp" };
+    char err[256];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        bucket *x = NULL;
+        CHECK_EQ(bucket_open(bad[i], NULL, &x, err, sizeof err), HANU_ERR_INVALID);
+        CHECK(strstr(err, "component: spell the bucket's folder without") != NULL);
+        CHECK(x == NULL);
+    }
+}
+
+/* The fencing probe refuses a store that ignores either precondition, names which,
+   and leaves no probe object behind. */
+static void test_bucket_file_probe_refuses_ignored_conditions(void)
+{
+    static const struct { int ignore; const char *want; } cases[] = {
+        { BUCKET_IGNORE_IF_NONE_MATCH, "does not honour put-if-absent (If-None-Match: *)" },
+        { BUCKET_IGNORE_IF_MATCH, "does not honour compare-and-swap (If-Match)" },
+        { BUCKET_IGNORE_IF_NONE_MATCH | BUCKET_IGNORE_IF_MATCH, "does not honour put-if-absent" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        bucket_options o;
+        bucket_options_default(&o);
+        o.ignore_conditions = cases[i].ignore;
+        bucket *b = open_bucket("probe-ignored", &o);
+        REQUIRE(b);
+        char err[512] = "";
+        CHECK_EQ(bucket_probe_fencing(b, err, sizeof err), HANU_ERR_UNSUPPORTED);
+        CHECK(strstr(err, cases[i].want) != NULL);
+        listed l = {0};
+        CHECK_EQ(bucket_list(b, "probe/", collect_key, &l, err, sizeof err), HANU_OK);
+        CHECK_EQ(l.n, 0);
+        bucket_close(b);
+    }
+}
+
 int main(void)
 {
     RUN(test_bucket_file_round_trip);
@@ -364,5 +465,8 @@ int main(void)
     RUN(test_bucket_file_processes_race);
     RUN(test_bucket_file_injected_failures);
     RUN(test_bucket_file_latency);
+    RUN(test_bucket_file_root_fence);
+    RUN(test_bucket_file_refuses_dot_paths);
+    RUN(test_bucket_file_probe_refuses_ignored_conditions);
     TEST_DONE();
 }

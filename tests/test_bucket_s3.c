@@ -10,6 +10,9 @@
 #include "test_bucket.h"
 #include <signal.h>
 #include <sys/prctl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <openssl/evp.h>
 #include "bucket/bucket.h"
 
@@ -267,6 +270,27 @@ static void test_bucket_s3_credentials_from_environment(void)
     unsetenv("AWS_REGION");
 }
 
+/* A prefix is checked as a key is: no "." or ".." components, no empty ones (libcurl
+   would have put objects where its dot removal leads and listed them under the literal
+   prefix). Refused at open, before any request. */
+static void test_bucket_s3_refuses_dot_prefix(void)
+{
+    bucket_options o;
+    options(&o);
+    const char *bad[] = { "s3://hanu/a/../b", "s3://hanu/..", "s3://hanu/a/./b", "s3://hanu/.hidden",
+                          "s3://hanu//a", "s3://hanu/a//b", "s3://hanu/a/.." };
+    char err[256];
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        bucket *b = NULL;
+        CHECK_EQ(bucket_open(bad[i], &o, &b, err, sizeof err), HANU_ERR_INVALID);
+        CHECK(strstr(err, "not starting with '.' (no \".\" or \"..\")") != NULL);
+        CHECK(b == NULL);
+    }
+    bucket *b = NULL;
+    CHECK_EQ(bucket_open("s3://hanu/a.b/c-d_e/", &o, &b, err, sizeof err), HANU_OK);
+    bucket_close(b);
+}
+
 static void test_bucket_s3_retries(void)
 {
     /* Nothing listens: every attempt fails to connect and is retried up to the limit. */
@@ -307,6 +331,148 @@ static void test_bucket_s3_retries(void)
     bucket_close(b);
 }
 
+/* ---- a hung store, a skewed clock, and the log lines (issue 26, item 12) ---- */
+
+/* A socket that accepts connections in the kernel and never answers: a hung store. */
+static int hung_endpoint(char *out, size_t cap)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+        return -1;
+    snprintf(out, cap, "http://127.0.0.1:%d", ntohs(a.sin_port));
+    return fd;
+}
+
+static void test_bucket_s3_timeouts(void)
+{
+    bucket_options o;
+    bucket_options_default(&o);
+    CHECK_EQ(o.connect_timeout_ms, 2000);   /* seconds, not a minute */
+    CHECK_EQ(o.request_timeout_ms, 10000);
+    char hung[64];
+    int fd = hung_endpoint(hung, sizeof hung);
+    REQUIRE(fd >= 0);
+    options(&o);
+    o.s3_endpoint = hung;
+    o.request_timeout_ms = 1000;
+    o.max_attempts = 2;
+    bucket *b = open_s3("s3://hanu/db1", &o);
+    REQUIRE(b);
+    char err[256];
+    uint64_t t0 = hanu_now_ns();
+    CHECK_EQ(bucket_put(b, "k", "v", 1, NULL, err, sizeof err), HANU_ERR_IO);
+    uint64_t ms = (hanu_now_ns() - t0) / 1000000;
+    CHECK(strstr(err, "Timeout was reached") != NULL);
+    CHECK(ms >= 1500 && ms < 6000);   /* two attempts of about a second each */
+    bucket_counters c;
+    bucket_get_counters(b, &c);
+    CHECK_EQ(c.retries, 1);
+    bucket_close(b);
+    close(fd);
+    o.request_timeout_ms = 50;
+    CHECK_EQ(bucket_open("s3://hanu/db1", &o, &b, err, sizeof err), HANU_ERR_INVALID);
+}
+
+/* A store that answers every request with one canned 403; serves until killed. */
+static pid_t canned_store(const char *answer_body, char *url, size_t cap)
+{
+    int fd = hung_endpoint(url, cap);
+    if (fd < 0) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        char head[256], buf[65536];
+        snprintf(head, sizeof head, "HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\n"
+                 "Content-Length: %zu\r\nConnection: close\r\n\r\n", strlen(answer_body));
+        for (;;) {
+            int c = accept(fd, NULL, NULL);
+            if (c < 0) continue;
+            if (read(c, buf, sizeof buf) > 0 && write(c, head, strlen(head)) > 0 &&
+                write(c, answer_body, strlen(answer_body)) > 0)
+                shutdown(c, SHUT_WR);
+            while (read(c, buf, sizeof buf) > 0) {
+            }
+            close(c);
+        }
+    }
+    close(fd);
+    return pid;
+}
+
+static void test_bucket_s3_skewed_clock(void)
+{
+    char url[64];
+    pid_t pid = canned_store("<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>RequestTimeTooSkewed</Code>"
+                             "<Message>The difference between the request time and the current time is too "
+                             "large.</Message></Error>", url, sizeof url);
+    REQUIRE(pid > 0);
+    bucket_options o;
+    options(&o);
+    o.s3_endpoint = url;
+    bucket *b = open_s3("s3://hanu/db1", &o);
+    REQUIRE(b);
+    char err[512];
+    hanu_buf got = {0};
+    CHECK_EQ(bucket_get(b, "k", &got, NULL, err, sizeof err), HANU_ERR_INVALID);
+    CHECK(strstr(err, "403 RequestTimeTooSkewed") != NULL && strstr(err, "check the clock") != NULL);
+    bucket_counters c;
+    bucket_get_counters(b, &c);
+    CHECK_EQ(c.retries, 0);   /* a skewed clock stays skewed: no retry */
+    bucket_close(b);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+typedef struct log_lines {
+    char lines[8][600];
+    int n;
+} log_lines;
+
+static void keep_line(void *ctx, const char *line)
+{
+    log_lines *l = ctx;
+    if (l->n < 8) snprintf(l->lines[l->n], sizeof l->lines[0], "%s", line);
+    l->n++;
+}
+
+/* Failed writes and retries are logged, one line of each kind per interval, the lines
+   left out counted in the next one. */
+static void test_bucket_s3_logs_failures(void)
+{
+    log_lines l = { .n = 0 };
+    bucket_options o;
+    options(&o);
+    o.s3_endpoint = "http://127.0.0.1:1";
+    o.max_attempts = 3;
+    o.log = keep_line;
+    o.log_ctx = &l;
+    o.log_interval_ms = 300;
+    bucket *b = open_s3("s3://hanu/db1", &o);
+    REQUIRE(b);
+    char err[256];
+    CHECK_EQ(bucket_put(b, "seg/1", "v", 1, NULL, err, sizeof err), HANU_ERR_IO);
+    CHECK_EQ(bucket_put(b, "seg/2", "v", 1, NULL, err, sizeof err), HANU_ERR_IO);
+    CHECK_EQ(l.n, 2);   /* one retry line, one failure line; the rest within the interval left out */
+    CHECK(strcmp(l.lines[0], "hanudb: bucket s3://hanu/db1: put seg/1: attempt 1 of 3 failed, retrying: "
+                             "bucket: s3 PUT seg/1: Couldn't connect to server") == 0);
+    CHECK(strcmp(l.lines[1], "hanudb: bucket s3://hanu/db1: put seg/1 failed after 3 attempts: "
+                             "bucket: s3 PUT seg/1: Couldn't connect to server") == 0);
+    usleep(350000);
+    CHECK_EQ(bucket_put(b, "seg/3", "v", 1, NULL, err, sizeof err), HANU_ERR_IO);
+    CHECK_EQ(l.n, 4);
+    CHECK(strstr(l.lines[2], "put seg/3: attempt 1 of 3 failed") != NULL &&
+          strstr(l.lines[2], "(and 3 more retries since the last line)") != NULL);
+    CHECK(strstr(l.lines[3], "put seg/3 failed after 3 attempts") != NULL &&
+          strstr(l.lines[3], "(and 1 more failed writes since the last line)") != NULL);
+    hanu_buf got = {0};
+    CHECK_EQ(bucket_get(b, "seg/1", &got, NULL, err, sizeof err), HANU_ERR_IO);
+    CHECK_EQ(l.n, 4);   /* a failed read is its caller's to report; its retries are within the interval */
+    bucket_close(b);
+}
+
 int main(void)
 {
     if (start_server() != 0) return 1;
@@ -317,6 +483,10 @@ int main(void)
     RUN(test_bucket_s3_probe_refuses_emulator);
     RUN(test_bucket_s3_credentials_from_environment);
     RUN(test_bucket_s3_retries);
+    RUN(test_bucket_s3_refuses_dot_prefix);
+    RUN(test_bucket_s3_timeouts);
+    RUN(test_bucket_s3_skewed_clock);
+    RUN(test_bucket_s3_logs_failures);
     stop_server();
     TEST_DONE();
 }

@@ -172,10 +172,19 @@ static void test_twin_remirror_restores_a_deleted_folder(void)
         CHECK_EQ(bucket_put_if_absent(t, key, body, strlen(body), NULL, err, sizeof err), HANU_OK);
     }
     CHECK_EQ(bucket_put(t, "snapshots/m1", "manifest", 8, NULL, err, sizeof err), HANU_OK);
-    /* The second bucket's folder goes entirely; then an object lands there only. */
+    /* The second bucket's folder goes entirely: the open twin refuses to write into a
+       root that is gone; a new start (as serve's) creates it, then an object lands
+       there only. */
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s/objects'", dir[1]);
     REQUIRE(system(cmd) == 0);
+    CHECK_EQ(bucket_put(bucket_twin_side(t, 1), "snapshots/m2", "manifest 2", 10, NULL, err, sizeof err), HANU_ERR_IO);
+    CHECK(strstr(err, "was moved or replaced") != NULL);
+    bucket_close(t);
+    bucket *a = NULL, *b = NULL;
+    REQUIRE(bucket_open(urls[0], NULL, &a, err, sizeof err) == HANU_OK);
+    REQUIRE(bucket_open(urls[1], NULL, &b, err, sizeof err) == HANU_OK);
+    REQUIRE(bucket_twin_join(a, b, &t, err, sizeof err) == HANU_OK);
     CHECK_EQ(bucket_put(bucket_twin_side(t, 1), "snapshots/m2", "manifest 2", 10, NULL, err, sizeof err), HANU_OK);
     /* Reads still work, from whichever side has the object. */
     CHECK_EQ(side_has(t, 1, "segments/00000000000000000003", "x"), 0);

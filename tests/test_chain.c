@@ -38,8 +38,9 @@ typedef struct writer {
 
 static int writer_open(writer *w, const char *name)
 {
-    snprintf(w->data, sizeof w->data, "%s/data", test_tmpdir(name));
-    snprintf(w->bucket_dir, sizeof w->bucket_dir, "%.400s/../bucket", w->data);
+    const char *dir = test_tmpdir(name);
+    snprintf(w->data, sizeof w->data, "%s/data", dir);
+    snprintf(w->bucket_dir, sizeof w->bucket_dir, "%.400s/bucket", dir);   /* beside data; no "..": refused */
     w->s = test_store_open(w->data);
     w->b = open_bucket(w->bucket_dir);
     if (!w->s || !w->b) return 0;

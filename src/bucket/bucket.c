@@ -20,9 +20,11 @@ void bucket_options_default(bucket_options *o)
     o->multipart_threshold = 16ull << 20;
     o->part_size = 8ull << 20;
     o->parallel_parts = 4;
-    o->request_timeout_ms = 60000;
-    o->connect_timeout_ms = 5000;
+    o->request_timeout_ms = 10000;
+    o->connect_timeout_ms = 2000;
+    o->log_interval_ms = 10000;
     o->list_page_keys = 1000;
+    o->create_root = 1;
     o->max_attempts = 6;
     o->backoff_base_ms = 100;
     o->backoff_max_ms = 5000;
@@ -59,6 +61,8 @@ static int check_options(const bucket_options *o, char *err, size_t errcap)
         return open_fail(err, errcap, "bucket: parallel_parts must be between 1 and 16");
     if (o->list_page_keys < 1 || o->list_page_keys > 1000)
         return open_fail(err, errcap, "bucket: list_page_keys must be between 1 and 1000");
+    if (o->request_timeout_ms < 100 || o->connect_timeout_ms < 100)
+        return open_fail(err, errcap, "bucket: request and connect timeouts must be at least 100 ms");
     if (o->backoff_max_ms < o->backoff_base_ms)
         return open_fail(err, errcap, "bucket: backoff_max_ms below backoff_base_ms");
     return HANU_OK;
@@ -80,9 +84,10 @@ int bucket_open(const char *url, const bucket_options *o, bucket **out, char *er
     b->opt = *o;
     snprintf(b->url, sizeof b->url, "%s", url);
     pthread_mutex_init(&b->random_lock, NULL);
+    pthread_mutex_init(&b->log_lock, NULL);
     b->random_state = o->fail_seed;
     if (strncmp(url, "file://", 7) == 0) {
-        rc = bucket_file_open(b, url + 7, err, errcap);
+        rc = bucket_file_open(b, url + 7, o->create_root, err, errcap);
     } else if (strncmp(url, "s3://", 5) == 0) {
         const char *name = url + 5, *slash = strchr(name, '/');
         size_t name_len = slash ? (size_t)(slash - name) : strlen(name);
@@ -99,6 +104,7 @@ int bucket_open(const char *url, const bucket_options *o, bucket **out, char *er
     }
     if (rc != HANU_OK) {
         pthread_mutex_destroy(&b->random_lock);
+        pthread_mutex_destroy(&b->log_lock);
         free(b);
         return rc;
     }
@@ -112,7 +118,8 @@ int bucket_init_wrapper(bucket *b, const char *url)
     b->opt.max_attempts = 1;   /* the wrapped buckets retry; a wrapper never sends again */
     snprintf(b->url, sizeof b->url, "%s", url);
     b->random_state = b->opt.fail_seed;
-    return pthread_mutex_init(&b->random_lock, NULL) == 0 ? HANU_OK : HANU_ERR_NOMEM;
+    return pthread_mutex_init(&b->random_lock, NULL) == 0 && pthread_mutex_init(&b->log_lock, NULL) == 0
+               ? HANU_OK : HANU_ERR_NOMEM;
 }
 
 void bucket_close(bucket *b)
@@ -120,6 +127,7 @@ void bucket_close(bucket *b)
     if (!b) return;
     if (b->ops) b->ops->close(b);
     pthread_mutex_destroy(&b->random_lock);
+    pthread_mutex_destroy(&b->log_lock);
     free(b);
 }
 
@@ -222,7 +230,11 @@ typedef struct request {
 static int send_once(bucket *b, request *r, bucket_call *call)
 {
     switch (r->kind) {
-    case REQ_PUT: return b->ops->put(b, r->key, r->data, r->len, r->mode, r->etag, r->info, call);
+    case REQ_PUT: {
+        int ignored = (r->mode == BUCKET_PUT_IF_ABSENT && (b->opt.ignore_conditions & BUCKET_IGNORE_IF_NONE_MATCH)) ||
+                      (r->mode == BUCKET_PUT_IF_MATCH && (b->opt.ignore_conditions & BUCKET_IGNORE_IF_MATCH));
+        return b->ops->put(b, r->key, r->data, r->len, ignored ? BUCKET_PUT_ANY : r->mode, r->etag, r->info, call);
+    }
     case REQ_GET: return b->ops->get(b, r->key, r->ranged, r->offset, r->len, r->out, r->info, call);
     case REQ_HEAD: return b->ops->head(b, r->key, r->info, call);
     case REQ_DELETE: return b->ops->del(b, r->key, call);
@@ -231,6 +243,36 @@ static int send_once(bucket *b, request *r, bucket_call *call)
         return b->ops->list_page(b, r->key, r->token, r->next, r->out, call);
     }
     return HANU_ERR_INVALID;
+}
+
+static const char *const request_names[] = { "put", "get", "head", "delete", "list" };
+enum { LOG_FAILED, LOG_RETRY };
+
+/* One line of a kind per log_interval_ms, so that a store down for an hour logs a line
+   every few seconds, not one per request: what was left out is counted in the next. */
+static void log_request(bucket *b, int kind, const request *r, uint32_t attempt, const char *msg)
+{
+    if (!b->opt.log) return;
+    uint64_t now = hanu_now_ns() / 1000000, left_out;
+    pthread_mutex_lock(&b->log_lock);
+    struct bucket_log_kind *k = &b->log_kinds[kind];
+    int due = k->last_ms == 0 || now - k->last_ms >= b->opt.log_interval_ms;
+    left_out = k->left_out;
+    if (due) k->last_ms = now, k->left_out = 0;
+    else k->left_out++;
+    pthread_mutex_unlock(&b->log_lock);
+    if (!due) return;
+    char line[2048], more[96] = "";
+    if (left_out)
+        snprintf(more, sizeof more, " (and %llu more %s since the last line)", (unsigned long long)left_out,
+                 kind == LOG_FAILED ? "failed writes" : "retries");
+    if (kind == LOG_FAILED)
+        snprintf(line, sizeof line, "hanudb: bucket %s: %s %s failed after %u attempt%s: %s%s", b->url,
+                 request_names[r->kind], r->key, attempt, attempt == 1 ? "" : "s", msg, more);
+    else
+        snprintf(line, sizeof line, "hanudb: bucket %s: %s %s: attempt %u of %u failed, retrying: %s%s", b->url,
+                 request_names[r->kind], r->key, attempt, b->opt.max_attempts, msg, more);
+    b->opt.log(b->opt.log_ctx, line);
 }
 
 static int run(bucket *b, request *r, char *err, size_t errcap)
@@ -267,7 +309,15 @@ static int run(bucket *b, request *r, char *err, size_t errcap)
             if (r->kind == REQ_GET) atomic_fetch_add(&b->bytes_down, r->out->len - out_len);
             return HANU_OK;
         }
-        if (!call.retryable || bucket_backoff(b, attempt + 1)) break;
+        if (!call.retryable || attempt + 1 > b->opt.max_attempts) {
+            /* Writes only (a failed read is its caller's to report), and not a refused
+               precondition: EXISTS, MISMATCH and NOT_FOUND are answers, not failures. */
+            int refusal = rc == HANU_ERR_EXISTS || rc == HANU_ERR_MISMATCH || rc == HANU_ERR_NOT_FOUND;
+            if ((r->kind == REQ_PUT || r->kind == REQ_DELETE) && !refusal) log_request(b, LOG_FAILED, r, attempt, err);
+            break;
+        }
+        log_request(b, LOG_RETRY, r, attempt, err);
+        bucket_backoff(b, attempt + 1);
         r->ambiguous = 1;
     }
     if (r->out) r->out->len = out_len;
@@ -405,21 +455,50 @@ int bucket_page_add(hanu_buf *page, const char *key, uint64_t size)
     return HANU_OK;
 }
 
+static int probe_listed(void *ctx, const char *key, uint64_t size)
+{
+    (void)size;
+    if (strcmp(key, ctx) == 0) *(char *)ctx = 0;   /* found: the key is cleared */
+    return 0;
+}
+
+/* The steps of the probe; the caller deletes the object whatever they answer. */
+static int probe_steps(bucket *b, const char *key, char *err, size_t errcap)
+{
+    bucket_call call = { 0, err, errcap };
+    const char *body = "put-if-absent probe";
+    bucket_object_info info;
+    int rc = bucket_put_if_absent(b, key, body, strlen(body), &info, err, errcap);
+    if (rc != HANU_OK) return rc;
+    rc = bucket_put_if_absent(b, key, "again", 5, NULL, err, errcap);
+    if (rc == HANU_OK)
+        return bucket_fail(&call, HANU_ERR_UNSUPPORTED, "bucket %s does not honour put-if-absent (If-None-Match: *): "
+                           "a second put of %s was accepted, so two writers could not be fenced", b->url, key);
+    if (rc != HANU_ERR_EXISTS) return rc;
+    char wrong[BUCKET_ETAG_MAX + 1];
+    snprintf(wrong, sizeof wrong, "%s", strcmp(info.etag, "0") == 0 ? "1" : "0");
+    rc = bucket_compare_and_swap(b, key, wrong, "swapped", 7, NULL, err, errcap);
+    if (rc == HANU_OK)
+        return bucket_fail(&call, HANU_ERR_UNSUPPORTED, "bucket %s does not honour compare-and-swap (If-Match): "
+                           "a put of %s from a wrong ETag was accepted, so two lease holders could not be fenced",
+                           b->url, key);
+    if (rc != HANU_ERR_MISMATCH) return rc;
+    char find[96];
+    snprintf(find, sizeof find, "%s", key);
+    rc = bucket_list(b, "probe/", probe_listed, find, err, errcap);
+    if (rc == HANU_OK && find[0])
+        return bucket_fail(&call, HANU_ERR_UNSUPPORTED, "bucket %s: %s was put but is not listed under probe/ "
+                           "(is the prefix rewritten on the way?)", b->url, key);
+    return rc;
+}
+
 int bucket_probe_fencing(bucket *b, char *err, size_t errcap)
 {
     char key[96];
     snprintf(key, sizeof key, "probe/fencing-%llu-%d-%llu", (unsigned long long)hanu_wall_ms(), (int)getpid(),
              (unsigned long long)(bucket_random(b) * 1e15));
-    const char *body = "put-if-absent probe";
-    int rc = bucket_put_if_absent(b, key, body, strlen(body), NULL, err, errcap);
-    if (rc != HANU_OK) return rc;
-    rc = bucket_put_if_absent(b, key, "again", 5, NULL, err, errcap);
+    int rc = probe_steps(b, key, err, errcap);
     int cleanup = bucket_delete(b, key, NULL, 0);
-    (void)cleanup;
-    if (rc == HANU_ERR_EXISTS) return HANU_OK;
-    if (rc != HANU_OK) return rc;
-    bucket_call call = { 0, err, errcap };
-    return bucket_fail(&call, HANU_ERR_UNSUPPORTED,
-                       "bucket %s does not honour put-if-absent (If-None-Match: *): a second put of %s was "
-                       "accepted, so two writers could not be fenced", b->url, key);
+    (void)cleanup;   /* a stray probe object harms nothing: no reader looks under probe/ */
+    return rc;
 }

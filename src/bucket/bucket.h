@@ -42,9 +42,23 @@ typedef struct bucket_options {
     uint64_t multipart_threshold;       /* puts larger go in parts; at least 5 MB (default 16 MB) */
     uint64_t part_size;                 /* at least 5 MB (default 8 MB) */
     uint32_t parallel_parts;            /* parts in flight at once, 1..16 (default 4) */
-    uint32_t request_timeout_ms;        /* one HTTP request (default 60000) */
-    uint32_t connect_timeout_ms;        /* default 5000 */
+    uint32_t request_timeout_ms;        /* a request whose bytes stop flowing this long fails (a low-speed
+                                           limit, so large bodies may take longer); its whole time is bounded
+                                           by this plus 4 ms a KB of body (default 10000, at least 100) */
+    uint32_t connect_timeout_ms;        /* default 2000, at least 100 */
     uint32_t list_page_keys;            /* keys asked per list request, 1..1000 (default 1000) */
+
+    /* file only: create the root folder (and its parents) at bucket_open when it is
+       missing (default 1; audit and restore pass 0). Never later: a request never
+       creates the root, and fails while the path names another folder or none. */
+    int create_root;
+
+    /* every backend: log lines for failed write requests and for retries (NULL: none),
+       at most one line of each kind per log_interval_ms (default 10000), saying how many
+       were left out in between */
+    void (*log)(void *ctx, const char *line);
+    void *log_ctx;
+    uint32_t log_interval_ms;
 
     /* every backend: retries */
     uint32_t max_attempts;              /* per request, at least 1 (default 6) */
@@ -57,15 +71,21 @@ typedef struct bucket_options {
     double fail_rate;                   /* share of requests failing as a 503 before acting */
     double timeout_rate;                /* share of requests timing out after acting */
     uint64_t fail_seed;                 /* seeds the injected failures and the jitter */
+    int ignore_conditions;              /* a store that ignores preconditions (what the fencing probe
+                                           refuses): BUCKET_IGNORE_IF_NONE_MATCH, _IF_MATCH or both */
 } bucket_options;
+
+#define BUCKET_IGNORE_IF_NONE_MATCH 1   /* put-if-absent replaces */
+#define BUCKET_IGNORE_IF_MATCH 2        /* compare-and-swap replaces whatever the ETag */
 
 void bucket_options_default(bucket_options *o);
 
 typedef struct bucket bucket;
 
-/* Opens the bucket at url (nothing is sent yet; a file bucket's directory is
-   created). INVALID with a message for a malformed URL or option. Free with
-   bucket_close. */
+/* Opens the bucket at url (nothing is sent yet; a file bucket's folder is opened,
+   created first when missing and o->create_root). INVALID with a message for a
+   malformed URL or option, NOT_FOUND for a missing file bucket's folder not to be
+   created. Free with bucket_close. */
 int bucket_open(const char *url, const bucket_options *o, bucket **out, char *err, size_t errcap);
 void bucket_close(bucket *b);
 
@@ -101,9 +121,12 @@ typedef int (*bucket_list_fn)(void *ctx, const char *key, uint64_t size);
 /* prefix may be "" (every key). */
 int bucket_list(bucket *b, const char *prefix, bucket_list_fn fn, void *ctx, char *err, size_t errcap);
 
-/* Checks that put-if-absent is honoured: puts a fresh probe object twice with
-   put-if-absent, expects the second to be refused, deletes it. UNSUPPORTED with a
-   message when the store accepted both (it cannot fence writers). */
+/* Checks that the store can fence writers: puts a fresh probe object under probe/
+   with put-if-absent, expects a second put-if-absent of it to be refused (segments),
+   a compare-and-swap from a wrong ETag to be refused (the lease object), and a list
+   under probe/ to show it (objects are listed where they were put); deletes it.
+   UNSUPPORTED with a message naming what the store did wrong. Writes to the bucket:
+   for writers and lease nodes, not followers. */
 int bucket_probe_fencing(bucket *b, char *err, size_t errcap);
 
 typedef struct bucket_counters {

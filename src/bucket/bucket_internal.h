@@ -52,6 +52,8 @@ struct bucket {
     atomic_uint_fast64_t class_a, class_b, retries, bytes_up, bytes_down;
     pthread_mutex_t random_lock;
     uint64_t random_state;
+    pthread_mutex_t log_lock;
+    struct bucket_log_kind { uint64_t last_ms, left_out; } log_kinds[2];   /* failed writes, retries */
 };
 
 /* Appends one listed key and its size to a page. */
@@ -68,7 +70,7 @@ double bucket_random(bucket *b);
 /* SHA-256 of data as 64 hex digits and a NUL. */
 void bucket_sha256_hex(const void *data, size_t len, char out[65]);
 
-int bucket_file_open(bucket *b, const char *path, char *err, size_t errcap);
+int bucket_file_open(bucket *b, const char *path, int create_root, char *err, size_t errcap);
 /* Fills a bucket struct for a backend over other buckets (bucket_twin.c): defaults,
    no retries of its own, the URL. */
 int bucket_init_wrapper(bucket *b, const char *url);

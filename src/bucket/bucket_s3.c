@@ -16,6 +16,7 @@
 #include "bucket/s3_xml.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,7 +190,14 @@ static int s3_send(bucket *b, const s3_request *rq, s3_response *resp, bucket_ca
     curl_easy_setopt(c, CURLOPT_AWS_SIGV4, s->sigv4);
     curl_easy_setopt(c, CURLOPT_USERPWD, s->userpwd);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)b->opt.request_timeout_ms);
+    curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);   /* the path signed and sent is the one we built */
+    /* A connection that hangs fails once no byte moved for request_timeout_ms (at
+       least a second: curl counts in seconds); a slow but moving body is not cut,
+       and the whole request is still bounded, with 4 ms a KB of body added. */
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)HANU_MAX(1u, (b->opt.request_timeout_ms + 999) / 1000));
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)HANU_MIN((uint64_t)b->opt.request_timeout_ms +
+                                                           rq->body_len / 256, (uint64_t)LONG_MAX));
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)b->opt.connect_timeout_ms);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
@@ -234,7 +242,11 @@ static int s3_status(bucket_call *call, const s3_request *rq, const s3_response 
     else if (st == 429 || st >= 500 || st == 409 || strcmp(code, "RequestTimeout") == 0 ||
              strcmp(code, "SlowDown") == 0)
         status = HANU_ERR_IO, call->retryable = 1;
-    const char *hint = st == 403 ? " (check the access key, the secret and the region)" : "";
+    /* Not retried (403): a skewed clock stays skewed until someone fixes it. */
+    const char *hint = strcmp(code, "RequestTimeTooSkewed") == 0
+                           ? " (this machine's clock differs from the store's by more than it allows, "
+                             "15 minutes on AWS: check the clock, e.g. NTP)"
+                       : st == 403 ? " (check the access key, the secret and the region)" : "";
     return bucket_fail(call, status, "bucket: s3 %s %s: %ld %s%s%s%s", rq->method, rq->key ? rq->key : "(list)", st,
                        code[0] ? code : "(no error code)", message[0] ? ": " : "", message, hint);
 }
@@ -600,10 +612,15 @@ int bucket_s3_open(bucket *b, const char *bucket_name, const char *prefix, char 
             return bucket_fail(&call, HANU_ERR_INVALID, "bucket: s3 bucket name %s is not of [a-z0-9.-]", bucket_name);
     size_t plen = strlen(prefix);
     while (plen && prefix[plen - 1] == '/') plen--;
+    /* Checked as a key is (bucket.h): a "." or ".." component would be removed by URL
+       normalisation on the way (objects put elsewhere than they are listed), and an
+       empty one is no folder of anything. */
     for (size_t i = 0; i < plen; i++) {
         char c = prefix[i];
-        if (!(isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.' || (c == '/' && i && prefix[i - 1] != '/')))
-            return bucket_fail(&call, HANU_ERR_INVALID, "bucket: s3 prefix %s is not of [A-Za-z0-9._-/]", prefix);
+        int start = i == 0 || prefix[i - 1] == '/';
+        if (!(isalnum((unsigned char)c) || c == '-' || c == '_' || (c == '.' && !start) || (c == '/' && !start)))
+            return bucket_fail(&call, HANU_ERR_INVALID, "bucket: s3 prefix \"%s\" is not of [A-Za-z0-9._-/] in "
+                               "non-empty components not starting with '.' (no \".\" or \"..\")", prefix);
     }
     if (plen > BUCKET_KEY_MAX) return bucket_fail(&call, HANU_ERR_INVALID, "bucket: s3 prefix too long");
     s3_bucket *s = calloc(1, sizeof *s);

@@ -24,6 +24,7 @@ typedef struct audit_keys {
     char **keys;
     size_t n, cap;
     char stray[BUCKET_KEY_MAX + 1];   /* the first object under segments/ that is no segment */
+    int listed;                       /* keys holds every segment key of the bucket */
 } audit_keys;
 
 static int collect_key(void *ctx, const char *key, uint64_t size)
@@ -107,18 +108,26 @@ static int audit_bucket(const char *url, audit_keys *a)
 {
     bucket_options bo;
     bucket_options_default(&bo);
+    bo.create_root = 0;   /* reading a bucket that is not there is an error, not an empty bucket */
     bucket *b = NULL;
     char err[512] = "";
-    if (bucket_open(url, &bo, &b, err, sizeof err) != HANU_OK) {
+    int open_rc = bucket_open(url, &bo, &b, err, sizeof err);
+    if (open_rc != HANU_OK) {
         fprintf(stderr, "hanudb audit: %s\n", err);
-        return 2;
+        /* A missing folder is a bucket with no chain at all: a problem, not an empty bucket. */
+        a->listed = open_rc == HANU_ERR_NOT_FOUND;
+        return open_rc == HANU_ERR_NOT_FOUND ? 1 : 2;
     }
     snapshot_audit_result snaps;
     int rc;
     int status;
     rc = snapshot_audit(b, &snaps, err, sizeof err);
-    if (rc == HANU_OK) rc = bucket_list(b, SEGMENT_KEY_PREFIX, collect_key, a, err, sizeof err);
-    else if (rc == HANU_ERR_CORRUPT || rc == HANU_ERR_NOT_FOUND) rc = 1;   /* a damaged or missing object */
+    if (rc == HANU_OK) {
+        rc = bucket_list(b, SEGMENT_KEY_PREFIX, collect_key, a, err, sizeof err);
+        a->listed = rc == HANU_OK;
+    } else if (rc == HANU_ERR_CORRUPT || rc == HANU_ERR_NOT_FOUND) {
+        rc = 1;   /* a damaged or missing object */
+    }
     if (rc == 1) {
         fprintf(stderr, "hanudb audit: %s\n", err);
         status = 1;
@@ -183,7 +192,10 @@ int cli_audit_main(int argc, char **argv)
         int one = audit_bucket(urls.v[i], &a[i]);
         if (one > status) status = one;
     }
-    if (urls.n == 2 && status == 0) status = audit_twins(urls.v, a);
+    if (urls.n == 2 && a[0].listed && a[1].listed) {
+        int twins = audit_twins(urls.v, a);
+        if (twins > status) status = twins;
+    }
     for (int k = 0; k < 2; k++) {
         for (size_t i = 0; i < a[k].n; i++) free(a[k].keys[i]);
         free(a[k].keys);

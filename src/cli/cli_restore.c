@@ -108,6 +108,7 @@ int cli_restore_main(int argc, char **argv)
     }
     bucket_options bo;
     bucket_options_default(&bo);
+    bo.create_root = 0;   /* reading a bucket that is not there is an error, not an empty bucket */
     bucket *b = NULL;
     char err[1024] = "";
     if (bucket_open(url, &bo, &b, err, sizeof err) != HANU_OK) {

@@ -70,16 +70,42 @@ static void default_store_flags(store_flags *f)
     f->no_compaction = !d.background_compaction;
 }
 
+/* Removes "." and empty components of an absolute path and applies ".." to the
+   component before it, in place: a bucket URL may have neither (docs/BUCKET.md). */
+static void normalise_path(char *path)
+{
+    char *out = path;   /* writes the result over the input, never ahead of it */
+    for (const char *p = path; *p;) {
+        while (*p == '/') p++;
+        const char *end = strchrnul(p, '/');
+        size_t n = (size_t)(end - p);
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            while (out > path && *--out != '/') {
+            }
+        } else if (n && !(n == 1 && p[0] == '.')) {
+            *out++ = '/';
+            memmove(out, p, n);
+            out += n;
+        }
+        p = end;
+    }
+    if (out == path) *out++ = '/';
+    *out = 0;
+}
+
 /* The embedded default bucket: the folder DATA.bucket beside the data directory, as
-   an absolute file:// URL (production puts the bucket on another machine). */
+   an absolute file:// URL without "." or ".." (production puts the bucket on another
+   machine). */
 static int default_bucket_url(const char *data, char *url, size_t cap)
 {
-    char cwd[4096] = "";
+    char cwd[4096] = "", path[8300];
     if (data[0] != '/' && !getcwd(cwd, sizeof cwd)) return -1;
-    while (data[0] == '.' && data[1] == '/') data += 2;   /* "./data" is "data" */
     size_t len = strlen(data);
     while (len > 1 && data[len - 1] == '/') len--;   /* "data/" is "data" */
-    int n = snprintf(url, cap, "file://%s%s%.*s.bucket", cwd, cwd[0] ? "/" : "", (int)len, data);
+    int n = snprintf(path, sizeof path, "%s/%.*s.bucket", cwd, (int)len, data);
+    if (n < 0 || (size_t)n >= sizeof path) return -1;
+    normalise_path(path);
+    n = snprintf(url, cap, "file://%s", path);
     return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
@@ -93,6 +119,7 @@ int cli_serve_main(int argc, char **argv)
     uint64_t max_frame = o.max_frame, idle_ms = o.idle_timeout_ms, max_conns = o.max_connections;
     uint64_t max_body = o.max_body, idem_ttl = o.idempotency_ttl_s;
     uint64_t seal_ms = o.seal_interval_ms, seal_mb = 4, lat_put = 0, lat_get = 0, snapshot_segments = o.snapshot_segments;
+    uint64_t bucket_connect_ms = 2000, bucket_request_ms = 10000;
     cli_str_twice buckets = { { NULL, NULL }, 0, 0 };
     int no_bucket = 0;
     char bucket_url[4200];
@@ -147,10 +174,19 @@ int cli_serve_main(int argc, char **argv)
         { "bucket-latency-get-ms", CLI_U64, &lat_get, "with --bucket: simulated latency of every get/head" },
         { "snapshot-segments", CLI_U64, &snapshot_segments, "with --bucket: a snapshot after this many segments, when "
           "the log written since the last one is at least half the state; 0: only POST /_admin/snapshot (default 64)" },
+        { "bucket-connect-timeout-ms", CLI_U64, &bucket_connect_ms, "with an s3:// bucket: a connection not made "
+          "in this long fails (and is retried) (100..600000, default 2000)" },
+        { "bucket-request-timeout-ms", CLI_U64, &bucket_request_ms, "with an s3:// bucket: a request whose bytes "
+          "stop flowing this long fails (and is retried); large bodies may take longer while they move "
+          "(100..600000, default 10000)" },
         { "bucket-fail-rate", CLI_DOUBLE, &o.bucket_fail_rate, "tests: share of bucket requests failing "
                                                                 "with a 503 before they act (0..0.9)" },
         { "bucket-timeout-rate", CLI_DOUBLE, &o.bucket_timeout_rate, "tests: share of bucket requests that act "
                                                                       "and lose their answer (0..0.9)" },
+        { "bucket-ignore-conditions", CLI_FLAG, &o.bucket_ignore_conditions, "tests: the bucket ignores "
+          "conditional puts (If-None-Match, If-Match), as some S3-compatible stores do" },
+        { "unsafe-no-fencing", CLI_FLAG, &o.unsafe_no_fencing, "start although the bucket fails the fencing probe "
+          "(ignores conditional puts): safe only while no second writer or lease node ever uses it" },
         { "follow", CLI_FLAG, &o.follow, "with --bucket: a read-only replica that applies the bucket's chain "
                                          "and answers writes with 421 not_leader (docs/REPLICATION.md)" },
         { "lease", CLI_FLAG, &o.lease, "with --bucket: start as a standby follower; take the writer's lease "
@@ -243,6 +279,13 @@ int cli_serve_main(int argc, char **argv)
         return 2;
     }
     o.seal_interval_ms = (uint32_t)seal_ms;
+    if (bucket_connect_ms < 100 || bucket_connect_ms > 600000 || bucket_request_ms < 100 ||
+        bucket_request_ms > 600000) {
+        fprintf(stderr, "hanudb: --bucket-connect-timeout-ms and --bucket-request-timeout-ms must be 100..600000\n");
+        return 2;
+    }
+    o.bucket_connect_timeout_ms = (uint32_t)bucket_connect_ms;
+    o.bucket_request_timeout_ms = (uint32_t)bucket_request_ms;
     o.bucket_latency_put_ms = (uint32_t)lat_put;
     o.bucket_latency_get_ms = (uint32_t)lat_get;
     if (snapshot_segments > 1000000) {

@@ -202,6 +202,36 @@ static int remirror_twin(bucket *b, char *err, size_t errcap)
     return rc;
 }
 
+/* A writer (or a lease node, which may become one) writes only to a bucket that
+   fences: a second writer's segment put must collide, a stale lease holder's
+   compare-and-swap must fail (docs/BUCKET.md, "The fencing probe"). A follower
+   writes nothing and is not probed. */
+static int probe_fencing(server *srv, char *err, size_t errcap)
+{
+    int rc = HANU_OK;
+    for (int attempt = 0; attempt < 3; attempt++)   /* the bucket's own retries are behind each request */
+        if ((rc = bucket_probe_fencing(srv->bucket, err, errcap)) != HANU_ERR_IO) break;
+    if (rc == HANU_ERR_UNSUPPORTED && srv->opt.unsafe_no_fencing) {
+        fprintf(stderr, "hanudb: WARNING: %s; starting anyway (--unsafe-no-fencing): two writers on this bucket "
+                "would overwrite each other's segments and lose acknowledged writes\n", err);
+        return HANU_OK;
+    }
+    if (rc == HANU_ERR_UNSUPPORTED) {
+        size_t n = strlen(err);
+        snprintf(err + n, errcap - n, "; refusing to write to it (serve --unsafe-no-fencing starts anyway, "
+                 "for one writer only)");
+    }
+    return rc;
+}
+
+/* The bucket's own lines (failed writes, retries; rate limited there): the sealer's
+   failed puts reach the log this way. */
+static void log_bucket(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "%s\n", line);
+}
+
 /* The bucket itself, before the store: a rebuild reads it first. */
 int server_bucket_open(server *srv, char *err, size_t errcap)
 {
@@ -212,8 +242,18 @@ int server_bucket_open(server *srv, char *err, size_t errcap)
     bo.latency_get_ms = o->bucket_latency_get_ms;
     bo.fail_rate = o->bucket_fail_rate;
     bo.timeout_rate = o->bucket_timeout_rate;
-    return o->bucket_url2 ? bucket_twin_open(o->bucket_url, o->bucket_url2, &bo, &srv->bucket, err, errcap)
-                          : bucket_open(o->bucket_url, &bo, &srv->bucket, err, errcap);
+    bo.ignore_conditions = o->bucket_ignore_conditions ? BUCKET_IGNORE_IF_NONE_MATCH | BUCKET_IGNORE_IF_MATCH : 0;
+    if (o->bucket_connect_timeout_ms) bo.connect_timeout_ms = o->bucket_connect_timeout_ms;
+    if (o->bucket_request_timeout_ms) bo.request_timeout_ms = o->bucket_request_timeout_ms;
+    bo.log = log_bucket;
+    int rc = o->bucket_url2 ? bucket_twin_open(o->bucket_url, o->bucket_url2, &bo, &srv->bucket, err, errcap)
+                            : bucket_open(o->bucket_url, &bo, &srv->bucket, err, errcap);
+    if (rc == HANU_OK && !o->follow) rc = probe_fencing(srv, err, errcap);
+    if (rc != HANU_OK && srv->bucket) {
+        bucket_close(srv->bucket);
+        srv->bucket = NULL;
+    }
+    return rc;
 }
 
 /* Before the store opens: whether DATA is to be rebuilt from the bucket (empty, or an

@@ -46,6 +46,9 @@ typedef struct server_options {
     const char *advertise;          /* URL written into the lease, shown by followers' 421s */
     uint32_t snapshot_segments;     /* with a bucket: a snapshot every N segments (default 64; 0: only when asked) */
     double bucket_fail_rate, bucket_timeout_rate;          /* injected failures (tests) */
+    int bucket_ignore_conditions;   /* tests: the bucket ignores conditional puts (bucket_options) */
+    uint32_t bucket_connect_timeout_ms, bucket_request_timeout_ms;   /* 0: bucket_options' defaults */
+    int unsafe_no_fencing;          /* start on a bucket that fails the fencing probe (warned) */
     /* the documents index (DATA/index) and the queries over it */
     uint32_t index_commit_ms;       /* the indexer commits this often, default 500 */
     int index_nice;                 /* the indexer thread's nice value, 0..19, default 0 */
