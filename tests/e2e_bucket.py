@@ -291,7 +291,7 @@ def fencing_probe_at_start(tmp):
     try:
         st, p = Conn(srv.port).set("k", "v", flags=BUCKET)
         check(st == OK, "with --unsafe-no-fencing a bucket write works: %d %r" % (st, p))
-        check("WARNING" in srv.tail() and "--unsafe-no-fencing" in srv.tail(), "warned: %s" % srv.tail())
+        check(" WARN server: " in srv.tail() and "--unsafe-no-fencing" in srv.tail(), "warned: %s" % srv.tail())
         check(srv.stop() == 0, "clean stop")
     finally:
         srv.kill()

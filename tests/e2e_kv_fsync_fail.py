@@ -51,7 +51,7 @@ def main():
             check(c.get(k)[2] == v, "reads go on after the failure")
         st, p = c.call(OPS["STATS"])
         check(json.loads(p)["store_failed"] is True, "stats say the store failed")
-        check("FATAL: fdatasync" in srv.tail(), "the server says why, loudly")
+        check(" ERROR store: fdatasync of the active log file failed" in srv.tail(), "the server says why, at level ERROR")
         srv.kill()
         srv.start()
         c = Conn(srv.port)

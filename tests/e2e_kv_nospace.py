@@ -3,7 +3,9 @@ past its size must fail with InternalError "no space left on device", only for
 themselves: reads go on, nothing acknowledged is lost, no partial record is left
 behind, and writes succeed again once space is freed. Run for every way the log
 gets its blocks (append, fallocate, zerofill). Needs root for mount(8)."""
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,7 +17,33 @@ from hanukv import *  # noqa
 VALUE = 16 * 1024
 
 
-def run_mode(mode):
+TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (ERROR|WARN|INFO) [a-z]+: .+$")
+NOSPACE_LINE = ('a write to database "default" failed: no space left on device '
+                "(the data directory's disk is full)")
+
+
+def check_log(srv, mode, fmt):
+    """Every line of the server's log in the documented format (docs/OPERATIONS.md,
+    "The log"), and the refused writes logged once (rate limited) with their cause."""
+    with open(srv.log_path, "rb") as f:
+        lines = f.read().decode().splitlines()
+    check(lines, "%s: the log is empty" % mode)
+    nospace = []
+    for line in lines:
+        if fmt == "json":
+            o = json.loads(line)
+            check(sorted(o) == ["level", "msg", "subsystem", "time"] and o["level"] in ("error", "warn", "info"),
+                  "%s: log line %r" % (mode, line))
+            if o["subsystem"] == "kv" and o["level"] == "error" and o["msg"].startswith(NOSPACE_LINE):
+                nospace.append(line)
+        else:
+            check(TEXT_LINE.match(line), "%s: log line %r" % (mode, line))
+            if (" ERROR kv: " + NOSPACE_LINE) in line:
+                nospace.append(line)
+    check(len(nospace) == 1, "%s: the full disk logged once in 10 s: %r" % (mode, nospace))
+
+
+def run_mode(mode, fmt):
     mnt = tempfile.mkdtemp(prefix="hanudb-nospace-")
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt], check=True)
     try:
@@ -23,7 +51,7 @@ def run_mode(mode):
         with open(filler, "wb") as f:
             f.write(b"\1" * (1024 * 1024))
         data = os.path.join(mnt, "data")
-        srv = Server(data, ["--file-size", "512K", "--prealloc", mode, "--no-compaction"])
+        srv = Server(data, ["--file-size", "512K", "--prealloc", mode, "--no-compaction", "--log-format", fmt])
         srv.start()
         c = Conn(srv.port)
         acked = {}
@@ -63,8 +91,9 @@ def run_mode(mode):
         check(st == KEY_NOT_FOUND, "%s: a refused write is absent after restart" % mode)
         c.close()
         srv.stop()
-        print("ok   %s: %d writes acknowledged, then 'no space left', reads kept going, resumed after freeing"
-              % (mode, len(acked) - 1))
+        check_log(srv, mode, fmt)
+        print("ok   %s: %d writes acknowledged, then 'no space left' (logged once, %s log), reads kept going, "
+              "resumed after freeing" % (mode, len(acked) - 1, fmt))
     finally:
         subprocess.run(["umount", "-l", mnt])
         shutil.rmtree(mnt, ignore_errors=True)
@@ -74,8 +103,8 @@ def main():
     if os.geteuid() != 0:
         print("this test mounts a tmpfs and must run as root")
         sys.exit(1)
-    for mode in ("append", "fallocate", "zerofill"):
-        run_mode(mode)
+    for mode, fmt in (("append", "text"), ("fallocate", "json"), ("zerofill", "text")):
+        run_mode(mode, fmt)
 
 
 if __name__ == "__main__":

@@ -456,9 +456,9 @@ static void test_bucket_s3_logs_failures(void)
     CHECK_EQ(bucket_put(b, "seg/1", "v", 1, NULL, err, sizeof err), HANU_ERR_IO);
     CHECK_EQ(bucket_put(b, "seg/2", "v", 1, NULL, err, sizeof err), HANU_ERR_IO);
     CHECK_EQ(l.n, 2);   /* one retry line, one failure line; the rest within the interval left out */
-    CHECK(strcmp(l.lines[0], "hanudb: bucket s3://hanu/db1: put seg/1: attempt 1 of 3 failed, retrying: "
+    CHECK(strcmp(l.lines[0], "s3://hanu/db1: put seg/1: attempt 1 of 3 failed, retrying: "
                              "bucket: s3 PUT seg/1: Couldn't connect to server") == 0);
-    CHECK(strcmp(l.lines[1], "hanudb: bucket s3://hanu/db1: put seg/1 failed after 3 attempts: "
+    CHECK(strcmp(l.lines[1], "s3://hanu/db1: put seg/1 failed after 3 attempts: "
                              "bucket: s3 PUT seg/1: Couldn't connect to server") == 0);
     usleep(350000);
     CHECK_EQ(bucket_put(b, "seg/3", "v", 1, NULL, err, sizeof err), HANU_ERR_IO);

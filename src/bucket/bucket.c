@@ -267,10 +267,10 @@ static void log_request(bucket *b, int kind, const request *r, uint32_t attempt,
         snprintf(more, sizeof more, " (and %llu more %s since the last line)", (unsigned long long)left_out,
                  kind == LOG_FAILED ? "failed writes" : "retries");
     if (kind == LOG_FAILED)
-        snprintf(line, sizeof line, "hanudb: bucket %s: %s %s failed after %u attempt%s: %s%s", b->url,
+        snprintf(line, sizeof line, "%s: %s %s failed after %u attempt%s: %s%s", b->url,
                  request_names[r->kind], r->key, attempt, attempt == 1 ? "" : "s", msg, more);
     else
-        snprintf(line, sizeof line, "hanudb: bucket %s: %s %s: attempt %u of %u failed, retrying: %s%s", b->url,
+        snprintf(line, sizeof line, "%s: %s %s: attempt %u of %u failed, retrying: %s%s", b->url,
                  request_names[r->kind], r->key, attempt, b->opt.max_attempts, msg, more);
     b->opt.log(b->opt.log_ctx, line);
 }

@@ -135,7 +135,7 @@ int cli_restore_main(int argc, char **argv)
         bucket_close(b);
         return 2;
     }
-    rebuild_replay_options ro = { .stop_txn = txn, .stop_time_ms = at_ms, .who = "hanudb restore", .quiet = quiet };
+    rebuild_replay_options ro = { .stop_txn = txn, .stop_time_ms = at_ms, .who = "restore", .quiet = quiet };
     rc = rebuild_replay(s, b, &ro, &st, err, sizeof err);
     int sync_rc = store_sync(s);
     store_close(s);

@@ -10,6 +10,7 @@
 #include "index/index.h"
 #include "log/log.h"
 #include "server/server.h"
+#include "hlog/hlog.h"
 
 typedef struct store_flags {
     const char *data, *prealloc;
@@ -130,6 +131,7 @@ int cli_serve_main(int argc, char **argv)
     const char *merge_policy = "default";
     uint64_t query_threads = o.query_threads, query_queue = o.query_queue, query_inline = o.query_inline_postings;
     uint64_t header_ms = o.http_header_timeout_ms, body_ms = o.http_body_timeout_ms, http_idle_ms = o.http_idle_timeout_ms;
+    const char *log_format = "text", *log_file = NULL, *access_log = NULL;
     cli_opt opts[] = {
         { "data", CLI_STR, &f.data, "data directory (default ./data)" },
         { "kv-addr", CLI_STR, &kv_addr, "key-value protocol address HOST:PORT (default 127.0.0.1:8787)" },
@@ -216,11 +218,27 @@ int cli_serve_main(int argc, char **argv)
         { "query-inline-postings", CLI_U64, &query_inline, "a find or search estimated to read at most N postings "
                                                            "runs on the loop, not a thread (default 4096 on one CPU, "
                                                            "else 0: never)" },
+        { "log-format", CLI_STR, &log_format, "text (TIME LEVEL subsystem: message) or json (one object a line) "
+                                              "(default text)" },
+        { "log-file", CLI_STR, &log_file, "append the log to FILE instead of stderr (SIGHUP opens it again)" },
+        { "access-log", CLI_STR, &access_log, "one line per HTTP answer (method, path, status, bytes, microseconds, "
+                                              "token name) to FILE, or - for stdout (SIGHUP opens it again)" },
         { NULL, 0, NULL, NULL },
     };
     int rc = cli_parse("serve", "Runs the HanuDB server on DATA until SIGINT or SIGTERM.", opts, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
     if ((rc = apply_store_flags(&f, &o.store))) return rc;
+    int format;
+    char log_err[4400];
+    if (hlog_format_parse(log_format, &format) != 0) {
+        fprintf(stderr, "hanudb: --log-format must be text or json, not \"%s\"\n", log_format);
+        return 2;
+    }
+    if (hlog_configure(format, log_file, log_err, sizeof log_err) != HANU_OK ||
+        hlog_access_open(access_log, log_err, sizeof log_err) != HANU_OK) {
+        fprintf(stderr, "hanudb: %s\n", log_err);
+        return 2;
+    }
     o.bucket_url = buckets.v[0];
     o.bucket_url2 = buckets.v[1];
     if ((o.follow || o.lease) && !o.bucket_url) {   /* the leader's bucket, not DATA.bucket */

@@ -12,6 +12,7 @@
  * half-applied commit.
  */
 #include "index/index.h"
+#include "hlog/hlog.h"
 #include "json/json.h"
 #include "store/store.h"
 
@@ -256,10 +257,17 @@ static void say(const indexer *ix, const char *fmt, ...)
     if (ix->opt.quiet) return;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "index: ");
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    hlog_v(HLOG_INFO, "index", fmt, ap);
     va_end(ap);
+}
+
+/* The collection's name for log lines ("#id" once it was dropped). */
+static const char *collection_name(const indexer *ix, uint32_t db, char *buf, size_t cap)
+{
+    store_db_info info;
+    if (store_db_info_get(ix->st, db, &info) == HANU_OK) snprintf(buf, cap, "\"%s\"", info.name);
+    else snprintf(buf, cap, "#%" PRIu32 " (dropped)", db);
+    return buf;
 }
 
 /* Logs why the indexer stops and keeps the first such reason for _status. */
@@ -888,8 +896,9 @@ static void merge_schedule(indexer *ix)
         free(pick);
         if (!j) continue;
         ix->merge_cursor = at + 1;
-        say(ix, "merge of %u segment(s) of collection %" PRIu32 " (%" PRIu64 " bytes) into seg-%" PRIu64
-            " started", j->n, j->db, j->bytes_in, j->out_id);
+        char name[STORE_DB_NAME_MAX + 24];
+        say(ix, "merge of %u segment(s) of collection %s (%" PRIu64 " bytes) into seg-%" PRIu64
+            " started", j->n, collection_name(ix, j->db, name, sizeof name), j->bytes_in, j->out_id);
         pthread_mutex_lock(&ix->mu);
         ix->job = j;
         ix->job_state = JOB_QUEUED;
@@ -1076,9 +1085,10 @@ static int merge_install(indexer *ix, merge_job *j)
     ix->merge_docs += j->docs;
     ix->merge_ns += j->ns;
     pthread_mutex_unlock(&ix->mu);
-    say(ix, "merged %u segment(s) of collection %" PRIu32 " into seg-%" PRIu64 ": %" PRIu32
-        " documents, %" PRIu64 " bytes, %" PRIu64 " ms", j->n, j->db, j->out_id, j->docs, bytes,
-        j->ns / 1000000);
+    char name[STORE_DB_NAME_MAX + 24];
+    say(ix, "merged %u segment(s) of collection %s into seg-%" PRIu64 ": %" PRIu32
+        " documents, %" PRIu64 " bytes, %" PRIu64 " ms", j->n, collection_name(ix, j->db, name, sizeof name),
+        j->out_id, j->docs, bytes, j->ns / 1000000);
     return HANU_OK;
 }
 

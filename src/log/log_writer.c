@@ -27,6 +27,7 @@
  * to tell a torn tail (newest file only) from damage (anywhere else).
  */
 #include "log/log.h"
+#include "hlog/hlog.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -141,8 +142,8 @@ static int flush_locked(log_writer *w)
     int rc = hanu_pwrite_full(w->fd, w->pending.data, w->pending.len, (off_t)w->pending_offset);
     if (rc) {
         atomic_store(&w->failed, 1);
-        fprintf(stderr, "hanudb: FATAL: writing %zu bytes to log file %06u failed: %s; the store "
-                "refuses writes until restarted.\n", w->pending.len, w->active_id, strerror(errno));
+        hlog_error("store", "writing %zu bytes to log file %06u failed: %s; the store "
+                "refuses writes until restarted.", w->pending.len, w->active_id, strerror(errno));
         pthread_cond_broadcast(&w->durable_cv);
         pthread_cond_broadcast(&w->work_cv);
         return HANU_ERR_STOPPED;
@@ -302,9 +303,9 @@ static void *commit_main(void *arg)
         }
         if (rc != 0) {
             atomic_store(&w->failed, 1);
-            fprintf(stderr, "hanudb: FATAL: fdatasync of the active log file failed: %s. "
+            hlog_error("store", "fdatasync of the active log file failed: %s. "
                     "No write after txn %llu is acknowledged; the store refuses writes "
-                    "until it is restarted.\n", strerror(err),
+                    "until it is restarted.", strerror(err),
                     (unsigned long long)atomic_load(&w->durable_txn));
             pthread_cond_broadcast(&w->durable_cv);
             pthread_mutex_unlock(&w->mu);

@@ -2,6 +2,7 @@
  * follower.c: the polling thread over a chain reader (follower.h).
  */
 #include "replica/follower.h"
+#include "hlog/hlog.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -79,8 +80,8 @@ static void *follower_main(void *arg)
         int rc = poll_once(f, &applied, err, sizeof err);
         /* A failed poll is tried again at the next tick (the bucket may come back);
            it is logged once per change of outcome, not every tick. */
-        if (rc != last_rc && rc != HANU_OK) fprintf(stderr, "hanudb: follower: %s\n", err[0] ? err : hanu_status_str(rc));
-        if (rc != last_rc && rc == HANU_OK) fprintf(stderr, "hanudb: follower: polling works again\n");
+        if (rc != last_rc && rc != HANU_OK) hlog_error("follower", "%s", err[0] ? err : hanu_status_str(rc));
+        if (rc != last_rc && rc == HANU_OK) hlog_info("follower", "polling works again");
         last_rc = rc;
     }
 }
@@ -108,8 +109,8 @@ int follower_open(store *s, bucket *b, const follower_options *o, follower **out
     if (rc == HANU_OK) {
         follower_stats st;
         follower_get_stats(f, &st);
-        fprintf(stderr, "hanudb: follower: applied %llu segments (%llu records) from the bucket in %.1f s; "
-                "at txn %llu, segment %llu\n", (unsigned long long)applied, (unsigned long long)st.records,
+        hlog_info("follower", "applied %llu segments (%llu records) from the bucket in %.1f s; "
+                "at txn %llu, segment %llu", (unsigned long long)applied, (unsigned long long)st.records,
                 (double)(hanu_now_ns() - t0) / 1e9, (unsigned long long)st.txn, (unsigned long long)st.segment);
         if (pthread_create(&f->thread, NULL, follower_main, f) != 0) {
             snprintf(err, errcap, "cannot start the follower thread");

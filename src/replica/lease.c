@@ -2,6 +2,7 @@
  * lease.c: the lease object and its keeper thread (lease.h).
  */
 #include "replica/lease.h"
+#include "hlog/hlog.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -222,8 +223,8 @@ static int unreadable_takeable(lease_keeper *k, const char *etag, const char *wh
     if (strcmp(k->unreadable_etag, etag) != 0) {
         snprintf(k->unreadable_etag, sizeof k->unreadable_etag, "%s", etag);
         k->unreadable_since_ns = now;
-        fprintf(stderr, "hanudb: the lease object is unreadable (%s); taking it over if it stays so for "
-                "%u ms\n", why, k->o.ttl_ms + k->margin_ms);
+        hlog_warn("lease", "the lease object is unreadable (%s); taking it over if it stays so for "
+                "%u ms", why, k->o.ttl_ms + k->margin_ms);
         return 0;
     }
     return now - k->unreadable_since_ns > (uint64_t)(k->o.ttl_ms + k->margin_ms) * 1000000u;
@@ -290,12 +291,12 @@ static int reclaim_after_mismatch(lease_keeper *k, uint64_t term, char *err, siz
             return HANU_ERR_MISMATCH;
         }
         memcpy(k->etag, etag, sizeof k->etag);
-        fprintf(stderr, "hanudb: a lease renewal landed though its answer was lost; renewing from it\n");
+        hlog_warn("lease", "a lease renewal landed though its answer was lost; renewing from it");
         return HANU_OK;
     }
     if (rc == HANU_ERR_CORRUPT) {
         memcpy(k->etag, etag, sizeof k->etag);
-        fprintf(stderr, "hanudb: the lease object was unreadable; the holder rewrites it\n");
+        hlog_warn("lease", "the lease object was unreadable; the holder rewrites it");
         return HANU_OK;
     }
     return rc;   /* NOT_FOUND: deleted under us, lost; IO: try again later */
@@ -312,7 +313,7 @@ static void *keeper_main(void *arg)
     uint64_t term = k->st.seen.term;
     pthread_mutex_unlock(&k->mu);
     set_state(k, LEASE_PROMOTING, NULL);
-    fprintf(stderr, "hanudb: took the lease (term %" PRIu64 "); promoting to leader\n", term);
+    hlog_info("lease", "took the lease (term %" PRIu64 "); promoting to leader", term);
     if (k->o.promote && k->o.promote(k->o.ctx, term) != 0) {
         atomic_store(&k->valid_until_ns, 0);
         set_state(k, LEASE_FAILED, "promotion failed");
@@ -427,8 +428,8 @@ void lease_keeper_stop_and_release(lease_keeper *k, int release)
         if (rc == HANU_OK)
             rc = bucket_compare_and_swap(k->b, LEASE_KEY, k->etag, buf.data, buf.len, NULL, err, sizeof err);
         hanu_buf_free(&buf);
-        if (rc == HANU_OK) fprintf(stderr, "hanudb: released the lease (term %" PRIu64 ")\n", mine.term);
-        else fprintf(stderr, "hanudb: could not release the lease (it expires on its own): %s\n", err);
+        if (rc == HANU_OK) hlog_info("lease", "released the lease (term %" PRIu64 ")", mine.term);
+        else hlog_error("lease", "could not release the lease (it expires on its own): %s", err);
     }
     pthread_cond_destroy(&k->wake);
     pthread_mutex_destroy(&k->mu);

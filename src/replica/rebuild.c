@@ -3,6 +3,7 @@
  * for serve the watermark and the jump in numbering (rebuild.h).
  */
 #include "replica/rebuild.h"
+#include "hlog/hlog.h"
 #include "replica/snapshot.h"
 #include "replica/manifest.h"
 #include "replica/chain.h"
@@ -72,7 +73,7 @@ static void say_fetch(void *ctx, uint64_t bytes, uint64_t bytes_total, uint32_t 
                       double bytes_per_s)
 {
     (void)ctx;
-    fprintf(stderr, "rebuild: snapshot %u of %u files, %.1f of %.1f MB, %.1f MB/s\n", files, files_total,
+    hlog_info("rebuild", "snapshot %u of %u files, %.1f of %.1f MB, %.1f MB/s", files, files_total,
             (double)bytes / 1e6, (double)bytes_total / 1e6, bytes_per_s / 1e6);
 }
 
@@ -140,7 +141,7 @@ int rebuild_fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, ui
     int rc = snapshot_fetch(b, data_dir, max_txn ? max_txn : UINT64_MAX, &f, say_fetch, NULL, err, errcap);
     if (rc == HANU_OK) {
         *txn = f.txn;
-        fprintf(stderr, "rebuild: snapshot %s: %u files, %.1f MB in %llu ms, txns up to %llu\n", f.manifest,
+        hlog_info("rebuild", "snapshot %s: %u files, %.1f MB in %llu ms, txns up to %llu", f.manifest,
                 f.files, (double)f.bytes / 1e6, (unsigned long long)f.ms, (unsigned long long)f.txn);
     }
     return rc;
@@ -241,8 +242,8 @@ typedef struct progress_ctx {
 static void print_progress(const progress_ctx *pc, const chain_progress *p, const char *what)
 {
     double s = (double)(hanu_now_ns() - pc->started_ns) / 1e9;
-    fprintf(stderr, "%s: %s%llu segments, %llu records, %.1f MB, %.0f records/s, at txn %llu\n",
-            pc->o->who ? pc->o->who : "rebuild", what, (unsigned long long)p->segments,
+    hlog_info(pc->o->who ? pc->o->who : "rebuild", "%s%llu segments, %llu records, %.1f MB, %.0f records/s, at txn %llu",
+              what, (unsigned long long)p->segments,
             (unsigned long long)p->records, (double)p->bytes / 1e6, s > 0 ? (double)p->records / s : 0.0,
             (unsigned long long)p->last_txn);
 }
@@ -294,7 +295,7 @@ int rebuild_replay(store *s, bucket *b, const rebuild_replay_options *o, rebuild
     while ((rc == HANU_OK && applied && !chain_reader_stopped(r)) || (rc == HANU_ERR_IO && failures < 12)) {
         if (rc == HANU_ERR_IO) {
             failures++;
-            if (!o->quiet) fprintf(stderr, "rebuild: %s; trying again (%u)\n", err, failures);
+            if (!o->quiet) hlog_warn("rebuild", "%s; trying again (%u)", err, failures);
             usleep(HANU_MIN(100000u << HANU_MIN(failures, 6u), 5000000u));
             applied = 1;
         }

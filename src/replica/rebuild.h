@@ -69,7 +69,7 @@ int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, uint64_t 
 typedef struct rebuild_replay_options {
     uint64_t stop_txn;          /* replay records up to this txn only (0: the whole chain) */
     uint64_t stop_time_ms;      /* only segments sealed at or before this time (0: all) */
-    const char *who;            /* prefix of the progress lines on stderr ("hanudb: rebuild") */
+    const char *who;            /* the subsystem of the progress log lines ("rebuild", "restore") */
     int quiet;                  /* no progress lines */
 } rebuild_replay_options;
 

@@ -4,6 +4,7 @@
  * The fetch and the audit of manifests are in snapshot_fetch.c.
  */
 #include "replica/snapshot.h"
+#include "hlog/hlog.h"
 #include "replica/snapshot_internal.h"
 #include "bucket/segment.h"
 #include "index/index.h"
@@ -610,7 +611,7 @@ static int take(snapshotter *sn, snapshot_result *r, char *err, size_t errcap)
     if (rc == HANU_OK) rc = put_manifest(sn, &ps, txn, index_txn, r, &m, err, errcap);
     if (rc == HANU_OK) {
         int rrc = retain(sn, &m, r, err, errcap);
-        if (rrc) fprintf(stderr, "hanudb: snapshot %s is in the bucket, but retention failed: %s\n", r->manifest, err);
+        if (rrc) hlog_warn("snapshot", "snapshot %s is in the bucket, but retention failed: %s", r->manifest, err);
         err[0] = '\0';
     }
     free(m.files);
@@ -697,10 +698,10 @@ static void *snapshot_thread(void *arg)
         snapshot_result r;
         char err[512] = "";
         int rc = run ? snapshot_take(sn, &r, err, sizeof err) : HANU_OK;
-        if (run && rc) fprintf(stderr, "hanudb: snapshot failed: %s\n", err[0] ? err : hanu_status_str(rc));
+        if (run && rc) hlog_error("snapshot", "snapshot failed: %s", err[0] ? err : hanu_status_str(rc));
         else if (run && !asked)
-            fprintf(stderr, "hanudb: snapshot %s: txn %" PRIu64 ", %u files (%u uploaded, %" PRIu64 " bytes) in %" PRIu64
-                    " ms\n", r.manifest, r.txn, r.files, r.files_uploaded, r.bytes_uploaded, r.ms);
+            hlog_info("snapshot", "snapshot %s: txn %" PRIu64 ", %u files (%u uploaded, %" PRIu64 " bytes) in %" PRIu64
+                    " ms", r.manifest, r.txn, r.files, r.files_uploaded, r.bytes_uploaded, r.ms);
         pthread_mutex_lock(&sn->mu);
         if (asked) {
             sn->finished = covered;

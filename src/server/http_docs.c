@@ -27,6 +27,11 @@ static void store_failure(http_call *c, int rc)
     else if (rc == HANU_ERR_INVALID) http_error(c, 400, "invalid_request", "invalid write");
     else if (rc == HANU_ERR_STOPPED) http_error(c, 503, "store_stopped", "%s", hanu_status_str(rc));
     else http_error(c, 500, "internal", "write failed: %s", hanu_status_str(rc));
+    if (rc != HANU_ERR_TOO_LARGE && rc != HANU_ERR_INVALID) {
+        char name[STORE_DB_NAME_MAX + 16];
+        snprintf(name, sizeof name, "collection \"%s\"", c->col);
+        server_log_write_failure("http", name, rc);
+    }
 }
 
 int http_find_collection(http_call *c, int create, uint32_t *db)

@@ -103,6 +103,8 @@ const h2o_iovec_t *http_param(const http_call *c, enum http_param p);
 
 /* Status and metrics (http_status.c). */
 void http_count_request(server *srv, int route, int status, uint64_t start_ns);
+/* An answer went out: counted in the metrics and, with --access-log, one line. */
+void http_answered(http_call *c, int status, size_t bytes);
 void http_status_reply(http_call *c);
 void http_metrics_reply(http_call *c);
 

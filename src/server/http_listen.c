@@ -10,6 +10,7 @@
  * the fix for HTTP/2 "rapid reset" (CVE-2023-44487).
  */
 #include "server/http_internal.h"
+#include "hlog/hlog.h"
 #include "server/http_guard.h"
 #include "docs/docs.h"
 
@@ -87,8 +88,8 @@ int http_bind(server *srv, char *err, size_t errcap)
         in->sin_port = port;
         in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         sl = sizeof *in;
-        fprintf(stderr, "hanudb: no tokens configured (--tokens): HTTP listens on loopback only, "
-                "127.0.0.1:%u, instead of %s\n", ntohs(port), o->http_addr);
+        hlog_warn("http", "no tokens configured (--tokens): HTTP listens on loopback only, "
+                "127.0.0.1:%u, instead of %s", ntohs(port), o->http_addr);
     }
     if ((rc = load_tls(srv, err, errcap)) != HANU_OK) return rc;
     char shown[300];
@@ -147,7 +148,7 @@ int http_start(server *srv, char *err, size_t errcap)
     srv->http_accept.ctx = &srv->http_ctx;
     srv->http_accept.hosts = srv->http_globalconf.hosts;
     srv->http_on = 1;
-    fprintf(stderr, "hanudb: documents API (HTTP%s) listening on %s%s\n", srv->http_accept.ssl_ctx ? "S" : "",
+    hlog_info("http", "documents API (HTTP%s) listening on %s%s", srv->http_accept.ssl_ctx ? "S" : "",
             srv->http_shown, srv->tokens.n ? ", bearer tokens required" : "");
     return HANU_OK;
 }

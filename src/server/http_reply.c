@@ -20,6 +20,7 @@ typedef struct http_parked {
     struct http_parked **guard;  /* in the request's pool; points back here until freed */
     int route;
     uint64_t start_ns;
+    const auth_token *token;     /* for the access log */
     int status;
     char *body;                  /* in the request's pool */
     size_t len;
@@ -60,7 +61,7 @@ void http_send(http_call *c, int status, const char *body, size_t len)
 {
     set_response_head(c, status, len);
     h2o_send_inline(c->req, body, len);
-    http_count_request(c->srv, c->route, status, c->start_ns);
+    http_answered(c, status, len);
 }
 
 static void free_owned_body(void *p)
@@ -83,7 +84,7 @@ static void http_send_owned(http_call *c, int status, hanu_buf *b)
         h2o_send(req, NULL, 0, H2O_SEND_STATE_FINAL);
     else
         h2o_send(req, &body, 1, H2O_SEND_STATE_FINAL);
-    http_count_request(c->srv, c->route, status, c->start_ns);
+    http_answered(c, status, body.len);
 }
 
 void http_send_empty(http_call *c, int status)
@@ -94,7 +95,7 @@ void http_send_empty(http_call *c, int status)
     req->res.content_length = 0;
     http_add_cors(c->srv, req);
     h2o_send_inline(req, "", 0);
-    http_count_request(c->srv, c->route, status, c->start_ns);
+    http_answered(c, status, 0);
 }
 
 static void send_error(http_call *c, int status, const char *code, const char *msg)
@@ -121,7 +122,7 @@ static void on_parked_released(waiter *w, int outcome)
     server *srv = pk->srv;
     srv->parked_count--;
     *pk->guard = NULL;   /* sending may free the request's pool */
-    http_call c = { .srv = srv, .req = pk->req, .route = pk->route, .start_ns = pk->start_ns };
+    http_call c = { .srv = srv, .req = pk->req, .route = pk->route, .start_ns = pk->start_ns, .token = pk->token };
     if (outcome == WAITER_REACHED)
         http_send(&c, pk->status, pk->body, pk->len);
     else if (outcome == WAITER_TIMED_OUT)
@@ -172,7 +173,7 @@ static void reply_after(http_call *c, int status, const char *body, size_t len, 
         return;
     }
     *pk = (http_parked){ .srv = srv, .req = c->req, .route = c->route, .start_ns = c->start_ns,
-                         .status = status, .len = len };
+                         .token = c->token, .status = status, .len = len };
     uint64_t deadline = mark == WAIT_WRITTEN ? 0 : c->start_ns + PARKED_DEADLINE_NS;
     if (waiters_add(&srv->waits, &pk->wait, mark, txn, deadline, on_parked_released) != WAITER_PENDING) {
         free(pk);   /* not reached, so the log failed */

@@ -7,6 +7,7 @@
  * TYPE and passes `promtool check metrics`.
  */
 #include "server/http_internal.h"
+#include "hlog/hlog.h"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -28,6 +29,18 @@ static const uint64_t latency_le_us[HTTP_LATENCY_BUCKETS] = {
     50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
     1000000, 2500000, 5000000,
 };
+
+void http_answered(http_call *c, int status, size_t bytes)
+{
+    http_count_request(c->srv, c->route, status, c->start_ns);
+    if (!hlog_access_enabled()) return;
+    /* The token's name is its scope (a hash), never the token. */
+    char name[24] = "";
+    if (c->token) snprintf(name, sizeof name, "t:%s", c->token->scope);
+    h2o_req_t *req = c->req;
+    hlog_access(req->input.method.base, req->input.method.len, req->input.path.base, req->input.path.len, status,
+                bytes, (hanu_now_ns() - c->start_ns) / 1000, name);
+}
 
 void http_count_request(server *srv, int route, int status, uint64_t start_ns)
 {
@@ -367,6 +380,6 @@ void http_metrics_reply(http_call *c)
     h2o_add_header(&c->req->pool, &c->req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL,
                    H2O_STRLIT("text/plain; version=0.0.4"));
     h2o_send_inline(c->req, (const char *)b.data, b.len);
-    http_count_request(srv, c->route, 200, c->start_ns);
+    http_answered(c, 200, b.len);
     hanu_buf_free(&b);
 }

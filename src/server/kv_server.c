@@ -17,6 +17,7 @@
  * as tokens.h rules them for HTTP too.
  */
 #include "server/server_internal.h"
+#include "hlog/hlog.h"
 #include "docs/docs.h"
 
 #include <stdio.h>
@@ -182,7 +183,7 @@ static void respond_msg(kv_conn *c, uint8_t status, const char *msg)
 }
 
 /* Maps a store error to the protocol's answer. */
-static void respond_store_error(kv_conn *c, int rc, int key_op)
+static void respond_store_error(kv_conn *c, const kv_request *r, int rc, int key_op)
 {
     switch (rc) {
     case HANU_ERR_NOT_FOUND:
@@ -193,7 +194,15 @@ static void respond_store_error(kv_conn *c, int rc, int key_op)
         return;
     case HANU_ERR_TOO_LARGE: respond_msg(c, HKV_WIRE_PAYLOAD_TOO_LARGE, "request exceeds a size limit"); return;
     case HANU_ERR_INVALID: respond_msg(c, HKV_WIRE_INVALID_REQUEST, "invalid request"); return;
-    default: respond_msg(c, HKV_WIRE_INTERNAL_ERROR, hanu_status_str(rc)); return;
+    default:
+        respond_msg(c, HKV_WIRE_INTERNAL_ERROR, hanu_status_str(rc));
+        if (rc != HANU_ERR_NOMEM) {
+            char name[80];
+            snprintf(name, sizeof name, "database \"%.*s\"", r->db ? (int)r->db_len : 7,
+                     r->db ? (const char *)r->db : "default");
+            server_log_write_failure("kv", name, rc);
+        }
+        return;
     }
 }
 
@@ -374,23 +383,23 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
     case HKV_OP_CREATE:
         rc = store_db_create(st, (const char *)r.db, r.db_len, STORE_DB_KV, &txn);
         if (rc == HANU_ERR_INVALID) { respond_msg(c, HKV_WIRE_INVALID_REQUEST, "database names use only A-Z a-z 0-9 _ . -"); return; }
-        if (rc) { respond_store_error(c, rc, 0); return; }
+        if (rc) { respond_store_error(c, &r, rc, 0); return; }
         respond_written(c, txn, r.durability);
         return;
     case HKV_OP_DROP:
         rc = store_db_drop(st, (const char *)r.db, r.db_len, &txn);
         if (rc == HANU_ERR_INVALID) { respond_msg(c, HKV_WIRE_INVALID_REQUEST, "the default database cannot be dropped"); return; }
-        if (rc) { respond_store_error(c, rc, 0); return; }
+        if (rc) { respond_store_error(c, &r, rc, 0); return; }
         respond_written(c, txn, r.durability);
         return;
     case HKV_OP_GET: {
         size_t start = c->out.len;
-        if (hanu_buf_reserve(&c->out, HKV_RESP_HEADER + 8) != HANU_OK) { respond_store_error(c, HANU_ERR_NOMEM, 1); return; }
+        if (hanu_buf_reserve(&c->out, HKV_RESP_HEADER + 8) != HANU_OK) { respond_store_error(c, &r, HANU_ERR_NOMEM, 1); return; }
         c->out.len += HKV_RESP_HEADER + 8;
         rc = store_get(st, db, r.key, r.key_len, &c->out, &txn);
         if (rc) {
             c->out.len = start;
-            respond_store_error(c, rc, 1);
+            respond_store_error(c, &r, rc, 1);
             return;
         }
         uint8_t *h = c->out.data + start;
@@ -410,12 +419,12 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
         rc = docs_kv_write(st, db, &sop, 1, cond, r.token, srv->limits.max_value, &txn, &current, &refused);
         if (rc && refused.code) { respond_refused(c, &refused); return; }
         if (rc == HANU_ERR_MISMATCH) { kv_respond_token(&c->out, HKV_WIRE_KEY_TOKEN_MISMATCH, current); return; }
-        if (rc) { respond_store_error(c, rc, 1); return; }
+        if (rc) { respond_store_error(c, &r, rc, 1); return; }
         respond_written(c, txn, r.durability);
         return;
     }
     case HKV_OP_WRITE_BATCH: {
-        if (ensure_ops(srv, r.batch_count)) { respond_store_error(c, HANU_ERR_NOMEM, 1); return; }
+        if (ensure_ops(srv, r.batch_count)) { respond_store_error(c, &r, HANU_ERR_NOMEM, 1); return; }
         store_op *ops = srv->ops_scratch;
         size_t pos = 0, n = 0;
         uint8_t kind;
@@ -425,7 +434,7 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
             ops[n++] = (store_op){ kind == 0 ? STORE_SET : STORE_DELETE, k, kl, v, vl };
         rc = docs_kv_write(st, db, ops, n, STORE_COND_NONE, 0, srv->limits.max_value, &txn, NULL, &refused);
         if (rc && refused.code) { respond_refused(c, &refused); return; }
-        if (rc) { respond_store_error(c, rc, 1); return; }
+        if (rc) { respond_store_error(c, &r, rc, 1); return; }
         respond_written(c, txn, r.durability);
         return;
     }
@@ -512,8 +521,8 @@ int kv_bind(server *srv, const char *addr, char *err, size_t errcap)
     snprintf(shown, sizeof shown, "%s (--kv-addr)", addr);
     if (server_bind(&ss, sl, shown, &srv->kv_fd, err, errcap) != HANU_OK) return HANU_ERR_IO;
     if (!srv->tokens.n && !server_addr_is_loopback(&ss))
-        fprintf(stderr, "hanudb: WARNING: without --tokens the key-value protocol needs no authentication and "
-                "reaches every database and collection; %s is not a loopback address\n", addr);
+        hlog_warn("kv", "without --tokens the key-value protocol needs no authentication and "
+                "reaches every database and collection; %s is not a loopback address", addr);
     return HANU_OK;
 }
 

@@ -3,6 +3,7 @@
  * notifications from the commit thread, signals and graceful shutdown.
  */
 #include "server/server_internal.h"
+#include "hlog/hlog.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -181,7 +182,7 @@ void server_check_sealer(server *srv)
     /* A lost lease stops the sealer too; server_role_tick says why (exit status 5). */
     if (!srv->sealer || srv->fenced || srv->lease_lost || sealer_status(srv->sealer, msg, sizeof msg) == HANU_OK)
         return;
-    fprintf(stderr, "hanudb: the bucket sealer stopped: %s; shutting down\n", msg[0] ? msg : "unknown reason");
+    hlog_error("server", "the bucket sealer stopped: %s; shutting down", msg[0] ? msg : "unknown reason");
     srv->fenced = 1;
     srv->stopping = 1;
     waiters_advance(&srv->waits, WAIT_BUCKET, srv->waits.reached[WAIT_BUCKET], 1);
@@ -194,8 +195,8 @@ static int remirror_twin(bucket *b, char *err, size_t errcap)
     bucket_twin_stats st;
     uint64_t t0 = hanu_now_ns();
     int rc = bucket_twin_remirror(b, "", &st, err, errcap);
-    fprintf(stderr, "hanudb: twin buckets: %llu and %llu objects; copied %llu to the first and %llu to the "
-            "second (%llu bytes) in %llu ms%s%s\n", (unsigned long long)st.listed[0],
+    hlog_info("server", "twin buckets: %llu and %llu objects; copied %llu to the first and %llu to the "
+            "second (%llu bytes) in %llu ms%s%s", (unsigned long long)st.listed[0],
             (unsigned long long)st.listed[1], (unsigned long long)st.copied_to[0], (unsigned long long)st.copied_to[1],
             (unsigned long long)st.bytes_copied, (unsigned long long)((hanu_now_ns() - t0) / 1000000),
             st.differ ? "; objects of different sizes on the two sides, first: " : "", st.differ ? st.first_problem : "");
@@ -212,8 +213,8 @@ static int probe_fencing(server *srv, char *err, size_t errcap)
     for (int attempt = 0; attempt < 3; attempt++)   /* the bucket's own retries are behind each request */
         if ((rc = bucket_probe_fencing(srv->bucket, err, errcap)) != HANU_ERR_IO) break;
     if (rc == HANU_ERR_UNSUPPORTED && srv->opt.unsafe_no_fencing) {
-        fprintf(stderr, "hanudb: WARNING: %s; starting anyway (--unsafe-no-fencing): two writers on this bucket "
-                "would overwrite each other's segments and lose acknowledged writes\n", err);
+        hlog_warn("server", "%s; starting anyway (--unsafe-no-fencing): two writers on this bucket "
+                "would overwrite each other's segments and lose acknowledged writes", err);
         return HANU_OK;
     }
     if (rc == HANU_ERR_UNSUPPORTED) {
@@ -224,12 +225,21 @@ static int probe_fencing(server *srv, char *err, size_t errcap)
     return rc;
 }
 
+void server_log_write_failure(const char *face, const char *what, int rc)
+{
+    static hlog_limiter nospace, stopped, other;
+    hlog_limiter *l = rc == HANU_ERR_NOSPACE ? &nospace : rc == HANU_ERR_STOPPED ? &stopped : &other;
+    hlog_limited(l, 10000, HLOG_ERROR, face, "a write to %s failed: %s%s", what, hanu_status_str(rc),
+                 rc == HANU_ERR_NOSPACE ? " (the data directory's disk is full)"
+                 : rc == HANU_ERR_STOPPED ? " (the log failed earlier; restart the server)" : "");
+}
+
 /* The bucket's own lines (failed writes, retries; rate limited there): the sealer's
    failed puts reach the log this way. */
 static void log_bucket(void *ctx, const char *line)
 {
     (void)ctx;
-    fprintf(stderr, "%s\n", line);
+    hlog_warn("bucket", "%s", line);
 }
 
 /* The bucket itself, before the store: a rebuild reads it first. */
@@ -279,10 +289,10 @@ static int rebuild_begin(server *srv, int *rebuilding, char *err, size_t errcap)
     srv->rebuild_started_ns = hanu_now_ns();
     rc = rebuild_prepare(data, srv->bucket, 0, 0, 1, &srv->rebuild, err, errcap);
     if (rc == HANU_OK && srv->rebuild.resumed)
-        fprintf(stderr, "hanudb: %s holds an interrupted rebuild (%s): resuming it from %s before serving\n", data,
+        hlog_info("server", "%s holds an interrupted rebuild (%s): resuming it from %s before serving", data,
                 REBUILD_MARKER, o->bucket_url);
     else if (rc == HANU_OK)
-        fprintf(stderr, "hanudb: %s is empty and %s holds a chain: rebuilding before serving\n", data, o->bucket_url);
+        hlog_info("server", "%s is empty and %s holds a chain: rebuilding before serving", data, o->bucket_url);
     return rc;
 }
 
@@ -291,14 +301,14 @@ static int rebuild_begin(server *srv, int *rebuilding, char *err, size_t errcap)
 static int rebuild_end(server *srv, char *err, size_t errcap)
 {
     const char *data = srv->opt.store.data_dir ? srv->opt.store.data_dir : ".";
-    rebuild_replay_options ro = { .who = "hanudb: rebuild" };
+    rebuild_replay_options ro = { .who = "rebuild" };
     int rc = rebuild_replay(srv->store, srv->bucket, &ro, &srv->rebuild, err, errcap);
     if (rc == HANU_OK) rc = rebuild_finish(srv->store, data, &srv->rebuild, err, errcap);
     if (rc) return rc;
     srv->rebuild.ms = (hanu_now_ns() - srv->rebuild_started_ns) / 1000000;
     srv->rebuilt = 1;
-    fprintf(stderr, "hanudb: rebuilt from the bucket in %llu ms (fetch %llu ms, replay %llu ms, CPU %llu ms): "
-            "%llu segments, %llu records up to txn %llu; new writes get txns from %llu\n",
+    hlog_info("server", "rebuilt from the bucket in %llu ms (fetch %llu ms, replay %llu ms, CPU %llu ms): "
+            "%llu segments, %llu records up to txn %llu; new writes get txns from %llu",
             (unsigned long long)srv->rebuild.ms, (unsigned long long)srv->rebuild.fetch_ms,
             (unsigned long long)srv->rebuild.replay_ms, (unsigned long long)srv->rebuild.cpu_ms,
             (unsigned long long)srv->rebuild.segments,
@@ -334,7 +344,7 @@ static int open_bucket(server *srv, char *err, size_t errcap)
         return rc;
     }
     uint64_t sealed = sealer_sealed_txn(srv->sealer);
-    fprintf(stderr, "hanudb: sealing the log into %s (bucket holds txns up to %llu)\n", o->bucket_url,
+    hlog_info("server", "sealing the log into %s (bucket holds txns up to %llu)", o->bucket_url,
             (unsigned long long)sealed);
     atomic_store(&srv->sealed_txn, sealed);
     srv->waits.reached[WAIT_BUCKET] = sealed;
@@ -434,9 +444,18 @@ static void on_signal(h2o_socket_t *sock, const char *err)
 {
     server *srv = sock->data;
     (void)err;
-    h2o_buffer_consume(&sock->input, sock->input->size);
-    if (!srv->stopping) fprintf(stderr, "hanudb: shutting down: finishing in-flight requests\n");
-    srv->stopping = 1;
+    /* Whole signalfd_siginfo records: SIGHUP reopens the log files, the others stop. */
+    size_t n = sock->input->size / sizeof(struct signalfd_siginfo);
+    const struct signalfd_siginfo *si = (const struct signalfd_siginfo *)sock->input->bytes;
+    for (size_t i = 0; i < n; i++) {
+        if (si[i].ssi_signo == SIGHUP) {
+            hlog_reopen();
+            continue;
+        }
+        if (!srv->stopping) hlog_info("server", "shutting down: finishing in-flight requests");
+        srv->stopping = 1;
+    }
+    h2o_buffer_consume(&sock->input, n * sizeof(struct signalfd_siginfo));
 }
 
 /* The indexer follows the store from DATA/index on its own thread. */
@@ -485,6 +504,7 @@ int server_run(const server_options *o)
     sigemptyset(&mask);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -508,44 +528,44 @@ int server_run(const server_options *o)
     if (rc == HANU_OK) rc = kv_bind(srv, o->kv_addr, err, sizeof err);
     if (rc == HANU_OK) rc = store_lock_check(so.data_dir ? so.data_dir : ".", err, sizeof err);
     if (rc) {
-        fprintf(stderr, "hanudb: %s\n", err);
+        hlog_error("server", "%s", err);
         close_bound(srv);
         return 2;
     }
     int rebuilding = 0;
     rc = rebuild_begin(srv, &rebuilding, err, sizeof err);
     if (rc) {
-        fprintf(stderr, "hanudb: bucket %s: %s\n", o->bucket_url, err[0] ? err : hanu_status_str(rc));
+        hlog_error("server", "bucket %s: %s", o->bucket_url, err[0] ? err : hanu_status_str(rc));
         bucket_close(srv->bucket);
         return 2;
     }
     rc = store_open(&so, &srv->store, err, sizeof err);
     if (rc) {
-        fprintf(stderr, "hanudb: cannot open the store: %s\n", err[0] ? err : hanu_status_str(rc));
+        hlog_error("server", "cannot open the store: %s", err[0] ? err : hanu_status_str(rc));
         return 2;
     }
     atomic_store(&srv->durable_txn, store_durable_txn(srv->store));
     waiters_init(&srv->waits, store_durable_txn(srv->store));
     if (open_index(srv, err, sizeof err) != HANU_OK) {
-        fprintf(stderr, "hanudb: cannot open the index: %s\n", err);
+        hlog_error("server", "cannot open the index: %s", err);
         store_close(srv->store);
         return 2;
     }
     if (rebuilding && (rc = rebuild_end(srv, err, sizeof err)) != HANU_OK) {
-        fprintf(stderr, "hanudb: rebuild from %s failed: %s\n", o->bucket_url, err[0] ? err : hanu_status_str(rc));
+        hlog_error("server", "rebuild from %s failed: %s", o->bucket_url, err[0] ? err : hanu_status_str(rc));
         bucket_close(srv->bucket);
         indexer_close(srv->indexer);
         store_close(srv->store);
         return rc == HANU_ERR_CORRUPT ? SERVER_EXIT_BROKEN_CHAIN : 2;
     }
     if ((rc = open_bucket(srv, err, sizeof err)) != HANU_OK) {
-        fprintf(stderr, "hanudb: bucket %s: %s\n", o->bucket_url, err[0] ? err : hanu_status_str(rc));
+        hlog_error("server", "bucket %s: %s", o->bucket_url, err[0] ? err : hanu_status_str(rc));
         indexer_close(srv->indexer);
         store_close(srv->store);
         return rc == HANU_ERR_FENCED ? SERVER_EXIT_FENCED : 2;
     }
     if ((rc = server_snapshots_open(srv, err, sizeof err)) != HANU_OK) {
-        fprintf(stderr, "hanudb: snapshots: %s\n", err[0] ? err : hanu_status_str(rc));
+        hlog_error("server", "snapshots: %s", err[0] ? err : hanu_status_str(rc));
         sealer_close(srv->sealer);
         bucket_close(srv->bucket);
         indexer_close(srv->indexer);
@@ -553,7 +573,7 @@ int server_run(const server_options *o)
         return 2;
     }
     if (http_start(srv, err, sizeof err) != HANU_OK || kv_listen(srv, err, sizeof err) != HANU_OK) {
-        fprintf(stderr, "hanudb: %s\n", err);
+        hlog_error("server", "%s", err);
         auth_tokens_free(&srv->tokens);
         server_role_close(srv);
         close_snapshots(srv);
@@ -567,7 +587,7 @@ int server_run(const server_options *o)
     h2o_socket_t *sig = h2o_evloop_socket_create(srv->loop, sfd, 0);
     sig->data = srv;
     h2o_socket_read_start(sig, on_signal);
-    fprintf(stderr, "hanudb: key-value protocol listening on %s%s\n", o->kv_addr,
+    hlog_info("server", "key-value protocol listening on %s%s", o->kv_addr,
             srv->tokens.n ? ", tokens required (the Auth op)" : "");
 
     uint64_t sealer_checked_ns = 0;
@@ -613,7 +633,7 @@ int server_run(const server_options *o)
        asserts none is left when the receiver goes): take them now that no thread is
        left to send more. */
     h2o_evloop_run(srv->loop, 0);
-    fprintf(stderr, "hanudb: stopped cleanly\n");
+    hlog_info("server", "stopped cleanly");
     h2o_multithread_unregister_receiver(srv->queue, &srv->durable_receiver);
     hanu_buf_free(&srv->scratch);
     free(srv->ops_scratch);

@@ -200,6 +200,11 @@ static inline void server_want_mark(server *srv, int mark, uint64_t txn)
     if (mark == WAIT_BUCKET && srv->sealer) sealer_seal_upto(srv->sealer, txn);
 }
 
+/* A write refused for the server's own reason (no space, a failed log, the store
+   stopped): logged with its cause, at most one line per 10 s and cause, whichever
+   face refused it. face: "http" or "kv"; what: the collection or database. */
+void server_log_write_failure(const char *face, const char *what, int rc);
+
 /* "key":v in an object being written (stats and status answers of both faces). */
 static inline void server_json_u64(json_writer *w, const char *key, uint64_t v)
 {

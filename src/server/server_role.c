@@ -7,6 +7,7 @@
  * sealer opens, and the loop adopts it and starts accepting writes.
  */
 #include "server/server_internal.h"
+#include "hlog/hlog.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,7 @@ static int open_leader_sealer(server *srv, sealer **z, char *err, size_t errcap)
 
 static int promotion_failed(server *srv, int rc, const char *what, const char *err)
 {
-    fprintf(stderr, "hanudb: promotion: %s%s\n", what, err[0] ? err : hanu_status_str(rc));
+    hlog_error("lease", "promotion: %s%s", what, err[0] ? err : hanu_status_str(rc));
     atomic_store(&srv->promotion_failed, rc == HANU_ERR_FENCED ? 2 : 1);
     wake_loop(srv);
     return rc;
@@ -95,8 +96,8 @@ static int promote(void *ctx, uint64_t term)
         last = store_last_txn(srv->store);
         rc = open_leader_sealer(srv, &z, err, sizeof err);
         if (rc != HANU_ERR_FENCED || attempt == PROMOTION_ATTEMPTS || !lease_still_valid(srv)) break;
-        fprintf(stderr, "hanudb: promotion: the chain grew past txn %llu while promoting (the old leader's "
-                "last put); applying it and trying again\n", (unsigned long long)last);
+        hlog_warn("lease", "promotion: the chain grew past txn %llu while promoting (the old leader's "
+                "last put); applying it and trying again", (unsigned long long)last);
     }
     if (rc) return promotion_failed(srv, rc, "", err);
     /* The old writer may have answered writes (durability none or local) that never
@@ -106,7 +107,7 @@ static int promote(void *ctx, uint64_t term)
         sealer_close(z);
         return promotion_failed(srv, rc, "cannot move the txn numbering on: ", "");
     }
-    fprintf(stderr, "hanudb: promoted to leader (term %llu) at txn %llu in %.0f ms%s\n",
+    hlog_info("lease", "promoted to leader (term %llu) at txn %llu in %.0f ms%s",
             (unsigned long long)term, (unsigned long long)last, (double)(hanu_now_ns() - t0) / 1e6,
             last > 0 || term > 1 ? "; new txns skip 2^32" : "");
     atomic_store(&srv->promoted, z);
@@ -145,7 +146,7 @@ void server_role_tick(server *srv)
     if (!srv->lease) return;
     int failed = atomic_load(&srv->promotion_failed);
     if (failed && !srv->stopping) {
-        fprintf(stderr, "hanudb: the promotion to leader failed; shutting down\n");
+        hlog_error("lease", "the promotion to leader failed; shutting down");
         srv->fenced = failed == 2;
         srv->stopping = 1;
         return;
@@ -158,19 +159,19 @@ void server_role_tick(server *srv)
         atomic_store(&srv->sealed_txn, sealed);
         srv->waits.reached[WAIT_BUCKET] = sealed;
         srv->role = ROLE_LEADER;
-        fprintf(stderr, "hanudb: accepting writes as the leader\n");
+        hlog_info("lease", "accepting writes as the leader");
         /* A leader snapshots like one started as such (POST /_admin/snapshot, the policy). */
         char err[512] = "";
         int rc = server_snapshots_open(srv, err, sizeof err);
         if (rc != HANU_OK)
-            fprintf(stderr, "hanudb: snapshots: %s; this leader takes none until it is restarted\n",
+            hlog_error("lease", "snapshots: %s; this leader takes none until it is restarted",
                     err[0] ? err : hanu_status_str(rc));
         return;
     }
     if (srv->lease_lost || lease_keeper_may_write(srv->lease, hanu_now_ns())) return;
     lease_keeper_status ls;
     lease_keeper_get(srv->lease, &ls);
-    fprintf(stderr, "hanudb: lost the lease: %s; refusing writes and shutting down (exit status %d)\n",
+    hlog_error("lease", "lost the lease: %s; refusing writes and shutting down (exit status %d)",
             ls.message[0] ? ls.message : "it expired before a renewal succeeded", SERVER_EXIT_LEASE_LOST);
     srv->lease_lost = 1;
     srv->stopping = 1;

@@ -5,6 +5,7 @@
  * refuses to start on damage anywhere else, naming the file and offset.
  */
 #include "store/store_internal.h"
+#include "hlog/hlog.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -479,8 +480,8 @@ static void quarantine_tail(store *s, int fd, uint32_t id, uint64_t from, uint64
     if (rc == HANU_OK && fdatasync(out) != 0) rc = HANU_ERR_IO;
     close(out);
     if (rc == HANU_OK) hanu_fsync_dir(dir);
-    fprintf(stderr, "hanudb: log/%06u.log: %llu bytes after offset %llu that recovery does not read "
-            "again were %s quarantine/%06u.log.from-%llu\n", id, (unsigned long long)(end - from),
+    hlog_error("store", "log/%06u.log: %llu bytes after offset %llu that recovery does not read "
+            "again were %s quarantine/%06u.log.from-%llu", id, (unsigned long long)(end - from),
             (unsigned long long)from, rc == HANU_OK ? "copied to" : "NOT fully copied to", id,
             (unsigned long long)from);
 }
@@ -496,8 +497,8 @@ static int quarantine_file(store *s, uint32_t id)
     if (rename(from, to) != 0) return HANU_ERR_IO;
     hanu_fsync_dir(dir);
     hanu_fsync_dir(s->log_dir);
-    fprintf(stderr, "hanudb: log/%06u.log holds no readable frame but is not empty: moved to "
-            "quarantine/%06u.log\n", id, id);
+    hlog_warn("store", "log/%06u.log holds no readable frame but is not empty: moved to "
+            "quarantine/%06u.log", id, id);
     return HANU_OK;
 }
 
@@ -577,8 +578,8 @@ static void drop_merged_leftover(store *s, uint32_t id)
     unlink(path);
     hanu_fsync_dir(s->log_dir);
     if (!s->opt.quiet)
-        fprintf(stderr, "hanudb: removed log/%06u.log: an interrupted merge had already copied it "
-                "into the file before it\n", id);
+        hlog_info("store", "removed log/%06u.log: an interrupted merge had already copied it "
+                "into the file before it", id);
 }
 
 static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err, size_t errcap)
@@ -660,9 +661,9 @@ static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err,
                      (unsigned long long)mark, (unsigned long long)last);
             rc = HANU_ERR_CORRUPT;
         } else {
-            fprintf(stderr, "hanudb: SALVAGE: the log ends at txn %llu in log/%06u.log (offset %llu) but "
+            hlog_warn("store", "salvage: the log ends at txn %llu in log/%06u.log (offset %llu) but "
                     "txns up to %llu were durable; keeping what is readable, the rest goes to "
-                    "quarantine/\n", (unsigned long long)last, at_id, (unsigned long long)stop,
+                    "quarantine/", (unsigned long long)last, at_id, (unsigned long long)stop,
                     (unsigned long long)mark);
         }
     }
@@ -673,7 +674,7 @@ static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err,
             store_file *last = store_file_get(s, ids[n - 1]);
             rc = seal_tail(s, ids[n - 1], stop, last->last_txn, err, errcap);
             if (rc == HANU_OK && !s->opt.quiet)
-                fprintf(stderr, "hanudb: sealed log/%06u.log after its last complete frame (offset %llu)\n",
+                hlog_info("store", "sealed log/%06u.log after its last complete frame (offset %llu)",
                         ids[n - 1], (unsigned long long)stop);
         }
         /* A clean stop or a sealed rotation synced it; a crash right after a seal's
@@ -692,7 +693,7 @@ static int recover(store *s, uint32_t *active_id, uint64_t *next_txn, char *err,
             if (fd >= 0) close(fd);
         }
         if (!s->opt.quiet && n)
-            fprintf(stderr, "hanudb: recovered %zu log files (%zu from hint files), next txn %llu\n",
+            hlog_info("store", "recovered %zu log files (%zu from hint files), next txn %llu",
                     n, from_hints, (unsigned long long)*next_txn);
     }
     free(ids);
@@ -818,8 +819,8 @@ int store_open(const store_options *o, store **out, char *err, size_t errcap)
     }
     s->last_txn = log_writer_next_txn(s->log) - 1;
     if (s->last_txn + 1 != next_txn && !s->opt.quiet)
-        fprintf(stderr, "hanudb: txns %llu..%llu may have been seen before a crash and were lost: "
-                "numbering resumes at %llu, so no txn or token is ever reused\n",
+        hlog_warn("store", "txns %llu..%llu may have been seen before a crash and were lost: "
+                "numbering resumes at %llu, so no txn or token is ever reused",
                 (unsigned long long)next_txn, (unsigned long long)s->last_txn,
                 (unsigned long long)s->last_txn + 1);
     store_file *af = store_file_get(s, active_id);
@@ -834,9 +835,9 @@ int store_open(const store_options *o, store **out, char *err, size_t errcap)
     s->startup_ms = (hanu_now_ns() - t0) / 1000000;
     if (!s->opt.quiet) {
         for (size_t i = 0; i < s->ndbs; i++)
-            fprintf(stderr, "hanudb: database %s: %zu keys, %llu bytes\n", s->dbs[i]->name,
+            hlog_info("store", "database %s: %zu keys, %llu bytes", s->dbs[i]->name,
                     s->dbs[i]->kd.count, (unsigned long long)s->dbs[i]->bytes);
-        fprintf(stderr, "hanudb: store opened in %llu ms (data %s, log file %06u)\n",
+        hlog_info("store", "store opened in %llu ms (data %s, log file %06u)",
                 (unsigned long long)s->startup_ms, s->data_dir, active_id);
     }
     if (s->opt.background_compaction) {
@@ -1039,7 +1040,7 @@ static int append_and_apply(store *s, uint64_t at, uint64_t *txn)
         if (f) f->fd = open(path, O_RDONLY | O_CLOEXEC);
         if (!f || f->fd < 0 || store_file_map(f, s->opt.file_size) != HANU_OK) {
             pthread_mutex_unlock(&s->mu);
-            fprintf(stderr, "hanudb: cannot map new log file %06u: %s\n", loc.file_id, strerror(errno));
+            hlog_error("store", "cannot map new log file %06u: %s", loc.file_id, strerror(errno));
             return HANU_ERR_IO;
         }
     }

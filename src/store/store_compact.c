@@ -27,6 +27,7 @@
  * file is scanned instead).
  */
 #include "store/store_internal.h"
+#include "hlog/hlog.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -117,7 +118,7 @@ int store_hint_load(store *s, store_file *f, char *err, size_t errcap)
     if (rc) {
         free(buf);
         if (!s->opt.quiet)
-            fprintf(stderr, "hanudb: log/%06u.hint is stale or damaged; scanning the log file\n", f->id);
+            hlog_warn("store", "log/%06u.hint is stale or damaged; scanning the log file", f->id);
         return rc;
     }
     /* Validate the whole entry list before applying anything, so a bad hint falls
@@ -666,7 +667,7 @@ void *store_compact_main(void *arg)
         char err[512] = "";
         int rc = compact_run(s, run, n, err, sizeof err);
         if (rc && rc != HANU_ERR_BUSY && !atomic_load(&s->compact_abort))
-            fprintf(stderr, "hanudb: background compaction: %s\n", err);
+            hlog_error("store", "background compaction: %s", err);
         worked = rc == HANU_OK;
     }
     pthread_mutex_unlock(&s->compact_mu);
