@@ -11,6 +11,8 @@
 #include "hlog/hlog.h"
 #include "json/json.h"
 
+#include <fcntl.h>
+#include <pty.h>
 #include <regex.h>
 
 static char *slurp(const char *path)
@@ -159,6 +161,65 @@ static void test_access_lines(void)
                   "\"bytes\":70,\"us\":12,\"token\":\"\"\\}$", s));
 }
 
+/* Not a terminal: no line until 10 s have passed, then the end's one line. */
+static void test_progress_in_a_log(void)
+{
+    char path[600], err[256];
+    snprintf(path, sizeof path, "%s/progress.log", test_tmpdir("hlog-progress"));
+    REQUIRE(hlog_configure(HLOG_TEXT, path, err, sizeof err) == HANU_OK);
+    hlog_progress p;
+    hlog_progress_begin(&p, "restore", "segments", 4000000, 100);
+    CHECK(!p.tty);
+    for (int i = 1; i <= 50; i++) hlog_progress_update(&p, (uint64_t)i * 40000, (uint64_t)i);
+    hlog_progress_end(&p, 4000000, 100, "at txn 77");
+    REQUIRE(hlog_configure(HLOG_TEXT, NULL, err, sizeof err) == HANU_OK);
+    const char *s = slurp(path);
+    REQUIRE(s);
+    CHECK_EQ(count_lines(s), 1);
+    CHECK(strchr(s, '\r') == NULL);
+    CHECK(matches("^" TIME_RE " INFO restore: segments: 4.0 of 4.0 MB, 100 of 100 items, [0-9.]+ MB/s, at txn 77 "
+                  "in [0-9.]+ s$", s));
+    char line[512];
+    p.start_ns = 0;   /* 10 s in, a quarter done: 30 s to go */
+    hlog_progress_format(&p, 1000000, 25, 10000000000ull, line, sizeof line);
+    CHECK(strcmp(line, "segments: 1.0 of 4.0 MB, 25 of 100 items, 0.1 MB/s, ETA 30 s") == 0);
+}
+
+/* On a terminal (a pty here): the line is drawn in place ("\r", clear to the end
+   of the line) and cleared before the end's log line. */
+static void test_progress_on_a_terminal(void)
+{
+    int master, slave;
+    REQUIRE(openpty(&master, &slave, NULL, NULL, NULL) == 0);
+    int saved = dup(2);
+    REQUIRE(saved >= 0 && dup2(slave, 2) == 2);
+    char err[256];
+    REQUIRE(hlog_configure(HLOG_TEXT, NULL, err, sizeof err) == HANU_OK);
+    hlog_progress p;
+    hlog_progress_begin(&p, "export", "collection \"users\"", 0, 0);
+    int tty = p.tty;
+    for (int i = 1; i <= 3; i++) {
+        usleep(120000);
+        hlog_progress_update(&p, (uint64_t)i * 1000000, (uint64_t)i * 10);
+    }
+    hlog_progress_end(&p, 3000000, 30, "done");
+    dup2(saved, 2);
+    close(saved);
+    close(slave);
+    char out[4096];
+    size_t n = 0;
+    fcntl(master, F_SETFL, O_NONBLOCK);
+    for (ssize_t r; n < sizeof out - 1 && (r = read(master, out + n, sizeof out - 1 - n)) > 0;) n += (size_t)r;
+    out[n] = '\0';
+    close(master);
+    CHECK(tty);
+    int drawn = 0;
+    for (const char *q = out; (q = strstr(q, "\r\033[Kcollection \"users\": ")) != NULL; q++) drawn++;
+    CHECK_EQ(drawn, 3);
+    CHECK(strstr(out, "\r\033[Kcollection \"users\": 3.0 MB, 30 items") != NULL);
+    CHECK(strstr(out, " INFO export: collection \"users\": 3.0 MB, 30 items, ") != NULL);
+}
+
 int main(void)
 {
     RUN(test_text_lines);
@@ -166,5 +227,7 @@ int main(void)
     RUN(test_limiter);
     RUN(test_reopen_after_rename);
     RUN(test_access_lines);
+    RUN(test_progress_in_a_log);
+    RUN(test_progress_on_a_terminal);
     TEST_DONE();
 }

@@ -21,6 +21,8 @@
 
 #define HLOG_LINE_MAX 4096
 #define HLOG_PATH_MAX 4096
+#define PROGRESS_TTY_NS 100000000ull     /* a terminal's line: ten times a second */
+#define PROGRESS_LOG_NS 10000000000ull   /* a log: one line every 10 s */
 
 typedef struct sink {
     int fd;                     /* -1: off (the access log), or stderr's 2 */
@@ -270,4 +272,75 @@ void hlog_access(const char *method, size_t method_len, const char *path, size_t
     }
     if (b.data) write_line(&access_log, (const char *)b.data, b.len);
     hanu_buf_free(&b);
+}
+
+/* ---- progress ---- */
+
+void hlog_progress_begin(hlog_progress *p, const char *subsystem, const char *what, uint64_t total_bytes,
+                         uint64_t total_items)
+{
+    memset(p, 0, sizeof *p);
+    p->subsystem = subsystem;
+    p->what = what;
+    p->total_bytes = total_bytes;
+    p->total_items = total_items;
+    p->start_ns = p->shown_ns = hanu_now_ns();
+    pthread_mutex_lock(&mu);
+    int fd = main_log.fd;
+    pthread_mutex_unlock(&mu);
+    p->tty = fd >= 0 && isatty(fd) && atomic_load(&log_format) == HLOG_TEXT;
+}
+
+static int append_f(char *out, size_t cap, size_t *n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int append_f(char *out, size_t cap, size_t *n, const char *fmt, ...)
+{
+    if (*n >= cap) return 0;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(out + *n, cap - *n, fmt, ap);
+    va_end(ap);
+    if (w > 0) *n = *n + (size_t)w < cap ? *n + (size_t)w : cap - 1;
+    return w;
+}
+
+void hlog_progress_format(const hlog_progress *p, uint64_t bytes, uint64_t items, uint64_t now_ns, char *out,
+                          size_t cap)
+{
+    size_t n = 0;
+    double s = (double)(now_ns - p->start_ns) / 1e9;
+    append_f(out, cap, &n, "%s: %.1f", p->what, (double)bytes / 1e6);
+    if (p->total_bytes) append_f(out, cap, &n, " of %.1f", (double)p->total_bytes / 1e6);
+    append_f(out, cap, &n, " MB, %llu", (unsigned long long)items);
+    if (p->total_items) append_f(out, cap, &n, " of %llu", (unsigned long long)p->total_items);
+    append_f(out, cap, &n, " items, %.1f MB/s", s > 0 ? (double)bytes / 1e6 / s : 0.0);
+    /* ETA from bytes when their total is known, else from items. */
+    double done = p->total_bytes ? (double)bytes / (double)p->total_bytes
+                : p->total_items ? (double)items / (double)p->total_items : 0;
+    if (done > 0 && done < 1 && s > 0) append_f(out, cap, &n, ", ETA %.0f s", s / done - s);
+}
+
+void hlog_progress_update(hlog_progress *p, uint64_t bytes, uint64_t items)
+{
+    uint64_t now = hanu_now_ns();
+    if (now - p->shown_ns < (p->tty ? PROGRESS_TTY_NS : PROGRESS_LOG_NS)) return;
+    p->shown_ns = now;
+    char line[512];
+    hlog_progress_format(p, bytes, items, now, line, sizeof line);
+    if (!p->tty) {
+        hlog_info(p->subsystem, "%s", line);
+        return;
+    }
+    char buf[560];
+    int len = snprintf(buf, sizeof buf, "\r\033[K%s", line);   /* back to the start, clear, draw */
+    if (len > 0) write_line(&main_log, buf, (size_t)len < sizeof buf ? (size_t)len : sizeof buf - 1);
+    p->drawn = 1;
+}
+
+void hlog_progress_end(hlog_progress *p, uint64_t bytes, uint64_t items, const char *result)
+{
+    if (p->drawn) write_line(&main_log, "\r\033[K", 4);
+    char line[512];
+    hlog_progress_format(p, bytes, items, hanu_now_ns(), line, sizeof line);
+    hlog_info(p->subsystem, "%s, %s in %.1f s", line, result ? result : "done",
+              (double)(hanu_now_ns() - p->start_ns) / 1e9);
 }
