@@ -354,11 +354,20 @@ int cli_serve_main(int argc, char **argv)
     return server_run(&o);
 }
 
+typedef struct compact_progress {
+    hlog_progress p;
+    uint64_t bytes_in, files;
+} compact_progress;
+
+/* Each compacted file moves the progress line (in place on a terminal, every 10 s in a log). */
 static void on_compacted(void *ctx, uint32_t file_id, uint64_t before, uint64_t after)
 {
-    (void)ctx;
-    fprintf(stderr, "hanudb compact: log/%06u.log %.1f MB -> %.1f MB\n", file_id,
-            (double)before / 1e6, (double)after / 1e6);
+    compact_progress *cp = ctx;
+    (void)file_id;
+    (void)after;
+    cp->bytes_in += before;
+    cp->files++;
+    hlog_progress_update(&cp->p, cp->bytes_in, cp->files);
 }
 
 int cli_compact_main(int argc, char **argv)
@@ -379,6 +388,8 @@ int cli_compact_main(int argc, char **argv)
     if ((rc = apply_store_flags(&f, &so))) return rc;
     so.background_compaction = 0;
     so.on_compacted = on_compacted;
+    compact_progress cp = {0};
+    so.ctx = &cp;   /* on_durable is not set here: the context is on_compacted's */
     store *s = NULL;
     char err[1024] = "";
     if (store_open(&so, &s, err, sizeof err) != HANU_OK) {
@@ -387,12 +398,14 @@ int cli_compact_main(int argc, char **argv)
     }
     store_stats before, after;
     store_get_stats(s, &before);
+    hlog_progress_begin(&cp.p, "compact", "log files", before.disk_bytes, 0);
     /* Seal the active file so that everything written so far can be compacted. */
     rc = store_rotate(s);
     if (rc == HANU_OK) rc = store_sync(s);
     if (rc == HANU_OK) rc = store_compact(s, 1, err, sizeof err);
     store_get_stats(s, &after);
     store_close(s);
+    hlog_progress_end(&cp.p, cp.bytes_in, cp.files, rc ? "failed" : "compacted");
     if (rc) {
         fprintf(stderr, "hanudb compact: %s\n", err[0] ? err : hanu_status_str(rc));
         return 2;
