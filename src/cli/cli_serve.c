@@ -151,6 +151,8 @@ int cli_serve_main(int argc, char **argv)
                                                                 "with a 503 before they act (0..0.9)" },
         { "bucket-timeout-rate", CLI_DOUBLE, &o.bucket_timeout_rate, "tests: share of bucket requests that act "
                                                                       "and lose their answer (0..0.9)" },
+        { "takeover", CLI_FLAG, &o.takeover, "rebuild an empty DATA from the bucket and write although another "
+          "writer extended its chain in the last 10 s (or 3 seal intervals): that writer must be gone (it is fenced)" },
         { "follow", CLI_FLAG, &o.follow, "with --bucket: a read-only replica that applies the bucket's chain "
                                          "and answers writes with 421 not_leader (docs/REPLICATION.md)" },
         { "lease", CLI_FLAG, &o.lease, "with --bucket: start as a standby follower; take the writer's lease "

@@ -148,11 +148,12 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The header of segment seq, fully verified. */
-static int read_header(chain_reader *r, uint64_t seq, segment_header *h, char *err, size_t errcap)
+/* The header of segment seq, fully verified; *bytes counts what was fetched. */
+static int read_segment_header(bucket *b, uint64_t seq, segment_header *h, uint64_t *bytes, char *err,
+                               size_t errcap)
 {
     fetch f;
-    fetch_batch(r->b, seq, &f, 1);
+    fetch_batch(b, seq, &f, 1);
     int rc = f.rc;
     if (rc == HANU_OK) {
         char why[200];
@@ -164,9 +165,27 @@ static int read_header(chain_reader *r, uint64_t seq, segment_header *h, char *e
     } else {
         say(err, errcap, rc, "segment %" PRIu64 ": %s", seq, f.err);
     }
-    r->p.bytes += f.obj.len;
+    *bytes += f.obj.len;
     hanu_buf_free(&f.obj);
     return rc;
+}
+
+static int read_header(chain_reader *r, uint64_t seq, segment_header *h, char *err, size_t errcap)
+{
+    return read_segment_header(r->b, seq, h, &r->p.bytes, err, errcap);
+}
+
+int chain_last_segment(bucket *b, segment_header *h, char *err, size_t errcap)
+{
+    listing l = { 0 };
+    int rc = bucket_list(b, SEGMENT_KEY_PREFIX, note_sequence, &l, err, errcap);
+    if (rc == HANU_OK && l.nomem) rc = HANU_ERR_NOMEM;
+    uint64_t last = 0, bytes = 0;
+    for (size_t i = 0; rc == HANU_OK && i < l.n; i++) last = HANU_MAX(last, l.seqs[i]);
+    free(l.seqs);
+    if (rc) return rc;
+    if (!last) return say(err, errcap, HANU_ERR_NOT_FOUND, "the bucket holds no segment");
+    return read_segment_header(b, last, h, &bytes, err, errcap);
 }
 
 /* An empty store starts at segment 1. A store holding txns up to L starts at the

@@ -66,6 +66,10 @@ int chain_reader_poll(chain_reader *r, uint64_t *applied, char *err, size_t errc
    chain ended at (a hole the poll could not see), IO from the listing. One list
    request: rebuild and audit call it, followers need not. */
 int chain_reader_check_end(chain_reader *r, char *err, size_t errcap);
+/* The header of the chain's last segment (the highest sequence listed), fully
+   verified: one list and one get, no reader needed. NOT_FOUND when the bucket holds
+   no segment; CORRUPT when that object is damaged. */
+int chain_last_segment(bucket *b, segment_header *h, char *err, size_t errcap);
 /* The stop point was reached: nothing more will be applied. */
 int chain_reader_stopped(const chain_reader *r);
 void chain_reader_progress(const chain_reader *r, chain_progress *out);

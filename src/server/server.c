@@ -3,6 +3,7 @@
  * notifications from the commit thread, signals and graceful shutdown.
  */
 #include "server/server_internal.h"
+#include "replica/chain.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -214,6 +215,27 @@ int server_bucket_open(server *srv, char *err, size_t errcap)
                           : bucket_open(o->bucket_url, &bo, &srv->bucket, err, errcap);
 }
 
+/* A plain writer about to rebuild: a chain extended within the window was most
+   likely extended by a writer still running (a second server started by mistake on
+   an empty directory), which the rebuilt one would fence. Refused unless --takeover.
+   The stamp is the other writer's wall clock: one ahead of ours counts as now. An
+   unreadable last segment is left to the rebuild, which reports the damage. */
+static int refuse_live_writer(server *srv, char *err, size_t errcap)
+{
+    segment_header h;
+    char why[256] = "";
+    if (srv->opt.takeover || chain_last_segment(srv->bucket, &h, why, sizeof why) != HANU_OK) return HANU_OK;
+    uint64_t now = hanu_wall_ms(), age = now > h.timestamp_ms ? now - h.timestamp_ms : 0;
+    uint64_t window = HANU_MAX((uint64_t)SERVER_TAKEOVER_WINDOW_MS, 3ull * srv->opt.seal_interval_ms);
+    if (age >= window) return HANU_OK;
+    srv->writer_live = 1;
+    snprintf(err, errcap, "the bucket's chain was extended %.1f s ago by another writer (segment %llu, txn %llu), "
+             "less than %.0f s ago: it is likely still running and would be fenced; if that writer is gone, "
+             "start with --takeover (or wait %.0f s)", (double)age / 1000.0, (unsigned long long)h.sequence,
+             (unsigned long long)h.last_txn, (double)window / 1000.0, (double)(window - age) / 1000.0);
+    return HANU_ERR_BUSY;
+}
+
 /* Before the store opens: whether DATA is to be rebuilt from the bucket (empty, or an
    unfinished rebuild), and if so the directory and the snapshot's files. */
 static int rebuild_begin(server *srv, int *rebuilding, char *err, size_t errcap)
@@ -234,6 +256,7 @@ static int rebuild_begin(server *srv, int *rebuilding, char *err, size_t errcap)
     }
     if (rc == HANU_OK) rc = rebuild_wanted(data, srv->bucket, rebuilding, err, errcap);
     if (rc || !*rebuilding) return rc;
+    if ((rc = refuse_live_writer(srv, err, errcap)) != HANU_OK) return rc;
     srv->rebuild_started_ns = hanu_now_ns();
     rc = rebuild_prepare(data, srv->bucket, 0, 0, 1, &srv->rebuild, err, errcap);
     if (rc == HANU_OK && srv->rebuild.resumed)
@@ -473,7 +496,7 @@ int server_run(const server_options *o)
     if (rc) {
         fprintf(stderr, "hanudb: bucket %s: %s\n", o->bucket_url, err[0] ? err : hanu_status_str(rc));
         bucket_close(srv->bucket);
-        return 2;
+        return srv->writer_live ? SERVER_EXIT_WRITER_LIVE : 2;
     }
     rc = store_open(&so, &srv->store, err, sizeof err);
     if (rc) {

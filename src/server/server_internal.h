@@ -58,6 +58,7 @@ typedef struct server {
     int lease_lost;                 /* the lease expired unrenewed: exit with its status */
     rebuild_stats rebuild;          /* this start rebuilt DATA from the bucket when rebuilt */
     int rebuilt;
+    int writer_live;                /* start-up refused: another writer extended the chain just now */
     uint64_t rebuild_started_ns;
     _Atomic int store_failed;
     waiters waits;                  /* answers of both faces held for a watermark (loop thread) */
