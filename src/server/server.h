@@ -78,6 +78,13 @@ typedef struct server_options {
    chain extended by another writer within the window (max of this and three seal
    intervals): that writer is likely alive, and would be fenced. --takeover skips it. */
 #define SERVER_EXIT_WRITER_LIVE 6
+/* Exit status of a follower or standby that fell behind the bucket's retention (the
+   segments it needed next were removed after a snapshot): restarted (a supervisor's
+   Restart=), it re-boots from the newest snapshot. A follower serves its stale state
+   for SERVER_BEHIND_GRACE_MS first, saying so in _status and /metrics; a standby
+   stops at once. */
+#define SERVER_EXIT_BEHIND_RETENTION 7
+#define SERVER_BEHIND_GRACE_MS 3000u
 #define SERVER_TAKEOVER_WINDOW_MS 10000u
 
 void server_options_default(server_options *o);
