@@ -218,13 +218,19 @@ int server_bucket_open(server *srv, char *err, size_t errcap)
 /* A plain writer about to rebuild: a chain extended within the window was most
    likely extended by a writer still running (a second server started by mistake on
    an empty directory), which the rebuilt one would fence. Refused unless --takeover.
-   The stamp is the other writer's wall clock: one ahead of ours counts as now. An
-   unreadable last segment is left to the rebuild, which reports the damage. */
+   The stamp is the other writer's wall clock: one ahead of ours counts as now. A
+   damaged last segment is left to the rebuild, which reports it (exit 4); a bucket
+   that cannot be read stops the start. */
 static int refuse_live_writer(server *srv, char *err, size_t errcap)
 {
     segment_header h;
-    char why[256] = "";
-    if (srv->opt.takeover || chain_last_segment(srv->bucket, &h, why, sizeof why) != HANU_OK) return HANU_OK;
+    if (srv->opt.takeover) return HANU_OK;
+    int rc = chain_last_segment(srv->bucket, &h, err, errcap);
+    if (rc == HANU_ERR_CORRUPT || rc == HANU_ERR_NOT_FOUND) {
+        err[0] = '\0';
+        return HANU_OK;
+    }
+    if (rc) return rc;
     uint64_t now = hanu_wall_ms(), age = now > h.timestamp_ms ? now - h.timestamp_ms : 0;
     uint64_t window = HANU_MAX((uint64_t)SERVER_TAKEOVER_WINDOW_MS, 3ull * srv->opt.seal_interval_ms);
     if (age >= window) return HANU_OK;
