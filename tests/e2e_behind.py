@@ -5,7 +5,8 @@ the log says "behind retention", `_status` shows `behind_retention:true`,
 `poll_ok:false` and its real lag in txns, /metrics `hanudb_follower_behind_retention 1`,
 and after its grace period it exits with status 7. Started again on the same data
 directory (what a supervisor does), it discards that directory, re-boots from the
-newest snapshot and then answers exactly as the leader."""
+newest snapshot and then answers exactly as the leader. A standby behind retention
+never promotes: it stops at once, and a promotion checks the chain's end itself."""
 import os
 import signal
 import sys
@@ -188,5 +189,36 @@ def standby_does_not_promote(tmp):
           "from the snapshot and takes over with all %d documents" % (code, len(want["docs"])))
 
 
+def promotion_refused(tmp):
+    """The promotion itself checks the chain's end: a standby whose follower has not
+    polled since retention removed its next segment (--poll-ms 60000) takes the expired
+    lease, and its promotion refuses (exit 7) instead of continuing the chain from stale
+    data; nothing is sealed."""
+    bdir = os.path.join(tmp, "pbucket")
+    url = "file://" + bdir
+    a = lease_node(tmp, "pa", url)
+    a.start()
+    wait_role(a, "leader")
+    write(a.http_port, "a", 3)
+    b = lease_node(tmp, "pb", url)
+    b.extra[b.extra.index("--poll-ms") + 1] = "60000"
+    b.start()
+    for r in range(3):
+        write(a.http_port, "r%d-" % r, 4)
+        st, _, snap = Http(a.http_port).json("POST", "/_admin/snapshot")
+        check(st == 200, "snapshot %d: %d %r" % (r, st, snap))
+    a.kill()
+    segs = segments(bdir)
+    b.proc.wait(timeout=30)
+    code = b.kill()
+    log = b.tail(1 << 20)
+    check(code == BEHIND_EXIT, "exit status %r, want %d: %s" % (code, BEHIND_EXIT, log))
+    check("promotion: cannot finish applying the chain: behind retention" in log and
+          "accepting writes as the leader" not in log, "the promotion refused: %s" % log)
+    check(segments(bdir) == segs, "nothing sealed by the refused promotion")
+    print("ok   a promotion on a standby behind retention refuses (exit %d), nothing sealed" % code)
+
+
 if __name__ == "__main__":
-    run_suite("behind-", run, [(standby_does_not_promote, "standby behind retention")])
+    run_suite("behind-", run, [(standby_does_not_promote, "standby behind retention"),
+                               (promotion_refused, "promotion behind retention refused")])
