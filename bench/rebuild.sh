@@ -48,7 +48,7 @@ rebuild_and_report() {   # rebuild_and_report DATA WHAT
     local data=$1 what=$2 t0 t1
     rm -rf "$data"
     t0=$(date +%s%N)
-    start "$data"
+    start "$data" --takeover   # right after the stop: the chain moved within the 10 s window
     t1=$(date +%s%N)
     local st; st=$(status)
     echo "$what: rebuild $(echo "$st" | field 'd["bucket"]["rebuild"]')"

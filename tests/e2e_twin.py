@@ -116,7 +116,7 @@ def drill(tmp, lost):
     shutil.rmtree(folders[lost])
     shutil.rmtree(data)
 
-    srv = HttpServer(data, args)
+    srv = HttpServer(data, args + ["--takeover"])   # at once after the kill: the old writer is gone
     srv.start(timeout=60)
     try:
         log = srv.tail(1 << 22)

@@ -189,6 +189,8 @@ int cli_serve_main(int argc, char **argv)
           "conditional puts (If-None-Match, If-Match), as some S3-compatible stores do" },
         { "unsafe-no-fencing", CLI_FLAG, &o.unsafe_no_fencing, "start although the bucket fails the fencing probe "
           "(ignores conditional puts): safe only while no second writer or lease node ever uses it" },
+        { "takeover", CLI_FLAG, &o.takeover, "rebuild an empty DATA from the bucket and write although another "
+          "writer extended its chain in the last 10 s (or 3 seal intervals): that writer must be gone (it is fenced)" },
         { "follow", CLI_FLAG, &o.follow, "with --bucket: a read-only replica that applies the bucket's chain "
                                          "and answers writes with 421 not_leader (docs/REPLICATION.md)" },
         { "lease", CLI_FLAG, &o.lease, "with --bucket: start as a standby follower; take the writer's lease "

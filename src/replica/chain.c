@@ -4,6 +4,7 @@
  * prefetch while segments keep coming, so an idle follower's poll costs one get.
  */
 #include "replica/chain.h"
+#include "replica/manifest.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -148,11 +149,12 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The header of segment seq, fully verified. */
-static int read_header(chain_reader *r, uint64_t seq, segment_header *h, char *err, size_t errcap)
+/* The header of segment seq, fully verified; *bytes counts what was fetched. */
+static int read_segment_header(bucket *b, uint64_t seq, segment_header *h, uint64_t *bytes, char *err,
+                               size_t errcap)
 {
     fetch f;
-    fetch_batch(r->b, seq, &f, 1);
+    fetch_batch(b, seq, &f, 1);
     int rc = f.rc;
     if (rc == HANU_OK) {
         char why[200];
@@ -164,9 +166,27 @@ static int read_header(chain_reader *r, uint64_t seq, segment_header *h, char *e
     } else {
         say(err, errcap, rc, "segment %" PRIu64 ": %s", seq, f.err);
     }
-    r->p.bytes += f.obj.len;
+    *bytes += f.obj.len;
     hanu_buf_free(&f.obj);
     return rc;
+}
+
+static int read_header(chain_reader *r, uint64_t seq, segment_header *h, char *err, size_t errcap)
+{
+    return read_segment_header(r->b, seq, h, &r->p.bytes, err, errcap);
+}
+
+int chain_last_segment(bucket *b, segment_header *h, char *err, size_t errcap)
+{
+    listing l = { 0 };
+    int rc = bucket_list(b, SEGMENT_KEY_PREFIX, note_sequence, &l, err, errcap);
+    if (rc == HANU_OK && l.nomem) rc = HANU_ERR_NOMEM;
+    uint64_t last = 0, bytes = 0;
+    for (size_t i = 0; rc == HANU_OK && i < l.n; i++) last = HANU_MAX(last, l.seqs[i]);
+    free(l.seqs);
+    if (rc) return rc;
+    if (!last) return say(err, errcap, HANU_ERR_NOT_FOUND, "the bucket holds no segment");
+    return read_segment_header(b, last, h, &bytes, err, errcap);
 }
 
 /* An empty store starts at segment 1. A store holding txns up to L starts at the
@@ -327,36 +347,87 @@ int chain_reader_poll(chain_reader *r, uint64_t *applied, char *err, size_t errc
         segment_key(r->chain.next_sequence + 1, key);
         bucket_object_info info;
         int hr = bucket_head(r->b, key, &info, NULL, 0);
-        if (hr == HANU_OK)
-            rc = say(err, errcap, HANU_ERR_CORRUPT, "segment %" PRIu64 " is missing but segment %" PRIu64
-                     " exists", r->chain.next_sequence, r->chain.next_sequence + 1);
+        if (hr == HANU_OK) rc = chain_reader_check_end(r, err, errcap);   /* a hole, or retention */
     }
     if (*applied) r->idle_polls = 0;
     return rc;
 }
 
-typedef struct beyond {
-    uint64_t from, found;
-} beyond;
-
-static int note_beyond(void *ctx, const char *key, uint64_t size)
+static int note_newest_manifest(void *ctx, const char *key, uint64_t size)
 {
     (void)size;
-    beyond *b = ctx;
+    uint64_t t;
+    if (manifest_key_parse(key, &t) == HANU_OK && t > *(uint64_t *)ctx) *(uint64_t *)ctx = t;
+    return 0;
+}
+
+/* The newest manifest's txn and replay sequence (0 and 0: none, or it does not decode). */
+static int newest_manifest(bucket *b, uint64_t *txn, uint64_t *seq, char *err, size_t errcap)
+{
+    uint64_t newest = 0;
+    *txn = *seq = 0;
+    int rc = bucket_list(b, MANIFEST_KEY_PREFIX, note_newest_manifest, &newest, err, errcap);
+    if (rc || !newest) return rc;
+    char key[MANIFEST_KEY_SIZE];
+    manifest_key(newest, key);
+    hanu_buf obj = { 0 };
+    manifest m;
+    rc = bucket_get(b, key, &obj, NULL, err, errcap);
+    if (rc == HANU_OK && manifest_decode(obj.data, obj.len, &m, NULL, 0) == HANU_OK) {
+        *txn = m.txn;
+        *seq = m.replay_sequence;
+        manifest_free(&m);
+    }
+    hanu_buf_free(&obj);
+    return rc == HANU_ERR_NOT_FOUND ? HANU_OK : rc;   /* deleted meanwhile: none */
+}
+
+/* The segments listed around the reader's next sequence. */
+typedef struct around {
+    uint64_t next, below, at, first_above, last;
+} around;
+
+static int note_around(void *ctx, const char *key, uint64_t size)
+{
+    (void)size;
+    around *a = ctx;
     uint64_t seq;
-    if (segment_key_parse(key, &seq) == HANU_OK && seq >= b->from && (!b->found || seq < b->found)) b->found = seq;
+    if (segment_key_parse(key, &seq) != HANU_OK || seq == 0) return 0;
+    if (seq < a->next) a->below++;
+    else if (seq == a->next) a->at = 1;
+    else {
+        if (!a->first_above || seq < a->first_above) a->first_above = seq;
+        if (seq > a->last) a->last = seq;
+    }
     return 0;
 }
 
 int chain_reader_check_end(chain_reader *r, char *err, size_t errcap)
 {
     if (!r->positioned || r->stopped) return HANU_OK;
-    beyond b = { r->chain.next_sequence, 0 };
-    int rc = bucket_list(r->b, SEGMENT_KEY_PREFIX, note_beyond, &b, err, errcap);
+    uint64_t next = r->chain.next_sequence;
+    around a = { .next = next };
+    int rc = bucket_list(r->b, SEGMENT_KEY_PREFIX, note_around, &a, err, errcap);
     if (rc) return rc;
-    if (b.found)
+    if (a.at || !a.first_above) return HANU_OK;   /* the end, or the next one came meanwhile */
+    /* Retention deletes the chain's start in order, and only below a manifest's replay
+       sequence: nothing is left below the gap, and a snapshot replays from past it. An
+       empty store (a restore below every manifest) is no node left behind: a hole, as
+       ever. */
+    uint64_t snap_txn = 0, replay = 0, held = store_last_txn(r->s);
+    if (!a.below && held && (rc = newest_manifest(r->b, &snap_txn, &replay, err, errcap)) != HANU_OK) return rc;
+    if (a.below || !held || replay <= next)
         return say(err, errcap, HANU_ERR_CORRUPT, "the chain ends at segment %" PRIu64 " (segment %" PRIu64
-                   " is missing) but segment %" PRIu64 " exists", r->chain.next_sequence - 1,
-                   r->chain.next_sequence, b.found);
-    return HANU_OK;
+                   " is missing) but segment %" PRIu64 " exists", next - 1, next, a.first_above);
+    segment_header h;
+    uint64_t bytes = 0;
+    if (read_segment_header(r->b, a.last, &h, &bytes, NULL, 0) == HANU_OK) {
+        r->p.chain_last_sequence = h.sequence;
+        r->p.chain_last_txn = h.last_txn;
+    }
+    return say(err, errcap, HANU_ERR_NOT_FOUND, "behind retention: applied up to segment %" PRIu64 " (txn %" PRIu64
+               ") but the bucket's chain now starts at segment %" PRIu64 " and ends at segment %" PRIu64
+               "; the segments between were removed after the snapshot of txn %" PRIu64 " (it replays from "
+               "segment %" PRIu64 "): this node must re-boot from the newest snapshot", next - 1, held,
+               a.first_above, a.last, snap_txn, replay);
 }

@@ -35,6 +35,8 @@ typedef struct chain_progress {
     uint64_t last_timestamp_ms; /* sealing time of the last segment applied */
     uint64_t fetch_ns;          /* time waiting for segments */
     uint64_t replay_ns;         /* time decoding and replaying them */
+    uint64_t chain_last_sequence;   /* check_end found this node behind retention: the chain's */
+    uint64_t chain_last_txn;        /* last segment then, and its last txn (0: not known) */
 } chain_progress;
 
 typedef struct chain_options {
@@ -60,12 +62,23 @@ void chain_reader_close(chain_reader *r);
    a broken chain (also a gap: segment n missing while n+1 exists); NOT_FOUND when the
    store's next txn is older than the bucket's oldest segment (retention removed it: a
    snapshot is needed first); MISMATCH when the store holds txns the bucket does not
-   (it was not built from this bucket); IO and the store's errors otherwise. */
+   (it was not built from this bucket); IO and the store's errors otherwise. Every
+   tenth poll that finds nothing new heads segment next + 1; when it exists the poll
+   returns what chain_reader_check_end says. */
 int chain_reader_poll(chain_reader *r, uint64_t *applied, char *err, size_t errcap);
-/* After polling to the end: CORRUPT when the bucket lists a segment past the one the
-   chain ended at (a hole the poll could not see), IO from the listing. One list
-   request: rebuild and audit call it, followers need not. */
+/* After polling to the end, whether the end is the chain's: OK when the bucket lists
+   no segment past the next one (or lists the next one: it came meanwhile); NOT_FOUND
+   when the segments from the next one on were removed by retention (the store holds
+   txns, none is listed below the next one, and the newest manifest replays from past
+   it: this store can only continue from a snapshot; chain_progress then has the
+   chain's last segment and txn); CORRUPT for any other gap (a hole); IO from the
+   listing. One list request (and a list and two gets when behind): rebuild calls it
+   at its end, followers after a pause and now and then. */
 int chain_reader_check_end(chain_reader *r, char *err, size_t errcap);
+/* The header of the chain's last segment (the highest sequence listed), fully
+   verified: one list and one get, no reader needed. NOT_FOUND when the bucket holds
+   no segment; CORRUPT when that object is damaged. */
+int chain_last_segment(bucket *b, segment_header *h, char *err, size_t errcap);
 /* The stop point was reached: nothing more will be applied. */
 int chain_reader_stopped(const chain_reader *r);
 void chain_reader_progress(const chain_reader *r, chain_progress *out);

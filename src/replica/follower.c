@@ -15,6 +15,9 @@ struct follower {
     store *s;
     chain_reader *reader;
     uint32_t poll_ms;
+    void (*behind)(void *ctx);
+    void *ctx;
+    uint64_t opened_ns;             /* the boot poll's end: the first pause is measured from it */
     pthread_t thread;
     int started;
     pthread_mutex_t mu;
@@ -60,10 +63,41 @@ static int poll_once(follower *f, uint64_t *applied, char *err, size_t errcap)
     return rc;
 }
 
+/* The poll reached the end: a listing tells it from a gap retention left. */
+static int check_end(follower *f, char *err, size_t errcap)
+{
+    int rc = chain_reader_check_end(f->reader, err, errcap);
+    if (rc == HANU_OK) return rc;
+    pthread_mutex_lock(&f->mu);
+    f->st.status = rc;
+    f->st.poll_errors++;
+    snprintf(f->st.message, sizeof f->st.message, "%s", err[0] ? err : hanu_status_str(rc));
+    pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
+/* NOT_FOUND from a poll or a check: the segments this store needs next are gone.
+   Said once, in the stats, the log and to the server. */
+static void mark_behind(follower *f, const char *err)
+{
+    chain_progress p;
+    chain_reader_progress(f->reader, &p);
+    pthread_mutex_lock(&f->mu);
+    int first = !f->st.behind_retention;
+    f->st.behind_retention = 1;
+    f->st.chain_last_txn = p.chain_last_txn;
+    pthread_mutex_unlock(&f->mu);
+    if (!first) return;
+    hlog_error("follower", "%s", err[0] ? err : "behind retention");
+    if (f->behind) f->behind(f->ctx);
+}
+
 static void *follower_main(void *arg)
 {
     follower *f = arg;
-    int last_rc = HANU_OK;
+    int last_rc = HANU_OK, suspect = 0;
+    uint64_t idle = 0, every = HANU_MAX(1u, FOLLOWER_CHECK_MS / f->poll_ms);
+    uint64_t last_ns = f->opened_ns;   /* not the thread's start: a pause may come first */
     for (;;) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -78,6 +112,20 @@ static void *follower_main(void *arg)
         char err[512] = "";
         uint64_t applied;
         int rc = poll_once(f, &applied, err, sizeof err);
+        /* Paused (SIGSTOP, a frozen VM: also in the middle of this poll) or cut off:
+           retention may have run meanwhile. */
+        uint64_t now = hanu_now_ns();
+        if (now - last_ns > (2ull * f->poll_ms + 250) * 1000000ull || last_rc != HANU_OK) suspect = 1;
+        last_ns = now;
+        idle = rc == HANU_OK && !applied ? idle + 1 : 0;
+        if (rc == HANU_OK && !applied && (suspect || idle % every == 0)) {
+            suspect = 0;
+            rc = check_end(f, err, sizeof err);
+        }
+        if (rc == HANU_ERR_NOT_FOUND) {   /* behind retention: nothing more to apply, ever */
+            mark_behind(f, err);
+            return NULL;
+        }
         /* A failed poll is tried again at the next tick (the bucket may come back);
            it is logged once per change of outcome, not every tick. */
         if (rc != last_rc && rc != HANU_OK) hlog_error("follower", "%s", err[0] ? err : hanu_status_str(rc));
@@ -92,6 +140,8 @@ int follower_open(store *s, bucket *b, const follower_options *o, follower **out
     if (!f) return HANU_ERR_NOMEM;
     f->s = s;
     f->poll_ms = o && o->poll_ms ? o->poll_ms : 1000;
+    f->behind = o ? o->behind : NULL;
+    f->ctx = o ? o->ctx : NULL;
     if (f->poll_ms < FOLLOWER_POLL_MS_MIN) f->poll_ms = FOLLOWER_POLL_MS_MIN;
     pthread_mutex_init(&f->mu, NULL);
     pthread_condattr_t ca;
@@ -112,6 +162,7 @@ int follower_open(store *s, bucket *b, const follower_options *o, follower **out
         hlog_info("follower", "applied %llu segments (%llu records) from the bucket in %.1f s; "
                 "at txn %llu, segment %llu", (unsigned long long)applied, (unsigned long long)st.records,
                 (double)(hanu_now_ns() - t0) / 1e9, (unsigned long long)st.txn, (unsigned long long)st.segment);
+        f->opened_ns = hanu_now_ns();
         if (pthread_create(&f->thread, NULL, follower_main, f) != 0) {
             snprintf(err, errcap, "cannot start the follower thread");
             rc = HANU_ERR_IO;
@@ -145,6 +196,9 @@ int follower_finish(follower *f, char *err, size_t errcap)
     int rc;
     do rc = poll_once(f, &applied, err, errcap);
     while (rc == HANU_OK && applied > 0);
+    /* The new writer continues the chain from here: it must be the chain's end. */
+    if (rc == HANU_OK) rc = check_end(f, err, errcap);
+    if (rc == HANU_ERR_NOT_FOUND) mark_behind(f, err);
     return rc;
 }
 

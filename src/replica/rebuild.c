@@ -208,16 +208,38 @@ int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, uint64_t 
     return rc;
 }
 
+static int remove_tree(const char *path, char *err, size_t errcap)
+{
+    if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0 || errno == ENOENT) return HANU_OK;
+    snprintf(err, errcap, "cannot remove %s: %s", path, strerror(errno));
+    return HANU_ERR_IO;
+}
+
+int rebuild_discard(const char *data_dir, char *err, size_t errcap)
+{
+    char dir[4096], aside[4200];
+    size_t n = strlen(data_dir);
+    while (n > 1 && data_dir[n - 1] == '/') n--;   /* "data/" is "data", not "data/.discarded" */
+    if (n >= sizeof dir) return HANU_ERR_INVALID;
+    memcpy(dir, data_dir, n);
+    dir[n] = '\0';
+    snprintf(aside, sizeof aside, "%s.discarded", dir);
+    int rc = remove_tree(aside, err, errcap);
+    if (rc == HANU_OK && (rename(dir, aside) != 0 || fsync_parent(dir))) {
+        snprintf(err, errcap, "cannot move %s to %s: %s", dir, aside, strerror(errno));
+        rc = HANU_ERR_IO;
+    }
+    return rc == HANU_OK ? remove_tree(aside, err, errcap) : rc;
+}
+
 static int fetch_into_place(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t max_time_ms, int mark,
                             uint64_t *txn, char *err, size_t errcap)
 {
     char staging[4200];
     if ((size_t)snprintf(staging, sizeof staging, "%s.fetching", data_dir) >= sizeof staging) return HANU_ERR_INVALID;
-    if (nftw(staging, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT) {
-        snprintf(err, errcap, "cannot remove the unfinished fetch %s: %s", staging, strerror(errno));
-        return HANU_ERR_IO;
-    }
-    int rc = rebuild_fetch_snapshot(b, staging, max_txn, max_time_ms, txn, err, errcap);
+    int rc = remove_tree(staging, err, errcap);   /* an unfinished fetch */
+    if (rc) return rc;
+    rc = rebuild_fetch_snapshot(b, staging, max_txn, max_time_ms, txn, err, errcap);
     if (rc == HANU_OK && mark) rc = write_marker(staging, err, errcap);
     if (rc == HANU_OK && (rmdir(data_dir) != 0 || rename(staging, data_dir) != 0 || fsync_parent(data_dir))) {
         snprintf(err, errcap, "cannot move the fetched snapshot %s to %s: %s", staging, data_dir, strerror(errno));

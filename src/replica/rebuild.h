@@ -60,6 +60,11 @@ int rebuild_wanted(const char *data_dir, bucket *b, int *wanted, char *err, size
 int rebuild_fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t max_time_ms,
                            uint64_t *txn, char *err, size_t errcap);
 
+/* A follower's data directory behind the bucket's retention, before a re-boot from
+   the newest snapshot: renamed to DATA.discarded (atomic: data_dir is whole or gone)
+   and that removed, after any earlier one left by a crash. data_dir is missing after. */
+int rebuild_discard(const char *data_dir, char *err, size_t errcap);
+
 /* Before store_open: creates data_dir when missing, refuses a non-empty one that
    holds no REBUILD_MARKER (INVALID), writes the marker (synced) when mark, and
    fetches the snapshot into the empty directory (adding to st->fetch_ms). */

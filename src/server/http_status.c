@@ -233,6 +233,8 @@ static void role_families(hanu_buf *b, server *srv)
     scalar(b, "hanudb_follower_polls_total", "counter", "Polls of the bucket's chain.", fs.polls);
     scalar(b, "hanudb_follower_poll_errors_total", "counter", "Polls that failed.", fs.poll_errors);
     scalar(b, "hanudb_follower_records_total", "counter", "Records replayed from the bucket.", fs.records);
+    scalar(b, "hanudb_follower_behind_retention", "gauge", "1 when the segments this node needs next were "
+           "removed by retention: it stops and re-boots from the newest snapshot.", (uint64_t)fs.behind_retention);
 }
 
 static void store_families(hanu_buf *b, server *srv)

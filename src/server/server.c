@@ -4,6 +4,7 @@
  */
 #include "server/server_internal.h"
 #include "hlog/hlog.h"
+#include "replica/chain.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -266,6 +267,33 @@ int server_bucket_open(server *srv, char *err, size_t errcap)
     return rc;
 }
 
+/* A plain writer about to rebuild: a chain extended within the window was most
+   likely extended by a writer still running (a second server started by mistake on
+   an empty directory), which the rebuilt one would fence. Refused unless --takeover.
+   The stamp is the other writer's wall clock: one ahead of ours counts as now. A
+   damaged last segment is left to the rebuild, which reports it (exit 4); a bucket
+   that cannot be read stops the start. */
+static int refuse_live_writer(server *srv, char *err, size_t errcap)
+{
+    segment_header h;
+    if (srv->opt.takeover) return HANU_OK;
+    int rc = chain_last_segment(srv->bucket, &h, err, errcap);
+    if (rc == HANU_ERR_CORRUPT || rc == HANU_ERR_NOT_FOUND) {
+        err[0] = '\0';
+        return HANU_OK;
+    }
+    if (rc) return rc;
+    uint64_t now = hanu_wall_ms(), age = now > h.timestamp_ms ? now - h.timestamp_ms : 0;
+    uint64_t window = HANU_MAX((uint64_t)SERVER_TAKEOVER_WINDOW_MS, 3ull * srv->opt.seal_interval_ms);
+    if (age >= window) return HANU_OK;
+    srv->writer_live = 1;
+    snprintf(err, errcap, "the bucket's chain was extended %.1f s ago by another writer (segment %llu, txn %llu), "
+             "less than %.0f s ago: it is likely still running and would be fenced; if that writer is gone, "
+             "start with --takeover (or wait %.0f s)", (double)age / 1000.0, (unsigned long long)h.sequence,
+             (unsigned long long)h.last_txn, (double)window / 1000.0, (double)(window - age) / 1000.0);
+    return HANU_ERR_BUSY;
+}
+
 /* Before the store opens: whether DATA is to be rebuilt from the bucket (empty, or an
    unfinished rebuild), and if so the directory and the snapshot's files. */
 static int rebuild_begin(server *srv, int *rebuilding, char *err, size_t errcap)
@@ -286,6 +314,7 @@ static int rebuild_begin(server *srv, int *rebuilding, char *err, size_t errcap)
     }
     if (rc == HANU_OK) rc = rebuild_wanted(data, srv->bucket, rebuilding, err, errcap);
     if (rc || !*rebuilding) return rc;
+    if ((rc = refuse_live_writer(srv, err, errcap)) != HANU_OK) return rc;
     srv->rebuild_started_ns = hanu_now_ns();
     rc = rebuild_prepare(data, srv->bucket, 0, 0, 1, &srv->rebuild, err, errcap);
     if (rc == HANU_OK && srv->rebuild.resumed)
@@ -481,6 +510,76 @@ static int open_index(server *srv, char *err, size_t errcap)
     return rc;
 }
 
+/* The store and the index on DATA (once a rebuild's snapshot is in place). */
+static int open_data(server *srv, const store_options *so, char *err, size_t errcap)
+{
+    char why[1024] = "";
+    int rc = store_open(so, &srv->store, why, sizeof why);
+    if (rc) {
+        snprintf(err, errcap, "cannot open the store: %s", why[0] ? why : hanu_status_str(rc));
+        return rc;
+    }
+    atomic_store(&srv->durable_txn, store_durable_txn(srv->store));
+    waiters_init(&srv->waits, store_durable_txn(srv->store));
+    if ((rc = open_index(srv, why, sizeof why)) != HANU_OK) {
+        snprintf(err, errcap, "cannot open the index: %s", why);
+        store_close(srv->store);
+        srv->store = NULL;
+    }
+    return rc;
+}
+
+/* A follower or standby whose data directory is behind the bucket's retention (the
+   follower refused it with NOT_FOUND) re-boots from the newest snapshot, as on an empty
+   directory. Everything in a follower's directory came from the bucket, so it is
+   discarded; a directory that ran a sealer (a writer's, or a promoted standby's) may
+   hold writes the bucket lacks and is refused as before. */
+static int reboot_behind(server *srv, const store_options *so, const char *why, char *err, size_t errcap)
+{
+    const char *data = so->data_dir ? so->data_dir : ".";
+    store_watermark wm[16];
+    size_t n = store_watermark_list(srv->store, wm, 16);
+    for (size_t i = 0; i < n && i < 16; i++)
+        if (!strcmp(wm[i].name, SEALER_WATERMARK)) {
+            hlog_error("server", "%s ran a sealer: a writer's directory may hold writes the bucket lacks, so it "
+                    "is not discarded; move it away and start again", data);
+            snprintf(err, errcap, "%.900s", why);
+            return HANU_ERR_NOT_FOUND;
+        }
+    hlog_warn("server", "%s is behind the bucket's retention (%s): discarding it and re-booting from the "
+            "newest snapshot", data, why);
+    indexer_close(srv->indexer);
+    srv->indexer = NULL;
+    store_close(srv->store);
+    srv->store = NULL;
+    int rebuilding = 0;
+    int rc = rebuild_discard(data, err, errcap);
+    if (rc == HANU_OK) rc = rebuild_begin(srv, &rebuilding, err, errcap);
+    if (rc == HANU_OK) rc = open_data(srv, so, err, errcap);
+    if (rc == HANU_OK) rc = open_bucket(srv, err, errcap);
+    return rc;
+}
+
+/* Loop thread: a follower behind retention serves what it has for a grace period
+   (_status and /metrics say why), then stops with its own exit status. A standby
+   stops at once: it must not take the lease meanwhile (its promotion would refuse,
+   and the group would wait out a TTL for nothing). */
+void server_check_behind(server *srv)
+{
+    if (!atomic_load(&srv->behind_retention) || srv->stopping) return;
+    uint64_t now = hanu_now_ns();
+    if (!srv->behind_stop_ns) {
+        uint32_t grace = srv->lease ? 0 : SERVER_BEHIND_GRACE_MS;
+        srv->behind_stop_ns = now + grace * 1000000ull;
+        char when[32] = "now";
+        if (grace) snprintf(when, sizeof when, "in %.0f s", grace / 1000.0);
+        hlog_warn("server", "this node fell behind the bucket's retention and serves stale data: stopping %s "
+                "with exit status %d; started again, it re-boots from the newest snapshot", when,
+                SERVER_EXIT_BEHIND_RETENTION);
+    }
+    if (now >= srv->behind_stop_ns) srv->stopping = 1;
+}
+
 /* Ports bound but never accepted on (a start-up that failed). */
 static void close_bound(server *srv)
 {
@@ -537,18 +636,10 @@ int server_run(const server_options *o)
     if (rc) {
         hlog_error("server", "bucket %s: %s", o->bucket_url, err[0] ? err : hanu_status_str(rc));
         bucket_close(srv->bucket);
-        return 2;
+        return srv->writer_live ? SERVER_EXIT_WRITER_LIVE : 2;
     }
-    rc = store_open(&so, &srv->store, err, sizeof err);
-    if (rc) {
-        hlog_error("server", "cannot open the store: %s", err[0] ? err : hanu_status_str(rc));
-        return 2;
-    }
-    atomic_store(&srv->durable_txn, store_durable_txn(srv->store));
-    waiters_init(&srv->waits, store_durable_txn(srv->store));
-    if (open_index(srv, err, sizeof err) != HANU_OK) {
-        hlog_error("server", "cannot open the index: %s", err);
-        store_close(srv->store);
+    if (open_data(srv, &so, err, sizeof err) != HANU_OK) {
+        hlog_error("server", "%s", err);
         return 2;
     }
     if (rebuilding && (rc = rebuild_end(srv, err, sizeof err)) != HANU_OK) {
@@ -558,7 +649,13 @@ int server_run(const server_options *o)
         store_close(srv->store);
         return rc == HANU_ERR_CORRUPT ? SERVER_EXIT_BROKEN_CHAIN : 2;
     }
-    if ((rc = open_bucket(srv, err, sizeof err)) != HANU_OK) {
+    rc = open_bucket(srv, err, sizeof err);
+    if (rc == HANU_ERR_NOT_FOUND && (o->follow || o->lease)) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", err);
+        rc = reboot_behind(srv, &so, why, err, sizeof err);
+    }
+    if (rc != HANU_OK) {
         hlog_error("server", "bucket %s: %s", o->bucket_url, err[0] ? err : hanu_status_str(rc));
         indexer_close(srv->indexer);
         store_close(srv->store);
@@ -594,8 +691,10 @@ int server_run(const server_options *o)
     while (!srv->stopping) {
         /* With a sealer the loop wakes at least once a second to look at it. */
         /* A lease holder looks at its lease's validity at least every 100 ms. */
-        h2o_evloop_run(srv->loop, srv->lease ? 100 : srv->sealer ? 1000 : INT32_MAX);
+        /* A follower that fell behind retention counts down its grace period. */
+        h2o_evloop_run(srv->loop, srv->lease || srv->behind_stop_ns ? 100 : srv->sealer ? 1000 : INT32_MAX);
         server_role_tick(srv);
+        server_check_behind(srv);
         if (srv->sealer && hanu_now_ns() - sealer_checked_ns > 1000000000ull) {
             sealer_checked_ns = hanu_now_ns();
             server_check_sealer(srv);
@@ -639,6 +738,7 @@ int server_run(const server_options *o)
     free(srv->ops_scratch);
     auth_tokens_free(&srv->tokens);
     int status = srv->fenced ? SERVER_EXIT_FENCED : srv->lease_lost ? SERVER_EXIT_LEASE_LOST
+               : atomic_load(&srv->behind_retention) ? SERVER_EXIT_BEHIND_RETENTION
                : atomic_load(&srv->promotion_failed) ? 2 : 0;
     return status;
 }

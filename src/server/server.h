@@ -44,6 +44,8 @@ typedef struct server_options {
     uint32_t lease_ttl_ms;          /* default 10 000 */
     uint32_t poll_ms;               /* a follower polls the chain this often, default 1000 */
     const char *advertise;          /* URL written into the lease, shown by followers' 421s */
+    int takeover;                   /* --takeover: rebuild and write although another writer extended
+                                       the chain within SERVER_TAKEOVER_WINDOW_MS */
     uint32_t snapshot_segments;     /* with a bucket: a snapshot every N segments (default 64; 0: only when asked) */
     double bucket_fail_rate, bucket_timeout_rate;          /* injected failures (tests) */
     int bucket_ignore_conditions;   /* tests: the bucket ignores conditional puts (bucket_options) */
@@ -75,6 +77,18 @@ typedef struct server_options {
 #define SERVER_EXIT_BROKEN_CHAIN 4
 /* Exit status of serve when a lease holder could not renew its lease in time. */
 #define SERVER_EXIT_LEASE_LOST 5
+/* Exit status of serve when a writer that would rebuild from the bucket finds the
+   chain extended by another writer within the window (max of this and three seal
+   intervals): that writer is likely alive, and would be fenced. --takeover skips it. */
+#define SERVER_EXIT_WRITER_LIVE 6
+/* Exit status of a follower or standby that fell behind the bucket's retention (the
+   segments it needed next were removed after a snapshot): restarted (a supervisor's
+   Restart=), it re-boots from the newest snapshot. A follower serves its stale state
+   for SERVER_BEHIND_GRACE_MS first, saying so in _status and /metrics; a standby
+   stops at once. */
+#define SERVER_EXIT_BEHIND_RETENTION 7
+#define SERVER_BEHIND_GRACE_MS 3000u
+#define SERVER_TAKEOVER_WINDOW_MS 10000u
 
 void server_options_default(server_options *o);
 /* Runs until SIGINT/SIGTERM, then shuts down gracefully. Returns the exit status;

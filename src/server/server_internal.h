@@ -56,8 +56,11 @@ typedef struct server {
     _Atomic(sealer *) promoted;
     _Atomic int promotion_failed;
     int lease_lost;                 /* the lease expired unrenewed: exit with its status */
+    _Atomic int behind_retention;   /* the follower fell behind retention (its thread says so) */
+    uint64_t behind_stop_ns;        /* loop: when the process stops for that (0: not yet) */
     rebuild_stats rebuild;          /* this start rebuilt DATA from the bucket when rebuilt */
     int rebuilt;
+    int writer_live;                /* start-up refused: another writer extended the chain just now */
     uint64_t rebuild_started_ns;
     _Atomic int store_failed;
     waiters waits;                  /* answers of both faces held for a watermark (loop thread) */
@@ -137,6 +140,9 @@ int server_role_open(server *srv, char *err, size_t errcap);
 /* Loop thread, every iteration: adopts a finished promotion, fences a writer whose
    lease is past (stops writes, exits SERVER_EXIT_LEASE_LOST). */
 void server_role_tick(server *srv);
+/* Loop thread: a follower behind retention stops the process (exit status
+   SERVER_EXIT_BEHIND_RETENTION) after SERVER_BEHIND_GRACE_MS. */
+void server_check_behind(server *srv);
 /* Stops the lease thread and the follower, closes a sealer promoted but not adopted. */
 void server_role_close(server *srv);
 /* A leader that has not lost its lease, and whose lease is valid now: a write checks
@@ -152,7 +158,8 @@ int server_leader_url(server *srv, char *buf, size_t cap);
 /* "role", "follower" and "lease" members of _status. */
 void server_role_status(server *srv, json_writer *w);
 /* The follower's lag behind the leader in txns: what the leader announced in its last
-   lease renewal and this node has not applied (0 without a lease). */
+   lease renewal and this node has not applied (0 without a lease); behind retention,
+   the chain's last txn as then seen minus the applied one. */
 uint64_t server_follower_lag_txns(server *srv, const follower_stats *fs);
 
 /* Binds the key-value port (kv_bind), then accepts on it (kv_listen). */

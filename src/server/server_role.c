@@ -38,6 +38,14 @@ static void wake_loop(server *srv)
         h2o_multithread_send_message(&srv->durable_receiver, &srv->durable_msg);
 }
 
+/* Follower's thread (or the lease thread in a promotion): behind retention. */
+static void on_behind(void *ctx)
+{
+    server *srv = ctx;
+    atomic_store(&srv->behind_retention, 1);
+    wake_loop(srv);
+}
+
 static uint64_t current_txn(void *ctx)
 {
     return store_last_txn(((server *)ctx)->store);
@@ -125,7 +133,7 @@ int server_role_open(server *srv, char *err, size_t errcap)
     int rc = srv->bucket ? HANU_OK : server_bucket_open(srv, err, errcap);
     if (rc) return rc;
     srv->role = o->lease ? ROLE_STANDBY : ROLE_FOLLOWER;
-    follower_options fo = { .poll_ms = o->poll_ms };
+    follower_options fo = { .poll_ms = o->poll_ms, .behind = on_behind, .ctx = srv };
     rc = follower_open(srv->store, srv->bucket, &fo, &srv->follower, err, errcap);
     if (rc == HANU_OK && o->lease) {
         lease_keeper_options ko = { .url = o->advertise, .ttl_ms = o->lease_ttl_ms, .current_txn = current_txn,
@@ -204,6 +212,7 @@ int server_leader_url(server *srv, char *buf, size_t cap)
 
 uint64_t server_follower_lag_txns(server *srv, const follower_stats *fs)
 {
+    if (fs->behind_retention) return fs->chain_last_txn > fs->txn ? fs->chain_last_txn - fs->txn : 0;
     if (!srv->lease) return 0;
     lease_keeper_status ls;
     lease_keeper_get(srv->lease, &ls);
@@ -231,6 +240,8 @@ void server_role_status(server *srv, json_writer *w)
         json_write_double(w, (double)fs.lag_ms / 1000.0);
         json_write_key(w, "poll_ok", 7);
         json_write_bool(w, fs.status == HANU_OK);
+        json_write_key(w, "behind_retention", 16);
+        json_write_bool(w, fs.behind_retention);
         if (fs.status != HANU_OK) {
             json_write_key(w, "poll_error", 10);
             json_write_string(w, fs.message, strlen(fs.message));
