@@ -7,6 +7,7 @@ and after its grace period it exits with status 7. Started again on the same dat
 directory (what a supervisor does), it discards that directory, re-boots from the
 newest snapshot and then answers exactly as the leader. A standby behind retention
 never promotes: it stops at once, and a promotion checks the chain's end itself."""
+import json
 import os
 import signal
 import sys
@@ -216,7 +217,10 @@ def promotion_refused(tmp):
     check("promotion: cannot finish applying the chain: behind retention" in log and
           "accepting writes as the leader" not in log, "the promotion refused: %s" % log)
     check(segments(bdir) == segs, "nothing sealed by the refused promotion")
-    print("ok   a promotion on a standby behind retention refuses (exit %d), nothing sealed" % code)
+    with open(os.path.join(bdir, "lease")) as f:
+        lease = json.load(f)
+    check(lease["expires_ms"] == 0 and lease["term"] == 2, "the lease it took is handed back: %r" % lease)
+    print("ok   a promotion on a standby behind retention refuses (exit %d), nothing sealed, lease released" % code)
 
 
 if __name__ == "__main__":

@@ -416,7 +416,8 @@ void lease_keeper_stop_and_release(lease_keeper *k, int release)
     pthread_cond_broadcast(&k->wake);
     pthread_mutex_unlock(&k->mu);
     pthread_join(k->thread, NULL);
-    if (release && atomic_load(&k->state) == LEASE_HOLDING) {
+    int state = atomic_load(&k->state);
+    if (release && (state == LEASE_HOLDING || state == LEASE_FAILED)) {
         lease mine;
         hanu_buf buf = {0};
         char err[256] = "";

@@ -78,9 +78,9 @@ typedef struct lease_keeper lease_keeper;
 int lease_keeper_start(bucket *b, const lease_keeper_options *o, lease_keeper **out, char *err, size_t errcap);
 /* Stops the thread; a held lease is left to expire (the next holder waits out its TTL). */
 void lease_keeper_stop(lease_keeper *k);
-/* Stops the thread and, when release is set and the lease is ours, rewrites it as
-   expired (compare-and-swap): a standby takes it at its next check. Only once this
-   node can put nothing more into the chain. */
+/* Stops the thread and, when release is set and the lease is ours (held, or taken
+   by a promotion that failed), rewrites it as expired (compare-and-swap): a standby
+   takes it at its next check. Only once this node can put nothing more into the chain. */
 void lease_keeper_stop_and_release(lease_keeper *k, int release);
 
 enum lease_state {

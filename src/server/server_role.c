@@ -190,8 +190,10 @@ void server_role_tick(server *srv)
 void server_role_close(server *srv)
 {
     /* A leader stopping cleanly (its sealer closed: nothing more goes into the chain)
-       hands the lease on at once instead of letting the standbys wait out the TTL. */
-    int release = srv->role == ROLE_LEADER && !srv->lease_lost && !srv->fenced && !srv->sealer;
+       hands the lease on at once instead of letting the standbys wait out the TTL; so
+       does a standby whose promotion failed (it put nothing: its sealer never ran). */
+    int release = (srv->role == ROLE_LEADER && !srv->lease_lost && !srv->fenced && !srv->sealer) ||
+                  (srv->role != ROLE_LEADER && atomic_load(&srv->promotion_failed));
     if (srv->lease) lease_keeper_stop_and_release(srv->lease, release);   /* waits for a promotion */
     srv->lease = NULL;
     sealer *z = atomic_exchange(&srv->promoted, NULL);   /* promoted but never adopted */
