@@ -475,9 +475,10 @@ static void on_signal(h2o_socket_t *sock, const char *err)
     (void)err;
     /* Whole signalfd_siginfo records: SIGHUP reopens the log files, the others stop. */
     size_t n = sock->input->size / sizeof(struct signalfd_siginfo);
-    const struct signalfd_siginfo *si = (const struct signalfd_siginfo *)sock->input->bytes;
     for (size_t i = 0; i < n; i++) {
-        if (si[i].ssi_signo == SIGHUP) {
+        struct signalfd_siginfo si;   /* copied: h2o's buffer need not be aligned for it */
+        memcpy(&si, sock->input->bytes + i * sizeof si, sizeof si);
+        if (si.ssi_signo == SIGHUP) {
             hlog_reopen();
             continue;
         }
