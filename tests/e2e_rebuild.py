@@ -369,7 +369,7 @@ def rebuild_from_snapshot(tmp):
     """A snapshot lets retention drop the chain's start: a wiped data directory is then
     rebuilt from the manifest's files plus the segments after it, and nothing is lost."""
     data = os.path.join(tmp, "snapdata")
-    srv = HttpServer(data, ["--seal-interval-ms", "50"])
+    srv = HttpServer(data, ["--seal-interval-ms", "50", "--retain", "0"])
     srv.start()
     h = Http(srv.http_port)
     want = {}

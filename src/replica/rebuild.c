@@ -146,6 +146,43 @@ int rebuild_fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, ui
     return rc;
 }
 
+static int note_first_segment(void *ctx, const char *key, uint64_t size)
+{
+    (void)size;
+    uint64_t seq;
+    if (segment_key_parse(key, &seq) != HANU_OK) return 0;
+    *(uint64_t *)ctx = seq;
+    return 1;   /* listing order is sequence order: the first one is enough */
+}
+
+int rebuild_oldest_point(bucket *b, uint64_t *txn, uint64_t *time_ms, char *err, size_t errcap)
+{
+    *txn = *time_ms = 0;
+    uint64_t first = 0;
+    int rc = bucket_list(b, SEGMENT_KEY_PREFIX, note_first_segment, &first, err, errcap);
+    if (rc) return rc;
+    if (first == 1) return HANU_OK;   /* the whole chain: every point */
+    manifest_keys k = { 0 };
+    rc = bucket_list(b, MANIFEST_KEY_PREFIX, note_manifest, &k, err, errcap);
+    uint64_t oldest = UINT64_MAX;
+    for (size_t i = 0; i < k.n; i++) oldest = HANU_MIN(oldest, k.txns[i]);
+    free(k.txns);
+    if (rc) return rc;
+    if (oldest == UINT64_MAX) return HANU_ERR_NOT_FOUND;
+    char key[MANIFEST_KEY_SIZE];
+    manifest_key(oldest, key);
+    hanu_buf obj = { 0 };
+    manifest m;
+    rc = bucket_get(b, key, &obj, NULL, err, errcap);
+    if (rc == HANU_OK && (rc = manifest_decode(obj.data, obj.len, &m, err, errcap)) == HANU_OK) {
+        *txn = m.txn;
+        *time_ms = m.created_ms;
+        manifest_free(&m);
+    }
+    hanu_buf_free(&obj);
+    return rc;
+}
+
 static int fsync_parent(const char *path)
 {
     char parent[4200];
@@ -161,6 +198,21 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 {
     (void)st; (void)flag; (void)ftw;
     return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+static int remove_below_top(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return ftw->level == 0 ? 0 : remove_entry(path, st, flag, ftw);
+}
+
+int rebuild_discard(const char *data_dir, int keep_dir)
+{
+    char staging[4200];
+    snprintf(staging, sizeof staging, "%s.fetching", data_dir);
+    (void)nftw(staging, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    int rc = nftw(data_dir, keep_dir ? remove_below_top : remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (rc != 0 && errno != ENOENT) return HANU_ERR_IO;
+    return keep_dir ? hanu_fsync_dir(data_dir) : fsync_parent(data_dir);
 }
 
 /* The snapshot is fetched beside the data directory and renamed into place once
@@ -314,7 +366,9 @@ int rebuild_replay(store *s, bucket *b, const rebuild_replay_options *o, rebuild
     st->replay_ms += p.replay_ns / 1000000;
     st->last_txn = store_last_txn(s);
     st->cpu_ms += (thread_cpu_ns() - cpu0) / 1000000;
-    if (rc == HANU_OK && !o->quiet) print_progress(&pc, &p, "done: ");
+    /* A replay of nothing (a snapshot alone) still ends at the store's txn. */
+    if (p.last_txn < st->last_txn) p.last_txn = st->last_txn;
+    if (rc == HANU_OK && !o->quiet && !o->no_done_line) print_progress(&pc, &p, "done: ");
     return rc;
 }
 

@@ -66,11 +66,22 @@ int rebuild_fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, ui
 int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, uint64_t max_time_ms, int mark,
                     rebuild_stats *st, char *err, size_t errcap);
 
+/* The oldest point a restore can reach: every txn and time when segment 1 is still
+   in the bucket (*txn and *time_ms 0), else the oldest manifest's txn and creation
+   time (retention removed what came before it). NOT_FOUND when neither (an empty
+   bucket, or a chain cut without a manifest: the replay says which). */
+int rebuild_oldest_point(bucket *b, uint64_t *txn, uint64_t *time_ms, char *err, size_t errcap);
+
+/* Removes what a failed restore or rebuild wrote into data_dir (and the staging
+   folder of its fetch): everything in it, and the folder itself unless keep_dir. */
+int rebuild_discard(const char *data_dir, int keep_dir);
+
 typedef struct rebuild_replay_options {
     uint64_t stop_txn;          /* replay records up to this txn only (0: the whole chain) */
     uint64_t stop_time_ms;      /* only segments sealed at or before this time (0: all) */
     const char *who;            /* prefix of the progress lines on stderr ("hanudb: rebuild") */
     int quiet;                  /* no progress lines */
+    int no_done_line;           /* the caller prints its own summary at the end */
 } rebuild_replay_options;
 
 /* Replays the chain into s from the store's last txn to the chain's end (or the stop),

@@ -45,6 +45,10 @@ typedef struct server_options {
     uint32_t poll_ms;               /* a follower polls the chain this often, default 1000 */
     const char *advertise;          /* URL written into the lease, shown by followers' 421s */
     uint32_t snapshot_segments;     /* with a bucket: a snapshot every N segments (default 64; 0: only when asked) */
+    uint64_t snapshot_interval_ms;  /* at most one policy snapshot per interval, and one once it passed with new
+                                       segments (default 600000; 0: the segment count alone) */
+    uint64_t retain_ms;             /* restores reach back this far (default 24 h; SNAPSHOT_RETAIN_FOREVER) */
+    uint64_t retain_max_bytes;      /* the size guard of retention (0: none) */
     double bucket_fail_rate, bucket_timeout_rate;          /* injected failures (tests) */
     /* the documents index (DATA/index) and the queries over it */
     uint32_t index_commit_ms;       /* the indexer commits this often, default 500 */
