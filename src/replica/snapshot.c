@@ -851,7 +851,8 @@ static void *snapshot_thread(void *arg)
 }
 
 /* When the newest manifest was made (0: none, or unreadable): the interval counts
-   from it, so a server restarted often still takes its snapshots. */
+   from it, so a server restarted often still takes its snapshots; without one, from
+   the start (a new bucket holds the chain from segment 1 anyway). */
 static uint64_t newest_manifest_ms(bucket *b)
 {
     snap_names mans;
@@ -901,6 +902,7 @@ int snapshot_open(store *s, bucket *b, sealer *z, const snapshot_options *o, sna
     sn->base_sequence = ss.sequence;
     sn->base_log_bytes = st.log_bytes_written;
     sn->base_ms = newest_manifest_ms(b);
+    if (!sn->base_ms) sn->base_ms = hanu_wall_ms();
     pthread_mutex_init(&sn->mu, NULL);
     pthread_mutex_init(&sn->take_mu, NULL);
     pthread_cond_init(&sn->cv, NULL);
