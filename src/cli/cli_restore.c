@@ -139,35 +139,16 @@ int cli_restore_main(int argc, char **argv)
     }
     /* Every failure from here on leaves --to as it was found: missing, or empty. */
     struct stat tst;
-    int existed = stat(to, &tst) == 0, refused_not_empty = 0;
+    int existed = stat(to, &tst) == 0, not_ours = rebuild_dir_is_empty(to) != 1;
     rebuild_stats st = { 0 };
     uint64_t t0 = hanu_now_ns();
     int status = 0;
     store *s = NULL;
-    rc = rebuild_prepare(to, b, txn, at_ms, 0, &st, err, sizeof err);
+    rebuild_replay_options ro = { .stop_txn = txn, .stop_time_ms = at_ms, .who = "hanudb restore",
+                                  .quiet = quiet, .no_done_line = 1 };
+    rc = rebuild_restore(b, to, &ro, &s, &st, err, sizeof err);
     if (rc) {
-        refused_not_empty = rc == HANU_ERR_INVALID;
-        status = 2;
-    }
-    if (!status) {
-        store_options so;
-        store_options_default(&so);
-        so.data_dir = to;
-        so.prealloc = LOG_PREALLOC_APPEND;   /* no zero-filled 64 MB file for a restore of a few records */
-        so.background_compaction = 0;
-        so.quiet = 1;
-        if ((rc = store_open(&so, &s, err, sizeof err)) != HANU_OK) status = 2;
-    }
-    if (!status) {
-        rebuild_replay_options ro = { .stop_txn = txn, .stop_time_ms = at_ms, .who = "hanudb restore",
-                                      .quiet = quiet, .no_done_line = 1 };
-        rc = rebuild_replay(s, b, &ro, &st, err, sizeof err);
-        int sync_rc = store_sync(s);
-        if (rc == HANU_OK && sync_rc != HANU_OK) {
-            rc = sync_rc;
-            snprintf(err, sizeof err, "cannot sync %s", to);
-        }
-        if (rc) status = rc == HANU_ERR_CORRUPT || rc == HANU_ERR_NOT_FOUND ? 1 : 2;
+        status = rc == HANU_ERR_CORRUPT || rc == HANU_ERR_NOT_FOUND ? 1 : 2;
     }
     store_close(s);
     bucket_close(b);
@@ -180,7 +161,7 @@ int cli_restore_main(int argc, char **argv)
     }
     if (status) {
         fprintf(stderr, "hanudb restore: %s\n", err[0] ? err : hanu_status_str(rc));
-        if (!refused_not_empty && rebuild_discard(to, existed) != HANU_OK)
+        if (!not_ours && rebuild_discard(to, existed) != HANU_OK)
             fprintf(stderr, "hanudb restore: cannot remove what the failed restore wrote into %s\n", to);
         return status;
     }

@@ -61,9 +61,12 @@ int rebuild_fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, ui
                            uint64_t *txn, char *err, size_t errcap);
 
 /* Before store_open: creates data_dir when missing, refuses a non-empty one that
-   holds no REBUILD_MARKER (INVALID), writes the marker (synced) when mark, and
-   fetches the snapshot into the empty directory (adding to st->fetch_ms). */
-int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, uint64_t max_time_ms, int mark,
+   holds no REBUILD_MARKER (INVALID), writes the marker (synced) with REBUILD_MARK,
+   and fetches the snapshot into the empty directory (adding to st->fetch_ms),
+   printing its progress unless REBUILD_QUIET. */
+#define REBUILD_MARK 1
+#define REBUILD_QUIET 2
+int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, uint64_t max_time_ms, int flags,
                     rebuild_stats *st, char *err, size_t errcap);
 
 /* The oldest point a restore can reach: every txn and time when segment 1 is still
@@ -71,6 +74,9 @@ int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, uint64_t 
    time (retention removed what came before it). NOT_FOUND when neither (an empty
    bucket, or a chain cut without a manifest: the replay says which). */
 int rebuild_oldest_point(bucket *b, uint64_t *txn, uint64_t *time_ms, char *err, size_t errcap);
+
+/* 1 when dir holds no entry (or does not exist), 0 when it holds some, -1 on error. */
+int rebuild_dir_is_empty(const char *dir);
 
 /* Removes what a failed restore or rebuild wrote into data_dir (and the staging
    folder of its fetch): everything in it, and the folder itself unless keep_dir. */
@@ -92,6 +98,14 @@ typedef struct rebuild_replay_options {
    errors. Fills the record, segment, byte and time fields of st (adds to fetch_ms). */
 int rebuild_replay(store *s, bucket *b, const rebuild_replay_options *o, rebuild_stats *st, char *err,
                    size_t errcap);
+
+/* restore and dump --bucket: prepare (no marker), open a store on data_dir made for
+   a one-off replay (files grown by appends, no background compaction, quiet),
+   replay up to stop_txn / stop_time_ms and sync. On OK *out is the open store (the
+   caller closes it); on failure it is closed and the status is prepare's (INVALID:
+   data_dir not empty), the replay's or the sync's, with a message. */
+int rebuild_restore(bucket *b, const char *data_dir, const rebuild_replay_options *o, store **out,
+                    rebuild_stats *st, char *err, size_t errcap);
 
 /* serve only, after rebuild_replay: sets the sealer's watermark to the chain's end,
    moves the numbering to last txn + REBUILD_TXN_GAP (durably) and removes the marker.
