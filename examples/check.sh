@@ -37,10 +37,14 @@ for h in "$inst"/include/*.h; do
   g++ -x c++ -std=c++11 -pedantic -Wall -Wextra -Werror -fsyntax-only -I"$inst/include" "$work/alone.c" || fail "$h as C++"
 done
 
-echo "man pages: no groff warnings"
+echo "man pages: no groff warnings, one for every command"
 for m in man/*.1; do
   w=$(LC_ALL=C.UTF-8 groff -man -Tutf8 -ww -z "$m" 2>&1)
   [ -z "$w" ] || fail "$m: $w"
+done
+for c in $("$inst/bin/hanudb" help | awk '/^commands:/ {on = 1; next} on && /^  [a-z]/ {print $1}'); do
+  case $c in version|help) continue ;; esac
+  [ -f "$inst/share/man/man1/hanudb-$c.1" ] || fail "no man page hanudb-$c.1 for the command $c"
 done
 
 echo "exported names: only packaging/*.syms"

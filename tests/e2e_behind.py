@@ -60,7 +60,7 @@ def run(tmp):
     bdir = os.path.join(tmp, "bucket")
     url = "file://" + bdir
     leader = HttpServer(os.path.join(tmp, "leader"), ["--bucket", url, "--seal-interval-ms", "50",
-                                                      "--snapshot-segments", "0"])
+                                                      "--snapshot-segments", "0", "--retain", "0"])
     leader.start()
     txn = write(leader.http_port, "a", 5)
     fdir = os.path.join(tmp, "follower")
@@ -137,7 +137,7 @@ TTL_S = 2
 def lease_node(tmp, name, url):
     srv = HttpServer(os.path.join(tmp, name), [])
     srv.extra += ["--bucket", url, "--lease", "--lease-ttl", str(TTL_S), "--poll-ms", str(POLL_MS),
-                  "--seal-interval-ms", "50", "--snapshot-segments", "0",
+                  "--seal-interval-ms", "50", "--snapshot-segments", "0", "--retain", "0",
                   "--advertise", "http://127.0.0.1:%d" % srv.http_port]
     return srv
 

@@ -1,7 +1,10 @@
 """`hanudb dump --data DIR`: every live document and key of a stopped server,
 exactly, as JSON lines (collections with their stored bytes, key-value
 databases with text or base64 keys and values); refused while a server holds
-the directory; --db limits it to one database."""
+the directory, naming `dump --bucket` with the server's default bucket; that
+dump of the running server (a read snapshot from its bucket) equals the one of
+the stopped directory and leaves no scratch directory; --db limits it to one
+database; one summary line on stderr."""
 import base64
 import json
 import os
@@ -37,9 +40,18 @@ def main():
         for i, d in docs.items():
             st, _, _ = h.call("PUT", "/c/users/docs/" + i, d)
             check(st in (200, 201), "put %s: %d" % (i, st))
-        check(h.call("DELETE", "/c/users/docs/bob")[0] == 200, "delete bob")
+        check(h.call("DELETE", "/c/users/docs/bob?durability=bucket")[0] == 200, "delete bob")   # all sealed
         code, _, err = dump(data)
-        check(code == 2 and "dump" in err, "refused while the server runs: %d %s" % (code, err))
+        hint = "hanudb dump --bucket file://%s.bucket" % os.path.realpath(data)
+        check(code == 2 and hint in err, "refused while the server runs, naming the way: %d %s" % (code, err))
+        scratch = os.path.join(tmp, "scratch")
+        os.mkdir(scratch)
+        r = subprocess.run([BIN, "dump", "--bucket", "file://" + data + ".bucket", "--scratch", scratch],
+                           capture_output=True, timeout=60)
+        live = [json.loads(l) for l in r.stdout.decode().splitlines()]
+        check(r.returncode == 0 and os.listdir(scratch) == [], "dump --bucket of a running server: %d %s %r" % (
+            r.returncode, r.stderr, os.listdir(scratch)))
+        check(r.stderr.decode().count("\n") == 1 and "records from" in r.stderr.decode(), "one line: %r" % r.stderr)
         check(srv.stop() == 0, "clean stop")
 
         code, lines, err = dump(data)
@@ -54,7 +66,10 @@ def main():
                         "value_base64": base64.b64encode(b"\x01\x02\xff").decode()}],
                       key=lambda l: json.dumps(l, sort_keys=True))
         check(kv == want, "key-value lines: %r" % kv)
-        check("%d records" % len(lines) in err, "count on stderr: %s" % err)
+        check("%d records" % len(lines) in err and err.count("\n") == 1, "count on stderr: %s" % err)
+        key = lambda l: json.dumps(l, sort_keys=True)
+        check(sorted(live, key=key) == sorted(lines, key=key), "dump --bucket while running = dump --data after: %r"
+              % live)
         code, only, _ = dump(data, "--db", "users")
         check(code == 0 and only == users, "--db users: %r" % only)
         code, _, err = dump(data, "--db", "nope")

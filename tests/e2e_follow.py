@@ -117,7 +117,7 @@ def node(tmp, name, extra):
 
 def run(tmp):
     url = "file://" + os.path.join(tmp, "bucket")
-    leader = node(tmp, "leader", ["--bucket", url, "--seal-interval-ms", "100"])
+    leader = node(tmp, "leader", ["--bucket", url, "--seal-interval-ms", "100", "--retain", "0"])
     leader.start()
     h = Http(leader.http_port)
     st, _, first = h.json("PUT", "/c/items/docs/first", {"n": -1, "group": "g0", "text": "before"})

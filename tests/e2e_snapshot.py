@@ -4,7 +4,7 @@ bucket; a second snapshot after more writes uploads exactly the files the first
 did not name; the files of a manifest, fetched by this test's own reader of the
 format and verified by SHA-256, make a data directory that a second server opens
 with every document, key and query result equal; after four snapshots retention
-keeps the newest three manifests, exactly the files they name and the segments
+(--retain 2s, the second snapshot older than that) keeps the newest three manifests, exactly the files they name and the segments
 from the oldest one's replay sequence on; `hanudb audit` passes, then names a
 flipped byte and a missing file object; `--snapshot-segments N` takes one on its
 own; without --bucket the route answers 409."""
@@ -138,7 +138,7 @@ def snapshots_upload_what_changed(tmp):
     bdir = os.path.join(tmp, "bucket")
     url = "file://" + bdir
     srv = server(os.path.join(tmp, "data"), ["--bucket", url, "--seal-interval-ms", "50",
-                                              "--snapshot-segments", "0", "--file-size", "64K"])
+                                              "--snapshot-segments", "0", "--file-size", "64K", "--retain", "2s"])
     srv.start()
     docs, keys = {}, {}
     try:
@@ -192,13 +192,15 @@ def snapshots_upload_what_changed(tmp):
         finally:
             other.stop()
 
-        # Retention: two more; the first manifest, its files no kept one names and the
-        # segments before the oldest kept replay sequence go.
+        # Retention (--retain 2s): two more, the first once the second is older than the
+        # window; the first manifest, its files no kept one names and the segments before
+        # the oldest kept replay sequence go. The second stays: the window's start needs it.
+        time.sleep(2.2)
         write_docs(h, docs, range(1, 300, 4), 3)
         s3 = snapshot(h)
         write_keys(c, keys, range(1, 300, 7), 3)
         s4 = snapshot(h)
-        check(s4["deleted_manifests"] == 1 and s3["deleted_manifests"] == 0, "one manifest deleted: %r" % s4)
+        check(s3["deleted_manifests"] == 1 and s4["deleted_manifests"] == 0, "one manifest deleted: %r %r" % (s3, s4))
         kept = [s2["manifest"], s3["manifest"], s4["manifest"]]
         check(manifests(bdir) == [k.split("/")[1] for k in kept], "three newest kept: %r" % manifests(bdir))
         ms = [read_manifest(os.path.join(bdir, k)) for k in kept]
@@ -236,7 +238,7 @@ def audit_names_damage(bdir, url, s4):
 def policy_takes_its_own(tmp):
     bdir = os.path.join(tmp, "bucket-policy")
     srv = server(os.path.join(tmp, "data-policy"), ["--bucket", "file://" + bdir, "--seal-interval-ms", "20",
-                                                    "--snapshot-segments", "3"])
+                                                    "--snapshot-segments", "3", "--snapshot-interval", "0"])
     srv.start()
     try:
         h = Http(srv.http_port)

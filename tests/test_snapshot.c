@@ -133,6 +133,11 @@ typedef struct rig {
     snapshotter *sn;
 } rig;
 
+/* Retention of the rig: the tests below were written for "the newest three"; the
+   window of time has its own test. */
+static uint64_t rig_retain_ms = 0, rig_max_bytes = 0;
+static uint32_t rig_keep = 3;
+
 static int rig_open(rig *r, const char *name)
 {
     memset(r, 0, sizeof *r);
@@ -160,6 +165,9 @@ static int rig_open(rig *r, const char *name)
     o.data_dir = r->data;
     o.every_segments = 0;   /* only when asked */
     o.seal_timeout_ms = WAIT_MS;
+    o.retain_ms = rig_retain_ms;
+    o.max_bytes = rig_max_bytes;
+    o.keep = rig_keep;
     if (snapshot_open(r->st, r->b, r->z, &o, &r->sn, err, sizeof err) != HANU_OK) {
         fprintf(stderr, "  snapshot_open: %s\n", err);
         return 0;
@@ -429,6 +437,82 @@ static void test_retention(void)
     rig_close(&r);
 }
 
+/* Retention by time: a manifest goes only once a newer one was made before the
+   window's start, so every point inside the window stays restorable; before the
+   first manifest is that old, the chain from segment 1 stays too. The size guard
+   then shortens the window. */
+static uint64_t segments_from(bucket *b)
+{
+    seg_range sr = { 0, 0, 0 };
+    char err[256];
+    CHECK_EQ(bucket_list(b, "segments/", seg_seen, &sr, err, sizeof err), HANU_OK);
+    return sr.n ? sr.lo : 0;
+}
+
+static void test_retention_window(void)
+{
+    rig r;
+    rig_retain_ms = 1500;
+    rig_keep = 1;
+    int opened = rig_open(&r, "snap-window");
+    rig_retain_ms = 0;
+    rig_keep = 3;
+    REQUIRE(opened);
+    char err[512] = "";
+    snapshot_result a, b, c, d;
+    write_keys(r.st, 0, "wa", 200, 50);
+    REQUIRE(snapshot_take(r.sn, &a, err, sizeof err) == HANU_OK);
+    CHECK_EQ(a.deleted_manifests + a.deleted_segments, 0);
+    CHECK_EQ(segments_from(r.b), 1);   /* inside the window: the chain from its start stays */
+    CHECK_EQ(a.oldest_txn, a.txn);
+    usleep(1600 * 1000);
+    write_keys(r.st, 0, "wb", 200, 50);
+    REQUIRE(snapshot_take(r.sn, &b, err, sizeof err) == HANU_OK);
+    /* a is older than the window, but it is the newest made before the window's
+       start: the points between the start and b need it. */
+    CHECK_EQ(b.deleted_manifests, 0);
+    CHECK_EQ(b.oldest_txn, a.txn);
+    CHECK_EQ(segments_from(r.b), a.replay_sequence);   /* the ones before a are outside now */
+    write_keys(r.st, 0, "wc", 200, 50);
+    REQUIRE(snapshot_take(r.sn, &c, err, sizeof err) == HANU_OK);
+    CHECK_EQ(c.deleted_manifests, 0);
+    CHECK_EQ(count_prefix(r.b, "manifests/"), 3);
+    usleep(1600 * 1000);
+    write_keys(r.st, 0, "wd", 200, 50);
+    REQUIRE(snapshot_take(r.sn, &d, err, sizeof err) == HANU_OK);
+    /* c is now the newest made before the start: a and b go, c and d stay. */
+    CHECK_EQ(d.deleted_manifests, 2);
+    CHECK_EQ(count_prefix(r.b, "manifests/"), 2);
+    bucket_object_info info;
+    CHECK_EQ(bucket_head(r.b, c.manifest, &info, err, sizeof err), HANU_OK);
+    CHECK_EQ(bucket_head(r.b, b.manifest, &info, err, sizeof err), HANU_ERR_NOT_FOUND);
+    CHECK_EQ(d.oldest_txn, c.txn);
+    CHECK_EQ(segments_from(r.b), c.replay_sequence);
+    snapshot_audit_result au;
+    CHECK_EQ(snapshot_audit(r.b, &au, err, sizeof err), HANU_OK);
+    CHECK_EQ(au.oldest_txn, c.txn);
+    rig_close(&r);
+
+    /* The size guard: one byte allowed, so everything but the newest goes at once,
+       although the window (an hour) would keep it all. */
+    rig_retain_ms = 3600 * 1000;
+    rig_max_bytes = 1;
+    rig_keep = 1;
+    opened = rig_open(&r, "snap-guard");
+    rig_retain_ms = rig_max_bytes = 0;
+    rig_keep = 3;
+    REQUIRE(opened);
+    write_keys(r.st, 0, "ga", 200, 50);
+    REQUIRE(snapshot_take(r.sn, &a, err, sizeof err) == HANU_OK);
+    CHECK_EQ(segments_from(r.b), a.replay_sequence - 1);   /* only the chain's last segment before it */
+    write_keys(r.st, 0, "gb", 200, 50);
+    REQUIRE(snapshot_take(r.sn, &b, err, sizeof err) == HANU_OK);
+    CHECK_EQ(b.deleted_manifests, 1);
+    CHECK_EQ(count_prefix(r.b, "manifests/"), 1);
+    CHECK_EQ(b.oldest_txn, b.txn);
+    rig_close(&r);
+}
+
 static void test_damaged_file_refused(void)
 {
     rig r;
@@ -591,6 +675,7 @@ int main(void)
     RUN(test_manifest_paths_and_keys);
     RUN(test_snapshot_fetch_and_second_upload);
     RUN(test_retention);
+    RUN(test_retention_window);
     RUN(test_damaged_file_refused);
     RUN(test_chain_end_kept);
     RUN(test_no_merge_past_the_snapshot_txn);

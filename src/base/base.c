@@ -197,6 +197,16 @@ uint64_t hanu_wall_ms(void)
     return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
 }
 
+void hanu_format_time_ms(uint64_t ms, char *out, size_t cap)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char day[32];
+    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, cap, "%s.%03uZ", day, (unsigned)(ms % 1000));
+}
+
 int hanu_buf_reserve(hanu_buf *b, size_t extra)
 {
     if (b->cap - b->len >= extra) return HANU_OK;

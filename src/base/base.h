@@ -49,6 +49,8 @@ int hanu_is_zero(const void *p, size_t len);
 /* ---- clocks ---- */
 uint64_t hanu_now_ns(void);      /* CLOCK_MONOTONIC */
 uint64_t hanu_wall_ms(void);     /* CLOCK_REALTIME, ms since the epoch */
+/* RFC 3339 in UTC with milliseconds (2026-12-03T09:00:00.123Z), as restore --at reads it. */
+void hanu_format_time_ms(uint64_t ms, char *out, size_t cap);
 
 /* ---- growable byte buffer; owner frees with hanu_buf_free ---- */
 typedef struct hanu_buf {

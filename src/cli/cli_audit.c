@@ -7,8 +7,10 @@
  * manifest's replay sequence: the chain may then start there, and that
  * segment's previous hash must be the one the manifest recorded. It writes
  * nothing. With two buckets (twins) it checks each chain and that both hold the
- * same segments. Exit status: 0 the chain is whole, 1 a problem (the first one
- * is printed, naming the object), 2 bad usage or the bucket cannot be read.
+ * same segments. On success one summary line on stdout per bucket (chain and
+ * manifests; prefixed by the URL with twins, then one line that they agree).
+ * Exit status: 0 the chain is whole, 1 a problem (the first one is printed,
+ * naming the object), 2 bad usage or the bucket cannot be read.
  */
 #include "cli/cli.h"
 #include "cli/cli_options.h"
@@ -49,7 +51,7 @@ static int collect_key(void *ctx, const char *key, uint64_t size)
 }
 
 /* Reads and checks every segment in order; 0, or 1 after printing the first problem. */
-static int audit_chain(bucket *b, const audit_keys *a, const snapshot_audit_result *snaps)
+static int audit_chain(bucket *b, const audit_keys *a, const snapshot_audit_result *snaps, const char *prefix)
 {
     segment_chain chain;
     segment_chain_init(&chain);
@@ -95,16 +97,23 @@ static int audit_chain(bucket *b, const audit_keys *a, const snapshot_audit_resu
         }
     }
     hanu_buf_free(&obj);
-    if (status == 0)
-        printf("chain ok: %zu segments, %llu records, txns %llu..%llu, %llu bytes\n", a->n,
-               (unsigned long long)records, (unsigned long long)first_txn, (unsigned long long)chain.last_txn,
+    if (status == 0) {   /* the one summary line: the chain and the manifests */
+        printf("%s%schain ok: %zu segments, %llu records, txns %llu..%llu, %llu bytes; ", prefix, prefix[0] ? ": " : "",
+               a->n, (unsigned long long)records, (unsigned long long)first_txn, (unsigned long long)chain.last_txn,
                (unsigned long long)bytes);
+        if (snaps->manifests)
+            printf("manifests ok: %u manifests (txns %llu..%llu), %u files, %llu bytes\n", snaps->manifests,
+                   (unsigned long long)snaps->oldest_txn, (unsigned long long)snaps->newest_txn, snaps->files,
+                   (unsigned long long)snaps->bytes);
+        else
+            printf("no manifests\n");
+    }
     return status;
 }
 
 /* Lists and checks one bucket's chain into a (the keys stay for the twin check):
    0, 1 a problem, 2 the bucket cannot be read. */
-static int audit_bucket(const char *url, audit_keys *a)
+static int audit_bucket(const char *url, audit_keys *a, const char *prefix)
 {
     bucket_options bo;
     bucket_options_default(&bo);
@@ -138,11 +147,7 @@ static int audit_bucket(const char *url, audit_keys *a)
         fprintf(stderr, "hanudb audit: %s: not a segment object (a stray or extra object in the chain)\n", a->stray);
         status = 1;
     } else {
-        if (snaps.manifests)
-            printf("manifests ok: %u manifests (txns %llu..%llu), %u files, %llu bytes\n", snaps.manifests,
-                   (unsigned long long)snaps.oldest_txn, (unsigned long long)snaps.newest_txn, snaps.files,
-                   (unsigned long long)snaps.bytes);
-        status = audit_chain(b, a, &snaps);
+        status = audit_chain(b, a, &snaps, prefix);
     }
     bucket_close(b);
     return status;
@@ -188,8 +193,7 @@ int cli_audit_main(int argc, char **argv)
     audit_keys a[2] = { { 0 }, { 0 } };
     int status = 0;
     for (int i = 0; i < urls.n; i++) {
-        if (urls.n == 2) printf("%s:\n", urls.v[i]);
-        int one = audit_bucket(urls.v[i], &a[i]);
+        int one = audit_bucket(urls.v[i], &a[i], urls.n == 2 ? urls.v[i] : "");
         if (one > status) status = one;
     }
     if (urls.n == 2 && a[0].listed && a[1].listed) {

@@ -6,13 +6,21 @@
  *   {"db":"sessions","key":"s1","value":"..."}
  *
  * Keys and values that are not UTF-8 text go as "key_base64" / "value_base64".
- * Exit status: 0, 2 when the directory cannot be opened (e.g. a server holds it).
+ * A running server holds its directory (and compacts and merges files under any
+ * reader): dump --bucket URL reads a consistent snapshot from its bucket instead,
+ * restored into a scratch directory that is removed afterwards. One summary line
+ * on stderr. Exit status: 0, 1 no such database (or a broken chain), 2 when the
+ * directory or bucket cannot be read (e.g. a server holds the directory).
  */
 #include "cli/cli.h"
 #include "cli/cli_options.h"
 #include "json/json.h"
 #include "store/store.h"
+#include "bucket/bucket.h"
+#include "replica/rebuild.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,27 +86,10 @@ static int dump_one(void *p, const uint8_t *key, size_t key_len, const uint8_t *
     return 0;
 }
 
-int cli_dump_main(int argc, char **argv)
+/* Every database (or only one) of an open store as JSON lines: 0, 1 no such
+   database, 2 a read or write failed. *records and *dbs count what was printed. */
+static int dump_store(store *s, const char *only, uint64_t *records, size_t *dbs_done)
 {
-    store_options so;
-    store_options_default(&so);
-    const char *data = so.data_dir, *only = NULL;
-    cli_opt opts[] = {
-        { "data", CLI_STR, &data, "data directory of a stopped server (default ./data)" },
-        { "db", CLI_STR, &only, "only this database or collection" },
-        { NULL, 0, NULL, NULL },
-    };
-    int rc = cli_parse("dump", "Prints every live document and key as JSON lines.", opts, argc, argv);
-    if (rc) return rc == 1 ? 0 : 2;
-    so.data_dir = data;
-    so.background_compaction = 0;
-    so.quiet = 1;
-    store *s = NULL;
-    char err[1024] = "";
-    if (store_open(&so, &s, err, sizeof err) != HANU_OK) {
-        fprintf(stderr, "hanudb dump: %s\n", err);
-        return 2;
-    }
     enum { MAX_DBS = 65536 };
     store_db_info *dbs = malloc(MAX_DBS * sizeof *dbs);
     size_t n = dbs ? store_db_list(s, dbs, MAX_DBS) : 0;
@@ -108,20 +99,110 @@ int cli_dump_main(int argc, char **argv)
         if (only && strcmp(only, dbs[i].name) != 0) continue;
         found = 1;
         x.db = &dbs[i];
-        rc = store_scan(s, dbs[i].id, dump_one, &x);
+        int rc = store_scan(s, dbs[i].id, dump_one, &x);
         if (rc != HANU_OK) {
             fprintf(stderr, "hanudb dump: %s: %s\n", dbs[i].name, x.io_error ? "write to stdout failed" : hanu_status_str(rc));
             status = 2;
         }
+        (*dbs_done)++;
     }
     if (!found) {
         fprintf(stderr, "hanudb dump: no database or collection \"%s\"\n", only);
         status = 1;
     }
     if (fflush(stdout) != 0) status = 2;
-    fprintf(stderr, "hanudb dump: %llu records\n", (unsigned long long)x.written);
+    *records = x.written;
     hanu_buf_free(&x.line);
     free(dbs);
+    return status;
+}
+
+/* --bucket: the chain's end restored into a scratch directory (a consistent read
+   snapshot, whatever the server does meanwhile), dumped, removed. */
+static int dump_from_bucket(const char *url, const char *scratch, store **s, char *dir,
+                            size_t dircap, uint64_t *txn)
+{
+    bucket_options bo;
+    bucket_options_default(&bo);
+    bucket *b = NULL;
+    char err[1024] = "";
+    if (bucket_open(url, &bo, &b, err, sizeof err) != HANU_OK) {
+        fprintf(stderr, "hanudb dump: %s\n", err);
+        return 2;
+    }
+    snprintf(dir, dircap, "%s/hanudb-dump-XXXXXX", scratch);
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "hanudb dump: cannot make a scratch directory in %s: %s\n", scratch, strerror(errno));
+        bucket_close(b);
+        dir[0] = '\0';
+        return 2;
+    }
+    rebuild_stats st = { 0 };
+    rebuild_replay_options ro = { .who = "hanudb dump", .quiet = 1, .no_done_line = 1 };
+    int rc = rebuild_restore(b, dir, &ro, s, &st, err, sizeof err);
+    bucket_close(b);
+    if (rc) {
+        fprintf(stderr, "hanudb dump: reading %s: %s\n", url, err[0] ? err : hanu_status_str(rc));
+        return rc == HANU_ERR_CORRUPT || rc == HANU_ERR_NOT_FOUND ? 1 : 2;
+    }
+    *txn = st.last_txn;
+    return 0;
+}
+
+int cli_dump_main(int argc, char **argv)
+{
+    store_options so;
+    store_options_default(&so);
+    const char *data = so.data_dir, *only = NULL, *url = NULL, *scratch = getenv("TMPDIR");
+    if (!scratch || !*scratch) scratch = "/tmp";
+    cli_opt opts[] = {
+        { "data", CLI_STR, &data, "data directory of a stopped server (default ./data)" },
+        { "bucket", CLI_STR, &url, "instead of --data: a consistent read snapshot of a running (or lost) server, "
+                                   "as of its bucket's last sealed segment (DATA.bucket by default)" },
+        { "scratch", CLI_STR, &scratch, "with --bucket: where the snapshot is restored while it is dumped "
+                                        "(default $TMPDIR or /tmp)" },
+        { "db", CLI_STR, &only, "only this database or collection" },
+        { NULL, 0, NULL, NULL },
+    };
+    int rc = cli_parse("dump", "Prints every live document and key as JSON lines.", opts, argc, argv);
+    if (rc) return rc == 1 ? 0 : 2;
+    store *s = NULL;
+    char scratch_dir[4200] = "", err[1024] = "";
+    uint64_t txn = 0;
+    if (url) {
+        rc = dump_from_bucket(url, scratch, &s, scratch_dir, sizeof scratch_dir, &txn);
+    } else {
+        so.data_dir = data;
+        so.background_compaction = 0;
+        so.quiet = 1;
+        rc = store_open(&so, &s, err, sizeof err);
+        if (rc == HANU_ERR_BUSY) {
+            /* Reading a live directory without the lock is not safe: compaction
+               replaces and merges log files, and the active one grows, under the
+               reader. The bucket holds an immutable, consistent copy instead. */
+            char abs[PATH_MAX];
+            if (!realpath(data, abs)) snprintf(abs, sizeof abs, "%s", data);
+            fprintf(stderr, "hanudb dump: %s\nhanudb dump: a running server compacts and merges its log files under "
+                    "a reader, so dump reads only a stopped one's directory; for a running server: "
+                    "hanudb dump --bucket file://%s.bucket (its default bucket, or the --bucket it runs with: a "
+                    "consistent snapshot as of the last sealed segment), or POST /c/{collection}/_export\n",
+                    err, abs);
+        } else if (rc) {
+            fprintf(stderr, "hanudb dump: %s\n", err);
+        }
+        rc = rc ? 2 : 0;
+        if (!rc) txn = store_last_txn(s);
+    }
+    int status = rc;
+    uint64_t records = 0;
+    size_t dbs = 0;
+    if (!status) status = dump_store(s, only, &records, &dbs);
     store_close(s);
+    if (scratch_dir[0] && rebuild_remove_attempt(scratch_dir, 0) != HANU_OK)
+        fprintf(stderr, "hanudb dump: cannot remove the scratch directory %s\n", scratch_dir);
+    if (!rc)
+        fprintf(stderr, "hanudb dump: %llu records from %zu databases, %s %s at txn %llu\n",
+                (unsigned long long)records, dbs, url ? "bucket" : "data directory", url ? url : data,
+                (unsigned long long)txn);
     return status;
 }

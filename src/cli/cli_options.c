@@ -58,6 +58,24 @@ static int parse_value(cli_opt *o, const char *v, const char *from)
     return 2;
 }
 
+int cli_parse_duration_ms(const char *s, uint64_t *ms)
+{
+    if (!isdigit((unsigned char)s[0])) return -1;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = strtoull(s, &end, 10);
+    uint64_t mul;
+    if (errno || n > (1ull << 40)) return -1;
+    if (!strcmp(end, "ms")) mul = 1;
+    else if (!*end || !strcmp(end, "s")) mul = 1000;
+    else if (!strcmp(end, "m")) mul = 60000;
+    else if (!strcmp(end, "h")) mul = 3600000;
+    else if (!strcmp(end, "d")) mul = 86400000;
+    else return -1;
+    *ms = (uint64_t)n * mul;
+    return 0;
+}
+
 static void print_usage(const char *cmd, const char *summary, const cli_opt *opts)
 {
     printf("usage: hanudb %s [options]\n%s\n\noptions (environment variable in brackets):\n", cmd, summary);

@@ -28,4 +28,8 @@ typedef struct cli_opt {
    --help (usage printed), or 2 after printing the error. */
 int cli_parse(const char *cmd, const char *summary, cli_opt *opts, int argc, char **argv);
 
+/* A duration as milliseconds: digits and a unit, ms, s, m, h or d (90m, 24h, 7d;
+   digits alone are seconds). 0 on success, -1 otherwise. */
+int cli_parse_duration_ms(const char *s, uint64_t *ms);
+
 #endif

@@ -6,9 +6,11 @@
  * nothing to it: no sealer, no watermark, no jump in numbering. The result opens
  * with `serve --data DIR --no-bucket` or `dump --data DIR`.
  *
- * Exit status: 0 restored; 1 the chain is broken (the first problem is printed) or
- * the bucket ends below --txn; 2 bad usage, a non-empty DIR, the bucket or the
- * directory cannot be read or written.
+ * Exit status: 0 restored; 1 the point asked for is older than the oldest one
+ * retention kept (both named), the chain is broken (the first problem is printed)
+ * or the bucket ends below --txn; 2 bad usage, a non-empty DIR, the bucket or the
+ * directory cannot be read or written. On every failure DIR is left as it was
+ * found: missing, or empty.
  */
 #include "cli/cli.h"
 #include "cli/cli_options.h"
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 /* Reads n digits at *p into *out. */
@@ -115,50 +118,61 @@ int cli_restore_main(int argc, char **argv)
         fprintf(stderr, "hanudb restore: %s\n", err);
         return 2;
     }
+    /* Before anything is written: a point older than retention kept is refused by
+       name, not by the chain reader's "segment 1 is missing". */
+    uint64_t oldest_txn = 0, oldest_ms = 0;
+    rc = rebuild_oldest_point(b, &oldest_txn, &oldest_ms, err, sizeof err);
+    if (rc == HANU_OK && oldest_ms && ((txn && txn < oldest_txn) || (at_ms && at_ms < oldest_ms))) {
+        char when[40], asked[64];
+        hanu_format_time_ms(oldest_ms, when, sizeof when);
+        if (txn) snprintf(asked, sizeof asked, "txn %llu", (unsigned long long)txn);
+        else hanu_format_time_ms(at_ms, asked, sizeof asked);
+        fprintf(stderr, "hanudb restore: %s is older than the oldest restorable point: txn %llu at %s "
+                "(retention removed what came before it; serve --retain sets the window)\n",
+                asked, (unsigned long long)oldest_txn, when);
+        bucket_close(b);
+        return 1;
+    }
+    if (rc != HANU_OK && rc != HANU_ERR_NOT_FOUND) {
+        fprintf(stderr, "hanudb restore: %s\n", err[0] ? err : hanu_status_str(rc));
+        bucket_close(b);
+        return 2;
+    }
+    /* Every failure from here on leaves --to as it was found: missing, or empty. */
+    struct stat tst;
+    int existed = stat(to, &tst) == 0, not_ours = rebuild_dir_is_empty(to) != 1;
     rebuild_stats st = { 0 };
     uint64_t t0 = hanu_now_ns();
-    rc = rebuild_prepare(to, b, txn, at_ms, 0, &st, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "hanudb restore: %s\n", err[0] ? err : hanu_status_str(rc));
-        bucket_close(b);
-        return 2;
-    }
-    store_options so;
-    store_options_default(&so);
-    so.data_dir = to;
-    so.prealloc = LOG_PREALLOC_APPEND;   /* no zero-filled 64 MB file for a restore of a few records */
-    so.background_compaction = 0;
-    so.quiet = 1;
+    int status = 0;
     store *s = NULL;
-    if ((rc = store_open(&so, &s, err, sizeof err)) != HANU_OK) {
-        fprintf(stderr, "hanudb restore: %s\n", err[0] ? err : hanu_status_str(rc));
-        bucket_close(b);
-        return 2;
+    rebuild_replay_options ro = { .stop_txn = txn, .stop_time_ms = at_ms, .who = "restore",
+                                  .quiet = quiet, .no_done_line = 1 };
+    rc = rebuild_restore(b, to, &ro, &s, &st, err, sizeof err);
+    if (rc) {
+        status = rc == HANU_ERR_CORRUPT || rc == HANU_ERR_NOT_FOUND ? 1 : 2;
     }
-    rebuild_replay_options ro = { .stop_txn = txn, .stop_time_ms = at_ms, .who = "restore", .quiet = quiet };
-    rc = rebuild_replay(s, b, &ro, &st, err, sizeof err);
-    int sync_rc = store_sync(s);
     store_close(s);
     bucket_close(b);
     st.ms = (hanu_now_ns() - t0) / 1000000;
-    if (rc == HANU_OK && sync_rc != HANU_OK) {
-        rc = sync_rc;
-        snprintf(err, sizeof err, "cannot sync %s", to);
+    if (!status && txn && !st.stopped && st.last_txn < txn) {
+        snprintf(err, sizeof err, "the bucket's chain ends at txn %llu, below --txn %llu: the records after it "
+                 "never reached the bucket (restore without --txn takes the whole chain)",
+                 (unsigned long long)st.last_txn, (unsigned long long)txn);
+        status = 1;
     }
-    if (rc) {
+    if (status) {
         fprintf(stderr, "hanudb restore: %s\n", err[0] ? err : hanu_status_str(rc));
-        return rc == HANU_ERR_CORRUPT ? 1 : 2;
+        if (!not_ours && rebuild_remove_attempt(to, existed) != HANU_OK)
+            fprintf(stderr, "hanudb restore: cannot remove what the failed restore wrote into %s\n", to);
+        return status;
     }
-    printf("restored %s: %llu segments, %llu records, up to txn %llu, in %llu ms (fetch %llu ms, replay %llu ms, "
+    char snap[96] = "";
+    if (st.snapshot_txn)
+        snprintf(snap, sizeof snap, "the snapshot of txn %llu and ", (unsigned long long)st.snapshot_txn);
+    printf("restored %s: %s%llu segments (%llu records), up to txn %llu, in %llu ms (fetch %llu ms, replay %llu ms, "
            "CPU %llu ms)\n",
-           to, (unsigned long long)st.segments, (unsigned long long)st.records, (unsigned long long)st.last_txn,
-           (unsigned long long)st.ms, (unsigned long long)st.fetch_ms, (unsigned long long)st.replay_ms,
-           (unsigned long long)st.cpu_ms);
-    if (txn && !st.stopped && st.last_txn < txn) {
-        fprintf(stderr, "hanudb restore: the bucket's chain ends at txn %llu, below --txn %llu: "
-                "the records after it never reached the bucket\n",
-                (unsigned long long)st.last_txn, (unsigned long long)txn);
-        return 1;
-    }
+           to, snap, (unsigned long long)st.segments, (unsigned long long)st.records,
+           (unsigned long long)st.last_txn, (unsigned long long)st.ms, (unsigned long long)st.fetch_ms,
+           (unsigned long long)st.replay_ms, (unsigned long long)st.cpu_ms);
     return 0;
 }

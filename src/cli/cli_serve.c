@@ -9,6 +9,7 @@
 #include "cli/cli_options.h"
 #include "index/index.h"
 #include "log/log.h"
+#include "replica/snapshot.h"
 #include "server/server.h"
 #include "hlog/hlog.h"
 
@@ -121,6 +122,8 @@ int cli_serve_main(int argc, char **argv)
     uint64_t max_body = o.max_body, idem_ttl = o.idempotency_ttl_s;
     uint64_t seal_ms = o.seal_interval_ms, seal_mb = 4, lat_put = 0, lat_get = 0, snapshot_segments = o.snapshot_segments;
     uint64_t bucket_connect_ms = 2000, bucket_request_ms = 10000;
+    const char *snapshot_interval = "10m", *retain = "24h";
+    double retain_max_gb = 0;
     cli_str_twice buckets = { { NULL, NULL }, 0, 0 };
     int no_bucket = 0;
     char bucket_url[4200];
@@ -175,7 +178,14 @@ int cli_serve_main(int argc, char **argv)
         { "bucket-latency-put-ms", CLI_U64, &lat_put, "with --bucket: simulated latency of every put/list/delete" },
         { "bucket-latency-get-ms", CLI_U64, &lat_get, "with --bucket: simulated latency of every get/head" },
         { "snapshot-segments", CLI_U64, &snapshot_segments, "with --bucket: a snapshot after this many segments, when "
-          "the log written since the last one is at least half the state; 0: only POST /_admin/snapshot (default 64)" },
+          "the log written since the last one is at least half the state, with --snapshot-interval 0; "
+          "0: only POST /_admin/snapshot (default 64)" },
+        { "snapshot-interval", CLI_STR, &snapshot_interval, "with --bucket: at most one snapshot per interval, and one "
+          "once it passed with new segments (30s, 10m, 1h; 0: the segment count alone) (default 10m)" },
+        { "retain", CLI_STR, &retain, "with --bucket: how far back restores reach; older snapshots and the segments "
+          "only they need are deleted (90m, 24h, 7d; 0: the newest snapshot only; forever) (default 24h)" },
+        { "retain-max-gb", CLI_DOUBLE, &retain_max_gb, "with --bucket: the size guard: past this many GB of "
+          "snapshot files and segments, the oldest snapshots go even inside --retain (logged) (default 0: none)" },
         { "bucket-connect-timeout-ms", CLI_U64, &bucket_connect_ms, "with an s3:// bucket: a connection not made "
           "in this long fails (and is retried) (100..600000, default 2000)" },
         { "bucket-request-timeout-ms", CLI_U64, &bucket_request_ms, "with an s3:// bucket: a request whose bytes "
@@ -313,6 +323,22 @@ int cli_serve_main(int argc, char **argv)
         return 2;
     }
     o.snapshot_segments = (uint32_t)snapshot_segments;
+    if (cli_parse_duration_ms(snapshot_interval, &o.snapshot_interval_ms) != 0 ||
+        o.snapshot_interval_ms > 7 * 86400000ull) {
+        fprintf(stderr, "hanudb: --snapshot-interval must be a duration up to 7d (30s, 10m, 1h), or 0\n");
+        return 2;
+    }
+    if (!strcmp(retain, "forever")) {
+        o.retain_ms = SNAPSHOT_RETAIN_FOREVER;
+    } else if (cli_parse_duration_ms(retain, &o.retain_ms) != 0) {
+        fprintf(stderr, "hanudb: --retain must be a duration (90m, 24h, 7d), 0 or forever\n");
+        return 2;
+    }
+    if (!(retain_max_gb >= 0 && retain_max_gb <= 1e9)) {
+        fprintf(stderr, "hanudb: --retain-max-gb must be between 0 and 1e9\n");
+        return 2;
+    }
+    o.retain_max_bytes = (uint64_t)(retain_max_gb * 1e9);
     if (index_commit_ms < 1 || index_commit_ms > 3600000) {
         fprintf(stderr, "hanudb: --index-commit-ms must be between 1 and 3600000\n");
         return 2;

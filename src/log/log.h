@@ -184,10 +184,20 @@ typedef struct log_options {
    rewritten at most once a second while it moves, and at a clean stop): recovery
    tells damage (frames missing at or below it) from a torn tail (above it). */
 #define LOG_TXN_RESERVE_SIZE 28
+/* A clean stop appends "HANUCLN\0" | u32 checksum of the 36 bytes before: the
+   reserved txn is then exactly where numbering stopped (a jump, e.g. after a
+   rebuild, included), not a block handed out ahead, so the next start resumes
+   there without reporting a crash. Any write during a run drops it (the file is
+   replaced whole), so a crash always finds the plain 28 bytes. */
+#define LOG_TXN_RESERVE_CLEAN_SIZE (LOG_TXN_RESERVE_SIZE + 12)
 /* Reads the reservation: OK (*reserved, *durable set), NOT_FOUND, or CORRUPT. */
 int log_txn_reserve_read(const char *path, uint64_t *reserved, uint64_t *durable);
-/* Replaces it atomically and durably (temp file, fdatasync, rename, fsync dir). */
+/* 1 when the reservation was written by a clean stop (its mark is whole), else 0. */
+int log_txn_reserve_clean(const char *path);
+/* Replaces it atomically and durably (temp file, fdatasync, rename, fsync dir);
+   clean: with the clean stop's mark. */
 int log_txn_reserve_write(const char *path, uint64_t reserved, uint64_t durable);
+int log_txn_reserve_write_clean(const char *path, uint64_t reserved, uint64_t durable);
 
 /* Starts writing at write_offset of file active_id (created when missing) with next_txn,
    or above the reserved txn when that is higher (a crash lost txns that may have been
@@ -195,8 +205,13 @@ int log_txn_reserve_write(const char *path, uint64_t reserved, uint64_t durable)
    (covers_first), and log_writer_next_txn tells where numbering resumed. */
 int log_writer_open(const log_options *opt, uint32_t active_id, uint64_t write_offset,
                     uint64_t next_txn, log_writer **out);
-/* Stops the commit thread after a final sync, closes files. */
+/* Stops the commit thread after a final sync, closes files. When every frame
+   written is durable, the reservation records a clean stop at next_txn - 1 (a
+   jump without frames after it included): the next open resumes exactly there. */
 void log_writer_close(log_writer *w);
+/* Whether open resumed numbering above the log's last frame because the last stop
+   was clean (a jump it recorded), not because a crash may have lost txns. */
+int log_writer_resumed_clean(log_writer *w);
 
 typedef struct log_location {
     uint32_t file_id;

@@ -78,6 +78,7 @@ struct log_writer {
     uint64_t reserve_asked;       /* writer thread's copy of reserve_target */
     uint64_t recovered_last;      /* last txn recovery found: the durable mark at open */
     uint64_t first_txn_of_run;    /* the mark moves only once a txn of this run is durable */
+    int resumed_clean;            /* open resumed above the log at a clean stop's jump */
     char reserve_path[1100];
 
     /* Next file prepared ahead: under mu. */
@@ -359,6 +360,7 @@ int log_writer_open(const log_options *opt, uint32_t active_id, uint64_t write_o
         if (rc == HANU_OK && r >= next_txn) {
             continues_from = next_txn;
             next_txn = r + 1;
+            w->resumed_clean = log_txn_reserve_clean(w->reserve_path);
         }
         w->reserved = w->reserve_target = w->reserve_asked = next_txn - 1 + LOG_TXN_RESERVE_BLOCK;
         rc = log_txn_reserve_write(w->reserve_path, w->reserved, w->recovered_last);
@@ -436,13 +438,14 @@ void log_writer_close(log_writer *w)
     }
     if (w->close_after_sync_fd >= 0) close(w->close_after_sync_fd);
     close(w->fd);
-    /* Everything handed out is durable: the next start goes on without a gap. */
-    if (w->reserve_path[0] && !atomic_load(&w->failed) &&
-        atomic_load(&w->durable_txn) == w->next_txn - 1) {
+    /* Every frame written is durable: the next start goes on at next_txn, without a
+       gap, also after a jump with no frame after it (a rebuild's, a promotion's): the
+       txns it skipped were never handed out, and the jump itself is kept. */
+    if (w->reserve_path[0] && !atomic_load(&w->failed) && atomic_load(&w->durable_txn) == w->written_txn) {
         /* Nothing written in this run: its empty file goes at the next start, so
            the durable mark stays where recovery found it. */
-        uint64_t mark = w->next_txn > w->first_txn_of_run ? w->next_txn - 1 : w->recovered_last;
-        (void)log_txn_reserve_write(w->reserve_path, w->next_txn - 1, mark);
+        uint64_t mark = w->written_txn >= w->first_txn_of_run ? w->written_txn : w->recovered_last;
+        (void)log_txn_reserve_write_clean(w->reserve_path, w->next_txn - 1, mark);
     }
     hanu_buf_free(&w->pending);
     pthread_mutex_destroy(&w->mu);
@@ -552,15 +555,41 @@ int log_txn_reserve_read(const char *path, uint64_t *reserved, uint64_t *durable
     return HANU_OK;
 }
 
-int log_txn_reserve_write(const char *path, uint64_t reserved, uint64_t durable)
+static int reserve_write(const char *path, uint64_t reserved, uint64_t durable, int clean)
 {
-    uint8_t b[LOG_TXN_RESERVE_SIZE];
+    uint8_t b[LOG_TXN_RESERVE_CLEAN_SIZE];
     memcpy(b, "HANUTXN", 8);
     hanu_put_u64(b + 8, reserved);
     hanu_put_u64(b + 16, durable);
     hanu_put_u32(b + 24, hanu_checksum32(b, 24));
-    return hanu_replace_file(path, b, sizeof b);
+    memcpy(b + LOG_TXN_RESERVE_SIZE, "HANUCLN", 8);
+    hanu_put_u32(b + LOG_TXN_RESERVE_SIZE + 8, hanu_checksum32(b, LOG_TXN_RESERVE_SIZE + 8));
+    return hanu_replace_file(path, b, clean ? LOG_TXN_RESERVE_CLEAN_SIZE : LOG_TXN_RESERVE_SIZE);
 }
+
+int log_txn_reserve_write(const char *path, uint64_t reserved, uint64_t durable)
+{
+    return reserve_write(path, reserved, durable, 0);
+}
+
+int log_txn_reserve_write_clean(const char *path, uint64_t reserved, uint64_t durable)
+{
+    return reserve_write(path, reserved, durable, 1);
+}
+
+int log_txn_reserve_clean(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    uint8_t b[LOG_TXN_RESERVE_CLEAN_SIZE + 1];
+    ssize_t n = pread(fd, b, sizeof b, 0);
+    close(fd);
+    return n == LOG_TXN_RESERVE_CLEAN_SIZE && !memcmp(b + LOG_TXN_RESERVE_SIZE, "HANUCLN", 8) &&
+           hanu_get_u32(b + 24) == hanu_checksum32(b, 24) &&
+           hanu_get_u32(b + LOG_TXN_RESERVE_SIZE + 8) == hanu_checksum32(b, LOG_TXN_RESERVE_SIZE + 8);
+}
+
+int log_writer_resumed_clean(log_writer *w) { return w->resumed_clean; }
 
 /* Puts the bytes a failed write may have left back the way they were. */
 static void undo_partial_write(log_writer *w, uint64_t off, size_t len)

@@ -25,8 +25,7 @@ static int marker_path(const char *data_dir, char *out, size_t cap)
     return (size_t)snprintf(out, cap, "%s/%s", data_dir, REBUILD_MARKER) < cap ? HANU_OK : HANU_ERR_INVALID;
 }
 
-/* 1 when dir holds no entry (or does not exist), 0 when it holds some, -1 on error. */
-static int dir_is_empty(const char *dir)
+int rebuild_dir_is_empty(const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d) return errno == ENOENT ? 1 : -1;
@@ -57,7 +56,7 @@ int rebuild_wanted(const char *data_dir, bucket *b, int *wanted, char *err, size
 {
     *wanted = 0;
     if (has_marker(data_dir)) { *wanted = 1; return HANU_OK; }
-    int empty = dir_is_empty(data_dir);
+    int empty = rebuild_dir_is_empty(data_dir);
     if (empty < 0) {
         snprintf(err, errcap, "cannot read the data directory %s: %s", data_dir, strerror(errno));
         return HANU_ERR_IO;
@@ -127,8 +126,8 @@ static int manifest_txn_at(bucket *b, uint64_t at_ms, uint64_t *txn, char *err, 
     return best ? HANU_OK : HANU_ERR_NOT_FOUND;
 }
 
-int rebuild_fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t max_time_ms,
-                           uint64_t *txn, char *err, size_t errcap)
+static int fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t max_time_ms, int quiet,
+                          uint64_t *txn, char *err, size_t errcap)
 {
     *txn = 0;
     if (max_time_ms) {   /* --at: the newest manifest made at or before that time */
@@ -138,13 +137,57 @@ int rebuild_fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, ui
         if (!max_txn || at_txn < max_txn) max_txn = at_txn;
     }
     snapshot_fetched f;
-    int rc = snapshot_fetch(b, data_dir, max_txn ? max_txn : UINT64_MAX, &f, say_fetch, NULL, err, errcap);
-    if (rc == HANU_OK) {
-        *txn = f.txn;
+    int rc = snapshot_fetch(b, data_dir, max_txn ? max_txn : UINT64_MAX, &f, quiet ? NULL : say_fetch, NULL, err,
+                            errcap);
+    if (rc == HANU_OK) *txn = f.txn;
+    if (rc == HANU_OK && !quiet) {
         hlog_info("rebuild", "snapshot %s: %u files, %.1f MB in %llu ms, txns up to %llu", f.manifest,
                 f.files, (double)f.bytes / 1e6, (unsigned long long)f.ms, (unsigned long long)f.txn);
     }
     return rc;
+}
+
+static int note_first_segment(void *ctx, const char *key, uint64_t size)
+{
+    (void)size;
+    uint64_t seq;
+    if (segment_key_parse(key, &seq) != HANU_OK) return 0;
+    *(uint64_t *)ctx = seq;
+    return 1;   /* listing order is sequence order: the first one is enough */
+}
+
+int rebuild_oldest_point(bucket *b, uint64_t *txn, uint64_t *time_ms, char *err, size_t errcap)
+{
+    *txn = *time_ms = 0;
+    uint64_t first = 0;
+    int rc = bucket_list(b, SEGMENT_KEY_PREFIX, note_first_segment, &first, err, errcap);
+    if (rc) return rc;
+    if (first == 1) return HANU_OK;   /* the whole chain: every point */
+    manifest_keys k = { 0 };
+    rc = bucket_list(b, MANIFEST_KEY_PREFIX, note_manifest, &k, err, errcap);
+    uint64_t oldest = UINT64_MAX;
+    for (size_t i = 0; i < k.n; i++) oldest = HANU_MIN(oldest, k.txns[i]);
+    free(k.txns);
+    if (rc) return rc;
+    if (oldest == UINT64_MAX) return HANU_ERR_NOT_FOUND;
+    char key[MANIFEST_KEY_SIZE];
+    manifest_key(oldest, key);
+    hanu_buf obj = { 0 };
+    manifest m;
+    rc = bucket_get(b, key, &obj, NULL, err, errcap);
+    if (rc == HANU_OK && (rc = manifest_decode(obj.data, obj.len, &m, err, errcap)) == HANU_OK) {
+        *txn = m.txn;
+        *time_ms = m.created_ms;
+        manifest_free(&m);
+    }
+    hanu_buf_free(&obj);
+    return rc;
+}
+
+int rebuild_fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t max_time_ms,
+                           uint64_t *txn, char *err, size_t errcap)
+{
+    return fetch_snapshot(b, data_dir, max_txn, max_time_ms, 0, txn, err, errcap);
 }
 
 static int fsync_parent(const char *path)
@@ -164,10 +207,25 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
     return remove(path) == 0 || errno == ENOENT ? 0 : -1;
 }
 
+static int remove_below_top(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return ftw->level == 0 ? 0 : remove_entry(path, st, flag, ftw);
+}
+
+int rebuild_remove_attempt(const char *data_dir, int keep_dir)
+{
+    char staging[4200];
+    snprintf(staging, sizeof staging, "%s.fetching", data_dir);
+    (void)nftw(staging, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    int rc = nftw(data_dir, keep_dir ? remove_below_top : remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (rc != 0 && errno != ENOENT) return HANU_ERR_IO;
+    return keep_dir ? hanu_fsync_dir(data_dir) : fsync_parent(data_dir);
+}
+
 /* The snapshot is fetched beside the data directory and renamed into place once
    whole, with the marker in it: a crash during the fetch leaves the data directory
    empty (the next start fetches again), never half a snapshot without a marker. */
-static int fetch_into_place(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t max_time_ms, int mark,
+static int fetch_into_place(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t max_time_ms, int flags,
                             uint64_t *txn, char *err, size_t errcap);
 static int write_marker(const char *data_dir, char *err, size_t errcap)
 {
@@ -181,14 +239,14 @@ static int write_marker(const char *data_dir, char *err, size_t errcap)
     return HANU_OK;
 }
 
-int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, uint64_t max_time_ms, int mark,
+int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, uint64_t max_time_ms, int flags,
                     rebuild_stats *st, char *err, size_t errcap)
 {
     if (has_marker(data_dir)) {   /* resuming: the store holds what was replayed */
         st->resumed = 1;
         return HANU_OK;
     }
-    int empty = dir_is_empty(data_dir);
+    int empty = rebuild_dir_is_empty(data_dir);
     if (empty != 1) {
         snprintf(err, errcap, "%s is not empty: rebuild and restore write only into an empty directory",
                  data_dir);
@@ -199,11 +257,11 @@ int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, uint64_t 
         return HANU_ERR_IO;
     }
     uint64_t t0 = hanu_now_ns();
-    int rc = fetch_into_place(b, data_dir, max_txn, max_time_ms, mark, &st->snapshot_txn, err, errcap);
+    int rc = fetch_into_place(b, data_dir, max_txn, max_time_ms, flags, &st->snapshot_txn, err, errcap);
     st->fetch_ms += (hanu_now_ns() - t0) / 1000000;
     if (rc == HANU_ERR_NOT_FOUND) {   /* no snapshot: the whole chain is replayed */
         if (err && errcap) err[0] = '\0';
-        rc = mark ? write_marker(data_dir, err, errcap) : HANU_OK;
+        rc = (flags & REBUILD_MARK) ? write_marker(data_dir, err, errcap) : HANU_OK;
     }
     return rc;
 }
@@ -232,15 +290,15 @@ int rebuild_discard(const char *data_dir, char *err, size_t errcap)
     return rc == HANU_OK ? remove_tree(aside, err, errcap) : rc;
 }
 
-static int fetch_into_place(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t max_time_ms, int mark,
+static int fetch_into_place(bucket *b, const char *data_dir, uint64_t max_txn, uint64_t max_time_ms, int flags,
                             uint64_t *txn, char *err, size_t errcap)
 {
     char staging[4200];
     if ((size_t)snprintf(staging, sizeof staging, "%s.fetching", data_dir) >= sizeof staging) return HANU_ERR_INVALID;
     int rc = remove_tree(staging, err, errcap);   /* an unfinished fetch */
     if (rc) return rc;
-    rc = rebuild_fetch_snapshot(b, staging, max_txn, max_time_ms, txn, err, errcap);
-    if (rc == HANU_OK && mark) rc = write_marker(staging, err, errcap);
+    rc = fetch_snapshot(b, staging, max_txn, max_time_ms, flags & REBUILD_QUIET, txn, err, errcap);
+    if (rc == HANU_OK && (flags & REBUILD_MARK)) rc = write_marker(staging, err, errcap);
     if (rc == HANU_OK && (rmdir(data_dir) != 0 || rename(staging, data_dir) != 0 || fsync_parent(data_dir))) {
         snprintf(err, errcap, "cannot move the fetched snapshot %s to %s: %s", staging, data_dir, strerror(errno));
         rc = HANU_ERR_IO;
@@ -337,8 +395,34 @@ int rebuild_replay(store *s, bucket *b, const rebuild_replay_options *o, rebuild
     st->replay_ms += p.replay_ns / 1000000;
     st->last_txn = store_last_txn(s);
     st->cpu_ms += (thread_cpu_ns() - cpu0) / 1000000;
-    if (rc == HANU_OK && !o->quiet) print_progress(&pc, &p, "done: ");
+    /* A replay of nothing (a snapshot alone) still ends at the store's txn. */
+    if (p.last_txn < st->last_txn) p.last_txn = st->last_txn;
+    if (rc == HANU_OK && !o->quiet && !o->no_done_line) print_progress(&pc, &p, "done: ");
     return rc;
+}
+
+int rebuild_restore(bucket *b, const char *data_dir, const rebuild_replay_options *o, store **out,
+                    rebuild_stats *st, char *err, size_t errcap)
+{
+    *out = NULL;
+    int rc = rebuild_prepare(data_dir, b, o->stop_txn, o->stop_time_ms, o->quiet ? REBUILD_QUIET : 0, st, err, errcap);
+    if (rc) return rc;
+    store_options so;
+    store_options_default(&so);
+    so.data_dir = data_dir;
+    so.prealloc = LOG_PREALLOC_APPEND;   /* no zero-filled 64 MB file for a restore of a few records */
+    so.background_compaction = 0;
+    so.quiet = 1;
+    store *s = NULL;
+    if ((rc = store_open(&so, &s, err, errcap)) != HANU_OK) return rc;
+    rc = rebuild_replay(s, b, o, st, err, errcap);
+    if (rc == HANU_OK && (rc = store_sync(s)) != HANU_OK) snprintf(err, errcap, "cannot sync %s", data_dir);
+    if (rc) {
+        store_close(s);
+        return rc;
+    }
+    *out = s;
+    return HANU_OK;
 }
 
 int rebuild_finish(store *s, const char *data_dir, rebuild_stats *st, char *err, size_t errcap)

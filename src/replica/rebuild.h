@@ -66,16 +66,33 @@ int rebuild_fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, ui
 int rebuild_discard(const char *data_dir, char *err, size_t errcap);
 
 /* Before store_open: creates data_dir when missing, refuses a non-empty one that
-   holds no REBUILD_MARKER (INVALID), writes the marker (synced) when mark, and
-   fetches the snapshot into the empty directory (adding to st->fetch_ms). */
-int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, uint64_t max_time_ms, int mark,
+   holds no REBUILD_MARKER (INVALID), writes the marker (synced) with REBUILD_MARK,
+   and fetches the snapshot into the empty directory (adding to st->fetch_ms),
+   printing its progress unless REBUILD_QUIET. */
+#define REBUILD_MARK 1
+#define REBUILD_QUIET 2
+int rebuild_prepare(const char *data_dir, bucket *b, uint64_t max_txn, uint64_t max_time_ms, int flags,
                     rebuild_stats *st, char *err, size_t errcap);
+
+/* The oldest point a restore can reach: every txn and time when segment 1 is still
+   in the bucket (*txn and *time_ms 0), else the oldest manifest's txn and creation
+   time (retention removed what came before it). NOT_FOUND when neither (an empty
+   bucket, or a chain cut without a manifest: the replay says which). */
+int rebuild_oldest_point(bucket *b, uint64_t *txn, uint64_t *time_ms, char *err, size_t errcap);
+
+/* 1 when dir holds no entry (or does not exist), 0 when it holds some, -1 on error. */
+int rebuild_dir_is_empty(const char *dir);
+
+/* Removes what a failed restore or rebuild wrote into data_dir (and the staging
+   folder of its fetch): everything in it, and the folder itself unless keep_dir. */
+int rebuild_remove_attempt(const char *data_dir, int keep_dir);
 
 typedef struct rebuild_replay_options {
     uint64_t stop_txn;          /* replay records up to this txn only (0: the whole chain) */
     uint64_t stop_time_ms;      /* only segments sealed at or before this time (0: all) */
     const char *who;            /* the subsystem of the progress log lines ("rebuild", "restore") */
     int quiet;                  /* no progress lines */
+    int no_done_line;           /* the caller prints its own summary at the end */
 } rebuild_replay_options;
 
 /* Replays the chain into s from the store's last txn to the chain's end (or the stop),
@@ -86,6 +103,14 @@ typedef struct rebuild_replay_options {
    errors. Fills the record, segment, byte and time fields of st (adds to fetch_ms). */
 int rebuild_replay(store *s, bucket *b, const rebuild_replay_options *o, rebuild_stats *st, char *err,
                    size_t errcap);
+
+/* restore and dump --bucket: prepare (no marker), open a store on data_dir made for
+   a one-off replay (files grown by appends, no background compaction, quiet),
+   replay up to stop_txn / stop_time_ms and sync. On OK *out is the open store (the
+   caller closes it); on failure it is closed and the status is prepare's (INVALID:
+   data_dir not empty), the replay's or the sync's, with a message. */
+int rebuild_restore(bucket *b, const char *data_dir, const rebuild_replay_options *o, store **out,
+                    rebuild_stats *st, char *err, size_t errcap);
 
 /* serve only, after rebuild_replay: sets the sealer's watermark to the chain's end,
    moves the numbering to last txn + REBUILD_TXN_GAP (durably) and removes the marker.

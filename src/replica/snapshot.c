@@ -62,6 +62,7 @@ struct snapshotter {
     char last_err[512];
     snapshot_stats stats;
     uint64_t base_sequence, base_log_bytes;   /* the policy counts from the last snapshot */
+    uint64_t base_ms;           /* wall time of the last snapshot (the newest manifest's at open; 0: none) */
     pthread_mutex_t take_mu;    /* one snapshot at a time; guards the cache */
     hash_entry *cache;
     size_t ncache;
@@ -73,7 +74,9 @@ void snapshot_options_default(snapshot_options *o)
     o->every_segments = 64;
     o->check_interval_ms = 1000;
     o->seal_timeout_ms = 120000;
-    o->keep = 3;
+    o->keep = 1;
+    o->retain_ms = SNAPSHOT_RETAIN_DEFAULT_MS;
+    o->interval_ms = 600000;
     o->low_priority = 1;
 }
 
@@ -479,41 +482,162 @@ static int find_replay(snapshotter *sn, uint64_t txn, uint64_t *sequence, uint8_
 
 /* ---- retention ---- */
 
-static int retain(snapshotter *sn, const manifest *newest, snapshot_result *r, char *err, size_t errcap)
+/* One listed segment: its sequence and size. */
+typedef struct seg_entry { uint64_t seq, size; } seg_entry;
+typedef struct seg_list { seg_entry *v; size_t n, cap; } seg_list;
+
+static int collect_segment(void *ctx, const char *key, uint64_t size)
 {
-    snap_names mans, files = { 0 }, segs = { 0 };
+    seg_list *l = ctx;
+    uint64_t seq;
+    if (segment_key_parse(key, &seq) != HANU_OK) return 0;   /* a stray object: leave it */
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        seg_entry *v = realloc(l->v, cap * sizeof *v);
+        if (!v) return 1;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = (seg_entry){ seq, size };
+    return 0;
+}
+
+static int cmp_seg(const void *a, const void *b)
+{
+    uint64_t x = ((const seg_entry *)a)->seq, y = ((const seg_entry *)b)->seq;
+    return x < y ? -1 : x > y;
+}
+
+/* A file object and the newest manifest (by index) that names it. */
+typedef struct named_file { char key[MANIFEST_FILE_KEY_SIZE]; uint64_t size; size_t newest; } named_file;
+
+static int cmp_named(const void *a, const void *b)
+{
+    return strcmp(((const named_file *)a)->key, ((const named_file *)b)->key);
+}
+
+/* The first manifest kept by the time window and the count, before the size guard:
+   a manifest goes only when a newer one was made at or before the window's start.
+   *anchored says the first kept one was itself made before the window: only then
+   are the segments below it outside the window too (else a restore from segment 1
+   may still need them). */
+static size_t first_kept_by_window(const snapshotter *sn, const manifest *m, size_t n, uint64_t now_ms,
+                                   int *anchored)
+{
+    *anchored = 0;
+    if (sn->o.retain_ms == SNAPSHOT_RETAIN_FOREVER || n == 0) return 0;
+    uint64_t start = now_ms > sn->o.retain_ms ? now_ms - sn->o.retain_ms : 0;
+    size_t first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m[i].created_ms <= start) first = i;
+    uint32_t keep = sn->o.keep ? sn->o.keep : 1;
+    if (n - first < keep) first = n > keep ? n - keep : 0;
+    *anchored = m[first].created_ms <= start;
+    return first;
+}
+
+/* The size guard: bytes kept when manifests first.. stay (the files they name and
+   the segments from first's replay sequence on); first moves up, never past the
+   newest, while they exceed max_bytes. */
+static size_t first_kept_by_size(const snapshotter *sn, const manifest *m, size_t n, size_t first,
+                                 const seg_list *segs, int *anchored)
+{
+    if (!sn->o.max_bytes || n == 0) return first;
+    size_t nf = 0;
+    for (size_t i = 0; i < n; i++) nf += m[i].file_count;
+    named_file *nfv = calloc(nf ? nf : 1, sizeof *nfv);
+    uint64_t *by_newest = calloc(n, sizeof *by_newest);
+    if (!nfv || !by_newest) { free(nfv); free(by_newest); return first; }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t f = 0; f < m[i].file_count; f++, k++) {
+            manifest_file_key(m[i].files[f].sha256, nfv[k].key);
+            nfv[k].size = m[i].files[f].size;
+            nfv[k].newest = i;
+        }
+    qsort(nfv, nf, sizeof *nfv, cmp_named);
+    for (size_t i = 0; i < nf; i++) {   /* each object once, under the newest manifest naming it */
+        size_t j = i, newest = nfv[i].newest;
+        while (j + 1 < nf && !strcmp(nfv[j + 1].key, nfv[i].key)) newest = HANU_MAX(newest, nfv[++j].newest);
+        by_newest[newest] += nfv[i].size;
+        i = j;
+    }
+    uint64_t files_from_first = 0;
+    for (size_t i = first; i < n; i++) files_from_first += by_newest[i];
+    uint64_t bytes = 0;
+    size_t moved_from = first;
+    int was_anchored = *anchored;
+    for (;;) {
+        uint64_t seg_bytes = 0;
+        for (size_t s = 0; s < segs->n; s++)
+            if (!*anchored || segs->v[s].seq >= m[first].replay_sequence || s + 1 == segs->n)
+                seg_bytes += segs->v[s].size;
+        bytes = files_from_first + seg_bytes;
+        if (bytes <= sn->o.max_bytes) break;
+        if (!*anchored) { *anchored = 1; continue; }   /* first the segments before the oldest manifest */
+        if (first + 1 >= n) break;                       /* the newest always stays */
+        files_from_first -= by_newest[first++];
+    }
+    if (first != moved_from || *anchored != was_anchored) {
+        char when[40];
+        hanu_format_time_ms(m[first].created_ms, when, sizeof when);
+        hlog_info("snapshot", "retention: the bucket would hold more than the size guard's %" PRIu64 " bytes: "
+                "the window is shortened, restores now reach back to txn %" PRIu64 " at %s (%" PRIu64
+                " bytes kept)", sn->o.max_bytes, m[first].txn, when, bytes);
+    }
+    free(nfv);
+    free(by_newest);
+    return first;
+}
+
+static int retain(snapshotter *sn, snapshot_result *r, char *err, size_t errcap)
+{
+    snap_names mans, files = { 0 }, named = { 0 };
+    seg_list segs = { 0 };
     int rc = snap_list_bucket(sn->b, MANIFEST_KEY_PREFIX, &mans, err, errcap);
     if (rc) return rc;
-    uint32_t keep = sn->o.keep ? sn->o.keep : 1;
-    size_t first_kept = mans.n > keep ? mans.n - keep : 0;
-    /* What the kept manifests name; the oldest kept says which segments replay needs. */
-    snap_names named = { 0 };
-    uint64_t oldest_replay = newest->replay_sequence;
+    /* Every manifest is read: its time says whether the window still needs it. */
+    manifest *m = calloc(mans.n ? mans.n : 1, sizeof *m);
+    char **keys = calloc(mans.n ? mans.n : 1, sizeof *keys);
+    size_t n = 0;
+    if (!m || !keys) rc = HANU_ERR_NOMEM;
     hanu_buf obj = { 0 };
-    for (size_t i = first_kept; i < mans.n && rc == HANU_OK; i++) {
+    for (size_t i = 0; i < mans.n && rc == HANU_OK; i++) {
         uint64_t t;
         if (manifest_key_parse(mans.v[i], &t)) continue;   /* a stray object: leave it */
-        manifest m;
         hanu_buf_reset(&obj);
         rc = bucket_get(sn->b, mans.v[i], &obj, NULL, err, errcap);
-        if (rc == HANU_OK) rc = manifest_decode(obj.data, obj.len, &m, err, errcap);
-        if (rc) break;
-        if (i == first_kept || m.replay_sequence < oldest_replay) oldest_replay = m.replay_sequence;
-        for (uint32_t f = 0; f < m.file_count && rc == HANU_OK; f++) {
-            char key[MANIFEST_FILE_KEY_SIZE];
-            manifest_file_key(m.files[f].sha256, key);
-            rc = collect(&named, key, 0);
-        }
-        manifest_free(&m);
+        if (rc == HANU_OK) rc = manifest_decode(obj.data, obj.len, &m[n], err, errcap);
+        if (rc == HANU_OK) keys[n++] = mans.v[i];
     }
     hanu_buf_free(&obj);
+    if (rc == HANU_OK) rc = bucket_list(sn->b, SEGMENT_KEY_PREFIX, collect_segment, &segs, err, errcap);
+    if (rc == HANU_OK && segs.n) qsort(segs.v, segs.n, sizeof *segs.v, cmp_seg);
+    size_t first = 0;
+    int anchored = 0;
+    if (rc == HANU_OK) {
+        first = first_kept_by_window(sn, m, n, hanu_wall_ms(), &anchored);
+        first = first_kept_by_size(sn, m, n, first, &segs, &anchored);
+    }
+    /* What the kept manifests name; the oldest kept says which segments replay needs. */
+    uint64_t oldest_replay = UINT64_MAX;
+    for (size_t i = first; i < n && rc == HANU_OK; i++) {
+        oldest_replay = HANU_MIN(oldest_replay, m[i].replay_sequence);
+        for (uint32_t f = 0; f < m[i].file_count && rc == HANU_OK; f++) {
+            char key[MANIFEST_FILE_KEY_SIZE];
+            manifest_file_key(m[i].files[f].sha256, key);
+            rc = collect(&named, key, 0);
+        }
+    }
+    if (rc == HANU_OK && first < n) {
+        r->oldest_txn = m[first].txn;
+        r->oldest_ms = m[first].created_ms;
+    }
     if (rc == HANU_OK && named.n) qsort(named.v, named.n, sizeof *named.v, cmp_str);
     /* Older manifests first: a file or segment goes only when no manifest in the
        bucket needs it. */
-    for (size_t i = 0; i < first_kept && rc == HANU_OK; i++) {
-        uint64_t t;
-        if (manifest_key_parse(mans.v[i], &t)) continue;
-        rc = bucket_delete(sn->b, mans.v[i], err, errcap);
+    for (size_t i = 0; i < first && rc == HANU_OK; i++) {
+        rc = bucket_delete(sn->b, keys[i], err, errcap);
         if (rc == HANU_OK) r->deleted_manifests++;
     }
     if (rc == HANU_OK) rc = snap_list_bucket(sn->b, MANIFEST_FILE_KEY_PREFIX, &files, err, errcap);
@@ -522,18 +646,21 @@ static int retain(snapshotter *sn, const manifest *newest, snapshot_result *r, c
         rc = bucket_delete(sn->b, files.v[i], err, errcap);
         if (rc == HANU_OK) r->deleted_files++;
     }
-    if (rc == HANU_OK) rc = snap_list_bucket(sn->b, SEGMENT_KEY_PREFIX, &segs, err, errcap);
     /* The chain's last segment always stays: a sealer opening on the bucket continues
        the chain from it (an empty bucket would start it again at sequence 1). */
-    for (size_t i = 0; i + 1 < segs.n && rc == HANU_OK; i++) {
-        uint64_t seq;
-        if (segment_key_parse(segs.v[i], &seq) || seq >= oldest_replay) continue;
-        rc = bucket_delete(sn->b, segs.v[i], err, errcap);
+    for (size_t i = 0; i + 1 < segs.n && rc == HANU_OK && anchored && oldest_replay != UINT64_MAX; i++) {
+        if (segs.v[i].seq >= oldest_replay) continue;
+        char key[SEGMENT_KEY_SIZE];
+        segment_key(segs.v[i].seq, key);
+        rc = bucket_delete(sn->b, key, err, errcap);
         if (rc == HANU_OK) r->deleted_segments++;
     }
+    for (size_t i = 0; i < n; i++) manifest_free(&m[i]);
+    free(m);
+    free(keys);
+    free(segs.v);
     snap_names_free(&mans);
     snap_names_free(&files);
-    snap_names_free(&segs);
     snap_names_free(&named);
     return rc;
 }
@@ -610,7 +737,7 @@ static int take(snapshotter *sn, snapshot_result *r, char *err, size_t errcap)
     manifest m = { 0 };
     if (rc == HANU_OK) rc = put_manifest(sn, &ps, txn, index_txn, r, &m, err, errcap);
     if (rc == HANU_OK) {
-        int rrc = retain(sn, &m, r, err, errcap);
+        int rrc = retain(sn, r, err, errcap);
         if (rrc) hlog_warn("snapshot", "snapshot %s is in the bucket, but retention failed: %s", r->manifest, err);
         err[0] = '\0';
     }
@@ -643,6 +770,9 @@ int snapshot_take(snapshotter *sn, snapshot_result *out, char *err, size_t errca
         sn->stats.bytes_uploaded += out->bytes_uploaded;
         sn->base_sequence = ss.sequence;
         sn->base_log_bytes = st.log_bytes_written;
+        sn->base_ms = hanu_wall_ms();
+        sn->stats.oldest_txn = out->oldest_txn;
+        sn->stats.oldest_ms = out->oldest_ms;
     } else {
         sn->stats.failures++;
     }
@@ -652,8 +782,10 @@ int snapshot_take(snapshotter *sn, snapshot_result *out, char *err, size_t errca
 
 /* ---- the thread: requests and the policy ---- */
 
-/* Every every_segments segments, and only when the log written since the last
-   snapshot is at least half the state's size. */
+/* With an interval: once it has passed since the last snapshot and a segment was
+   sealed since (under a steady load, one snapshot per interval, not one per 64
+   segments). Without: every every_segments segments, and only when the log written
+   since the last snapshot is at least half the state's size. */
 static int policy_due(snapshotter *sn)
 {
     if (!sn->o.every_segments) return 0;
@@ -661,8 +793,13 @@ static int policy_due(snapshotter *sn)
     sealer_get_stats(sn->z, &ss);
     store_stats st;
     store_get_stats(sn->st, &st);
+    uint64_t now = hanu_wall_ms();
     pthread_mutex_lock(&sn->mu);
-    int due = ss.sequence >= sn->base_sequence + sn->o.every_segments &&
+    int due;
+    if (sn->o.interval_ms)
+        due = ss.sequence > sn->base_sequence && now >= sn->base_ms + sn->o.interval_ms;
+    else
+        due = ss.sequence >= sn->base_sequence + sn->o.every_segments &&
               (st.log_bytes_written - sn->base_log_bytes) * 2 >= st.disk_bytes;
     pthread_mutex_unlock(&sn->mu);
     return due;
@@ -714,6 +851,31 @@ static void *snapshot_thread(void *arg)
     return NULL;
 }
 
+/* When the newest manifest was made (0: none, or unreadable): the interval counts
+   from it, so a server restarted often still takes its snapshots; without one, from
+   the start (a new bucket holds the chain from segment 1 anyway). */
+static uint64_t newest_manifest_ms(bucket *b)
+{
+    snap_names mans;
+    char err[256];
+    if (snap_list_bucket(b, MANIFEST_KEY_PREFIX, &mans, err, sizeof err) != HANU_OK) return 0;
+    uint64_t ms = 0, t;
+    for (size_t i = mans.n; i-- > 0 && !ms;) {
+        if (manifest_key_parse(mans.v[i], &t)) continue;
+        hanu_buf obj = { 0 };
+        manifest m;
+        if (bucket_get(b, mans.v[i], &obj, NULL, err, sizeof err) == HANU_OK &&
+            manifest_decode(obj.data, obj.len, &m, err, sizeof err) == HANU_OK) {
+            ms = m.created_ms;
+            manifest_free(&m);
+        }
+        hanu_buf_free(&obj);
+        break;
+    }
+    snap_names_free(&mans);
+    return ms;
+}
+
 int snapshot_open(store *s, bucket *b, sealer *z, const snapshot_options *o, snapshotter **out,
                   char *err, size_t errcap)
 {
@@ -740,6 +902,8 @@ int snapshot_open(store *s, bucket *b, sealer *z, const snapshot_options *o, sna
     store_get_stats(s, &st);
     sn->base_sequence = ss.sequence;
     sn->base_log_bytes = st.log_bytes_written;
+    sn->base_ms = newest_manifest_ms(b);
+    if (!sn->base_ms) sn->base_ms = hanu_wall_ms();
     pthread_mutex_init(&sn->mu, NULL);
     pthread_mutex_init(&sn->take_mu, NULL);
     pthread_cond_init(&sn->cv, NULL);

@@ -20,10 +20,12 @@
  *      put, as files/<sha256>;
  *   5. once the sealer has sealed T, the manifest is put as manifests/<T, 20 digits>
  *      (put-if-absent), naming the segment the replay continues from;
- *   6. retention: the newest `keep` manifests stay; older manifests, files/ objects no
- *      kept manifest names, and segments wholly at or below the oldest kept manifest's
- *      txn are deleted (but never the chain's last segment, which the sealer continues
- *      from), always after the new manifest is in the bucket.
+ *   6. retention, always after the new manifest is in the bucket: a manifest goes only
+ *      when a newer one was made at or before the window's start (now - retain_ms), so
+ *      every time inside the window stays restorable; the newest `keep` always stay;
+ *      past max_bytes the window shrinks (logged). Then files/ objects no kept manifest
+ *      names, and segments wholly at or below the oldest kept manifest's txn, go (but
+ *      never the chain's last segment, which the sealer continues from).
  *
  * Thread rules: snapshot_take serialises itself; every function may be called from
  * any thread except that options.rotate must get the writer thread to rotate (the
@@ -43,6 +45,8 @@
 #define SNAPSHOT_WATERMARK "snapshot"
 #define SNAPSHOT_PIN_DIR "snapshot"         /* DATA/snapshot/: hard links of the files being uploaded */
 #define SNAPSHOT_SYNC_BYTES (32u << 20)     /* large file writes sync this often */
+#define SNAPSHOT_RETAIN_FOREVER UINT64_MAX  /* retain_ms: retention deletes nothing */
+#define SNAPSHOT_RETAIN_DEFAULT_MS (24ull * 3600 * 1000)
 
 /* Seals the active log file on the store's writer thread: *txn gets the sealed
    file's last txn and *active_file the id of the file written from now on. */
@@ -54,9 +58,15 @@ typedef struct snapshot_options {
     const char *data_dir;               /* the store's DATA */
     const char *index_dir;              /* the index's folder inside DATA ("index"); NULL: none */
     uint32_t every_segments;            /* the policy: after this many segments (default 64; 0: never) */
+    uint64_t interval_ms;               /* with it: at most one policy snapshot per interval, and one once it
+                                           passed with a new segment; every_segments then only says 0: never
+                                           (default 600000; 0: every_segments alone) */
     uint32_t check_interval_ms;         /* how often the thread looks at the policy (default 1000) */
     uint32_t seal_timeout_ms;           /* longest wait for the sealer to reach T (default 120000) */
-    uint32_t keep;                      /* manifests retained (default 3, at least 1) */
+    uint32_t keep;                      /* the newest manifests always retained (default 1, at least 1) */
+    uint64_t retain_ms;                 /* the window restores reach back (default 24 h; SNAPSHOT_RETAIN_FOREVER) */
+    uint64_t max_bytes;                 /* the size guard: manifests go, oldest first, while the retained
+                                           files and segments pass it, window or not (0: none) */
     snapshot_rotate_fn rotate;          /* NULL: snapshot_rotate_here on the calling thread */
     snapshot_index_fn index_commit;     /* NULL: the index is not waited for */
     void *ctx;
@@ -75,6 +85,7 @@ typedef struct snapshot_result {
     uint64_t pin_ms;                    /* rotate + waiting for the index to commit + links */
     uint64_t ms;                        /* the whole snapshot */
     uint32_t deleted_manifests, deleted_files, deleted_segments;
+    uint64_t oldest_txn, oldest_ms;     /* the oldest manifest kept: restores reach back to it */
 } snapshot_result;
 
 typedef struct snapshotter snapshotter;
@@ -106,6 +117,7 @@ typedef struct snapshot_stats {
     uint64_t last_txn;                  /* of the newest manifest this process put or found */
     uint64_t last_ms;                   /* wall clock of its completion (0: none) */
     uint64_t bytes_uploaded;            /* by this process */
+    uint64_t oldest_txn, oldest_ms;     /* the oldest manifest the last retention kept (0: not known yet) */
     int running;
 } snapshot_stats;
 void snapshot_get_stats(snapshotter *sn, snapshot_stats *out);

@@ -137,7 +137,9 @@ void http_snapshot_status(server *srv, json_writer *w)
     const server_json_field f[] = {
         { "snapshots", st.snapshots }, { "failures", st.failures }, { "last_txn", st.last_txn },
         { "last_ms", st.last_ms }, { "bytes_uploaded", st.bytes_uploaded },
-        { "every_segments", srv->opt.snapshot_segments },
+        { "every_segments", srv->opt.snapshot_segments }, { "interval_ms", srv->opt.snapshot_interval_ms },
+        { "retain_ms", srv->opt.retain_ms == SNAPSHOT_RETAIN_FOREVER ? 0 : srv->opt.retain_ms },
+        { "oldest_txn", st.oldest_txn }, { "oldest_ms", st.oldest_ms },
     };
     server_json_fields(w, f, sizeof f / sizeof *f);
     json_write_object_end(w);

@@ -55,6 +55,8 @@ void server_options_default(server_options *o)
     o->query_queue = 1024;
     o->query_inline_postings = cpus == 1 ? QUERY_INLINE_ONE_CPU : 0;
     o->snapshot_segments = 64;
+    o->snapshot_interval_ms = 600000;
+    o->retain_ms = SNAPSHOT_RETAIN_DEFAULT_MS;
 }
 
 int server_parse_addr(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
@@ -438,6 +440,9 @@ int server_snapshots_open(server *srv, char *err, size_t errcap)
        builds its own from the log). */
     so.index_dir = srv->indexer ? "index" : NULL;
     so.every_segments = srv->opt.snapshot_segments;
+    so.interval_ms = srv->opt.snapshot_interval_ms;
+    so.retain_ms = srv->opt.retain_ms;
+    so.max_bytes = srv->opt.retain_max_bytes;
     so.rotate = rotate_on_loop;
     so.index_commit = srv->indexer ? index_commit_for_snapshot : NULL;
     so.ctx = srv;

@@ -47,6 +47,10 @@ typedef struct server_options {
     int takeover;                   /* --takeover: rebuild and write although another writer extended
                                        the chain within SERVER_TAKEOVER_WINDOW_MS */
     uint32_t snapshot_segments;     /* with a bucket: a snapshot every N segments (default 64; 0: only when asked) */
+    uint64_t snapshot_interval_ms;  /* at most one policy snapshot per interval, and one once it passed with new
+                                       segments (default 600000; 0: the segment count alone) */
+    uint64_t retain_ms;             /* restores reach back this far (default 24 h; SNAPSHOT_RETAIN_FOREVER) */
+    uint64_t retain_max_bytes;      /* the size guard of retention (0: none) */
     double bucket_fail_rate, bucket_timeout_rate;          /* injected failures (tests) */
     int bucket_ignore_conditions;   /* tests: the bucket ignores conditional puts (bucket_options) */
     uint32_t bucket_connect_timeout_ms, bucket_request_timeout_ms;   /* 0: bucket_options' defaults */

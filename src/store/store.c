@@ -818,7 +818,12 @@ int store_open(const store_options *o, store **out, char *err, size_t errcap)
         return rc;
     }
     s->last_txn = log_writer_next_txn(s->log) - 1;
-    if (s->last_txn + 1 != next_txn && !s->opt.quiet)
+    if (s->last_txn + 1 != next_txn && !s->opt.quiet && log_writer_resumed_clean(s->log))
+        hlog_info("store", "numbering resumes at %llu, where the last (clean) stop left it: txns %llu..%llu "
+                "were skipped on purpose (after a rebuild or a take-over) and never handed out",
+                (unsigned long long)s->last_txn + 1, (unsigned long long)next_txn,
+                (unsigned long long)s->last_txn);
+    else if (s->last_txn + 1 != next_txn && !s->opt.quiet)
         hlog_warn("store", "txns %llu..%llu may have been seen before a crash and were lost: "
                 "numbering resumes at %llu, so no txn or token is ever reused",
                 (unsigned long long)next_txn, (unsigned long long)s->last_txn,
