@@ -262,10 +262,13 @@ int store_feed_next(store_feed *f, size_t max_records, store_change_fn fn, void 
         }
         /* This file is done: go on with the next one that holds later records. */
         if (sf->last_txn >= f->next_txn) break;   /* the active file: nothing more yet */
-        f->file_id = 0;
         uint32_t next_id = 0;
         for (uint32_t id = sf->id + 1; id < s->files_cap && !next_id; id++)
             if (s->files[id] && s->files[id]->map) next_id = id;
+        /* No later file yet: stay where the walk stands. Forgetting the position here
+           made every call of a feed that had caught up walk (and checksum) the whole
+           active file again from its header (issue 24: 11.9 us of indexer CPU per
+           key-value write). */
         if (!next_id) break;
         f->file_id = next_id;
         f->generation = s->files[next_id]->generation;
