@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- watermarks ---- */
@@ -307,6 +308,14 @@ static int feed_lookup(store *s, store_feed *f, feed_file *ff)
             ff->next_id = id;
             ff->next_gen = s->files[id]->generation;
         }
+    if (!ff->next_id) {
+        /* The newest file may still grow (--prealloc append, or past the part of the first
+           file zero-filled at start-up), and used counts frames still in the writer's buffer:
+           a page of the mapping past the file's end would fault (SIGBUS), not read zeros. */
+        struct stat sb;
+        if (fstat(sf->fd, &sb) != 0) return HANU_ERR_IO;
+        if ((uint64_t)sb.st_size < ff->end) ff->end = (uint64_t)sb.st_size;
+    }
     if (f->map && f->map_file == sf->id && f->map_gen == sf->generation && f->map_len >= ff->end) return HANU_OK;
     /* The file's descriptor is the store's while mu is held; the mapping outlives it. */
     void *m = mmap(NULL, sf->map_len, PROT_READ, MAP_SHARED, sf->fd, 0);
