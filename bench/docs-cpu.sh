@@ -13,13 +13,14 @@ duration=15
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then duration=$1; shift; fi
 [ "${1:-}" = "--" ] && shift
 dir=/var/tmp/hanudb-docscpu.$$
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12000))   # below the ephemeral ports (32768-)
 url=http://127.0.0.1:$port
 rm -rf "$dir" "$dir.bucket"
 taskset -c 0 "$BUILD/hanudb" serve --data "$dir" --http-addr 127.0.0.1:$port --kv-addr 127.0.0.1:$((port + 1)) "$@" \
   >"$dir.log" 2>&1 &
 pid=$!
 for _ in $(seq 200); do curl -sf "$url/_health" >/dev/null 2>&1 && break; sleep 0.05; done
+kill -0 "$pid" 2>/dev/null || { echo "$label: the server did not start:" >&2; cat "$dir.log" >&2; rm -rf "$dir" "$dir.bucket" "$dir.log"; exit 1; }
 cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 icpu() {
   local t=0

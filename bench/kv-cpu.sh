@@ -19,13 +19,14 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do
 done
 [ "${1:-}" = "--" ] && shift
 dir=/var/tmp/hanudb-kvcpu.$$
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12000))   # below the ephemeral ports (32768-)
 hport=$((port + 1))
 rm -rf "$dir" "$dir.bucket"
 taskset -c 0 "$BUILD/hanudb" serve --data "$dir" --kv-addr 127.0.0.1:$port --http-addr 127.0.0.1:$hport "$@" \
   >"$dir.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do "$BUILD/hanudb" kv --addr 127.0.0.1:$port ping >/dev/null 2>&1 && break; sleep 0.05; done
+kill -0 "$pid" 2>/dev/null || { echo "$label: the server did not start:" >&2; cat "$dir.log" >&2; rm -rf "$dir" "$dir.bucket" "$dir.log"; exit 1; }
 tick=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 tcpu() {  # CPU ticks of the threads named $1
