@@ -194,7 +194,10 @@ typedef struct merge_job {
     int rc;
 } merge_job;
 
-typedef struct staged {          /* a feed entry copied out from under the store lock */
+/* A feed entry of a collection, copied during the feed's callback and applied after it
+ * returns (the entry points into the feed's mapping only during the call). Entries of
+ * other databases are skipped by the feed's filter and never copied. */
+typedef struct staged {
     uint64_t txn;
     uint8_t op;
     uint32_t db;
