@@ -83,11 +83,44 @@ def kinds_after(h, srv, what):
     kv.close()
 
 
+def t_index_follows_kv_writes(h, srv):
+    """Issue 24: the indexer's feed skips key-value records without copying them, but its
+    watermark moves past them: after key-value writes only, index.index_txn reaches the
+    store's txn, and a read-your-writes query on a collection at that txn does not wait."""
+    import time
+    st, _, b = h.json("PUT", "/c/notes/docs/n1", {"text": "before"})
+    check(st == 201, "collection write %d" % st)
+    kv = kv_of(srv)
+    check(kv.call(OPS["CREATE"], db_field("plain"))[0] == OK, "kv create")
+    for i in range(300):
+        check(kv.set("k%d" % i, b"v" * 100)[0] == OK, "kv set in default")
+        check(kv.set("p%d" % i, b"\x00bytes", db="plain")[0] == OK, "kv set in plain")
+    check(kv.batch([("set", "b%d" % i, "x") for i in range(64)])[0] == OK, "kv batch")
+    kv.close()
+    st, _, s0 = h.json("GET", "/_status")
+    last = s0["txn"]
+    check(last > b["txn"] + 600, "kv writes took txns: %d after %d" % (last, b["txn"]))
+    t0 = time.time()
+    st, _, q = h.json("POST", "/c/notes/_find", {"filter": {}, "min_txn": last})
+    took = time.time() - t0
+    check(st == 200 and [d["_id"] for d in q["hits"]] == ["n1"] and q["index_txn"] >= last,
+          "min_txn past key-value writes: %d %r" % (st, q))
+    check(took < 2.0, "min_txn after key-value writes took %.2f s" % took)
+    deadline = time.time() + 5
+    while True:
+        st, _, s1 = h.json("GET", "/_status")
+        if s1["index"]["index_txn"] >= s1["txn"] or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    check(s1["index"]["index_txn"] >= s1["txn"] and s1["watermarks"]["index"] >= s1["txn"],
+          "the index watermark reaches the store's txn after key-value writes: %r" % s1)
+
+
 def run_main(tmp):
     data = os.path.join(tmp, "kinds")
     srv = HttpServer(data, ["--max-value", "2048", "--file-size", "1M"])
     srv.start()
-    failures = run_cases(srv, (t_kv_database_refused_over_http, t_collection_over_kv))
+    failures = run_cases(srv, (t_kv_database_refused_over_http, t_collection_over_kv, t_index_follows_kv_writes))
     check(srv.stop() == 0, "clean stop")
     srv.start()
     kinds_after(Http(srv.http_port), srv, "a restart")

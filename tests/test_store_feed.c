@@ -257,6 +257,105 @@ static void test_stop_inside_a_record_delivers_all_of_it(void)
     store_close(s);
 }
 
+/* The indexer's filter (issue 24): a feed filtered to some databases delivers exactly
+   their puts and deletes and every create and drop, skips the rest without a callback,
+   and its position moves past the skipped records (a watermark following it too). */
+static uint32_t wanted_db;
+static int want_one(void *ctx, uint32_t db)
+{
+    (void)ctx;
+    return db == wanted_db;
+}
+
+static void test_filtered_feed_skips_other_databases(void)
+{
+    char err[512];
+    const char *dir = test_tmpdir("feed-filter");
+    store *s = open_at(dir, err);
+    REQUIRE(s);
+    uint64_t tc, tk, t;
+    REQUIRE(store_db_create(s, "coll", 4, STORE_DB_COLLECTION, &tc) == HANU_OK);
+    REQUIRE(store_db_create(s, "kv", 2, STORE_DB_KV, &tk) == HANU_OK);
+    uint32_t coll, kv;
+    REQUIRE(store_db_lookup(s, "coll", 4, &coll) == HANU_OK);
+    REQUIRE(store_db_lookup(s, "kv", 2, &kv) == HANU_OK);
+    REQUIRE(put(s, STORE_DEFAULT_DB_ID, "d1", "x", NULL) == HANU_OK);
+    REQUIRE(put(s, coll, "c1", "{}", NULL) == HANU_OK);
+    REQUIRE(put(s, kv, "k1", "y", NULL) == HANU_OK);
+    store_op del = { STORE_DELETE, "c1", 2, NULL, 0 };
+    REQUIRE(store_write(s, coll, &del, 1, STORE_COND_NONE, 0, &t, NULL) == HANU_OK);
+    REQUIRE(store_db_drop(s, "kv", 2, &t) == HANU_OK);
+    uint64_t last = 0;
+    for (int i = 0; i < 10; i++) REQUIRE(put(s, STORE_DEFAULT_DB_ID, "d2", "z", &last) == HANU_OK);
+    REQUIRE(store_flush(s) == HANU_OK);
+
+    store_feed *f;
+    REQUIRE(store_feed_open(s, tc, &f) == HANU_OK);
+    wanted_db = coll;
+    store_feed_filter(f, want_one, NULL);
+    static seen got;
+    memset(&got, 0, sizeof got);
+    size_t n = drain(f, &got);
+    CHECK_EQ(n, 5);   /* create coll, create kv, put c1, delete c1, drop kv */
+    CHECK_EQ(got.entries, 5);
+    CHECK(!got.out_of_order);
+    char want[512];
+    snprintf(want, sizeof want, "%llu 3 %u coll=\x02\n%llu 3 %u kv=\x01\n", (unsigned long long)tc, coll,
+             (unsigned long long)tk, kv);
+    CHECK(strncmp(got.text, want, strlen(want)) == 0);
+    CHECK(strstr(got.text, " 1 0 ") == NULL);     /* no put of "default" */
+    CHECK(strstr(got.text, "k1=") == NULL);       /* nor of the key-value database */
+    CHECK(strstr(got.text, "c1={}") != NULL);
+    CHECK(strstr(got.text, " 2 ") != NULL);       /* the delete of c1 */
+    CHECK(strstr(got.text, " 4 ") != NULL);       /* the drop of kv */
+    /* Past every skipped record, up to the last txn. */
+    CHECK_EQ(store_feed_position(f), last + 1);
+    uint64_t walked, skipped;
+    store_feed_get_stats(f, &walked, &skipped);
+    CHECK_EQ(skipped, 12);   /* d1, k1 and the ten d2 */
+    store_feed_close(f);
+
+    /* Unfiltered, the same range delivers everything. */
+    REQUIRE(store_feed_open(s, tc, &f) == HANU_OK);
+    memset(&got, 0, sizeof got);
+    CHECK_EQ(drain(f, &got), 17);
+    store_feed_close(f);
+    store_close(s);
+}
+
+/* Issue 24: a feed that has caught up with the active file reads only the new frames on
+   its next call; it used to walk (and checksum) the whole file again from its header. */
+static void test_caught_up_feed_reads_only_new_frames(void)
+{
+    char err[512];
+    const char *dir = test_tmpdir("feed-caught-up");
+    store *s = open_at(dir, err);
+    REQUIRE(s);
+    for (int i = 0; i < 200; i++) REQUIRE(put(s, STORE_DEFAULT_DB_ID, "k", "v", NULL) == HANU_OK);
+    REQUIRE(store_flush(s) == HANU_OK);
+    store_feed *f;
+    REQUIRE(store_feed_open(s, 1, &f) == HANU_OK);
+    static seen got;
+    memset(&got, 0, sizeof got);
+    drain(f, &got);
+    uint64_t w0, w1;
+    store_feed_get_stats(f, &w0, NULL);
+    for (int round = 0; round < 5; round++) {
+        REQUIRE(put(s, STORE_DEFAULT_DB_ID, "k", "w", NULL) == HANU_OK);
+        REQUIRE(store_flush(s) == HANU_OK);
+        size_t n = 0;
+        memset(&got, 0, sizeof got);
+        CHECK_EQ(store_feed_next(f, 10, collect, &got, &n), HANU_OK);
+        CHECK_EQ(n, 1);
+        CHECK_EQ(store_feed_next(f, 10, collect, &got, &n), HANU_OK);
+        CHECK_EQ(n, 0);
+    }
+    store_feed_get_stats(f, &w1, NULL);
+    CHECK_EQ(w1 - w0, 5);
+    store_feed_close(f);
+    store_close(s);
+}
+
 int main(void)
 {
     RUN(test_feed_in_txn_order_across_files);
@@ -264,5 +363,7 @@ int main(void)
     RUN(test_feed_survives_compaction_midway);
     RUN(test_damaged_watermarks_refused);
     RUN(test_stop_inside_a_record_delivers_all_of_it);
+    RUN(test_filtered_feed_skips_other_databases);
+    RUN(test_caught_up_feed_reads_only_new_frames);
     TEST_DONE();
 }

@@ -32,7 +32,7 @@
 #define WATERMARK "index"
 #define FEED_BATCH 512                 /* records per store_feed_next */
 #define PENDING_BYTES_MAX (64u << 20)  /* commit early past this much pending document text */
-#define IDLE_POLL_MS 5                 /* the feed has no wake-up: poll it when idle */
+#define IDLE_POLL_MS 5                 /* the feed has no wake-up: poll it once caught up */
 #define KIND_UNKNOWN (-1)
 #define MERGE_NICE 10                  /* merges run at this lower priority */
 #define PROGRESS_EVERY_NS 1000000000ull /* rebuild progress lines at most this often */
@@ -195,7 +195,10 @@ typedef struct merge_job {
     int rc;
 } merge_job;
 
-typedef struct staged {          /* a feed entry copied out from under the store lock */
+/* A feed entry of a collection, copied during the feed's callback and applied after it
+ * returns (the entry points into the feed's mapping only during the call). Entries of
+ * other databases are skipped by the feed's filter and never copied. */
+typedef struct staged {
     uint64_t txn;
     uint8_t op;
     uint32_t db;
@@ -218,6 +221,8 @@ struct indexer {
     uint64_t last_commit_ns;
     staged *stage;
     size_t nstage, stagecap;
+    int stage_failed;            /* a callback could not copy an entry (NOMEM) */
+    int feed_more;               /* the last feed_step stopped at its limits, not at the end */
     hanu_buf stage_arena;
     char (*doomed)[64];          /* files to remove once the next commit is durable */
     size_t ndoomed, doomcap;
@@ -600,6 +605,20 @@ static int publish_dirty(indexer *ix, uint64_t txn)
 
 /* ------------------------------------------------------- the feed */
 
+/* The feed's filter (issue 24): the puts and deletes of a database known not to be a
+ * collection (key-value databases, "default", the system database) are skipped by the
+ * feed before any callback or copy. A database whose kind is not known yet (the first
+ * record of one created before the committed txn, or one dropped earlier in this batch)
+ * is taken, and apply_staged decides; from then on its kind is known. Untyped databases
+ * (from logs older than kinds) stay indexed: they may hold documents. */
+static int want_db(void *ctx, uint32_t db)
+{
+    indexer *ix = ctx;
+    if (db == STORE_SYSTEM_DB_ID) return 0;
+    dbstate *d = db_find(ix, db, NULL);
+    return !d || d->kind == KIND_UNKNOWN || is_collection(d->kind);
+}
+
 static int stage_change(void *ctx, const store_change *c)
 {
     indexer *ix = ctx;
@@ -607,19 +626,25 @@ static int stage_change(void *ctx, const store_change *c)
     if (c->op == LOG_OP_PUT || c->op == LOG_OP_DELETE) {
         dbstate *d = db_find(ix, c->db, NULL);
         if (d && d->kind == STORE_DB_KV) return 0;   /* key-value databases are not indexed */
+    } else if (c->op == LOG_OP_CREATE_DB || c->op == LOG_OP_DROP_DB) {
+        /* The filter judges the rest of this batch by the new kind at once (a put of a
+           database created again staged before the create is reset by it in apply_staged). */
+        dbstate *d = c->op == LOG_OP_CREATE_DB ? db_get(ix, c->db) : db_find(ix, c->db, NULL);
+        if (c->op == LOG_OP_CREATE_DB && !d) return ix->stage_failed = 1;
+        if (d) d->kind = c->op == LOG_OP_DROP_DB ? KIND_UNKNOWN : c->value_len ? c->value[0] : STORE_DB_UNTYPED;
     }
     if (ix->nstage == ix->stagecap) {
         size_t cap = ix->stagecap ? ix->stagecap * 2 : 256;
         staged *p = realloc(ix->stage, cap * sizeof *p);
-        if (!p) return 1;
+        if (!p) return ix->stage_failed = 1;
         ix->stage = p;
         ix->stagecap = cap;
     }
     staged *s = &ix->stage[ix->nstage];
     *s = (staged){ c->txn, c->op, c->db, ix->stage_arena.len, c->key_len, 0, c->value_len };
-    if (hanu_buf_append(&ix->stage_arena, c->key, c->key_len)) return 1;
+    if (hanu_buf_append(&ix->stage_arena, c->key, c->key_len)) return ix->stage_failed = 1;
     s->val_off = ix->stage_arena.len;
-    if (hanu_buf_append(&ix->stage_arena, c->value, c->value_len)) return 1;
+    if (hanu_buf_append(&ix->stage_arena, c->value, c->value_len)) return ix->stage_failed = 1;
     ix->nstage++;
     return 0;
 }
@@ -696,8 +721,15 @@ static int apply_staged(indexer *ix, const staged *s)
 static int feed_step(indexer *ix, size_t *got)
 {
     ix->nstage = 0;
+    ix->stage_failed = 0;
     hanu_buf_reset(&ix->stage_arena);
+    uint64_t skipped0, skipped1;
+    store_feed_get_stats(ix->feed, NULL, &skipped0);
     int rc = store_feed_next(ix->feed, FEED_BATCH, stage_change, ix, got);
+    store_feed_get_stats(ix->feed, NULL, &skipped1);
+    /* A full batch, or the most one call skips: the feed holds more at once. */
+    ix->feed_more = *got >= FEED_BATCH || skipped1 - skipped0 >= STORE_FEED_SKIP_MAX;
+    if (!rc && ix->stage_failed) rc = HANU_ERR_NOMEM;   /* a record half staged: never skip it */
     if (rc) {
         note_failure(ix, "the change feed failed at txn %" PRIu64 ": %s", store_feed_position(ix->feed),
                      hanu_status_str(rc));
@@ -1193,7 +1225,11 @@ static void *indexer_main(void *arg)
             pthread_mutex_unlock(&ix->mu);
             rc = commit(ix);
             pthread_mutex_lock(&ix->mu);
-        } else if (!rc && !got) {
+        } else if (!rc && !ix->feed_more &&
+                   !(got && ix->waiters && ix->wanted_txn > ix->consumed)) {
+            /* Caught up: wait for the next poll (or a waiter) instead of coming back after
+               every group commit's few records; what arrives meanwhile is read as one batch.
+               A full batch is followed at once, so the lag under load stays bounded. */
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += IDLE_POLL_MS * 1000000L;
@@ -1476,6 +1512,7 @@ int indexer_open(store *st, const indexer_options *o, indexer **out, char *err, 
     }
     index_commit_free(&c);
     if (!rc) rc = store_feed_open(st, ix->committed_txn + 1, &ix->feed);
+    if (!rc) store_feed_filter(ix->feed, want_db, ix);
     if (!rc && ix->rebuilding && !ix->rebuild_target) ix->rebuilding = 0;   /* an empty log */
     if (!rc && ix->opt.merge_policy != INDEX_MERGE_NONE) {
         if (pthread_create(&ix->merge_thread, NULL, merge_main, ix) != 0) rc = HANU_ERR_NOMEM;

@@ -71,7 +71,7 @@ void log_frame_finish(hanu_buf *b, uint64_t txn)
     hanu_put_u32(b->data + 4, hanu_checksum32(b->data + 8, b->len - 8));
 }
 
-int log_frame_decode(const uint8_t *p, size_t avail, log_frame *f, const char **why)
+static inline int frame_decode(const uint8_t *p, size_t avail, log_frame *f, const char **why, int check)
 {
     static const char *dummy;
     if (!why) why = &dummy;
@@ -100,7 +100,7 @@ int log_frame_decode(const uint8_t *p, size_t avail, log_frame *f, const char **
         return LOG_FRAME_TORN;
     }
     size_t size = LOG_FRAME_HEADER_SIZE + (size_t)body_len;
-    if (hanu_get_u32(p + 4) != hanu_checksum32(p + 8, size - 8)) {
+    if (check && hanu_get_u32(p + 4) != hanu_checksum32(p + 8, size - 8)) {
         *why = "frame checksum mismatch";
         return LOG_FRAME_BAD;
     }
@@ -121,6 +121,16 @@ int log_frame_decode(const uint8_t *p, size_t avail, log_frame *f, const char **
     f->size = (uint32_t)size;
     f->start = p;
     return LOG_FRAME_OK;
+}
+
+int log_frame_decode(const uint8_t *p, size_t avail, log_frame *f, const char **why)
+{
+    return frame_decode(p, avail, f, why, 1);
+}
+
+int log_frame_decode_checked(const uint8_t *p, size_t avail, log_frame *f, const char **why)
+{
+    return frame_decode(p, avail, f, why, 0);
 }
 
 void log_seal_encode(uint8_t out[LOG_FRAME_HEADER_SIZE], uint64_t last_txn)

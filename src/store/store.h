@@ -186,8 +186,8 @@ typedef struct store_change {
     const uint8_t *value;
     size_t value_len;
 } store_change;
-/* Called under the store lock: it must not call the store. Non-zero stops the feed
-   after this record. */
+/* Called on the feed's thread without the store lock (the entry points into the feed's
+   own mapping of the log file). Non-zero stops the feed after this record. */
 typedef int (*store_change_fn)(void *ctx, const store_change *c);
 
 typedef struct store_feed store_feed;
@@ -200,6 +200,19 @@ int store_feed_open(store *s, uint64_t from_txn, store_feed **out);
 int store_feed_next(store_feed *f, size_t max_records, store_change_fn fn, void *ctx, size_t *delivered);
 uint64_t store_feed_position(const store_feed *f);   /* the txn the next record has at least */
 void store_feed_close(store_feed *f);
+/* Which databases a projection wants (issue 24): the puts and deletes of a database
+   want says 0 for are skipped before the callback (no call, no copy); creates and
+   drops of databases are always delivered. A record left with no entry is skipped
+   and not counted in *delivered, but the position moves past it, so a watermark that
+   follows the position moves past it too. want runs on the feed's thread without the
+   store lock, once per entry. NULL: every database (the default). */
+typedef int (*store_feed_want_fn)(void *ctx, uint32_t db);
+void store_feed_filter(store_feed *f, store_feed_want_fn want, void *ctx);
+/* One store_feed_next walks at most this many skipped records (it returns, and the
+   position says how far it got). */
+#define STORE_FEED_SKIP_MAX 65536
+/* Frames this feed decoded, and records it skipped, since it was opened (tests, bench). */
+void store_feed_get_stats(const store_feed *f, uint64_t *frames_walked, uint64_t *records_skipped);
 /* Blocks until txn is durable: OK, or STOPPED when the log failed. */
 int store_wait_durable(store *s, uint64_t txn);
 

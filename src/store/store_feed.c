@@ -15,6 +15,8 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- watermarks ---- */
@@ -183,7 +185,26 @@ size_t store_watermark_list(store *s, store_watermark *out, size_t cap)
     return n;
 }
 
-/* ---- the change feed ---- */
+/* ---- the change feed ----
+ *
+ * Issue 24: the walk holds no lock that the write path takes. Under the store lock a
+ * call only looks up its file (id, generation, the bytes that may hold frames, the
+ * next file) and publishes what its last walk verified; then it walks its own
+ * read-only mapping of that file. The mapping is the feed's, not the store's: a
+ * compaction that replaces the file (new generation, the old mapping unmapped when it
+ * retires) or a remap of the active file cannot pull pages from under the walk, and
+ * the inode it maps holds the same records (a compaction only drops superseded ones
+ * below the floor, which this feed's watermark is part of). A frame is read only when
+ * its txn is at or below the written txn, read before the lookup: the loop's pwrite
+ * put it into the page cache whole before that txn was published.
+ *
+ * The checksum pass is done once per file generation, not per projection: frames below
+ * store_file.feed_verified were checksummed by some feed's walk, and a later walk
+ * (the sealer behind the indexer) decodes them without the checksum.
+ *
+ * A filter (store_feed_filter) drops the puts and deletes of databases the projection
+ * does not want before its callback: no call, no copy. A record with nothing left is
+ * skipped; the position still moves past it, so the projection's watermark does too. */
 
 struct store_feed {
     store *s;
@@ -191,6 +212,16 @@ struct store_feed {
     uint32_t file_id;         /* where the walk stands, 0: find it again */
     uint32_t generation;      /* of that file; a compaction changes it */
     uint64_t offset;
+    store_feed_want_fn want;  /* NULL: every database */
+    void *want_ctx;
+    /* the feed's own mapping of file_id at generation */
+    uint8_t *map;
+    size_t map_len;
+    uint32_t map_file, map_gen;
+    /* what the last walk checksummed, published at the next lookup */
+    uint32_t ver_file, ver_gen;
+    uint64_t ver_end;
+    uint64_t frames_walked, records_skipped;
 };
 
 int store_feed_open(store *s, uint64_t from_txn, store_feed **out)
@@ -203,8 +234,33 @@ int store_feed_open(store *s, uint64_t from_txn, store_feed **out)
     return HANU_OK;
 }
 
-void store_feed_close(store_feed *f) { free(f); }
+void store_feed_filter(store_feed *f, store_feed_want_fn want, void *ctx)
+{
+    f->want = want;
+    f->want_ctx = ctx;
+}
+
+static void feed_unmap(store_feed *f)
+{
+    if (f->map) munmap(f->map, f->map_len);
+    f->map = NULL;
+    f->map_len = 0;
+    f->map_file = 0;
+}
+
+void store_feed_close(store_feed *f)
+{
+    if (!f) return;
+    feed_unmap(f);
+    free(f);
+}
 uint64_t store_feed_position(const store_feed *f) { return f->next_txn; }
+
+void store_feed_get_stats(const store_feed *f, uint64_t *frames_walked, uint64_t *records_skipped)
+{
+    if (frames_walked) *frames_walked = f->frames_walked;
+    if (records_skipped) *records_skipped = f->records_skipped;
+}
 
 /* Finds the file holding next_txn (or the first after it) and walks from its header. */
 static store_file *feed_locate(store *s, store_feed *f)
@@ -220,40 +276,113 @@ static store_file *feed_locate(store *s, store_feed *f)
     return NULL;
 }
 
+/* What one walk needs to know of its file, taken under the store lock. */
+typedef struct feed_file {
+    uint64_t end;             /* bytes that may hold frames */
+    uint64_t trusted;         /* frames below were checksummed already */
+    uint64_t last_txn;
+    uint32_t next_id, next_gen;
+} feed_file;
+
+/* mu held: publishes the last walk's checksum pass, finds the file, maps it. */
+static int feed_lookup(store *s, store_feed *f, feed_file *ff)
+{
+    if (f->ver_end) {
+        store_file *vf = store_file_get(s, f->ver_file);
+        if (vf && vf->generation == f->ver_gen &&
+            (vf->feed_verified_gen != f->ver_gen || vf->feed_verified < f->ver_end)) {
+            vf->feed_verified = f->ver_end;
+            vf->feed_verified_gen = f->ver_gen;
+        }
+        f->ver_end = 0;
+    }
+    store_file *sf = f->file_id ? store_file_get(s, f->file_id) : NULL;
+    if (!sf || !sf->map || sf->generation != f->generation) sf = feed_locate(s, f);
+    if (!sf) return HANU_ERR_NOT_FOUND;
+    ff->end = HANU_MIN((uint64_t)sf->used, (uint64_t)sf->map_len);
+    ff->trusted = sf->feed_verified_gen == sf->generation ? sf->feed_verified : 0;
+    ff->last_txn = sf->last_txn;
+    ff->next_id = ff->next_gen = 0;
+    for (uint32_t id = sf->id + 1; id < s->files_cap && !ff->next_id; id++)
+        if (s->files[id] && s->files[id]->map) {
+            ff->next_id = id;
+            ff->next_gen = s->files[id]->generation;
+        }
+    if (!ff->next_id) {
+        /* The newest file may still grow (--prealloc append, or past the part of the first
+           file zero-filled at start-up), and used counts frames still in the writer's buffer:
+           a page of the mapping past the file's end would fault (SIGBUS), not read zeros. */
+        struct stat sb;
+        if (fstat(sf->fd, &sb) != 0) return HANU_ERR_IO;
+        if ((uint64_t)sb.st_size < ff->end) ff->end = (uint64_t)sb.st_size;
+    }
+    if (f->map && f->map_file == sf->id && f->map_gen == sf->generation && f->map_len >= ff->end) return HANU_OK;
+    /* The file's descriptor is the store's while mu is held; the mapping outlives it. */
+    void *m = mmap(NULL, sf->map_len, PROT_READ, MAP_SHARED, sf->fd, 0);
+    if (m == MAP_FAILED) return HANU_ERR_IO;
+    feed_unmap(f);
+    f->map = m;
+    f->map_len = sf->map_len;
+    f->map_file = sf->id;
+    f->map_gen = sf->generation;
+    return HANU_OK;
+}
+
+/* Delivers the wanted entries of one record; 1 when any was delivered. */
+static int feed_deliver(store_feed *f, const log_frame *fr, store_change_fn fn, void *ctx, int *stop)
+{
+    uint32_t pos = 0;
+    log_entry e;
+    int any = 0;
+    while (log_frame_next_entry(fr, &pos, &e)) {   /* a stop takes effect after the whole record */
+        /* Creates and drops always go through: a projection must learn about databases. */
+        if (f->want && (e.op == LOG_OP_PUT || e.op == LOG_OP_DELETE) && !f->want(f->want_ctx, e.db)) continue;
+        store_change c = { fr->txn, e.op, e.db, e.key, e.key_len, e.value, e.value_len };
+        any = 1;
+        if (fn(ctx, &c)) *stop = 1;
+    }
+    return any;
+}
+
 int store_feed_next(store_feed *f, size_t max_records, store_change_fn fn, void *ctx, size_t *delivered)
 {
     store *s = f->s;
-    size_t n = 0;
+    size_t n = 0, skipped = 0;
     int rc = HANU_OK, stop = 0;
     /* Only frames already in the file: a buffered one is not readable yet. */
     uint64_t written = log_writer_written_txn(s->log);
-    pthread_mutex_lock(&s->mu);
-    while (!stop && n < max_records && f->next_txn <= written) {
-        store_file *sf = f->file_id ? store_file_get(s, f->file_id) : NULL;
-        if (!sf || !sf->map || sf->generation != f->generation) sf = feed_locate(s, f);
-        if (!sf) break;
+    while (!stop && n < max_records && skipped < STORE_FEED_SKIP_MAX && f->next_txn <= written) {
+        feed_file ff;
+        pthread_mutex_lock(&s->mu);
+        int lr = feed_lookup(s, f, &ff);
+        pthread_mutex_unlock(&s->mu);
+        if (lr == HANU_ERR_NOT_FOUND) break;
+        if (lr) { rc = lr; break; }
         log_walker wk;
-        log_walker_init(&wk, sf->map, HANU_MIN((uint64_t)sf->used, (uint64_t)sf->map_len));
+        log_walker_init(&wk, f->map, ff.end);
         wk.off = f->offset;
         log_frame fr;
-        uint64_t at;
-        int r;
-        while (n < max_records && (r = log_walker_next(&wk, &fr, &at, NULL)) == LOG_FRAME_OK) {
-            if (fr.txn > written) { wk.off = at; stop = 1; break; }
+        int r = LOG_FRAME_END;
+        while (n < max_records && skipped < STORE_FEED_SKIP_MAX && wk.off < wk.end) {
+            uint64_t at = wk.off;
+            r = at < ff.trusted ? log_frame_decode_checked(f->map + at, wk.end - at, &fr, NULL)
+                                : log_frame_decode(f->map + at, wk.end - at, &fr, NULL);
+            if (r != LOG_FRAME_OK) break;
+            f->frames_walked++;
+            if (fr.txn > written) { stop = 1; break; }
+            wk.off = at + fr.size;
             f->offset = wk.off;
+            f->ver_file = f->file_id;
+            f->ver_gen = f->generation;
+            f->ver_end = wk.off;
             if (fr.txn < f->next_txn) continue;
-            uint32_t pos = 0;
-            log_entry e;
-            while (log_frame_next_entry(&fr, &pos, &e)) {   /* a stop takes effect after the whole record */
-                store_change c = { fr.txn, e.op, e.db, e.key, e.key_len, e.value, e.value_len };
-                if (fn(ctx, &c)) stop = 1;
-            }
+            if (feed_deliver(f, &fr, fn, ctx, &stop)) n++;
+            else { skipped++; f->records_skipped++; }
             f->next_txn = fr.txn + 1;
-            n++;
             if (stop) break;
         }
-        if (stop || n >= max_records) break;
-        if (r != LOG_FRAME_OK && wk.off < sf->used && r != LOG_FRAME_SEAL && r != LOG_FRAME_END) {
+        if (stop || n >= max_records || skipped >= STORE_FEED_SKIP_MAX) break;
+        if (r != LOG_FRAME_OK && wk.off < ff.end && r != LOG_FRAME_SEAL && r != LOG_FRAME_END) {
             /* Past the written txn the bytes may be a frame the loop's flush is copying
                into the file right now (torn or half there): not yet, not damage. */
             if (f->next_txn > written) break;
@@ -261,17 +390,14 @@ int store_feed_next(store_feed *f, size_t max_records, store_change_fn fn, void 
             break;
         }
         /* This file is done: go on with the next one that holds later records. */
-        if (sf->last_txn >= f->next_txn) break;   /* the active file: nothing more yet */
-        f->file_id = 0;
-        uint32_t next_id = 0;
-        for (uint32_t id = sf->id + 1; id < s->files_cap && !next_id; id++)
-            if (s->files[id] && s->files[id]->map) next_id = id;
-        if (!next_id) break;
-        f->file_id = next_id;
-        f->generation = s->files[next_id]->generation;
+        if (ff.last_txn >= f->next_txn) break;   /* the active file: nothing more yet */
+        /* No later file yet: stay where the walk stands (forgetting the position made
+           every call of a feed that had caught up walk the whole active file again). */
+        if (!ff.next_id) break;
+        f->file_id = ff.next_id;
+        f->generation = ff.next_gen;
         f->offset = LOG_FILE_HEADER_SIZE;
     }
-    pthread_mutex_unlock(&s->mu);
     if (delivered) *delivered = n;
     return rc;
 }

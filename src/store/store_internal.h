@@ -21,6 +21,10 @@ typedef struct store_file {
     uint64_t first_txn, last_txn;
     int compacted;
     uint32_t generation;
+    /* The change feed's shared checksum pass (store_feed.c): frames below this offset
+       were verified by some feed walk of this generation (mu held). */
+    uint64_t feed_verified;
+    uint32_t feed_verified_gen;
 } store_file;
 
 typedef struct store_unsettled_delete {
