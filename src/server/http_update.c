@@ -402,10 +402,11 @@ void http_update_query_run(http_call *c, uint32_t db)
     uint64_t now = hanu_wall_ms();
     for (size_t i = 0; i < hits.n; i++) {
         const index_hit *h = &hits.hits[i];
-        uint64_t token;
+        uint64_t token;   /* unused: the loop writes nothing before the store_write below */
         hanu_buf_reset(&cur);
         if (store_get(st, db, h->id, h->id_len, &cur, &token) != HANU_OK) continue;   /* deleted since */
-        if (token != h->txn && filter_match(q.filter, (const char *)cur.data, cur.len) != 1) continue;
+        /* The index may have decided on an older version: the current bytes decide. */
+        if (filter_match(q.filter, (const char *)cur.data, cur.len) != 1) continue;
         matched++;
         size_t id_off = arena.len;
         hanu_buf_append(&arena, h->id, h->id_len);
