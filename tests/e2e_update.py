@@ -270,8 +270,29 @@ def run_kill(tmp):
     srv.stop()
 
 
+def run_tokens(tmp):
+    """A read-only token updates and deletes nothing (403), by id or by filter."""
+    tokens = os.path.join(tmp, "tokens")
+    with open(tokens, "w") as f:
+        f.write("rw-token-1 rw *\nro-token-1 ro *\n")
+    srv = HttpServer(os.path.join(tmp, "tokens-data"), ["--tokens", tokens])
+    srv.start()
+    rw, ro = Http(srv.http_port, token="rw-token-1"), Http(srv.http_port, token="ro-token-1")
+    check(rw.json("PUT", "/c/t/docs/a", {"n": 1})[0] == 201, "rw writes")
+    for method, path, body, hd in (("PATCH", "/c/t/docs/a", {"n": 2}, MERGE),
+                                   ("PATCH", "/c/t/docs/a", {"$inc": {"n": 1}}, None),
+                                   ("POST", "/c/t/docs/a/_update", {"update": {"$inc": {"n": 1}}}, None),
+                                   ("POST", "/c/t/_update", {"filter": {}, "update": {"$inc": {"n": 1}}}, None),
+                                   ("POST", "/c/t/_delete", {"filter": {}}, None)):
+        refused(ro, method, path, body, 403, "forbidden", hd)
+    check(json.loads(get(rw, "t", "a")[2])["n"] == 1, "nothing changed")
+    check(rw.json("PATCH", "/c/t/docs/a", {"$inc": {"n": 1}})[0] == 200, "rw updates")
+    srv.stop()
+
+
 def main():
-    run_suite("hanudb-update-", run_main, [(run_kill, "an update by filter under SIGKILL: all or nothing")])
+    run_suite("hanudb-update-", run_main, [(run_tokens, "a read-only token cannot update"),
+                                           (run_kill, "an update by filter under SIGKILL: all or nothing")])
 
 
 if __name__ == "__main__":
