@@ -728,7 +728,7 @@ static int array_op(apply_ctx *c, const uitem *it, unode *parent, size_t idx, in
         if (!rc && it->has_slice) {
             /* $slice: n keeps the first n, -n the last n, 0 none. */
             int64_t s = it->slice;
-            size_t keep = (size_t)(s < 0 ? -s : s);
+            uint64_t keep = s < 0 ? (uint64_t)0 - (uint64_t)s : (uint64_t)s;   /* no overflow at INT64_MIN */
             if (keep < arr->n) {
                 if (s >= 0) while (arr->n > keep) un_remove(arr, arr->n - 1);
                 else while (arr->n > keep) un_remove(arr, 0);
