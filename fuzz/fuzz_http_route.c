@@ -20,6 +20,7 @@ static const size_t segments_of[PATH_COUNT] = {
     [PATH_HEALTH] = 1, [PATH_STATUS] = 1, [PATH_METRICS] = 1, [PATH_COLLECTIONS] = 1,
     [PATH_COLLECTION] = 2, [PATH_DOCS] = 3, [PATH_BATCH] = 3, [PATH_DOC] = 4,
     [PATH_FIND] = 3, [PATH_SEARCH] = 3, [PATH_AGGS] = 3, [PATH_SNAPSHOT] = 2, [PATH_EXPORT] = 3,
+    [PATH_DOC_UPDATE] = 5, [PATH_UPDATE] = 3, [PATH_DELETE_QUERY] = 3,
 };
 
 static void check_segment(const char *s, size_t len)
@@ -43,8 +44,8 @@ static void check_segment(const char *s, size_t len)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *in = (const char *)data;
-    const char *seg[4];
-    size_t segl[4];
+    const char *seg[HTTP_MAX_SEGMENTS];
+    size_t segl[HTTP_MAX_SEGMENTS];
     int path = http_match_path(in, size, seg, segl);
     assert(path >= PATH_UNKNOWN && path < PATH_COUNT);
     assert(path == PATH_UNKNOWN || segments_of[path] > 0);   /* a named path missing from the table above */

@@ -227,7 +227,8 @@ def t_location_allow_options_head(h, srv):
         "/_health": "GET, HEAD, OPTIONS", "/_status": "GET, HEAD, OPTIONS", "/metrics": "GET, HEAD, OPTIONS",
         "/c": "GET, HEAD, OPTIONS", "/c/loc": "GET, HEAD, PUT, DELETE, OPTIONS",
         "/c/loc/docs": "GET, HEAD, POST, OPTIONS", "/c/loc/_batch": "POST, OPTIONS",
-        "/c/loc/docs/x": "GET, HEAD, PUT, DELETE, OPTIONS",
+        "/c/loc/docs/x": "GET, HEAD, PUT, PATCH, DELETE, OPTIONS", "/c/loc/docs/x/_update": "POST, OPTIONS",
+        "/c/loc/_update": "POST, OPTIONS", "/c/loc/_delete": "POST, OPTIONS",
     }
     for path, allow in routes.items():
         st, hd, b = h.call("OPTIONS", path)
@@ -254,7 +255,7 @@ def t_location_allow_options_head(h, srv):
 
 def t_cors(h, srv):
     origin = "https://app.example"
-    for path, methods in (("/c/users/docs/a", "GET, HEAD, PUT, DELETE, OPTIONS"), ("/c/users/docs", "GET, HEAD, POST, OPTIONS"),
+    for path, methods in (("/c/users/docs/a", "GET, HEAD, PUT, PATCH, DELETE, OPTIONS"), ("/c/users/docs", "GET, HEAD, POST, OPTIONS"),
                           ("/c/users/_batch", "POST, OPTIONS"), ("/c", "GET, HEAD, OPTIONS")):
         st, hd, _ = h.call("OPTIONS", path, headers={"Origin": origin, "Access-Control-Request-Method": "PUT",
                                                      "Access-Control-Request-Headers": "traceparent"})

@@ -124,6 +124,39 @@ static void test_conditions_and_tokens(void)
     store_close(s);
 }
 
+/* After a crash the numbering resumes above txns that may have been handed out;
+   store_last_record_txn still names the newest record (what the index reaches). */
+static void test_last_record_txn_after_crash(void)
+{
+    const char *dir = test_tmpdir("lastrec");
+    char err[512];
+    store *s = open_store(dir, LOG_PREALLOC_ZEROFILL, 0, err);
+    REQUIRE(s);
+    CHECK_EQ(store_last_record_txn(s), store_last_txn(s));
+    uint64_t txn = 0;
+    REQUIRE(store_write(s, 0, &(store_op){ STORE_SET, "k", 1, "v", 1 }, 1, STORE_COND_NONE, 0, &txn, NULL) == HANU_OK);
+    CHECK_EQ(store_last_record_txn(s), txn);
+    store_close(s);
+    pid_t pid = fork();
+    if (pid == 0) {   /* writes one more, synced, and dies without closing */
+        store *c = open_store(dir, LOG_PREALLOC_ZEROFILL, 0, err);
+        uint64_t t = 0;
+        if (!c || store_write(c, 0, &(store_op){ STORE_SET, "k", 1, "w", 1 }, 1, STORE_COND_NONE, 0, &t, NULL) ||
+            store_sync(c) || t != txn + 1)
+            _exit(1);
+        _exit(0);
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    s = open_store(dir, LOG_PREALLOC_ZEROFILL, 0, err);
+    REQUIRE(s);
+    CHECK(store_last_txn(s) > txn + 1);   /* numbering resumed higher */
+    CHECK_EQ(store_last_record_txn(s), txn + 1);
+    REQUIRE(store_write(s, 0, &(store_op){ STORE_SET, "k", 1, "x", 1 }, 1, STORE_COND_NONE, 0, &txn, NULL) == HANU_OK);
+    CHECK_EQ(store_last_record_txn(s), txn);
+    store_close(s);
+}
+
 static void test_batch_one_txn_all_applied(void)
 {
     char err[512], v[64];
@@ -637,6 +670,7 @@ int main(void)
     RUN(test_round_trip_append);
     RUN(test_round_trip_fallocate);
     RUN(test_conditions_and_tokens);
+    RUN(test_last_record_txn_after_crash);
     RUN(test_batch_one_txn_all_applied);
     RUN(test_databases);
     RUN(test_torn_tail_keeps_prefix);

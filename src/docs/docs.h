@@ -107,6 +107,37 @@ int docs_batch_decode(const char *in, size_t len, uint32_t max_doc, docs_id_fn n
                       docs_batch *out, docs_error *e);
 void docs_batch_free(docs_batch *b);
 
+/* ---- updates (docs_update.c, docs/API.md "Updates") ---- */
+
+enum docs_update_kind {
+    DOCS_UPDATE_OPERATORS = 1,   /* MongoDB's operators: {"$set":{..},"$inc":{..},..} */
+    DOCS_UPDATE_MERGE_PATCH = 2, /* an RFC 7396 merge patch (a JSON object) */
+};
+#define DOCS_UPDATE_MAX_FIELDS 1000   /* fields one update names, every operator together */
+
+/* A parsed update: read-only once parsed, so one update applies to many documents. */
+typedef struct docs_update docs_update;
+
+/* Parses and checks an update: operators known, operands of the right types, paths
+   well formed, no two operators on one field (or one inside the other). 0, or
+   HANU_ERR_INVALID with *e (400 invalid_update or invalid_json), HANU_ERR_NOMEM. */
+int docs_update_parse(const char *in, size_t len, int kind, docs_update **out, docs_error *e);
+void docs_update_free(docs_update *u);   /* NULL is fine */
+
+/* Applies u to the stored document doc[0..len) and appends the new document to out
+   (reset first), compact, members in their order, new ones last, numbers the update
+   did not compute as stored. now_ms is $currentDate's time. *changed: whether the
+   result differs from the document (written the same way). What depends on the
+   document fails here: 400 invalid_update naming the operator and the path
+   ($inc of "a.b": the value is a string, not a number), also when "_id" would change
+   or go; then out is empty: nothing of the update applies. */
+int docs_update_apply(const docs_update *u, const char *doc, size_t len, uint64_t now_ms, hanu_buf *out,
+                      int *changed, docs_error *e);
+
+/* RFC 7396 on any JSON values: MergePatch(target, patch) appended to out (reset
+   first); tlen 0: no target. 0, HANU_ERR_INVALID (not JSON), HANU_ERR_NOMEM. */
+int docs_merge_patch(const char *target, size_t tlen, const char *patch, size_t plen, hanu_buf *out);
+
 /* ---- idempotency records (docs_idem.c, format in docs/FORMATS.md) ---- */
 
 #define DOCS_IDEM_KEY_MAX 128          /* bytes of an Idempotency-Key */

@@ -21,7 +21,7 @@ static void wrong_kind(http_call *c)
                "collections only (docs/API.md, kinds of databases)", c->col);
 }
 
-static void store_failure(http_call *c, int rc)
+void http_store_failure(http_call *c, int rc)
 {
     if (rc == HANU_ERR_TOO_LARGE) http_error(c, 413, "too_large", "document or key over the size limit");
     else if (rc == HANU_ERR_INVALID) http_error(c, 400, "invalid_request", "invalid write");
@@ -48,29 +48,29 @@ int http_find_collection(http_call *c, int create, uint32_t *db)
     return rc;
 }
 
-static void new_id(void *ctx, char out[DOCS_NEW_ID_LEN + 1])
+void http_new_id(void *ctx, char out[DOCS_NEW_ID_LEN + 1])
 {
     server *srv = ctx;
     docs_id_new(&srv->id_last_ms, &srv->id_seq, hanu_wall_ms(), out);
 }
 
 /* The answer of a write after its leading {"txn":N (what an idempotency record
-   keeps): an object written with w into rest, whose '{' answer_end turns into ','. */
-static void answer_begin(json_writer *w, hanu_buf *rest)
+   keeps): an object written with w into rest, whose '{' http_answer_end turns into ','. */
+void http_answer_begin(json_writer *w, hanu_buf *rest)
 {
     hanu_buf_reset(rest);
     json_writer_init(w, rest);
     json_write_object_begin(w);
 }
 
-static void answer_end(json_writer *w)
+void http_answer_end(json_writer *w)
 {
     json_write_object_end(w);
     if (json_writer_status(w) == HANU_OK) w->out->data[0] = ',';
 }
 
 /* Sends {"txn":N + rest (which closes the object), parked until durable when asked. */
-static void reply_written(http_call *c, int status, uint64_t txn, const uint8_t *rest, size_t rest_len)
+void http_reply_written(http_call *c, int status, uint64_t txn, const uint8_t *rest, size_t rest_len, int etag)
 {
     hanu_buf b = {0};
     json_writer w;
@@ -78,12 +78,20 @@ static void reply_written(http_call *c, int status, uint64_t txn, const uint8_t 
     json_write_object_begin(&w);
     json_write_key(&w, "txn", 3);
     json_write_int64(&w, (int64_t)txn);
+    if (etag) {   /* the new version's tag, in the body and as the ETag header */
+        char t[32];
+        int n = snprintf(t, sizeof t, "\"%llu\"", (unsigned long long)txn);
+        json_write_key(&w, "etag", 4);
+        json_write_string(&w, t, (size_t)n);
+        h2o_add_header(&c->req->pool, &c->req->res.headers, H2O_TOKEN_ETAG, NULL,
+                       h2o_strdup(&c->req->pool, t, (size_t)n).base, (size_t)n);
+    }
     hanu_buf_append(&b, rest, rest_len);
     http_reply_write(c, status, (const char *)b.data, b.len, txn);
     hanu_buf_free(&b);
 }
 
-static const h2o_iovec_t *idempotency_key(http_call *c, int *bad)
+const h2o_iovec_t *http_idem_header(http_call *c, int *bad)
 {
     *bad = 0;
     const h2o_iovec_t *k = http_header(c->req, H2O_STRLIT("idempotency-key"));
@@ -91,12 +99,12 @@ static const h2o_iovec_t *idempotency_key(http_call *c, int *bad)
     return k;
 }
 
-static size_t idem_store_key(const http_call *c, const h2o_iovec_t *k, char out[DOCS_IDEM_STORE_KEY_MAX])
+size_t http_idem_store_key(const http_call *c, const h2o_iovec_t *k, char out[DOCS_IDEM_STORE_KEY_MAX])
 {
     return docs_idem_key(c->col, c->token ? c->token->scope : NULL, k->base, k->len, out);
 }
 
-static void idem_fingerprint(const http_call *c, uint8_t out[DOCS_IDEM_FINGERPRINT])
+void http_idem_fingerprint(const http_call *c, uint8_t out[DOCS_IDEM_FINGERPRINT])
 {
     h2o_req_t *req = c->req;
     size_t plen = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
@@ -106,12 +114,12 @@ static void idem_fingerprint(const http_call *c, uint8_t out[DOCS_IDEM_FINGERPRI
 
 /* Replays the answer stored with an idempotency key; 1 when it answered: the first
    answer, or 422 when the key was first used for another request. */
-static int idem_replay(http_call *c, const h2o_iovec_t *k, const uint8_t fp[DOCS_IDEM_FINGERPRINT])
+int http_idem_replay(http_call *c, const h2o_iovec_t *k, const uint8_t fp[DOCS_IDEM_FINGERPRINT], int etag)
 {
     char key[DOCS_IDEM_STORE_KEY_MAX];
     hanu_buf v = {0};
     docs_idem_answer a;
-    int rc = docs_idem_lookup(c->srv->store, key, idem_store_key(c, k, key), fp, hanu_wall_ms(), &v, &a);
+    int rc = docs_idem_lookup(c->srv->store, key, http_idem_store_key(c, k, key), fp, hanu_wall_ms(), &v, &a);
     if (rc == HANU_ERR_MISMATCH)
         http_error(c, 422, "idempotency_key_mismatch", "Idempotency-Key \"%.*s\" was first used for "
                    "another request (method, path or body differ); use a new key", (int)k->len, k->base);
@@ -123,21 +131,30 @@ static int idem_replay(http_call *c, const h2o_iovec_t *k, const uint8_t fp[DOCS
             h2o_add_header(&c->req->pool, &c->req->res.headers, H2O_TOKEN_LOCATION, NULL, l.base, l.len);
         }
         /* The first request may still be waiting for its sync: so does its replay. */
-        reply_written(c, a.status, a.txn, a.rest, a.rest_len);
+        http_reply_written(c, a.status, a.txn, a.rest, a.rest_len, etag);
     }
     hanu_buf_free(&v);
     return rc == HANU_OK || rc == HANU_ERR_MISMATCH;
 }
 
 /* The idempotency record of an answer, expiring after the configured TTL. */
-static void idem_record(http_call *c, int status, const uint8_t fp[DOCS_IDEM_FINGERPRINT], h2o_iovec_t location,
+void http_idem_record(http_call *c, int status, const uint8_t fp[DOCS_IDEM_FINGERPRINT], h2o_iovec_t location,
                         const hanu_buf *rest, hanu_buf *out)
 {
     docs_idem_answer a = { status, (const uint8_t *)location.base, location.len, rest->data, rest->len, 0 };
     docs_idem_record(hanu_wall_ms() + c->srv->opt.idempotency_ttl_s * 1000, &a, fp, out);
 }
 
-static int check_write_allowed(http_call *c)
+int http_idem_begin(http_call *c, const h2o_iovec_t **ik, uint8_t fp[DOCS_IDEM_FINGERPRINT], int etag)
+{
+    int bad;
+    *ik = http_idem_header(c, &bad);
+    if (bad) { http_error(c, 400, "invalid_request", "Idempotency-Key must be 1-128 bytes"); return 1; }
+    if (*ik) http_idem_fingerprint(c, fp);
+    return *ik && http_idem_replay(c, *ik, fp, etag);
+}
+
+int http_write_allowed(http_call *c)
 {
     if (!http_token_allows(c, c->col, 1)) {
         http_error(c, 403, "forbidden", "this token may not write to collection \"%s\"", c->col);
@@ -219,7 +236,7 @@ static void collection_write(http_call *c, int is_delete)
     size_t len = strlen(c->col);
     uint32_t db;
     uint64_t txn = 0;
-    if (!check_write_allowed(c)) return;
+    if (!http_write_allowed(c)) return;
     int rc = is_delete ? docs_collection_lookup(st, c->col, len, &db) : docs_collection_open(st, c->col, len, &db, &txn);
     if (rc == HANU_OK && is_delete) rc = store_db_drop(st, c->col, len, &txn);
     if (rc == HANU_ERR_MISMATCH) { wrong_kind(c); return; }
@@ -227,15 +244,15 @@ static void collection_write(http_call *c, int is_delete)
         http_error(c, 404, "collection_not_found", "collection \"%s\" does not exist", c->col);
         return;
     }
-    if (rc) { store_failure(c, rc); return; }
+    if (rc) { http_store_failure(c, rc); return; }
     hanu_buf rest = {0};
     json_writer w;
-    answer_begin(&w, &rest);
+    http_answer_begin(&w, &rest);
     json_write_key(&w, "name", 4);
     json_write_string(&w, c->col, len);
     json_write_key(&w, is_delete ? "dropped" : "created", 7);
     json_write_bool(&w, txn != 0);
-    answer_end(&w);
+    http_answer_end(&w);
     if (txn == 0) {   /* it existed: nothing was written */
         rest.data[0] = '{';
         http_reply(c, 200, (const char *)rest.data, rest.len, 0);
@@ -245,7 +262,7 @@ static void collection_write(http_call *c, int is_delete)
             h2o_iovec_t loc = http_location(c, NULL, 0);
             h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_LOCATION, NULL, loc.base, loc.len);
         }
-        reply_written(c, status, txn, rest.data, rest.len);
+        http_reply_written(c, status, txn, rest.data, rest.len, 0);
     }
     hanu_buf_free(&rest);
 }
@@ -323,7 +340,7 @@ static int etags_match(h2o_req_t *req, const h2o_token_t *name, int exists, uint
 /* If-Match, then If-None-Match (RFC 9110 13.2.2), against a document that exists
    (at txn) or not. 1: go on (*conditional tells whether there was a condition);
    otherwise the answer (304, 400 or 412) was sent. */
-static int preconditions_hold(http_call *c, int exists, uint64_t txn, int is_read, int *conditional)
+int http_preconditions(http_call *c, int exists, uint64_t txn, int is_read, int *conditional)
 {
     h2o_req_t *req = c->req;
     int has_im = h2o_find_header(&req->headers, H2O_TOKEN_IF_MATCH, -1) >= 0;
@@ -381,11 +398,11 @@ void http_doc_get(http_call *c)
         return;
     }
     int conditional;
-    if (!preconditions_hold(c, 1, txn, 1, &conditional)) return;
+    if (!http_preconditions(c, 1, txn, 1, &conditional)) return;
     http_reply_doc(c, b->data, b->len, txn);
 }
 
-static void body_error(http_call *c, const docs_error *e)
+void http_body_error(http_call *c, const docs_error *e)
 {
     http_error(c, e->status, e->code, "%s", e->message);
 }
@@ -396,13 +413,13 @@ void http_doc_write(http_call *c)
     store *st = srv->store;
     h2o_req_t *req = c->req;
     int is_delete = c->route == ROUTE_DOC_DELETE, is_post = c->route == ROUTE_DOC_POST;
-    if (!check_write_allowed(c)) return;
+    if (!http_write_allowed(c)) return;
     int bad;
-    const h2o_iovec_t *ik = idempotency_key(c, &bad);
+    const h2o_iovec_t *ik = http_idem_header(c, &bad);
     if (bad) { http_error(c, 400, "invalid_request", "Idempotency-Key must be 1-128 bytes"); return; }
     uint8_t fp[DOCS_IDEM_FINGERPRINT];
-    if (ik) idem_fingerprint(c, fp);
-    if (ik && idem_replay(c, ik, fp)) return;
+    if (ik) http_idem_fingerprint(c, fp);
+    if (ik && http_idem_replay(c, ik, fp, 0)) return;
     if (!is_post && !docs_id_valid(c->id, c->id_len)) {
         http_error(c, 400, "invalid_id", "document ids are 1-256 bytes without '/' or control characters");
         return;
@@ -412,8 +429,8 @@ void http_doc_write(http_call *c)
         docs_error e;
         if (is_post) c->id_len = 0;
         if (docs_prepare(req->entity.base ? req->entity.base : "", req->entity.len, srv->limits.max_value,
-                         c->id, &c->id_len, new_id, srv, doc, &e)) {
-            body_error(c, &e);
+                         c->id, &c->id_len, http_new_id, srv, doc, &e)) {
+            http_body_error(c, &e);
             return;
         }
     }
@@ -422,7 +439,7 @@ void http_doc_write(http_call *c)
     uint64_t txn = 0, current = 0, old = 0;
     int existed = store_lookup(st, db, c->id, c->id_len, &old) == HANU_OK;
     int conditional;
-    if (!preconditions_hold(c, existed, old, 0, &conditional)) return;
+    if (!http_preconditions(c, existed, old, 0, &conditional)) return;
     /* Checked above; the store checks again in the write: the document must still be as seen. */
     int cond = STORE_COND_NONE;
     if (conditional && existed) cond = STORE_COND_TOKEN;
@@ -432,12 +449,12 @@ void http_doc_write(http_call *c)
        log record as the idempotency key. */
     hanu_buf rest = {0}, idem = {0};
     json_writer w;
-    answer_begin(&w, &rest);
+    http_answer_begin(&w, &rest);
     json_write_key(&w, "_id", 3);
     json_write_string(&w, c->id, c->id_len);
     json_write_key(&w, is_delete ? "deleted" : "created", 7);
     json_write_bool(&w, is_delete || !existed);
-    answer_end(&w);
+    http_answer_end(&w);
     int status = is_delete || existed ? 200 : 201;
     h2o_iovec_t location = status == 201 ? http_location(c, c->id, c->id_len) : h2o_iovec_init(NULL, 0);
     store_op ops[2];
@@ -446,21 +463,21 @@ void http_doc_write(http_call *c)
                               is_delete ? NULL : doc->data, is_delete ? 0 : doc->len };
     char ikey[DOCS_IDEM_STORE_KEY_MAX];
     if (ik) {
-        idem_record(c, status, fp, location, &rest, &idem);
-        ops[nops++] = docs_idem_op(ikey, idem_store_key(c, ik, ikey), &idem);
+        http_idem_record(c, status, fp, location, &rest, &idem);
+        ops[nops++] = docs_idem_op(ikey, http_idem_store_key(c, ik, ikey), &idem);
     }
     int rc = store_write(st, db, ops, nops, cond, old, &txn, &current);
     if (rc == HANU_OK) {
         if (location.len)
             h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_LOCATION, NULL, location.base, location.len);
-        reply_written(c, status, txn, rest.data, rest.len);
+        http_reply_written(c, status, txn, rest.data, rest.len, 0);
     } else if (rc == HANU_ERR_MISMATCH || rc == HANU_ERR_EXISTS ||
                (rc == HANU_ERR_NOT_FOUND && (cond == STORE_COND_TOKEN || conditional))) {
         http_error(c, 412, "precondition_failed", "document \"%s\" changed while the request was checked", c->id);
     } else if (rc == HANU_ERR_NOT_FOUND) {
         http_error(c, 404, "not_found", "no document \"%s\" in collection \"%s\"", c->id, c->col);
     } else {
-        store_failure(c, rc);
+        http_store_failure(c, rc);
     }
     hanu_buf_free(&rest);
     hanu_buf_free(&idem);
@@ -472,18 +489,18 @@ void http_batch(http_call *c)
 {
     server *srv = c->srv;
     h2o_req_t *req = c->req;
-    if (!check_write_allowed(c)) return;
+    if (!http_write_allowed(c)) return;
     int bad;
-    const h2o_iovec_t *ik = idempotency_key(c, &bad);
+    const h2o_iovec_t *ik = http_idem_header(c, &bad);
     if (bad) { http_error(c, 400, "invalid_request", "Idempotency-Key must be 1-128 bytes"); return; }
     uint8_t fp[DOCS_IDEM_FINGERPRINT];
-    if (ik) idem_fingerprint(c, fp);
-    if (ik && idem_replay(c, ik, fp)) return;
+    if (ik) http_idem_fingerprint(c, fp);
+    if (ik && http_idem_replay(c, ik, fp, 0)) return;
     docs_batch batch;
     docs_error e;
     if (docs_batch_decode(req->entity.base ? req->entity.base : "", req->entity.len, srv->limits.max_value,
-                          new_id, srv, &batch, &e)) {
-        body_error(c, &e);
+                          http_new_id, srv, &batch, &e)) {
+        http_body_error(c, &e);
         return;
     }
     uint32_t db;
@@ -492,7 +509,7 @@ void http_batch(http_call *c)
     store_op *sops = calloc(n + 1, sizeof *sops);
     hanu_buf rest = {0}, idem = {0};
     json_writer w;
-    answer_begin(&w, &rest);
+    http_answer_begin(&w, &rest);
     json_write_key(&w, "results", 7);
     json_write_array_begin(&w);
     for (size_t i = 0; i < n; i++) {
@@ -508,17 +525,17 @@ void http_batch(http_call *c)
         json_write_object_end(&w);
     }
     json_write_array_end(&w);
-    answer_end(&w);
+    http_answer_end(&w);
     size_t nops = n;
     char ikey[DOCS_IDEM_STORE_KEY_MAX];
     if (ik) {
-        idem_record(c, 200, fp, h2o_iovec_init(NULL, 0), &rest, &idem);
-        sops[nops++] = docs_idem_op(ikey, idem_store_key(c, ik, ikey), &idem);
+        http_idem_record(c, 200, fp, h2o_iovec_init(NULL, 0), &rest, &idem);
+        sops[nops++] = docs_idem_op(ikey, http_idem_store_key(c, ik, ikey), &idem);
     }
     uint64_t txn;
     int rc = store_write(srv->store, db, sops, nops, STORE_COND_NONE, 0, &txn, NULL);
-    if (rc == HANU_OK) reply_written(c, 200, txn, rest.data, rest.len);
-    else store_failure(c, rc);
+    if (rc == HANU_OK) http_reply_written(c, 200, txn, rest.data, rest.len, 0);
+    else http_store_failure(c, rc);
     free(sops);
     hanu_buf_free(&rest);
     hanu_buf_free(&idem);

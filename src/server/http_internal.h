@@ -11,11 +11,13 @@
 
 #include "server/server_internal.h"
 #include "json/json.h"
+#include "docs/docs.h"
 
 enum http_route {
     ROUTE_HEALTH, ROUTE_STATUS, ROUTE_METRICS, ROUTE_COLLECTIONS, ROUTE_COLLECTION,
     ROUTE_DOC_GET, ROUTE_DOC_PUT, ROUTE_DOC_POST, ROUTE_DOC_DELETE, ROUTE_BATCH,
-    ROUTE_PREFLIGHT, ROUTE_OTHER, ROUTE_FIND, ROUTE_SEARCH, ROUTE_AGGS, ROUTE_DOC_LIST, ROUTE_SNAPSHOT, ROUTE_EXPORT, ROUTE_COUNT
+    ROUTE_PREFLIGHT, ROUTE_OTHER, ROUTE_FIND, ROUTE_SEARCH, ROUTE_AGGS, ROUTE_DOC_LIST, ROUTE_SNAPSHOT, ROUTE_EXPORT,
+    ROUTE_DOC_PATCH, ROUTE_DOC_UPDATE, ROUTE_UPDATE, ROUTE_DELETE_QUERY, ROUTE_COUNT
 };
 
 /* An answer kept instead of sent: a query worker builds it off the loop
@@ -26,7 +28,7 @@ typedef struct http_answer {
 } http_answer;
 
 /* The query parameters of any route; each route accepts a set of them (http_route.c). */
-enum http_param { HTTP_PARAM_DURABILITY, HTTP_PARAM_LIMIT, HTTP_PARAM_AFTER, HTTP_PARAM_COUNT };
+enum http_param { HTTP_PARAM_DURABILITY, HTTP_PARAM_LIMIT, HTTP_PARAM_AFTER, HTTP_PARAM_RETURN, HTTP_PARAM_COUNT };
 #define HTTP_PARAM_BIT(p) (1u << (p))
 
 /* One request being answered: what the handlers fill in. */
@@ -80,12 +82,16 @@ int http_on_req(server *srv, h2o_req_t *req);
 /* What a path names, by its shape alone. */
 enum http_path {
     PATH_UNKNOWN, PATH_HEALTH, PATH_STATUS, PATH_METRICS, PATH_COLLECTIONS, PATH_COLLECTION,
-    PATH_DOCS, PATH_DOC, PATH_BATCH, PATH_FIND, PATH_SEARCH, PATH_AGGS, PATH_SNAPSHOT, PATH_EXPORT, PATH_COUNT
+    PATH_DOCS, PATH_DOC, PATH_BATCH, PATH_FIND, PATH_SEARCH, PATH_AGGS, PATH_SNAPSHOT, PATH_EXPORT,
+    PATH_DOC_UPDATE, PATH_UPDATE, PATH_DELETE_QUERY, PATH_COUNT
 };
 
-/* Splits a path (without the query) into at most 4 non-empty segments and names it;
+/* Splits a path (without the query) into at most 5 non-empty segments and names it;
    PATH_UNKNOWN for any other shape. The segments point into path. */
-int http_match_path(const char *path, size_t len, const char *seg[4], size_t segl[4]);
+#define HTTP_MAX_SEGMENTS 5
+int http_match_path(const char *path, size_t len, const char *seg[HTTP_MAX_SEGMENTS], size_t segl[HTTP_MAX_SEGMENTS]);
+/* Whether the request's Content-Type is type (case-insensitive, parameters allowed). */
+int http_content_type_is(h2o_req_t *req, const char *type);
 /* Percent-decodes one path segment into out[0..cap); -1 when malformed or too long. */
 ssize_t http_decode_segment(const char *s, size_t len, char *out, size_t cap);
 /* Splits HOST[:PORT] (HOST may be [v6]): the host's length, and the port or -1;
@@ -114,6 +120,39 @@ void http_collection(http_call *c);
 void http_doc_get(http_call *c);
 void http_doc_write(http_call *c);      /* PUT, POST, DELETE of one document */
 void http_batch(http_call *c);
+/* Shared by the writes of http_docs.c and http_update.c. */
+int http_write_allowed(http_call *c);          /* token, durability=bucket, stopping; 0: answered */
+void http_store_failure(http_call *c, int rc);   /* a store_write's error as the answer */
+void http_body_error(http_call *c, const docs_error *e);
+void http_new_id(void *ctx, char out[DOCS_NEW_ID_LEN + 1]);   /* docs_id_fn on the server's id state */
+/* An answer's members after its leading {"txn":N, written into rest with w (what an
+   idempotency record keeps): begin, members, end. */
+void http_answer_begin(json_writer *w, hanu_buf *rest);
+void http_answer_end(json_writer *w);
+/* Sends {"txn":N + rest, with "etag":"\"N\"" and the ETag header when etag is set,
+   parked until durable at the request's durability. */
+void http_reply_written(http_call *c, int status, uint64_t txn, const uint8_t *rest, size_t rest_len, int etag);
+/* Idempotency-Key: *ik (NULL without one) and fp; 1 when answered (a bad key, the
+   replay of a first answer, 422 for a key used by another request). */
+int http_idem_begin(http_call *c, const h2o_iovec_t **ik, uint8_t fp[DOCS_IDEM_FINGERPRINT], int etag);
+const h2o_iovec_t *http_idem_header(http_call *c, int *bad);
+size_t http_idem_store_key(const http_call *c, const h2o_iovec_t *k, char out[DOCS_IDEM_STORE_KEY_MAX]);
+void http_idem_fingerprint(const http_call *c, uint8_t out[DOCS_IDEM_FINGERPRINT]);
+int http_idem_replay(http_call *c, const h2o_iovec_t *k, const uint8_t fp[DOCS_IDEM_FINGERPRINT], int etag);
+/* The record of an answer (status, Location, rest), for the write's store ops. */
+void http_idem_record(http_call *c, int status, const uint8_t fp[DOCS_IDEM_FINGERPRINT], h2o_iovec_t location,
+                      const hanu_buf *rest, hanu_buf *out);
+/* If-Match and If-None-Match against a document that exists (at txn) or not: 1 to go
+   on (*conditional: there was a condition), else the answer (304, 400, 412) was sent. */
+int http_preconditions(http_call *c, int exists, uint64_t txn, int is_read, int *conditional);
+
+/* Updates (http_update.c, docs/API.md "Updates"): PATCH and POST .../docs/{id}/_update
+   by id; POST /c/{col}/_update and _delete by filter, which go through http_query to
+   wait for the index, then come back to http_update_query_run on the loop. */
+void http_doc_update(http_call *c);
+void http_update_query(http_call *c);
+void http_update_query_run(http_call *c, uint32_t db);
+
 /* The collection named by the request (created when create is set); otherwise
    the error answer (404, 409 wrong_kind, ...) was sent and the status is returned. */
 int http_find_collection(http_call *c, int create, uint32_t *db);

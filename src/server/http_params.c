@@ -14,6 +14,7 @@ static const char *const param_names[HTTP_PARAM_COUNT] = {
     [HTTP_PARAM_DURABILITY] = "durability",
     [HTTP_PARAM_LIMIT] = "limit",
     [HTTP_PARAM_AFTER] = "after",
+    [HTTP_PARAM_RETURN] = "return",
 };
 
 /* The request headers of the Hanu- prefix the server reads (on every route: a

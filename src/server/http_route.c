@@ -37,7 +37,7 @@ ssize_t http_decode_segment(const char *s, size_t len, char *out, size_t cap)
     return (ssize_t)n;
 }
 
-enum { M_GET = 1, M_HEAD = 2, M_PUT = 4, M_POST = 8, M_DELETE = 16, M_OPTIONS = 32 };
+enum { M_GET = 1, M_HEAD = 2, M_PUT = 4, M_POST = 8, M_DELETE = 16, M_OPTIONS = 32, M_PATCH = 64 };
 
 static unsigned method_bit(h2o_req_t *req)
 {
@@ -45,6 +45,7 @@ static unsigned method_bit(h2o_req_t *req)
     switch (req->method.len) {
     case 3: return !memcmp(m, "GET", 3) ? M_GET : !memcmp(m, "PUT", 3) ? M_PUT : 0;
     case 4: return !memcmp(m, "POST", 4) ? M_POST : !memcmp(m, "HEAD", 4) ? M_HEAD : 0;
+    case 5: return !memcmp(m, "PATCH", 5) ? M_PATCH : 0;
     case 6: return !memcmp(m, "DELETE", 6) ? M_DELETE : 0;
     case 7: return !memcmp(m, "OPTIONS", 7) ? M_OPTIONS : 0;
     default: return 0;
@@ -52,6 +53,7 @@ static unsigned method_bit(h2o_req_t *req)
 }
 
 #define DUR HTTP_PARAM_BIT(HTTP_PARAM_DURABILITY)
+#define RET HTTP_PARAM_BIT(HTTP_PARAM_RETURN)
 #define READ_ONLY_METHODS .methods = M_GET | M_HEAD | M_OPTIONS, .allow = "GET, HEAD, OPTIONS"
 /* Each path: the methods it answers (its Allow header, the CORS preflight's methods),
    its pattern (in messages), and the query parameters each method accepts; anything
@@ -60,7 +62,7 @@ static unsigned method_bit(h2o_req_t *req)
 static const struct path_spec {
     unsigned methods;
     const char *allow, *pattern;
-    unsigned get, put, post, del;   /* HTTP_PARAM_BIT masks */
+    unsigned get, put, post, del, patch;   /* HTTP_PARAM_BIT masks */
 } paths[PATH_COUNT] = {
     [PATH_UNKNOWN] = { .allow = "", .pattern = "" },
     [PATH_HEALTH] = { READ_ONLY_METHODS, .pattern = "/_health" },
@@ -71,8 +73,11 @@ static const struct path_spec {
                           "/c/{collection}", .put = DUR, .del = DUR },
     [PATH_DOCS] = { M_GET | M_HEAD | M_POST | M_OPTIONS, "GET, HEAD, POST, OPTIONS", "/c/{collection}/docs",
                     .get = HTTP_PARAM_BIT(HTTP_PARAM_LIMIT) | HTTP_PARAM_BIT(HTTP_PARAM_AFTER), .post = DUR },
-    [PATH_DOC] = { M_GET | M_HEAD | M_PUT | M_DELETE | M_OPTIONS, "GET, HEAD, PUT, DELETE, OPTIONS",
-                   "/c/{collection}/docs/{id}", .put = DUR, .del = DUR },
+    [PATH_DOC] = { M_GET | M_HEAD | M_PUT | M_PATCH | M_DELETE | M_OPTIONS, "GET, HEAD, PUT, PATCH, DELETE, OPTIONS",
+                   "/c/{collection}/docs/{id}", .put = DUR, .del = DUR, .patch = DUR | RET },
+    [PATH_DOC_UPDATE] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/docs/{id}/_update", .post = DUR | RET },
+    [PATH_UPDATE] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_update", .post = DUR },
+    [PATH_DELETE_QUERY] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_delete", .post = DUR },
     [PATH_BATCH] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_batch", .post = DUR },
     [PATH_FIND] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_find" },
     [PATH_SEARCH] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_search" },
@@ -81,6 +86,7 @@ static const struct path_spec {
     [PATH_EXPORT] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_export" },
 };
 #undef DUR
+#undef RET
 
 /* The query parameters a method of a path accepts. */
 static unsigned params_of(const struct path_spec *p, unsigned m)
@@ -90,7 +96,8 @@ static unsigned params_of(const struct path_spec *p, unsigned m)
     case M_PUT: return p->put;
     case M_POST: return p->post;
     case M_DELETE: return p->del;
-    case M_OPTIONS: return p->get | p->put | p->post | p->del;
+    case M_PATCH: return p->patch;
+    case M_OPTIONS: return p->get | p->put | p->post | p->del | p->patch;
     default: return 0;
     }
 }
@@ -98,14 +105,14 @@ static unsigned params_of(const struct path_spec *p, unsigned m)
 /* Splits the path (without the query) into its segments and names the route. An
    empty segment (a trailing or doubled slash) matches nothing: clients send
    "/c/x/docs/.." as "/c/x/", which must not be "/c/x". */
-int http_match_path(const char *path, size_t len, const char *seg[4], size_t segl[4])
+int http_match_path(const char *path, size_t len, const char *seg[HTTP_MAX_SEGMENTS], size_t segl[HTTP_MAX_SEGMENTS])
 {
     const char *p = path, *end = path + len;
     if (p == end || *p != '/') return PATH_UNKNOWN;
     p++;
     size_t n = 0;
     for (;;) {
-        if (n == 4) return PATH_UNKNOWN;   /* more segments than any route has */
+        if (n == HTTP_MAX_SEGMENTS) return PATH_UNKNOWN;   /* more segments than any route has */
         const char *slash = memchr(p, '/', (size_t)(end - p));
         const char *e = slash ? slash : end;
         if (e == p) return PATH_UNKNOWN;
@@ -131,7 +138,10 @@ int http_match_path(const char *path, size_t len, const char *seg[4], size_t seg
     if (n == 3 && SEG_IS(2, "_search")) return PATH_SEARCH;
     if (n == 3 && SEG_IS(2, "_aggs")) return PATH_AGGS;
     if (n == 3 && SEG_IS(2, "_export")) return PATH_EXPORT;
+    if (n == 3 && SEG_IS(2, "_update")) return PATH_UPDATE;
+    if (n == 3 && SEG_IS(2, "_delete")) return PATH_DELETE_QUERY;
     if (n == 4 && SEG_IS(2, "docs")) return PATH_DOC;
+    if (n == 5 && SEG_IS(2, "docs") && SEG_IS(4, "_update")) return PATH_DOC_UPDATE;
 #undef SEG_IS
     return PATH_UNKNOWN;
 }
@@ -153,9 +163,12 @@ static int route_of(int path, unsigned m)
     case PATH_SNAPSHOT: return ROUTE_SNAPSHOT;
     case PATH_EXPORT: return ROUTE_EXPORT;
     case PATH_BATCH: return ROUTE_BATCH;
+    case PATH_DOC_UPDATE: return ROUTE_DOC_UPDATE;
+    case PATH_UPDATE: return ROUTE_UPDATE;
+    case PATH_DELETE_QUERY: return ROUTE_DELETE_QUERY;
     case PATH_DOC:
         return m & (M_GET | M_HEAD) ? ROUTE_DOC_GET : m == M_PUT ? ROUTE_DOC_PUT
-             : m == M_DELETE ? ROUTE_DOC_DELETE : ROUTE_OTHER;
+             : m == M_DELETE ? ROUTE_DOC_DELETE : m == M_PATCH ? ROUTE_DOC_PATCH : ROUTE_OTHER;
     default: return ROUTE_OTHER;
     }
 }
@@ -176,20 +189,25 @@ static void parse_durability(http_call *c, int *bad)
     else *bad = 1;
 }
 
-static int content_type_is_json(h2o_req_t *req)
+int http_content_type_is(h2o_req_t *req, const char *type)
 {
     ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_TYPE, -1);
     if (i < 0) return 0;
     const h2o_iovec_t *v = &req->headers.entries[i].value;
     const char *p = v->base, *end = p + v->len;
-    static const char json[] = "application/json";
-    if (v->len == sizeof json - 1 && !memcmp(p, json, sizeof json - 1)) return 1;   /* what clients send */
+    size_t tl = strlen(type);
+    if (v->len == tl && !memcmp(p, type, tl)) return 1;   /* what clients send */
     while (p < end && (*p == ' ' || *p == '\t')) p++;
-    if ((size_t)(end - p) < sizeof json - 1) return 0;
-    for (size_t i = 0; i < sizeof json - 1; i++, p++)   /* case-insensitive, no locale */
-        if (*p != json[i] && !(*p >= 'A' && *p <= 'Z' && *p + 32 == json[i])) return 0;
+    if ((size_t)(end - p) < tl) return 0;
+    for (size_t i = 0; i < tl; i++, p++)   /* case-insensitive, no locale */
+        if (*p != type[i] && !(*p >= 'A' && *p <= 'Z' && *p + 32 == type[i])) return 0;
     while (p < end && (*p == ' ' || *p == '\t')) p++;
     return p == end || *p == ';';   /* parameters (charset) allowed */
+}
+
+static int content_type_is_json(h2o_req_t *req)
+{
+    return http_content_type_is(req, "application/json");
 }
 
 static int is_dot_segment(const char *s, size_t n)
@@ -240,8 +258,8 @@ int http_on_req(server *srv, h2o_req_t *req)
                    a.base ? a.base : "", srv->http_port);
         return 0;
     }
-    const char *seg[4];
-    size_t segl[4];
+    const char *seg[HTTP_MAX_SEGMENTS];
+    size_t segl[HTTP_MAX_SEGMENTS];
     int path = http_match_path(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len,
                                seg, segl);
     unsigned m = method_bit(req);
@@ -279,7 +297,15 @@ int http_on_req(server *srv, h2o_req_t *req)
     }
     /* _snapshot and _export take no options: a bare POST (no body, no Content-Type) is fine. */
     int takes_body = (m == M_POST && path != PATH_SNAPSHOT && path != PATH_EXPORT) || (path == PATH_DOC && m == M_PUT);
-    if ((takes_body || req->entity.len) && !content_type_is_json(req)) {
+    if (m == M_PATCH && !content_type_is_json(req) && !http_content_type_is(req, "application/merge-patch+json")) {
+        /* RFC 5789 3.1: the patch formats this resource takes */
+        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("accept-patch"), 0, NULL,
+                              H2O_STRLIT("application/merge-patch+json, application/json"));
+        http_error(c, 415, "unsupported_media_type", "a PATCH is a merge patch (Content-Type: "
+                   "application/merge-patch+json) or update operators (Content-Type: application/json)");
+        return 0;
+    }
+    if (m != M_PATCH && (takes_body || req->entity.len) && !content_type_is_json(req)) {
         http_error(c, 415, "unsupported_media_type", "the body must be JSON, sent with "
                    "Content-Type: application/json");
         return 0;
@@ -287,7 +313,7 @@ int http_on_req(server *srv, h2o_req_t *req)
     if (path == PATH_STATUS) { http_status_reply(c); return 0; }
     if (path == PATH_METRICS) { http_metrics_reply(c); return 0; }
     if (path == PATH_COLLECTIONS) { http_collections_list(c); return 0; }
-    int is_write = (m & (M_PUT | M_DELETE)) ||
+    int is_write = (m & (M_PUT | M_DELETE | M_PATCH)) ||
                    (m == M_POST && path != PATH_FIND && path != PATH_SEARCH && path != PATH_AGGS);
     if (is_write && !server_accepts_writes(srv)) { not_leader(c); return 0; }
     if (path == PATH_SNAPSHOT) { http_snapshot(c); return 0; }
@@ -307,6 +333,7 @@ int http_on_req(server *srv, h2o_req_t *req)
     if (path == PATH_COLLECTION) { http_collection(c); return 0; }
     if (path == PATH_BATCH) { http_batch(c); return 0; }
     if (path == PATH_EXPORT) { http_export(c); return 0; }
+    if (path == PATH_UPDATE || path == PATH_DELETE_QUERY) { http_update_query(c); return 0; }
     if (path == PATH_FIND || path == PATH_SEARCH || path == PATH_AGGS || c->route == ROUTE_DOC_LIST) {
         http_query(c);
         return 0;
@@ -321,6 +348,7 @@ int http_on_req(server *srv, h2o_req_t *req)
     c->id_len = (size_t)il;
     c->id[il] = '\0';
     if (m & (M_GET | M_HEAD)) http_doc_get(c);
+    else if (m == M_PATCH || path == PATH_DOC_UPDATE) http_doc_update(c);
     else http_doc_write(c);
     return 0;
 }

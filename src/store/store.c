@@ -1245,6 +1245,16 @@ size_t store_db_list(store *s, store_db_info *infos, size_t cap)
 uint64_t store_durable_txn(store *s) { return log_writer_durable_txn(s->log); }
 uint64_t store_last_txn(store *s) { return s->last_txn; }
 uint64_t store_written_txn(store *s) { return log_writer_written_txn(s->log); }
+
+uint64_t store_last_record_txn(store *s)
+{
+    uint64_t t = 0;
+    pthread_mutex_lock(&s->mu);
+    for (uint32_t id = 1; id < s->files_cap; id++)
+        if (s->files[id] && s->files[id]->last_txn > t) t = s->files[id]->last_txn;
+    pthread_mutex_unlock(&s->mu);
+    return t;
+}
 int store_failed(store *s) { return log_writer_failed(s->log); }
 int store_sync(store *s) { return log_writer_sync(s->log); }
 void store_want_durable(store *s, uint64_t txn) { log_writer_want_durable(s->log, txn); }

@@ -153,6 +153,10 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
 uint64_t store_durable_txn(store *s);
 uint64_t store_last_txn(store *s);
 uint64_t store_written_txn(store *s);      /* highest txn whose frame is in the page cache */
+/* The txn of the newest record in the log (0: none). Below store_last_txn after a crash,
+   whose numbering resumes above txns that may have been handed out and lost: a
+   projection of the log (the index) reaches this one, never that one, until a write. */
+uint64_t store_last_record_txn(store *s);
 int store_failed(store *s);
 int store_sync(store *s);                 /* wait until all writes are durable */
 void store_want_durable(store *s, uint64_t txn);   /* a caller waits for txn: sync it now */
