@@ -168,7 +168,7 @@ static void test_progress_in_a_log(void)
     snprintf(path, sizeof path, "%s/progress.log", test_tmpdir("hlog-progress"));
     REQUIRE(hlog_configure(HLOG_TEXT, path, err, sizeof err) == HANU_OK);
     hlog_progress p;
-    hlog_progress_begin(&p, "restore", "segments", 4000000, 100);
+    hlog_progress_begin(&p, "restore", "segments", NULL, 4000000, 100);
     CHECK(!p.tty);
     for (int i = 1; i <= 50; i++) hlog_progress_update(&p, (uint64_t)i * 40000, (uint64_t)i);
     hlog_progress_end(&p, 4000000, 100, "at txn 77");
@@ -196,7 +196,7 @@ static void test_progress_on_a_terminal(void)
     char err[256];
     REQUIRE(hlog_configure(HLOG_TEXT, NULL, err, sizeof err) == HANU_OK);
     hlog_progress p;
-    hlog_progress_begin(&p, "export", "collection \"users\"", 0, 0);
+    hlog_progress_begin(&p, "export", "collection \"users\"", "documents", 0, 0);
     int tty = p.tty;
     for (int i = 1; i <= 3; i++) {
         usleep(120000);
@@ -216,8 +216,8 @@ static void test_progress_on_a_terminal(void)
     int drawn = 0;
     for (const char *q = out; (q = strstr(q, "\r\033[Kcollection \"users\": ")) != NULL; q++) drawn++;
     CHECK_EQ(drawn, 3);
-    CHECK(strstr(out, "\r\033[Kcollection \"users\": 3.0 MB, 30 items") != NULL);
-    CHECK(strstr(out, " INFO export: collection \"users\": 3.0 MB, 30 items, ") != NULL);
+    CHECK(strstr(out, "\r\033[Kcollection \"users\": 3.0 MB, 30 documents") != NULL);
+    CHECK(strstr(out, " INFO export: collection \"users\": 3.0 MB, 30 documents, ") != NULL);
 }
 
 int main(void)

@@ -8,10 +8,15 @@
 #include "cli/cli.h"
 #include "cli/cli_options.h"
 #include "base/base.h"
+#include "hlog/hlog.h"
+#include "json/json.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <curl/curl.h>
 
 #define EXPORT_ANSWER_MAX (64u << 10)
@@ -22,6 +27,55 @@ static size_t keep_answer(char *p, size_t size, size_t n, void *ctx)
     size_t len = size * n;
     if (b->len + len > EXPORT_ANSWER_MAX || hanu_buf_append(b, p, len) != HANU_OK) return 0;
     return len;
+}
+
+/* The export runs on a thread while this one watches the server's _status
+   (bucket.exports: documents and bytes written by every export) once a second:
+   a progress line in place on a terminal, a line every 10 s in a log. */
+typedef struct export_run {
+    CURL *c;
+    CURLcode cc;
+    atomic_int done;
+} export_run;
+
+static void *run_export(void *arg)
+{
+    export_run *r = arg;
+    r->cc = curl_easy_perform(r->c);
+    atomic_store(&r->done, 1);
+    return NULL;
+}
+
+/* bucket.exports.documents and .bytes of GET base/_status: 0 when unknown. */
+static int exports_counts(const char *status_url, struct curl_slist *headers, uint64_t *docs, uint64_t *bytes)
+{
+    CURL *c = curl_easy_init();
+    if (!c) return -1;
+    hanu_buf answer = {0};
+    curl_easy_setopt(c, CURLOPT_URL, status_url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_answer);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 2L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    int rc = -1;
+    long code = 0;
+    json_doc *d = NULL;
+    if (curl_easy_perform(c) == CURLE_OK && curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK &&
+        code == 200 && json_doc_parse((const char *)answer.data, answer.len, NULL, &d, NULL) == HANU_OK) {
+        const json_value *e = json_get(json_get(json_doc_root(d), "bucket"), "exports");
+        int64_t n, b;
+        if (e && json_as_int64(json_get(e, "documents"), &n) == HANU_OK &&
+            json_as_int64(json_get(e, "bytes"), &b) == HANU_OK) {
+            *docs = (uint64_t)n;
+            *bytes = (uint64_t)b;
+            rc = 0;
+        }
+    }
+    json_doc_free(d);
+    hanu_buf_free(&answer);
+    curl_easy_cleanup(c);
+    return rc;
 }
 
 /* Collection names are [A-Za-z0-9_.-], so they go into the path as they are. */
@@ -87,7 +141,31 @@ int cli_export_main(int argc, char **argv)
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)timeout_s);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    CURLcode cc = curl_easy_perform(c);
+    char *status_url = malloc(n + 16);
+    if (status_url) sprintf(status_url, "%.*s/_status", (int)n, url);
+    uint64_t docs0 = 0, bytes0 = 0, docs = 0, bytes = 0;
+    int counted = status_url && exports_counts(status_url, headers, &docs0, &bytes0) == 0;
+    char what[128];
+    snprintf(what, sizeof what, "exporting collection \"%s\"", collection);
+    hlog_progress progress;
+    hlog_progress_begin(&progress, "export", what, "documents", 0, 0);
+    export_run run = { .c = c };
+    pthread_t thread;
+    CURLcode cc;
+    if (pthread_create(&thread, NULL, run_export, &run) != 0) {
+        cc = curl_easy_perform(c);
+    } else {
+        for (int tick = 1; !atomic_load(&run.done); tick++) {
+            usleep(100000);
+            /* The server counts every export: what moved since this one started. */
+            if (counted && tick % 10 == 0 && exports_counts(status_url, headers, &docs, &bytes) == 0)
+                hlog_progress_update(&progress, bytes - bytes0, docs - docs0);
+        }
+        pthread_join(thread, NULL);
+        cc = run.cc;
+    }
+    hlog_progress_clear(&progress);
+    free(status_url);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     int exit_status;
     if (cc != CURLE_OK) {

@@ -426,7 +426,7 @@ int cli_compact_main(int argc, char **argv)
     }
     store_stats before, after;
     store_get_stats(s, &before);
-    hlog_progress_begin(&cp.p, "compact", "log files", before.disk_bytes, 0);
+    hlog_progress_begin(&cp.p, "compact", "compacting", "files", before.disk_bytes, 0);
     /* Seal the active file so that everything written so far can be compacted. */
     rc = store_rotate(s);
     if (rc == HANU_OK) rc = store_sync(s);

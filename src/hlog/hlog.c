@@ -276,12 +276,13 @@ void hlog_access(const char *method, size_t method_len, const char *path, size_t
 
 /* ---- progress ---- */
 
-void hlog_progress_begin(hlog_progress *p, const char *subsystem, const char *what, uint64_t total_bytes,
-                         uint64_t total_items)
+void hlog_progress_begin(hlog_progress *p, const char *subsystem, const char *what, const char *unit,
+                         uint64_t total_bytes, uint64_t total_items)
 {
     memset(p, 0, sizeof *p);
     p->subsystem = subsystem;
     p->what = what;
+    p->unit = unit ? unit : "items";
     p->total_bytes = total_bytes;
     p->total_items = total_items;
     p->start_ns = p->shown_ns = hanu_now_ns();
@@ -289,6 +290,9 @@ void hlog_progress_begin(hlog_progress *p, const char *subsystem, const char *wh
     int fd = main_log.fd;
     pthread_mutex_unlock(&mu);
     p->tty = fd >= 0 && isatty(fd) && atomic_load(&log_format) == HLOG_TEXT;
+    p->interval_ns = p->tty ? PROGRESS_TTY_NS : PROGRESS_LOG_NS;
+    const char *env = getenv("HANUDB_PROGRESS_MS");
+    if (env && *env) p->interval_ns = strtoull(env, NULL, 10) * 1000000ull;
 }
 
 static int append_f(char *out, size_t cap, size_t *n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -312,7 +316,7 @@ void hlog_progress_format(const hlog_progress *p, uint64_t bytes, uint64_t items
     if (p->total_bytes) append_f(out, cap, &n, " of %.1f", (double)p->total_bytes / 1e6);
     append_f(out, cap, &n, " MB, %llu", (unsigned long long)items);
     if (p->total_items) append_f(out, cap, &n, " of %llu", (unsigned long long)p->total_items);
-    append_f(out, cap, &n, " items, %.1f MB/s", s > 0 ? (double)bytes / 1e6 / s : 0.0);
+    append_f(out, cap, &n, " %s, %.1f MB/s", p->unit, s > 0 ? (double)bytes / 1e6 / s : 0.0);
     /* ETA from bytes when their total is known, else from items. */
     double done = p->total_bytes ? (double)bytes / (double)p->total_bytes
                 : p->total_items ? (double)items / (double)p->total_items : 0;
@@ -322,7 +326,7 @@ void hlog_progress_format(const hlog_progress *p, uint64_t bytes, uint64_t items
 void hlog_progress_update(hlog_progress *p, uint64_t bytes, uint64_t items)
 {
     uint64_t now = hanu_now_ns();
-    if (now - p->shown_ns < (p->tty ? PROGRESS_TTY_NS : PROGRESS_LOG_NS)) return;
+    if (now - p->shown_ns < p->interval_ns) return;
     p->shown_ns = now;
     char line[512];
     hlog_progress_format(p, bytes, items, now, line, sizeof line);
@@ -336,9 +340,15 @@ void hlog_progress_update(hlog_progress *p, uint64_t bytes, uint64_t items)
     p->drawn = 1;
 }
 
-void hlog_progress_end(hlog_progress *p, uint64_t bytes, uint64_t items, const char *result)
+void hlog_progress_clear(hlog_progress *p)
 {
     if (p->drawn) write_line(&main_log, "\r\033[K", 4);
+    p->drawn = 0;
+}
+
+void hlog_progress_end(hlog_progress *p, uint64_t bytes, uint64_t items, const char *result)
+{
+    hlog_progress_clear(p);
     char line[512];
     hlog_progress_format(p, bytes, items, hanu_now_ns(), line, sizeof line);
     hlog_info(p->subsystem, "%s, %s in %.1f s", line, result ? result : "done",

@@ -58,20 +58,25 @@ void hlog_limited(hlog_limiter *l, uint32_t interval_ms, int level, const char *
 /* ---- progress of a long operation (a rebuild, a restore, an export) ---- */
 
 /* On a terminal (the log is a tty and in text), one line updated in place at most
-   ten times a second; in a log file or pipe, one line every 10 s. The end is always
-   one log line with the totals. Totals 0: unknown (no ETA). One thread at a time. */
+   ten times a second; in a log file or pipe, one line every 10 s (HANUDB_PROGRESS_MS
+   sets both intervals instead). The end is always one log line with the totals.
+   Totals 0: unknown (no ETA). One thread at a time. */
 typedef struct hlog_progress {
-    const char *subsystem, *what;
+    const char *subsystem, *what, *unit;
     uint64_t total_bytes, total_items;
-    uint64_t start_ns, shown_ns;
+    uint64_t start_ns, shown_ns, interval_ns;
     int tty, drawn;
 } hlog_progress;
 
-void hlog_progress_begin(hlog_progress *p, const char *subsystem, const char *what, uint64_t total_bytes,
-                         uint64_t total_items);
+/* unit names the items ("records", "files", "documents"). */
+void hlog_progress_begin(hlog_progress *p, const char *subsystem, const char *what, const char *unit,
+                         uint64_t total_bytes, uint64_t total_items);
 void hlog_progress_update(hlog_progress *p, uint64_t bytes, uint64_t items);
 void hlog_progress_end(hlog_progress *p, uint64_t bytes, uint64_t items, const char *result);
-/* The text of one progress line: "what: 12.3 of 45.6 MB, 1 234 of 5 000 items, 4.1 MB/s, ETA 8 s". */
+/* Takes a line drawn in place off the terminal, without a log line (the caller says
+   how it ended in its own words). */
+void hlog_progress_clear(hlog_progress *p);
+/* The text of one progress line: "what: 12.3 of 45.6 MB, 1234 of 5000 files, 4.1 MB/s, ETA 8 s". */
 void hlog_progress_format(const hlog_progress *p, uint64_t bytes, uint64_t items, uint64_t now_ns, char *out,
                           size_t cap);
 

@@ -68,12 +68,16 @@ int rebuild_wanted(const char *data_dir, bucket *b, int *wanted, char *err, size
     return rc;
 }
 
+/* The snapshot's files arrive (under the fetch's lock, every 250 ms at most): the
+   progress line moves (in place on a terminal, every 10 s in a log). */
 static void say_fetch(void *ctx, uint64_t bytes, uint64_t bytes_total, uint32_t files, uint32_t files_total,
                       double bytes_per_s)
 {
-    (void)ctx;
-    hlog_info("rebuild", "snapshot %u of %u files, %.1f of %.1f MB, %.1f MB/s", files, files_total,
-            (double)bytes / 1e6, (double)bytes_total / 1e6, bytes_per_s / 1e6);
+    hlog_progress *p = ctx;
+    (void)bytes_per_s;
+    p->total_bytes = bytes_total;
+    p->total_items = files_total;
+    hlog_progress_update(p, bytes, files);
 }
 
 typedef struct manifest_keys {
@@ -137,9 +141,12 @@ static int fetch_snapshot(bucket *b, const char *data_dir, uint64_t max_txn, uin
         if (!max_txn || at_txn < max_txn) max_txn = at_txn;
     }
     snapshot_fetched f;
-    int rc = snapshot_fetch(b, data_dir, max_txn ? max_txn : UINT64_MAX, &f, quiet ? NULL : say_fetch, NULL, err,
-                            errcap);
+    hlog_progress progress;
+    hlog_progress_begin(&progress, "rebuild", "fetching the snapshot", "files", 0, 0);
+    int rc = snapshot_fetch(b, data_dir, max_txn ? max_txn : UINT64_MAX, &f, quiet ? NULL : say_fetch, &progress,
+                            err, errcap);
     if (rc == HANU_OK) *txn = f.txn;
+    if (!quiet) hlog_progress_clear(&progress);
     if (rc == HANU_OK && !quiet) {
         hlog_info("rebuild", "snapshot %s: %u files, %.1f MB in %llu ms, txns up to %llu", f.manifest,
                 f.files, (double)f.bytes / 1e6, (unsigned long long)f.ms, (unsigned long long)f.txn);
@@ -316,26 +323,15 @@ static uint64_t thread_cpu_ns(void)
 
 typedef struct progress_ctx {
     const rebuild_replay_options *o;
-    uint64_t started_ns, printed_ns;
+    hlog_progress line;
 } progress_ctx;
 
-static void print_progress(const progress_ctx *pc, const chain_progress *p, const char *what)
-{
-    double s = (double)(hanu_now_ns() - pc->started_ns) / 1e9;
-    hlog_info(pc->o->who ? pc->o->who : "rebuild", "%s%llu segments, %llu records, %.1f MB, %.0f records/s, at txn %llu",
-              what, (unsigned long long)p->segments,
-            (unsigned long long)p->records, (double)p->bytes / 1e6, s > 0 ? (double)p->records / s : 0.0,
-            (unsigned long long)p->last_txn);
-}
-
-/* After each applied segment: one line a second at most. */
+/* After each applied segment: the progress line moves (in place on a terminal, a
+   line every 10 s in a log). */
 static void on_progress(void *ctx, const chain_progress *p)
 {
     progress_ctx *pc = ctx;
-    uint64_t now = hanu_now_ns();
-    if (pc->o->quiet || now - pc->printed_ns < 1000000000ull) return;
-    pc->printed_ns = now;
-    print_progress(pc, p, "");
+    if (!pc->o->quiet) hlog_progress_update(&pc->line, p->bytes, p->records);
 }
 
 int rebuild_replay(store *s, bucket *b, const rebuild_replay_options *o, rebuild_stats *st, char *err,
@@ -351,7 +347,8 @@ int rebuild_replay(store *s, bucket *b, const rebuild_replay_options *o, rebuild
                  (unsigned long long)o->stop_txn, (unsigned long long)store_last_txn(s));
         return HANU_ERR_CORRUPT;
     }
-    progress_ctx pc = { o, hanu_now_ns(), hanu_now_ns() };
+    progress_ctx pc = { .o = o };
+    hlog_progress_begin(&pc.line, o->who ? o->who : "rebuild", "replaying the chain", "records", 0, 0);
     uint64_t cpu0 = thread_cpu_ns();
     chain_options co;
     chain_options_default(&co);
@@ -397,7 +394,13 @@ int rebuild_replay(store *s, bucket *b, const rebuild_replay_options *o, rebuild
     st->cpu_ms += (thread_cpu_ns() - cpu0) / 1000000;
     /* A replay of nothing (a snapshot alone) still ends at the store's txn. */
     if (p.last_txn < st->last_txn) p.last_txn = st->last_txn;
-    if (rc == HANU_OK && !o->quiet && !o->no_done_line) print_progress(&pc, &p, "done: ");
+    if (!o->quiet && (rc != HANU_OK || o->no_done_line)) hlog_progress_clear(&pc.line);
+    else if (!o->quiet) {
+        char result[96];
+        snprintf(result, sizeof result, "%llu segments, at txn %llu", (unsigned long long)p.segments,
+                 (unsigned long long)p.last_txn);
+        hlog_progress_end(&pc.line, p.bytes, p.records, result);
+    }
     return rc;
 }
 

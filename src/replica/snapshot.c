@@ -721,7 +721,13 @@ static int take(snapshotter *sn, snapshot_result *r, char *err, size_t errcap)
     free(fresh);
     snap_names have = { 0 };
     if (rc == HANU_OK) rc = snap_list_bucket(sn->b, MANIFEST_FILE_KEY_PREFIX, &have, err, errcap);
+    /* Gigabytes of files take minutes: a progress line every 10 s in the log. */
+    uint64_t total = 0;
+    for (size_t i = 0; i < ps.n; i++) total += ps.v[i].size;
+    hlog_progress progress;
+    hlog_progress_begin(&progress, "snapshot", "uploading the snapshot", "files", total, ps.n);
     for (size_t i = 0; i < ps.n && rc == HANU_OK; i++) {
+        hlog_progress_update(&progress, r->bytes, r->files);
         char key[MANIFEST_FILE_KEY_SIZE];
         manifest_file_key(ps.v[i].sha256, key);
         r->files++;
@@ -733,6 +739,7 @@ static int take(snapshotter *sn, snapshot_result *r, char *err, size_t errcap)
         r->files_uploaded++;
         r->bytes_uploaded += ps.v[i].size;
     }
+    hlog_progress_clear(&progress);   /* the snapshot's own line says how it ended */
     snap_names_free(&have);
     manifest m = { 0 };
     if (rc == HANU_OK) rc = put_manifest(sn, &ps, txn, index_txn, r, &m, err, errcap);

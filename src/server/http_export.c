@@ -14,6 +14,7 @@
  * thread hands the job back to the loop with a message, and the loop answers.
  */
 #include "server/http_internal.h"
+#include "hlog/hlog.h"
 
 #include <fcntl.h>
 #include <stdarg.h>
@@ -123,6 +124,14 @@ static int write_documents(export_job *j, const index_snapshot *snap, export_wri
     store *st = j->srv->store;
     hanu_buf doc = {0};
     int rc = HANU_OK;
+    /* Millions of documents take minutes: a line every 10 s in the log, and the
+       counts in _status (exports) for `hanudb export`'s own progress line. */
+    uint64_t docs_at_most = 0;
+    for (uint32_t s = 0; snap && s < snap->nsegments; s++) docs_at_most += index_segment_docs(snap->segments[s].seg);
+    char what[STORE_DB_NAME_MAX + 40];
+    snprintf(what, sizeof what, "exporting collection \"%s\"", j->call.col);
+    hlog_progress progress;
+    hlog_progress_begin(&progress, "export", what, "documents", 0, docs_at_most);
     for (uint32_t s = 0; snap && s < snap->nsegments && rc == HANU_OK; s++) {
         const index_segment *seg = snap->segments[s].seg;
         uint32_t n = index_segment_docs(seg);
@@ -136,9 +145,16 @@ static int write_documents(export_job *j, const index_snapshot *snap, export_wri
             int got = store_get(st, j->db, id, id_len, &doc, &token);
             if (got == HANU_ERR_NOT_FOUND) continue;   /* deleted since the snapshot */
             if (got != HANU_OK) rc = got;
-            else if ((rc = writer_add(w, doc.data, doc.len)) == HANU_OK) j->docs++, j->raw_bytes += doc.len + 1;
+            else if ((rc = writer_add(w, doc.data, doc.len)) == HANU_OK) {
+                j->docs++;
+                j->raw_bytes += doc.len + 1;
+                atomic_fetch_add(&j->srv->export_docs, 1);
+                atomic_fetch_add(&j->srv->export_bytes, doc.len + 1);
+                hlog_progress_update(&progress, j->raw_bytes, j->docs);
+            }
         }
     }
+    hlog_progress_clear(&progress);
     hanu_buf_free(&doc);
     return rc == HANU_OK ? writer_flush(w, 1) : rc;
 }
@@ -212,7 +228,17 @@ static int wait_for_index(export_job *j)
     return HANU_ERR_BUSY;
 }
 
+static void export_collection_run(export_job *j);
+
 static void export_collection(export_job *j)
+{
+    server *srv = j->srv;
+    atomic_fetch_add(&srv->exports_running, 1);
+    export_collection_run(j);
+    atomic_fetch_sub(&srv->exports_running, 1);
+}
+
+static void export_collection_run(export_job *j)
 {
     server *srv = j->srv;
     int rc = wait_for_index(j);

@@ -101,6 +101,14 @@ void http_status_reply(http_call *c)
         server_json_fields(&w, bf, sizeof bf / sizeof *bf);
         json_write_key(&w, "sealer_ok", 9);
         json_write_bool(&w, ss.status == HANU_OK);
+        json_write_key(&w, "exports", 7);   /* progress of POST /c/{col}/_export */
+        json_write_object_begin(&w);
+        const server_json_field ef[] = {
+            { "running", atomic_load(&srv->exports_running) }, { "documents", atomic_load(&srv->export_docs) },
+            { "bytes", atomic_load(&srv->export_bytes) },
+        };
+        server_json_fields(&w, ef, sizeof ef / sizeof *ef);
+        json_write_object_end(&w);
         http_snapshot_status(srv, &w);
         if (srv->rebuilt) {   /* this start rebuilt the data directory from the bucket */
             json_write_key(&w, "rebuild", 7);

@@ -130,6 +130,9 @@ typedef struct server {
     h2o_timeout_t query_check_timeout;
     h2o_timeout_entry_t query_check_entry;
     struct http_exports *exports;   /* exports running on their threads (http_export.c) */
+    /* Exports' progress for _status (any thread): running now, and documents and raw
+       bytes written by every export since the start. */
+    _Atomic uint64_t exports_running, export_docs, export_bytes;
 } server;
 
 enum server_role { ROLE_LEADER = 0, ROLE_FOLLOWER, ROLE_STANDBY };
