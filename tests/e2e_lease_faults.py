@@ -360,6 +360,9 @@ def run_schedule(backend, url, tmp, rng, proxy=None):
                         t1 = time.time()
                         new, took2 = wait_exactly_one_leader(group, t1, avoid=taker, report=reports)
                         took = max(took, took2)
+                    elif stranded(taker, code):
+                        reap_and_restart(group, notes)      # counts and prints it as a known defect
+                        new, took2 = wait_exactly_one_leader(group, time.time(), report=reports)
                     else:
                         raise AssertionError("%s took over from frozen %s and exited %r: %s" % (
                             taker.name, leader.name, code, log[-1500:]))
