@@ -290,6 +290,49 @@ def resumed_at_the_takeover_instant(tmp):
           "leads" % LEASE_LOST_EXIT)
 
 
+def txns_never_repeat_after_an_unsealed_leadership(tmp):
+    """A leader whose writes never reached the chain (killed before its first seal)
+    handed out txns the next leader must not hand out again: numbering from the
+    chain's end alone gave the next leader the very same range (found by
+    e2e_lease_faults: 249 txns acknowledged twice). Ranges are claimed in the
+    bucket (numbering/), so the third leader numbers above the second's claim."""
+    bdir = os.path.join(tmp, "b5")
+    url = "file://" + bdir
+    a = lease_node(tmp, "ta", url)
+    b = lease_node(tmp, "tb", url, seal_interval_ms=60000)   # never seals in this test
+    c = lease_node(tmp, "tc", url)
+    a.start()
+    wait_one_leader([a])
+    acked = {}
+    write_acked(a, "t", 2, acked)
+    b.start()
+    a.kill()
+    wait_one_leader([b])
+    c.start()
+    h = Http(b.http_port)
+    b_txns = []
+    for i in range(5):   # `local`: on b's disk only, never in the chain
+        st, _, body = h.json("PUT", "/c/docs/docs/unsealed%d" % i, {"i": i})
+        check(st == 201, "local write on b: %d %r" % (st, body))
+        b_txns.append(body["txn"])
+    b.kill()
+    new, _ = wait_one_leader([c])
+    h = Http(new.http_port)
+    c_txns = []
+    for i in range(5):
+        st, _, body = h.json("PUT", "/c/docs/docs/after%d" % i, {"i": i})
+        check(st == 201, "write on c: %d %r" % (st, body))
+        c_txns.append(body["txn"])
+    check(min(c_txns) > max(b_txns), "txns repeat: b answered %r, c answered %r" % (b_txns, c_txns))
+    claims = sorted(os.listdir(os.path.join(bdir, "numbering")))
+    check(len(claims) == 2 and int(claims[1]) == int(claims[0]) + (1 << 32), "claims %r" % claims)
+    check(status(new)["lease"]["term"] == 3, "term 3: %r" % status(new)["lease"])
+    check(new.stop() == 0, "clean stop")
+    check_linear(bdir)
+    print("ok   a leader that never sealed: the next one numbers above its claimed range (%d > %d)"
+          % (min(c_txns), max(b_txns)))
+
+
 if __name__ == "__main__":
     from hanuhttp import run_suite
     run_suite("lease-", lambda tmp: 0, [
@@ -297,4 +340,5 @@ if __name__ == "__main__":
         (cut_off_leader_exits, "cut off"),
         (frozen_leader_cannot_extend_chain, "frozen"),
         (resumed_at_the_takeover_instant, "resumed at the takeover"),
+        (txns_never_repeat_after_an_unsealed_leadership, "txns never repeat"),
     ])

@@ -210,6 +210,7 @@ static uint64_t next_term(lease_keeper *k, uint64_t current)
     uint64_t t = HANU_MAX(k->max_term_seen, current) + 1;
     uint64_t last_txn = k->o.current_txn ? k->o.current_txn(k->o.ctx) : 0;
     if (last_txn > 0) t = HANU_MAX(t, (last_txn >> 32) + 2);
+    if (k->o.claimed_term) t = HANU_MAX(t, k->o.claimed_term(k->o.ctx) + 1);   /* a claim outlives the lease object */
     return t;
 }
 

@@ -66,6 +66,9 @@ typedef struct lease_keeper_options {
     uint32_t check_ms;                  /* a standby reads the lease this often (default ttl/4, 100..1000) */
     /* The current txn, written into the lease at each renewal (followers' lag). */
     uint64_t (*current_txn)(void *ctx);
+    /* The highest term that claimed a txn range (numbering.h), read before a take;
+       a new term goes above it. May be NULL. */
+    uint64_t (*claimed_term)(void *ctx);
     /* Keeper thread, once the lease is taken: make this node the writer. Non-zero: it
        could not; the keeper stops (the server exits). */
     int (*promote)(void *ctx, uint64_t term);

@@ -3,6 +3,7 @@
  * for serve the watermark and the jump in numbering (rebuild.h).
  */
 #include "replica/rebuild.h"
+#include "replica/numbering.h"
 #include "hlog/hlog.h"
 #include "replica/snapshot.h"
 #include "replica/manifest.h"
@@ -428,7 +429,7 @@ int rebuild_restore(bucket *b, const char *data_dir, const rebuild_replay_option
     return HANU_OK;
 }
 
-int rebuild_finish(store *s, const char *data_dir, rebuild_stats *st, char *err, size_t errcap)
+int rebuild_finish(store *s, bucket *b, const char *data_dir, rebuild_stats *st, char *err, size_t errcap)
 {
     uint64_t last = store_last_txn(s), at = 0;
     /* The sealer continues the chain after what was replayed instead of sealing it
@@ -436,12 +437,16 @@ int rebuild_finish(store *s, const char *data_dir, rebuild_stats *st, char *err,
     int rc = store_watermark_register(s, SEALER_WATERMARK, &at);
     if (rc == HANU_OK && last > at) rc = store_watermark_advance(s, SEALER_WATERMARK, last);
     /* The lost machine may have answered writes above the bucket (durability local or
-       none) that never reached it: their txns must never name other writes. */
-    st->next_txn = last + REBUILD_TXN_GAP;
+       none) that never reached it: their txns must never name other writes. The range
+       is claimed in the bucket (numbering.h), so a writer rebuilt after another
+       rebuilt one that never sealed does not number from the same base. */
+    char why[256] = "";
+    if (rc == HANU_OK) rc = numbering_claim(b, last, 0, &st->next_txn, why, sizeof why);
     if (rc == HANU_OK) rc = store_skip_txns(s, st->next_txn);
     if (rc == HANU_OK) rc = store_sync(s);
     if (rc) {
-        snprintf(err, errcap, "cannot finish the rebuild (watermark and numbering): %s", hanu_status_str(rc));
+        snprintf(err, errcap, "cannot finish the rebuild (watermark and numbering): %s%s%s", hanu_status_str(rc),
+                 why[0] ? ": " : "", why);
         return rc;
     }
     char p[4096];

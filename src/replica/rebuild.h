@@ -113,8 +113,9 @@ int rebuild_restore(bucket *b, const char *data_dir, const rebuild_replay_option
                     rebuild_stats *st, char *err, size_t errcap);
 
 /* serve only, after rebuild_replay: sets the sealer's watermark to the chain's end,
-   moves the numbering to last txn + REBUILD_TXN_GAP (durably) and removes the marker.
+   moves the numbering to a range claimed in the bucket, at least last txn +
+   REBUILD_TXN_GAP (numbering.h; durably) and removes the marker.
    Sets st->next_txn. */
-int rebuild_finish(store *s, const char *data_dir, rebuild_stats *st, char *err, size_t errcap);
+int rebuild_finish(store *s, bucket *b, const char *data_dir, rebuild_stats *st, char *err, size_t errcap);
 
 #endif

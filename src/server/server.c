@@ -334,7 +334,7 @@ static int rebuild_end(server *srv, char *err, size_t errcap)
     const char *data = srv->opt.store.data_dir ? srv->opt.store.data_dir : ".";
     rebuild_replay_options ro = { .who = "rebuild" };
     int rc = rebuild_replay(srv->store, srv->bucket, &ro, &srv->rebuild, err, errcap);
-    if (rc == HANU_OK) rc = rebuild_finish(srv->store, data, &srv->rebuild, err, errcap);
+    if (rc == HANU_OK) rc = rebuild_finish(srv->store, srv->bucket, data, &srv->rebuild, err, errcap);
     if (rc) return rc;
     srv->rebuild.ms = (hanu_now_ns() - srv->rebuild_started_ns) / 1000000;
     srv->rebuilt = 1;

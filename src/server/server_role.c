@@ -7,13 +7,12 @@
  * sealer opens, and the loop adopts it and starts accepting writes.
  */
 #include "server/server_internal.h"
+#include "replica/numbering.h"
 #include "hlog/hlog.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Txns a new writer skips: more than any writer hands out between two seals. */
-#define PROMOTION_TXN_GAP (1ull << 32)
 
 int server_accepts_writes(server *srv)
 {
@@ -49,6 +48,15 @@ static void on_behind(void *ctx)
 static uint64_t current_txn(void *ctx)
 {
     return store_last_txn(((server *)ctx)->store);
+}
+
+/* Lease thread, before a take: the highest term that claimed a txn range (0 when
+   none, or when the bucket cannot say: the other bounds still hold). */
+static uint64_t claimed_term(void *ctx)
+{
+    uint64_t base, term;
+    char err[256];
+    return numbering_highest(((server *)ctx)->bucket, &base, &term, err, sizeof err) == HANU_OK ? term : 0;
 }
 
 /* Sealer thread, before every put: a node whose lease is no longer valid puts
@@ -108,16 +116,20 @@ static int promote(void *ctx, uint64_t term)
                 "last put); applying it and trying again", (unsigned long long)last);
     }
     if (rc) return promotion_failed(srv, rc, "", err);
-    /* The old writer may have answered writes (durability none or local) that never
-       reached the bucket: their txns must never be handed out again. */
-    if (last > 0 || term > 1) rc = store_skip_txns(srv->store, last + PROMOTION_TXN_GAP);
+    /* The old writers may have answered writes (durability none or local) that never
+       reached the bucket: their txns must never be handed out again. The range is
+       claimed in the bucket (numbering.h): also above a writer that never sealed. */
+    uint64_t base = 0;
+    err[0] = '\0';
+    if (last > 0 || term > 1) rc = numbering_claim(srv->bucket, last, term, &base, err, sizeof err);
+    if (rc == HANU_OK && base) rc = store_skip_txns(srv->store, base);
     if (rc) {
         sealer_close(z);
-        return promotion_failed(srv, rc, "cannot move the txn numbering on: ", "");
+        return promotion_failed(srv, rc, "cannot move the txn numbering on: ", err);
     }
-    hlog_info("lease", "promoted to leader (term %llu) at txn %llu in %.0f ms%s",
+    hlog_info("lease", "promoted to leader (term %llu) at txn %llu in %.0f ms; new txns from %llu",
             (unsigned long long)term, (unsigned long long)last, (double)(hanu_now_ns() - t0) / 1e6,
-            last > 0 || term > 1 ? "; new txns skip 2^32" : "");
+            (unsigned long long)(base ? base : last + 1));
     atomic_store(&srv->promoted, z);
     wake_loop(srv);
     return 0;
@@ -137,6 +149,7 @@ int server_role_open(server *srv, char *err, size_t errcap)
     rc = follower_open(srv->store, srv->bucket, &fo, &srv->follower, err, errcap);
     if (rc == HANU_OK && o->lease) {
         lease_keeper_options ko = { .url = o->advertise, .ttl_ms = o->lease_ttl_ms, .current_txn = current_txn,
+                                    .claimed_term = claimed_term,
                                     .promote = promote, .ctx = srv };
         rc = lease_keeper_start(srv->bucket, &ko, &srv->lease, err, errcap);
     }
