@@ -5,6 +5,7 @@
  * injected failures retried without loss, and the fencing probe.
  */
 #include "test.h"
+#include <dirent.h>
 #include "test_bucket.h"
 #include <openssl/sha.h>
 #include <errno.h>
@@ -456,6 +457,47 @@ static void test_bucket_file_probe_refuses_ignored_conditions(void)
     }
 }
 
+static int guard_calls, guard_answer;
+
+static int count_guard(void *ctx)
+{
+    (void)ctx;
+    guard_calls++;
+    return guard_answer;
+}
+
+/* A guarded put asks its guard once, after the temporary file is written, and a
+   refusal leaves nothing: no object, no temporary file, STOPPED (not retried). */
+static void test_bucket_file_guarded_put(void)
+{
+    bucket *b = open_bucket("guard", NULL);
+    REQUIRE(b);
+    char err[256];
+    guard_calls = 0;
+    guard_answer = 0;
+    CHECK_EQ(bucket_put_if_absent_guarded(b, "segments/1", "abc", 3, count_guard, NULL, NULL, err, sizeof err),
+             HANU_ERR_STOPPED);
+    CHECK_EQ(guard_calls, 1);
+    CHECK(strstr(err, "called off by its guard") != NULL);
+    hanu_buf got = {0};
+    CHECK_EQ(bucket_get(b, "segments/1", &got, NULL, err, sizeof err), HANU_ERR_NOT_FOUND);
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/segments", bucket_url(b) + 7);
+    DIR *d = opendir(dir);
+    int entries = 0;
+    for (struct dirent *e; d && (e = readdir(d));) entries += e->d_name[0] != '.';
+    if (d) closedir(d);
+    CHECK_EQ(entries, 0);
+    guard_answer = 1;
+    CHECK_EQ(bucket_put_if_absent_guarded(b, "segments/1", "abc", 3, count_guard, NULL, NULL, err, sizeof err),
+             HANU_OK);
+    CHECK_EQ(guard_calls, 2);
+    CHECK_EQ(bucket_get(b, "segments/1", &got, NULL, err, sizeof err), HANU_OK);
+    CHECK(got.len == 3 && !memcmp(got.data, "abc", 3));
+    hanu_buf_free(&got);
+    bucket_close(b);
+}
+
 int main(void)
 {
     RUN(test_bucket_file_round_trip);
@@ -468,5 +510,6 @@ int main(void)
     RUN(test_bucket_file_root_fence);
     RUN(test_bucket_file_refuses_dot_paths);
     RUN(test_bucket_file_probe_refuses_ignored_conditions);
+    RUN(test_bucket_file_guarded_put);
     TEST_DONE();
 }

@@ -225,6 +225,8 @@ typedef struct request {
     const char *token;                  /* list */
     hanu_buf *next;
     int ambiguous;                      /* an attempt failed in a way that may have applied it */
+    int (*guard)(void *ctx);            /* a guarded put: see bucket_put_if_absent_guarded */
+    void *guard_ctx;
 } request;
 
 static int send_once(bucket *b, request *r, bucket_call *call)
@@ -287,7 +289,7 @@ static int run(bucket *b, request *r, char *err, size_t errcap)
     size_t out_len = r->out ? r->out->len : 0;
     int rc;
     for (uint32_t attempt = 1;; attempt++) {
-        bucket_call call = { 0, err, errcap };
+        bucket_call call = { 0, err, errcap, r->guard, r->guard_ctx };
         bucket_count(b, cls);
         uint32_t latency = cls == BUCKET_CLASS_A ? b->opt.latency_put_ms : b->opt.latency_get_ms;
         if (latency) sleep_ms(latency);
@@ -335,16 +337,43 @@ static int is_ours(bucket *b, const char *key, const void *data, size_t len, buc
     return ours;
 }
 
+int bucket_guard_passes(bucket_call *call, const char *key)
+{
+    if (!call->guard || call->guard(call->guard_ctx)) return 1;
+    bucket_fail(call, HANU_ERR_STOPPED, "bucket: the put of %s was called off by its guard just before the "
+                "object would appear", key);
+    call->retryable = 0;
+    return 0;
+}
+
+static int put_guarded(bucket *b, const char *key, const void *data, size_t len, enum bucket_put_mode mode,
+                       const char *etag, int (*guard)(void *), void *guard_ctx, bucket_object_info *info,
+                       char *err, size_t errcap);
+
 static int put_request(bucket *b, const char *key, const void *data, size_t len, enum bucket_put_mode mode,
                        const char *etag, bucket_object_info *info, char *err, size_t errcap)
 {
-    bucket_call call = { 0, err, errcap };
+    return put_guarded(b, key, data, len, mode, etag, NULL, NULL, info, err, errcap);
+}
+
+int bucket_put_if_absent_guarded(bucket *b, const char *key, const void *data, size_t len, int (*guard)(void *ctx),
+                                 void *guard_ctx, bucket_object_info *info, char *err, size_t errcap)
+{
+    return put_guarded(b, key, data, len, BUCKET_PUT_IF_ABSENT, NULL, guard, guard_ctx, info, err, errcap);
+}
+
+static int put_guarded(bucket *b, const char *key, const void *data, size_t len, enum bucket_put_mode mode,
+                       const char *etag, int (*guard)(void *), void *guard_ctx, bucket_object_info *info,
+                       char *err, size_t errcap)
+{
+    bucket_call call = { .err = err, .errcap = errcap };
     int rc = check_key(key, 0, &call);
     if (rc != HANU_OK) return rc;
     if (len > BUCKET_OBJECT_MAX) return bucket_fail(&call, HANU_ERR_TOO_LARGE, "bucket: object of %zu bytes", len);
     if (mode == BUCKET_PUT_IF_MATCH && (!etag || !etag[0] || strlen(etag) > BUCKET_ETAG_MAX))
         return bucket_fail(&call, HANU_ERR_INVALID, "bucket: compare-and-swap needs an ETag");
-    request r = { .kind = REQ_PUT, .key = key, .data = data, .len = len, .mode = mode, .etag = etag, .info = info };
+    request r = { .kind = REQ_PUT, .key = key, .data = data, .len = len, .mode = mode, .etag = etag, .info = info,
+                  .guard = guard, .guard_ctx = guard_ctx };
     rc = run(b, &r, err, errcap);
     int refused = (mode == BUCKET_PUT_IF_ABSENT && rc == HANU_ERR_EXISTS) ||
                   (mode == BUCKET_PUT_IF_MATCH && rc == HANU_ERR_MISMATCH);
@@ -372,7 +401,7 @@ int bucket_compare_and_swap(bucket *b, const char *key, const char *expected_eta
 
 int bucket_get(bucket *b, const char *key, hanu_buf *out, bucket_object_info *info, char *err, size_t errcap)
 {
-    bucket_call call = { 0, err, errcap };
+    bucket_call call = { .err = err, .errcap = errcap };
     int rc = check_key(key, 0, &call);
     if (rc != HANU_OK) return rc;
     request r = { .kind = REQ_GET, .key = key, .out = out, .info = info };
@@ -382,7 +411,7 @@ int bucket_get(bucket *b, const char *key, hanu_buf *out, bucket_object_info *in
 int bucket_get_range(bucket *b, const char *key, uint64_t offset, size_t len, hanu_buf *out, char *err,
                      size_t errcap)
 {
-    bucket_call call = { 0, err, errcap };
+    bucket_call call = { .err = err, .errcap = errcap };
     int rc = check_key(key, 0, &call);
     if (rc != HANU_OK) return rc;
     if (len == 0 || len > BUCKET_OBJECT_MAX || offset > BUCKET_OBJECT_MAX)
@@ -394,7 +423,7 @@ int bucket_get_range(bucket *b, const char *key, uint64_t offset, size_t len, ha
 
 int bucket_head(bucket *b, const char *key, bucket_object_info *info, char *err, size_t errcap)
 {
-    bucket_call call = { 0, err, errcap };
+    bucket_call call = { .err = err, .errcap = errcap };
     int rc = check_key(key, 0, &call);
     if (rc != HANU_OK) return rc;
     bucket_object_info ignored;
@@ -404,7 +433,7 @@ int bucket_head(bucket *b, const char *key, bucket_object_info *info, char *err,
 
 int bucket_delete(bucket *b, const char *key, char *err, size_t errcap)
 {
-    bucket_call call = { 0, err, errcap };
+    bucket_call call = { .err = err, .errcap = errcap };
     int rc = check_key(key, 0, &call);
     if (rc != HANU_OK) return rc;
     request r = { .kind = REQ_DELETE, .key = key };
@@ -413,7 +442,7 @@ int bucket_delete(bucket *b, const char *key, char *err, size_t errcap)
 
 int bucket_list(bucket *b, const char *prefix, bucket_list_fn fn, void *ctx, char *err, size_t errcap)
 {
-    bucket_call call = { 0, err, errcap };
+    bucket_call call = { .err = err, .errcap = errcap };
     int rc = check_key(prefix, 1, &call);
     if (rc != HANU_OK) return rc;
     char *token = strdup("");
@@ -465,7 +494,7 @@ static int probe_listed(void *ctx, const char *key, uint64_t size)
 /* The steps of the probe; the caller deletes the object whatever they answer. */
 static int probe_steps(bucket *b, const char *key, char *err, size_t errcap)
 {
-    bucket_call call = { 0, err, errcap };
+    bucket_call call = { .err = err, .errcap = errcap };
     const char *body = "put-if-absent probe";
     bucket_object_info info;
     int rc = bucket_put_if_absent(b, key, body, strlen(body), &info, err, errcap);

@@ -104,6 +104,12 @@ int bucket_put_if_absent(bucket *b, const char *key, const void *data, size_t le
                          bucket_object_info *info, char *err, size_t errcap);
 /* Replaces key only if its current ETag is expected_etag: MISMATCH otherwise,
    NOT_FOUND when it does not exist. */
+/* put_if_absent with a guard the backend asks as late as it can, just before the
+   object appears (file: before the link; S3: before the request, and before a
+   multipart upload is completed); 0 calls the put off: STOPPED, not tried again.
+   The sealer's guard is "this node's lease is still valid". */
+int bucket_put_if_absent_guarded(bucket *b, const char *key, const void *data, size_t len, int (*guard)(void *ctx),
+                                 void *guard_ctx, bucket_object_info *info, char *err, size_t errcap);
 int bucket_compare_and_swap(bucket *b, const char *key, const char *expected_etag, const void *data,
                             size_t len, bucket_object_info *info, char *err, size_t errcap);
 /* The whole object appended to out (caller owns it). NOT_FOUND when absent. */

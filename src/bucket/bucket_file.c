@@ -216,6 +216,10 @@ static int file_put(bucket *b, const char *key, const void *data, size_t len, en
         unlinkat(rfd, temp, 0);
         return rc;
     }
+    if (!bucket_guard_passes(call, key)) {   /* after the temporary file's write and sync */
+        unlinkat(rfd, temp, 0);
+        return HANU_ERR_STOPPED;
+    }
     if (mode == BUCKET_PUT_IF_ABSENT) {
         if (linkat(rfd, temp, rfd, path, 0) != 0)
             rc = errno == EEXIST ? bucket_fail(call, HANU_ERR_EXISTS, "bucket: %s exists", key)
@@ -397,7 +401,7 @@ static int check_root_path(const char *path, size_t n, bucket_call *call)
 
 int bucket_file_open(bucket *b, const char *path, int create_root, char *err, size_t errcap)
 {
-    bucket_call call = { 0, err, errcap };
+    bucket_call call = { .err = err, .errcap = errcap };
     size_t n = strlen(path);
     while (n > 1 && path[n - 1] == '/') n--;
     int rc = check_root_path(path, n, &call);

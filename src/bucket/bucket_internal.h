@@ -19,7 +19,14 @@ typedef struct bucket_call {
     int retryable;
     char *err;
     size_t errcap;
+    /* A guarded put (bucket_put_if_absent_guarded): asked by the backend as late as
+       it can, just before the object appears; 0 refuses the put (STOPPED). */
+    int (*guard)(void *ctx);
+    void *guard_ctx;
 } bucket_call;
+
+/* The guard of a put, if any, still lets it through (else call says why: STOPPED). */
+int bucket_guard_passes(bucket_call *call, const char *key);
 
 /* Writes a message into call->err and returns status. */
 int bucket_fail(bucket_call *call, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -329,7 +329,7 @@ static void *send_parts(void *arg)
         snprintf(num, sizeof num, "%zu", i + 1);
         const char *const pairs[] = { "partNumber", num, "uploadId", j->upload_id };
         query.len = 0;
-        bucket_call call = { 0, err, sizeof err };
+        bucket_call call = { .err = err, .errcap = sizeof err };
         int rc = build_query(&query, pairs, 4);
         size_t off = i * j->part_size;
         s3_request put = { "PUT", j->key, (const char *)query.data, j->data + off, HANU_MIN(j->part_size, j->len - off),
@@ -402,6 +402,7 @@ static int s3_put_multipart(bucket *b, const char *key, const uint8_t *data, siz
         rc = bucket_fail(call, HANU_ERR_IO, "bucket: s3 multipart upload of %s: no UploadId in the answer", key);
     if (rc != HANU_OK) goto out;
     rc = upload_parts(b, key, upload_id, data, len, &complete, call);
+    if (rc == HANU_OK && !bucket_guard_passes(call, key)) rc = HANU_ERR_STOPPED;   /* the parts stay invisible */
     if (rc == HANU_OK) {
         const char *const pairs[] = { "uploadId", upload_id };
         query.len = 0;
@@ -428,7 +429,7 @@ static int s3_put_multipart(bucket *b, const char *key, const uint8_t *data, siz
         query.len = 0;
         build_query(&query, pairs, 2);
         s3_request abort_rq = { "DELETE", key, (const char *)query.data, NULL, 0, { NULL } };
-        bucket_call quiet = { 0, NULL, 0 };
+        bucket_call quiet = { .err = NULL, .errcap = 0 };
         bucket_count(b, BUCKET_CLASS_A);
         s3_call(b, &abort_rq, NULL, 0, &resp, &quiet);
     }
@@ -444,6 +445,7 @@ static int s3_put(bucket *b, const char *key, const void *data, size_t len, enum
 {
     if (len > b->opt.multipart_threshold) return s3_put_multipart(b, key, data, len, mode, etag, info, call);
     char if_match[BUCKET_ETAG_MAX + 16];
+    if (!bucket_guard_passes(call, key)) return HANU_ERR_STOPPED;
     s3_request rq = { "PUT", key, "", data, len, { NULL } };
     condition_headers(mode, etag, if_match, sizeof if_match, rq.headers);
     s3_response resp;
@@ -592,7 +594,7 @@ static void init_curl(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 int bucket_s3_open(bucket *b, const char *bucket_name, const char *prefix, char *err, size_t errcap)
 {
-    bucket_call call = { 0, err, errcap };
+    bucket_call call = { .err = err, .errcap = errcap };
     static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
     pthread_once(&curl_once, init_curl);
     const char *region = option_or_env(b->opt.s3_region, "AWS_REGION", "AWS_DEFAULT_REGION", "us-east-1");

@@ -125,6 +125,8 @@ static int twin_put(bucket *b, const char *key, const void *data, size_t len, en
                                second.err);
         return HANU_OK;
     }
+    /* The sides are whole buckets of their own: the guard is asked once, before both. */
+    if (!bucket_guard_passes(call, key)) return HANU_ERR_STOPPED;
     side_call calls[2];
     for (int i = 0; i < 2; i++)
         calls[i] = (side_call){ .b = t->side[i], .op = mode == BUCKET_PUT_IF_ABSENT ? SIDE_PUT_IF_ABSENT : SIDE_PUT,
@@ -367,7 +369,7 @@ int bucket_twin_remirror(bucket *b, const char *prefix, bucket_twin_stats *st, c
     char local[384];
     if (!err || !errcap) err = local, errcap = sizeof local;
     err[0] = 0;
-    bucket_call call = { 0, err, errcap };
+    bucket_call call = { .err = err, .errcap = errcap };
     if (!bucket_twin_side(b, 0))
         return bucket_fail(&call, HANU_ERR_INVALID, "bucket %s is no twin: nothing to re-mirror", bucket_url(b));
     twin *t = tw(b);

@@ -198,7 +198,12 @@ static int put_segment(sealer *z, char *err, size_t errcap)
 {
     char key[SEGMENT_KEY_SIZE];
     segment_key(z->upload_header.sequence, key);
-    int rc = bucket_put_if_absent(z->b, key, z->upload.data, z->upload.len, NULL, err, errcap);
+    /* may_put is asked again by the bucket right before the object appears: a node
+       frozen after the check in try_upload, during the put's own work (the file
+       backend writes and syncs a temporary file first), puts nothing on resuming. */
+    int rc = z->o.may_put ? bucket_put_if_absent_guarded(z->b, key, z->upload.data, z->upload.len, z->o.may_put,
+                                                         z->o.ctx, NULL, err, errcap)
+                          : bucket_put_if_absent(z->b, key, z->upload.data, z->upload.len, NULL, err, errcap);
     if (rc != HANU_ERR_EXISTS) return rc;
     hanu_buf there = {0};
     rc = bucket_get(z->b, key, &there, NULL, err, errcap);
@@ -251,6 +256,9 @@ static int try_upload(sealer *z)
         segment_landed(z);
     } else if (rc == HANU_ERR_FENCED) {
         stop_for_good(z, rc, "%s", err);
+    } else if (rc == HANU_ERR_STOPPED) {   /* the guard: the lease passed during the put */
+        stop_for_good(z, rc, "sealer: this node may no longer extend the chain (its lease is not valid); "
+                      "segment %" PRIu64 " was not put", z->upload_header.sequence);
     } else {
         pthread_mutex_lock(&z->mu);
         z->stats.failed_puts++;
