@@ -79,11 +79,11 @@ static const struct path_spec {
     [PATH_UPDATE] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_update", .post = DUR },
     [PATH_DELETE_QUERY] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_delete", .post = DUR },
     [PATH_BATCH] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_batch", .post = DUR },
-    [PATH_FIND] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_find" },
-    [PATH_SEARCH] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_search" },
-    [PATH_AGGS] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_aggs" },
-    [PATH_SNAPSHOT] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/_admin/snapshot" },
-    [PATH_EXPORT] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_export" },
+    [PATH_FIND] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_find", .get = 0 },
+    [PATH_SEARCH] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_search", .get = 0 },
+    [PATH_AGGS] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_aggs", .get = 0 },
+    [PATH_SNAPSHOT] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/_admin/snapshot", .get = 0 },
+    [PATH_EXPORT] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_export", .get = 0 },
 };
 #undef DUR
 #undef RET
