@@ -421,6 +421,7 @@ static void test_bucket_s3_skewed_clock(void)
     bucket_counters c;
     bucket_get_counters(b, &c);
     CHECK_EQ(c.retries, 0);   /* a skewed clock stays skewed: no retry */
+    hanu_buf_free(&got);
     bucket_close(b);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -470,6 +471,7 @@ static void test_bucket_s3_logs_failures(void)
     hanu_buf got = {0};
     CHECK_EQ(bucket_get(b, "seg/1", &got, NULL, err, sizeof err), HANU_ERR_IO);
     CHECK_EQ(l.n, 4);   /* a failed read is its caller's to report; its retries are within the interval */
+    hanu_buf_free(&got);
     bucket_close(b);
 }
 
