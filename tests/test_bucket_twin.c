@@ -77,6 +77,30 @@ static void test_twin_put_reaches_both(void)
     bucket_close(t);
 }
 
+static int guard_asks;
+static int guard_once(void *ctx)   /* says yes to the first ask only (a lease lost meanwhile) */
+{
+    (void)ctx;
+    return ++guard_asks == 1;
+}
+
+/* A guarded put asks the guard again on each side, right before the object appears
+   there: a lease lost after the twin's first ask puts the segment in neither bucket. */
+static void test_twin_guard_is_asked_by_each_side(void)
+{
+    bucket *t = open_twin("guard", NULL, NULL);
+    REQUIRE(t);
+    char err[512] = "";
+    guard_asks = 0;
+    CHECK_EQ(bucket_put_if_absent_guarded(t, "seg/1", "one", 3, guard_once, NULL, NULL, err, sizeof err),
+             HANU_ERR_STOPPED);
+    CHECK_EQ(guard_asks, 3);   /* the twin's ask, then each side's */
+    CHECK_EQ(side_has(t, 0, "seg/1", "one"), 0);
+    CHECK_EQ(side_has(t, 1, "seg/1", "one"), 0);
+    CHECK(strstr(err, "called off by its guard") != NULL);
+    bucket_close(t);
+}
+
 static void test_twin_one_side_failing_fails_the_put(void)
 {
     bucket_options bad;
@@ -236,6 +260,7 @@ static void test_twin_open_refuses_one_url_twice(void)
 int main(void)
 {
     RUN(test_twin_put_reaches_both);
+    RUN(test_twin_guard_is_asked_by_each_side);
     RUN(test_twin_one_side_failing_fails_the_put);
     RUN(test_twin_reads_fall_back_and_lists_unite);
     RUN(test_twin_collision_on_either_side_fences);

@@ -35,6 +35,8 @@ typedef struct side_call {
     bucket_object_info info;
     bucket_list_fn fn;                  /* list */
     void *ctx;
+    int (*guard)(void *ctx);            /* put_if_absent: the twin's guard, asked by each side */
+    void *guard_ctx;
     int rc;
     char err[384];
 } side_call;
@@ -45,7 +47,9 @@ static void *run_side(void *arg)
     switch (s->op) {
     case SIDE_PUT: s->rc = bucket_put(s->b, s->key, s->data, s->len, &s->info, s->err, sizeof s->err); break;
     case SIDE_PUT_IF_ABSENT:
-        s->rc = bucket_put_if_absent(s->b, s->key, s->data, s->len, &s->info, s->err, sizeof s->err);
+        s->rc = s->guard ? bucket_put_if_absent_guarded(s->b, s->key, s->data, s->len, s->guard, s->guard_ctx, &s->info,
+                                                        s->err, sizeof s->err)
+                         : bucket_put_if_absent(s->b, s->key, s->data, s->len, &s->info, s->err, sizeof s->err);
         break;
     case SIDE_DELETE: s->rc = bucket_delete(s->b, s->key, s->err, sizeof s->err); break;
     case SIDE_LIST: s->rc = bucket_list(s->b, s->key, s->fn, s->ctx, s->err, sizeof s->err); break;
@@ -125,12 +129,14 @@ static int twin_put(bucket *b, const char *key, const void *data, size_t len, en
                                second.err);
         return HANU_OK;
     }
-    /* The sides are whole buckets of their own: the guard is asked once, before both. */
+    /* Each side asks the guard as late as its own backend can (right before the object
+       appears there); asking here too spares both sides' work when it already says no. */
     if (!bucket_guard_passes(call, key)) return HANU_ERR_STOPPED;
     side_call calls[2];
     for (int i = 0; i < 2; i++)
         calls[i] = (side_call){ .b = t->side[i], .op = mode == BUCKET_PUT_IF_ABSENT ? SIDE_PUT_IF_ABSENT : SIDE_PUT,
-                                .key = key, .data = data, .len = len };
+                                .key = key, .data = data, .len = len, .guard = call->guard,
+                                .guard_ctx = call->guard_ctx };
     run_both(calls);
     int rc = mode == BUCKET_PUT_IF_ABSENT ? twin_put_if_absent(b, calls, call) : side_failure(b, calls, call);
     if (rc == HANU_OK && info) *info = calls[0].info;

@@ -33,6 +33,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int log_format = HLOG_TEXT;
 static sink main_log = { 2, "" };
 static sink access_log = { -1, "" };
+static _Atomic int access_on;   /* read on every answer: no mutex there */
 
 static const char *const level_names[] = { "ERROR", "WARN", "INFO" };
 static const char *const level_json[] = { "error", "warn", "info" };
@@ -76,6 +77,7 @@ static int sink_set(sink *s, const char *path, int std_fd, char *err, size_t err
     int old = s->fd;
     s->fd = fd;
     snprintf(s->path, sizeof s->path, "%s", path && *path ? path : "");
+    if (s == &access_log) atomic_store(&access_on, fd >= 0);
     pthread_mutex_unlock(&mu);
     if (old > 2) close(old);
     return HANU_OK;
@@ -97,10 +99,7 @@ int hlog_access_open(const char *path, char *err, size_t errcap)
 
 int hlog_access_enabled(void)
 {
-    pthread_mutex_lock(&mu);
-    int on = access_log.fd >= 0;
-    pthread_mutex_unlock(&mu);
-    return on;
+    return atomic_load_explicit(&access_on, memory_order_relaxed);
 }
 
 static void write_line(sink *s, const char *line, size_t len)

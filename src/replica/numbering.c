@@ -4,6 +4,7 @@
  * claimant's; its body, {"base":..,"term":..}, names the term that claimed it.
  */
 #include "replica/numbering.h"
+#include "json/json.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -51,11 +52,16 @@ int numbering_highest(bucket *b, uint64_t *base, uint64_t *term, char *err, size
     hanu_buf body = { 0 };
     rc = bucket_get(b, key, &body, NULL, err, errcap);
     if (rc == HANU_OK) {
-        /* {"base":B,"term":T}: written by numbering_claim only, read leniently. */
-        char text[128] = "";
-        memcpy(text, body.data, body.len < sizeof text - 1 ? body.len : sizeof text - 1);
-        const char *t = strstr(text, "\"term\":");
-        if (t) h.term = strtoull(t + 7, NULL, 10);
+        /* {"base":B,"term":T}, written by numbering_claim only. The key alone bounds the
+           numbering; a body that does not parse only loses its term (audit reports it). */
+        json_member m;
+        if (json_member_find((const char *)body.data, body.len, "term", 4, &m, NULL, 0) == HANU_OK && m.found &&
+            m.type == JSON_NUMBER) {
+            char num[24] = "";
+            size_t n = m.end - m.start;
+            if (n < sizeof num) memcpy(num, body.data + m.start, n);
+            h.term = strtoull(num, NULL, 10);
+        }
     }
     hanu_buf_free(&body);
     *base = h.base;
