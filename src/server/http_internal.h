@@ -104,6 +104,18 @@ int http_split_authority(const char *s, size_t len, size_t *host_len, long *port
    reads, at most once. Otherwise 0, and the 400 invalid_parameter naming it (and
    the route: the request's method and pattern, "/c/{collection}") was sent. */
 int http_params_parse(http_call *c, unsigned accepted, const char *pattern);
+/* The query string's part of it, without a request (fuzz/fuzz_http_params.c): splits
+   q[0..len) into params, each value decoded into scratch (room for len + HTTP_PARAM_COUNT
+   bytes: every value and its NUL). 1, or 0 and the fault. */
+enum http_query_fault_kind { HTTP_QUERY_UNKNOWN = 1, HTTP_QUERY_REPEATED, HTTP_QUERY_MALFORMED };
+typedef struct http_query_fault {
+    enum http_query_fault_kind kind;
+    const char *name;                 /* the name as sent (UNKNOWN), else the parameter's */
+    size_t name_len;
+} http_query_fault;
+int http_query_split(const char *q, size_t len, unsigned accepted, char *scratch, h2o_iovec_t params[HTTP_PARAM_COUNT],
+                     http_query_fault *fault);
+const char *http_param_name(enum http_param p);   /* as the query string spells it */
 /* A parameter's decoded value (NUL-terminated), or NULL when absent. */
 const h2o_iovec_t *http_param(const http_call *c, enum http_param p);
 

@@ -84,13 +84,12 @@ static int check_headers(http_call *c)
     return 1;
 }
 
-int http_params_parse(http_call *c, unsigned accepted, const char *pattern)
+int http_query_split(const char *q, size_t len, unsigned accepted, char *scratch, h2o_iovec_t params[HTTP_PARAM_COUNT],
+                     http_query_fault *fault)
 {
-    h2o_req_t *req = c->req;
-    memset(c->params, 0, sizeof c->params);
-    if (!check_headers(c)) return 0;
-    if (req->query_at == SIZE_MAX) return 1;
-    const char *q = req->path.base + req->query_at + 1, *end = req->path.base + req->path.len;
+    const char *end = q + len;
+    char *out = scratch;
+    memset(params, 0, sizeof(h2o_iovec_t) * HTTP_PARAM_COUNT);
     while (q < end) {
         const char *amp = memchr(q, '&', (size_t)(end - q));
         const char *e = amp ? amp : end;
@@ -103,23 +102,52 @@ int http_params_parse(http_call *c, unsigned accepted, const char *pattern)
             while (nl >= 0 && p < HTTP_PARAM_COUNT &&
                    !(strlen(param_names[p]) == (size_t)nl && !memcmp(param_names[p], name, (size_t)nl)))
                 p++;
-            if (nl < 0 || p == HTTP_PARAM_COUNT || !(accepted & HTTP_PARAM_BIT(p)))
-                return refuse(c, 0, q, (size_t)(ne - q), pattern, accepted);
-            if (c->params[p].base) return refuse(c, 1, param_names[p], strlen(param_names[p]), pattern, accepted);
+            if (nl < 0 || p == HTTP_PARAM_COUNT || !(accepted & HTTP_PARAM_BIT(p))) {
+                *fault = (http_query_fault){ .kind = HTTP_QUERY_UNKNOWN, .name = q, .name_len = (size_t)(ne - q) };
+                return 0;
+            }
+            if (params[p].base) {
+                *fault = (http_query_fault){ .kind = HTTP_QUERY_REPEATED, .name = param_names[p],
+                                             .name_len = strlen(param_names[p]) };
+                return 0;
+            }
             const char *v = eq ? eq + 1 : e;
-            char *out = h2o_mem_alloc_pool(&req->pool, (size_t)(e - v) + 1);
             ssize_t vl = http_decode_segment(v, (size_t)(e - v), out, (size_t)(e - v));
             if (vl < 0) {
-                http_error(c, 400, "invalid_parameter", "query parameter \"%s\": malformed percent-encoding",
-                           param_names[p]);
+                *fault = (http_query_fault){ .kind = HTTP_QUERY_MALFORMED, .name = param_names[p],
+                                             .name_len = strlen(param_names[p]) };
                 return 0;
             }
             out[vl] = '\0';
-            c->params[p] = h2o_iovec_init(out, (size_t)vl);
+            params[p] = h2o_iovec_init(out, (size_t)vl);
+            out += vl + 1;
         }
         q = amp ? amp + 1 : end;
     }
     return 1;
+}
+
+int http_params_parse(http_call *c, unsigned accepted, const char *pattern)
+{
+    h2o_req_t *req = c->req;
+    memset(c->params, 0, sizeof c->params);
+    if (!check_headers(c)) return 0;
+    if (req->query_at == SIZE_MAX) return 1;
+    size_t len = req->path.len - req->query_at - 1;
+    char *scratch = h2o_mem_alloc_pool(&req->pool, len + HTTP_PARAM_COUNT);   /* every value and its NUL */
+    http_query_fault f;
+    if (http_query_split(req->path.base + req->query_at + 1, len, accepted, scratch, c->params, &f)) return 1;
+    if (f.kind == HTTP_QUERY_MALFORMED) {
+        http_error(c, 400, "invalid_parameter", "query parameter \"%.*s\": malformed percent-encoding",
+                   (int)f.name_len, f.name);
+        return 0;
+    }
+    return refuse(c, f.kind == HTTP_QUERY_REPEATED, f.name, f.name_len, pattern, accepted);
+}
+
+const char *http_param_name(enum http_param p)
+{
+    return param_names[p];
 }
 
 const h2o_iovec_t *http_param(const http_call *c, enum http_param p)
