@@ -150,6 +150,52 @@ static void test_racers_promote_exactly_one_and_a_silent_holder_is_replaced(void
     bucket_close(b);
 }
 
+static int slow_promotion(void *ctx, uint64_t term)   /* ctx: the result to give */
+{
+    usleep(1500000);   /* twice the TTL of the test below */
+    atomic_fetch_add(&promotions, 1);
+    atomic_store(&promoted_term, term);
+    return *(int *)ctx;
+}
+
+/* A promotion longer than the TTL (a long chain to apply, a slow bucket) keeps the
+   lease: the keeper renews it meanwhile, and a rival cannot take it. One that fails
+   ends FAILED and stops renewing. */
+static void test_a_slow_promotion_keeps_the_lease(void)
+{
+    bucket *b = open_bucket(test_tmpdir("lease-slow"));
+    REQUIRE(b);
+    for (int fail = 0; fail < 2; fail++) {
+        atomic_store(&promotions, 0);
+        int result = fail ? -1 : 0;
+        lease_keeper_options o = { .holder = "slow", .url = "http://x", .ttl_ms = 750, .check_ms = 20,
+                                   .promote = slow_promotion, .ctx = &result };
+        lease_keeper *k = NULL, *rival = NULL;
+        char err[256];
+        REQUIRE(lease_keeper_start(b, &o, &k, err, sizeof err) == HANU_OK);
+        for (int i = 0; i < 200 && state_of(k) != LEASE_PROMOTING; i++) usleep(5000);
+        CHECK_EQ(state_of(k), LEASE_PROMOTING);
+        rival = start(b, "rival", 750);
+        REQUIRE(rival);
+        usleep(1000000);   /* past the TTL, still promoting */
+        CHECK_EQ(state_of(k), LEASE_PROMOTING);
+        CHECK(lease_keeper_may_write(k, hanu_now_ns()));
+        CHECK_EQ(state_of(rival), LEASE_STANDBY);
+        CHECK_EQ(wait_promotions(1), 1);
+        for (int i = 0; i < 200 && state_of(k) == LEASE_PROMOTING; i++) usleep(5000);
+        lease_keeper_status st;
+        lease_keeper_get(k, &st);
+        CHECK(st.renewals >= 1);
+        CHECK_EQ(st.state, fail ? LEASE_FAILED : LEASE_HOLDING);
+        CHECK_EQ(lease_keeper_may_write(k, hanu_now_ns()), !fail);
+        lease_keeper_stop_and_release(k, 1);   /* a standby takes the released lease at once */
+        CHECK_EQ(wait_promotions(2), 2);
+        CHECK_EQ(state_of(rival), LEASE_HOLDING);
+        lease_keeper_stop_and_release(rival, 1);
+    }
+    bucket_close(b);
+}
+
 static void test_replaced_behind_its_back_is_lost(void)
 {
     bucket *b = open_bucket(test_tmpdir("lease-lost"));
@@ -307,6 +353,7 @@ int main(void)
 {
     RUN(test_object_round_trip_and_refusals);
     RUN(test_racers_promote_exactly_one_and_a_silent_holder_is_replaced);
+    RUN(test_a_slow_promotion_keeps_the_lease);
     RUN(test_replaced_behind_its_back_is_lost);
     RUN(test_lost_answers_do_not_lose_the_lease);
     RUN(test_unreadable_lease_is_recovered);

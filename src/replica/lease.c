@@ -125,9 +125,16 @@ struct lease_keeper {
     pthread_mutex_t mu;
     pthread_cond_t wake;
     int stop;
+    int poke;                           /* under mu: the promotion ended; the keeper's nap ends early */
     lease_keeper_status st;             /* under mu */
     _Atomic int state;
     _Atomic uint64_t valid_until_ns;
+    /* The promotion runs on a thread of its own while the keeper renews the lease:
+       a promotion longer than the TTL must not let the lease lapse under it. */
+    pthread_t promoter;
+    int promoting;                      /* keeper thread only: promoter is running or not joined */
+    uint64_t promote_term;
+    _Atomic int promote_result;         /* 0 running, 1 promoted, -1 failed */
     char etag[BUCKET_ETAG_MAX + 1];     /* of our last write (keeper thread only) */
     /* Keeper thread only: the highest term seen in any lease (a new take goes
        above it, also when the object was deleted), and an unreadable lease object
@@ -163,7 +170,8 @@ static int nap(lease_keeper *k, uint32_t ms)
     ts.tv_sec += (time_t)(ns / 1000000000u);
     ts.tv_nsec = (long)(ns % 1000000000u);
     pthread_mutex_lock(&k->mu);
-    while (!k->stop && pthread_cond_timedwait(&k->wake, &k->mu, &ts) == 0) {}
+    while (!k->stop && !k->poke && pthread_cond_timedwait(&k->wake, &k->mu, &ts) == 0) {}
+    k->poke = 0;
     int stop = k->stop;
     pthread_mutex_unlock(&k->mu);
     return stop;
@@ -303,6 +311,42 @@ static int reclaim_after_mismatch(lease_keeper *k, uint64_t term, char *err, siz
     return rc;   /* NOT_FOUND: deleted under us, lost; IO: try again later */
 }
 
+static void *promote_main(void *arg)
+{
+    lease_keeper *k = arg;
+    int ok = k->o.promote(k->o.ctx, k->promote_term) == 0;
+    atomic_store(&k->promote_result, ok ? 1 : -1);
+    pthread_mutex_lock(&k->mu);
+    k->poke = 1;
+    pthread_cond_broadcast(&k->wake);
+    pthread_mutex_unlock(&k->mu);
+    return NULL;
+}
+
+/* A promotion that ended: HOLDING, or FAILED (no more writes; the lease is not
+   renewed). wait: join it even if it still runs (the keeper is leaving).
+   0 while it runs or when it promoted, -1 when it failed. */
+static int settle_promotion(lease_keeper *k, int wait)
+{
+    if (!k->promoting || (!wait && atomic_load(&k->promote_result) == 0)) return 0;
+    pthread_join(k->promoter, NULL);
+    k->promoting = 0;
+    if (atomic_load(&k->promote_result) < 0) {
+        atomic_store(&k->valid_until_ns, 0);
+        if (atomic_load(&k->state) == LEASE_PROMOTING) set_state(k, LEASE_FAILED, "promotion failed");
+        return -1;
+    }
+    if (atomic_load(&k->state) == LEASE_PROMOTING) set_state(k, LEASE_HOLDING, NULL);
+    return 0;
+}
+
+/* The keeper leaves (stopped, or the lease lost): a running promotion is waited for. */
+static void *keeper_leaves(lease_keeper *k)
+{
+    settle_promotion(k, 1);
+    return NULL;
+}
+
 static void *keeper_main(void *arg)
 {
     lease_keeper *k = arg;
@@ -315,20 +359,28 @@ static void *keeper_main(void *arg)
     pthread_mutex_unlock(&k->mu);
     set_state(k, LEASE_PROMOTING, NULL);
     hlog_info("lease", "took the lease (term %" PRIu64 "); promoting to leader", term);
-    if (k->o.promote && k->o.promote(k->o.ctx, term) != 0) {
+    k->promote_term = term;
+    if (!k->o.promote) {
+        set_state(k, LEASE_HOLDING, NULL);
+    } else if (pthread_create(&k->promoter, NULL, promote_main, k) == 0) {
+        k->promoting = 1;
+    } else if (k->o.promote(k->o.ctx, term) != 0) {   /* no thread to spare: promote here */
         atomic_store(&k->valid_until_ns, 0);
         set_state(k, LEASE_FAILED, "promotion failed");
         return NULL;
+    } else {
+        set_state(k, LEASE_HOLDING, NULL);
     }
-    set_state(k, LEASE_HOLDING, NULL);
-    uint64_t next_ns = hanu_now_ns();   /* renew at once: promotion may have taken a while */
+    uint64_t next_ns = hanu_now_ns() + (uint64_t)renew_ms * 1000000u;   /* the take was a write */
     for (;;) {
         uint64_t now = hanu_now_ns();
-        if (now < next_ns && nap(k, (uint32_t)((next_ns - now) / 1000000u) + 1)) return NULL;
+        if (now < next_ns && nap(k, (uint32_t)((next_ns - now) / 1000000u) + 1)) return keeper_leaves(k);
+        if (settle_promotion(k, 0) < 0) return NULL;
+        if (hanu_now_ns() < next_ns) continue;   /* woken by the promotion's end */
         if (hanu_now_ns() >= atomic_load(&k->valid_until_ns)) {
             atomic_store(&k->valid_until_ns, 0);
             set_state(k, LEASE_LOST, "the lease could not be renewed before it expired");
-            return NULL;
+            return keeper_leaves(k);
         }
         char err[256] = "";
         int rc = write_lease(k, k->etag, term, err, sizeof err);
@@ -350,7 +402,7 @@ static void *keeper_main(void *arg)
             char msg[200];
             snprintf(msg, sizeof msg, "another node replaced the lease: %.160s", err);
             set_state(k, LEASE_LOST, msg);
-            return NULL;
+            return keeper_leaves(k);
         }
         if (rc != HANU_OK) note(k, NULL, err);
         next_ns = hanu_now_ns() + (uint64_t)(rc == HANU_OK ? renew_ms : retry_ms) * 1000000u;
