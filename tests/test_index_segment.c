@@ -367,6 +367,76 @@ static void test_documents_extracted(void)
     index_segment_close(s);
 }
 
+/* The bytes of a whole file, for comparing two segments. */
+static int same_file(const char *a, const char *b)
+{
+    hanu_buf x = { 0 }, y = { 0 };
+    int same = hanu_read_file(a, 1u << 30, &x) == HANU_OK && hanu_read_file(b, 1u << 30, &y) == HANU_OK && x.len == y.len &&
+               x.len > 0 && memcmp(x.data, y.data, x.len) == 0;
+    hanu_buf_free(&x);
+    hanu_buf_free(&y);
+    return same;
+}
+
+/* Text given the fast way (index_builder_text_field + index_builder_word, tokens
+   counted in batches), the key way (index_builder_term with both keys of each
+   token), or a mix within one document, makes byte-identical segments. */
+static void test_words_both_ways_make_one_segment(void)
+{
+    const char *dir = test_tmpdir("seg-words");
+    static const char *const fields[] = { "title", "body", "a.b" };
+    char paths[3][600];
+    for (int way = 0; way < 3; way++) {
+        snprintf(paths[way], sizeof paths[way], "%s/seg-%d", dir, way);
+        index_builder *b = index_builder_new();
+        REQUIRE(b);
+        rng = 7;
+        uint8_t k[INDEX_KEY_MAX], prefix[INDEX_KEY_MAX];
+        for (uint32_t d = 0; d < 3000; d++) {
+            char id[32];
+            snprintf(id, sizeof id, "d%05u", d);
+            REQUIRE(index_builder_doc(b, id, strlen(id), d + 1) == HANU_OK);
+            for (int f = 0; f < 3; f++) {
+                size_t plen = index_key(prefix, fields[f], strlen(fields[f]), INDEX_KEY_WORD, "", 0, 0);
+                uint32_t field = UINT32_MAX;
+                if (way != 1) REQUIRE(index_builder_text_field(b, prefix, plen, &field) == HANU_OK);
+                for (int t = 0; t < 40; t++) {
+                    char w[16];
+                    uint64_t r = next_rand();
+                    snprintf(w, sizeof w, "w%u", (unsigned)(r % 5000 < 2500 ? r % 50 : r % 5000));
+                    int fast = way == 0 || (way == 2 && (r >> 20) % 2);
+                    if (fast) {
+                        REQUIRE(index_builder_word(b, field, w, strlen(w)) == HANU_OK);
+                    } else {
+                        REQUIRE(index_builder_term(b, k, word_key(k, fields[f], w)) == HANU_OK);
+                        REQUIRE(index_builder_term(b, k, word_key(k, "", w)) == HANU_OK);
+                    }
+                }
+            }
+        }
+        CHECK_EQ(index_builder_write(b, paths[way]), HANU_OK);
+        index_builder_free(b);
+    }
+    CHECK(same_file(paths[0], paths[1]));
+    CHECK(same_file(paths[0], paths[2]));
+    /* Refusals: no document yet, a token too long, an unknown field, a prefix that is not a field's. */
+    index_builder *b = index_builder_new();
+    REQUIRE(b);
+    uint8_t prefix[INDEX_KEY_MAX];
+    size_t plen = index_key(prefix, "body", 4, INDEX_KEY_WORD, "", 0, 0);
+    uint32_t field = UINT32_MAX;
+    CHECK_EQ(index_builder_word(b, UINT32_MAX, "x", 1), HANU_ERR_INVALID);
+    CHECK_EQ(index_builder_doc(b, "d", 1, 1), HANU_OK);
+    CHECK_EQ(index_builder_text_field(b, prefix, plen, &field), HANU_OK);
+    CHECK_EQ(field, 0);
+    char longw[INDEX_KEYWORD_MAX + 1];
+    memset(longw, 'a', sizeof longw);
+    CHECK_EQ(index_builder_word(b, field, longw, sizeof longw), HANU_ERR_INVALID);
+    CHECK_EQ(index_builder_word(b, 1, "x", 1), HANU_ERR_INVALID);
+    CHECK_EQ(index_builder_text_field(b, prefix, plen - 1, &field), HANU_ERR_INVALID);
+    index_builder_free(b);
+}
+
 int main(void)
 {
     RUN(test_round_trip);
@@ -375,5 +445,6 @@ int main(void)
     RUN(test_damage_is_refused);
     RUN(test_documents_extracted);
     RUN(test_id_order);
+    RUN(test_words_both_ways_make_one_segment);
     TEST_DONE();
 }

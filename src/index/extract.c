@@ -9,28 +9,19 @@
 
 #include <stdlib.h>
 
-/* The two keys of a token (index_key's layout): the field's, path NUL
- * INDEX_KEY_WORD token, and the whole text's, NUL INDEX_KEY_ALL_WORD token.
- * Their prefixes are laid out once per string; a token is copied after them. */
+/* A token is a term of its string's field (path NUL INDEX_KEY_WORD token) and of
+ * the whole text (NUL INDEX_KEY_ALL_WORD token): the field is named to the builder
+ * once per string, and each token once for both terms. */
 typedef struct extract_ctx {
     index_builder *b;
-    size_t field_prefix;        /* bytes before the token in field_key; 0: the path is not indexed */
-    uint8_t field_key[INDEX_KEY_MAX];
-    uint8_t all_key[2 + TEXT_MAX_TOKEN_BYTES];
+    uint32_t field;             /* the string's text field, UINT32_MAX: the path is not indexed */
 } extract_ctx;
 
 static int add_token(void *p, const text_token *tok)
 {
     extract_ctx *x = p;
-    int rc = HANU_OK;
     if (tok->len > INDEX_KEYWORD_MAX) return HANU_OK;   /* as index_key: no key (tokens are shorter) */
-    if (x->field_prefix) {
-        memcpy(x->field_key + x->field_prefix, tok->bytes, tok->len);
-        rc = index_builder_term(x->b, x->field_key, x->field_prefix + tok->len);
-    }
-    memcpy(x->all_key + 2, tok->bytes, tok->len);
-    if (rc == HANU_OK) rc = index_builder_term(x->b, x->all_key, 2 + tok->len);
-    return rc;
+    return index_builder_word(x->b, x->field, tok->bytes, tok->len);
 }
 
 static int add_leaf(void *p, const json_leaf *leaf)
@@ -58,7 +49,10 @@ static int add_leaf(void *p, const json_leaf *leaf)
         if (n && !leaf->in_array) rc = index_builder_string(b, leaf->path, leaf->path_len, leaf->str, leaf->str_len);
         if (leaf->depth == 1 && leaf->path_len == 3 && memcmp(leaf->path, "_id", 3) == 0) break;   /* not text */
         uint32_t positions = 0;
-        x->field_prefix = index_key(x->field_key, leaf->path, leaf->path_len, INDEX_KEY_WORD, "", 0, 0);
+        uint8_t prefix[INDEX_KEY_MAX];
+        size_t prefix_len = index_key(prefix, leaf->path, leaf->path_len, INDEX_KEY_WORD, "", 0, 0);
+        x->field = UINT32_MAX;
+        if (rc == HANU_OK && prefix_len) rc = index_builder_text_field(b, prefix, prefix_len, &x->field);
         if (rc == HANU_OK) rc = text_tokenize(leaf->str, leaf->str_len, add_token, x, &positions);
         if (rc == HANU_OK && positions && leaf->path_len <= INDEX_PATH_MAX && !memchr(leaf->path, 0, leaf->path_len))
             rc = index_builder_text_length(b, leaf->path, leaf->path_len, positions);
@@ -82,11 +76,7 @@ int index_add_document(index_builder *b, const char *id, size_t id_len, uint64_t
     size_t scratch_len = json_scan_scratch_size(len);
     void *scratch = malloc(scratch_len);
     if (!scratch) return HANU_ERR_NOMEM;
-    extract_ctx x;
-    x.b = b;
-    x.field_prefix = 0;
-    x.all_key[0] = 0;
-    x.all_key[1] = INDEX_KEY_ALL_WORD;
+    extract_ctx x = { .b = b, .field = UINT32_MAX };
     rc = json_scan(doc, len, NULL, scratch, scratch_len, add_leaf, &x, NULL);
     free(scratch);
     return rc;

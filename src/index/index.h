@@ -76,6 +76,13 @@ int index_builder_doc(index_builder *b, const char *id, size_t id_len, uint64_t 
  * term frequency). key from index_key. */
 int index_builder_term(index_builder *b, const uint8_t *key, size_t key_len);
 
+/* Text, the fast way: a text field named once per string by its key prefix
+ * (index_key(path, INDEX_KEY_WORD, "")), then each token of the string: one
+ * occurrence of the field's term and of the whole text's (field UINT32_MAX: the
+ * whole text's only). The same terms as index_builder_term with the two keys. */
+int index_builder_text_field(index_builder *b, const uint8_t *prefix, size_t prefix_len, uint32_t *field);
+int index_builder_word(index_builder *b, uint32_t field, const char *tok, size_t len);
+
 /* Column values of the current document at path: a scalar outside arrays
  * (arrays make the path multi-valued for this document: index_builder_multi).
  * Strings longer than INDEX_KEYWORD_MAX are not column values. */

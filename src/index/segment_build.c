@@ -75,6 +75,33 @@ typedef struct key_table {
 
 #define PEND_TERMS 16   /* terms interned together; the slot of the first is in cache by the last */
 
+/* A distinct token of the batch's text: its bytes (in keys) and its whole-text term. */
+typedef struct build_word {
+    uint32_t key_off, key_len;
+    uint32_t all_term;          /* UINT32_MAX until the token occurs in the whole text */
+} build_word;
+
+/* A text field: the key prefix of its words (path NUL INDEX_KEY_WORD, in keys). */
+typedef struct build_field {
+    uint32_t key_off, key_len;
+} build_field;
+
+/* A token given to index_builder_word, counted at the next flush_words. */
+#define PEND_WORDS 32
+typedef struct pend_word {
+    uint64_t hash;
+    uint32_t field, len;
+    uint32_t word, all, term;   /* found by flush_words */
+    uint8_t bytes[INDEX_KEYWORD_MAX];
+} pend_word;
+
+/* Open addressing from a non-zero u64 to a u32. */
+typedef struct pair_table {
+    uint64_t *keys;             /* 0 = empty */
+    uint32_t *vals;
+    uint32_t nslots, count;
+} pair_table;
+
 struct index_builder {
     uint32_t docs;
     hanu_buf ids;
@@ -97,6 +124,18 @@ struct index_builder {
     uint32_t pend_len[PEND_TERMS];
     uint64_t pend_hash[PEND_TERMS];
     uint32_t npend;
+    /* Text: each distinct token is interned once (words), and a text field's
+       term is found by the integer pair (field, word), so a token of a field
+       costs one byte-keyed lookup for both of its terms instead of two. */
+    build_word *words;
+    uint32_t nwords, words_cap;
+    key_table word_index;
+    build_field *fields;
+    uint32_t nfields, fields_cap;
+    key_table field_index;
+    pair_table field_terms;      /* (field + 1) << 32 | word -> term */
+    pend_word pend_words[PEND_WORDS];   /* index_builder_word's, not yet counted (flush_words) */
+    uint32_t npend_words;
 };
 
 index_builder *index_builder_new(void)
@@ -126,6 +165,12 @@ void index_builder_free(index_builder *b)
     free(b->cols);
     free(b->term_index.slots);
     free(b->col_index.slots);
+    free(b->words);
+    free(b->word_index.slots);
+    free(b->fields);
+    free(b->field_index.slots);
+    free(b->field_terms.keys);
+    free(b->field_terms.vals);
     free(b->id_off.v);
     free(b->txns);
     hanu_buf_free(&b->ids);
@@ -259,8 +304,12 @@ static int intern(index_builder *b, key_table *t, void **items, uint32_t *count,
 }
 
 /* Interns the pending terms of the current document and counts them. */
+static int flush_words(index_builder *b);
+
 static int flush_terms(index_builder *b)
 {
+    int rc0 = flush_words(b);
+    if (rc0) return rc0;
     uint32_t n = b->npend, ord = b->docs - 1;
     b->npend = 0;
     for (uint32_t k = 0; k < n; k++) {
@@ -276,6 +325,204 @@ static int flush_terms(index_builder *b)
         if ((rc = post_push(t, ord, 1))) return rc;
     }
     return HANU_OK;
+}
+
+/* ------------------------------------------------------------ text words */
+
+static inline uint32_t pair_home(uint64_t key, uint32_t mask)
+{
+    key *= 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(key >> 32) & mask;
+}
+
+/* The slot of key: its own, or the empty one it would take. */
+static uint32_t pair_slot(const pair_table *t, uint64_t key)
+{
+    uint32_t mask = t->nslots - 1, s = pair_home(key, mask);
+    while (t->keys[s] && t->keys[s] != key) s = (s + 1) & mask;
+    return s;
+}
+
+static int pair_grow(pair_table *t)
+{
+    if ((uint64_t)(t->count + 1) * 2 <= t->nslots) return HANU_OK;
+    uint32_t n = t->nslots ? t->nslots * 2 : 256;
+    pair_table fresh = { calloc(n, sizeof(uint64_t)), malloc((size_t)n * sizeof(uint32_t)), n, t->count };
+    if (!fresh.keys || !fresh.vals) {
+        free(fresh.keys);
+        free(fresh.vals);
+        return HANU_ERR_NOMEM;
+    }
+    for (uint32_t i = 0; i < t->nslots; i++) {
+        if (!t->keys[i]) continue;
+        uint32_t at = pair_slot(&fresh, t->keys[i]);
+        fresh.keys[at] = t->keys[i];
+        fresh.vals[at] = t->vals[i];
+    }
+    free(t->keys);
+    free(t->vals);
+    *t = fresh;
+    return HANU_OK;
+}
+
+/* A new term keyed prefix then word (both copied into keys; neither may point into keys). */
+static int new_term(index_builder *b, const uint8_t *prefix, uint32_t prefix_len, const uint8_t *word,
+                    uint32_t word_len, uint32_t *out)
+{
+    if (b->nterms == b->terms_cap) {
+        uint32_t cap = b->terms_cap ? b->terms_cap * 2 : 64;
+        build_term *t = realloc(b->terms, (size_t)cap * sizeof *t);
+        if (!t) return HANU_ERR_NOMEM;
+        b->terms = t;
+        b->terms_cap = cap;
+    }
+    if (b->keys.len + prefix_len + word_len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
+    uint32_t off = (uint32_t)b->keys.len;
+    int rc = hanu_buf_append(&b->keys, prefix, prefix_len);
+    if (rc == HANU_OK) rc = hanu_buf_append(&b->keys, word, word_len);
+    if (rc) return rc;
+    build_term *t = &b->terms[b->nterms];
+    memset(t, 0, sizeof *t);
+    t->key_off = off;
+    t->key_len = prefix_len + word_len;
+    *out = b->nterms++;
+    return HANU_OK;
+}
+
+/* One more occurrence of term i in the current document. */
+static int term_occurs(index_builder *b, uint32_t i)
+{
+    build_term *t = &b->terms[i];
+    uint32_t ord = b->docs - 1;
+    if (t->n && t->post[2 * t->n - 2] == ord) {
+        t->post[2 * t->n - 1]++;
+        return HANU_OK;
+    }
+    return post_push(t, ord, 1);
+}
+
+/* The whole text's term of word w (tok), made when new. */
+static int all_term_of(index_builder *b, uint32_t w, const uint8_t *tok, uint32_t len, uint32_t *out)
+{
+    if (b->words[w].all_term == 0) {   /* stored plus one: a fresh word is zeroed */
+        static const uint8_t all_prefix[2] = { 0, INDEX_KEY_ALL_WORD };
+        uint32_t t;
+        int rc = new_term(b, all_prefix, 2, tok, len, &t);
+        if (rc) return rc;
+        b->words[w].all_term = t + 1;
+    }
+    *out = b->words[w].all_term - 1;
+    return HANU_OK;
+}
+
+/* Field field's term of word w (tok), made when new. */
+static int field_term_of(index_builder *b, uint32_t field, uint32_t w, const uint8_t *tok, uint32_t len,
+                         uint32_t *out)
+{
+    int rc = pair_grow(&b->field_terms);
+    if (rc) return rc;
+    uint64_t key = ((uint64_t)field + 1) << 32 | w;
+    uint32_t at = pair_slot(&b->field_terms, key);
+    if (b->field_terms.keys[at]) {
+        *out = b->field_terms.vals[at];
+        return HANU_OK;
+    }
+    uint8_t prefix[INDEX_KEY_MAX];
+    const build_field *f = &b->fields[field];
+    if (f->key_len + len > INDEX_KEY_MAX) return HANU_ERR_INVALID;
+    memcpy(prefix, b->keys.data + f->key_off, f->key_len);
+    if ((rc = new_term(b, prefix, f->key_len, tok, len, out))) return rc;
+    b->field_terms.keys[at] = key;
+    b->field_terms.vals[at] = *out;
+    b->field_terms.count++;
+    return HANU_OK;
+}
+
+/* A token: a term of field (UINT32_MAX: none) and, when all, of the whole text. */
+static int word_occurs(index_builder *b, uint32_t field, int all, const uint8_t *tok, uint32_t len)
+{
+    uint32_t w, t;
+    int rc = intern(b, &b->word_index, (void **)&b->words, &b->nwords, &b->words_cap, sizeof(build_word), tok, len,
+                    &w);
+    if (rc == HANU_OK && all && (rc = all_term_of(b, w, tok, len, &t)) == HANU_OK) rc = term_occurs(b, t);
+    if (rc == HANU_OK && field != UINT32_MAX && (rc = field_term_of(b, field, w, tok, len, &t)) == HANU_OK)
+        rc = term_occurs(b, t);
+    return rc;
+}
+
+/* The pending tokens of index_builder_word, in three passes so that each pass's
+   cache misses overlap: the words (their table slots were prefetched as the tokens
+   came), then their terms, then the postings. */
+static int flush_words(index_builder *b)
+{
+    uint32_t n = b->npend_words;
+    b->npend_words = 0;
+    int rc = HANU_OK;
+    for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {
+        pend_word *p = &b->pend_words[k];
+        rc = intern_hashed(b, &b->word_index, (void **)&b->words, &b->nwords, &b->words_cap, sizeof(build_word),
+                           p->bytes, p->len, p->hash, &p->word);
+        if (rc == HANU_OK) __builtin_prefetch(&b->words[p->word]);
+    }
+    for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {
+        pend_word *p = &b->pend_words[k];
+        rc = all_term_of(b, p->word, p->bytes, p->len, &p->all);
+        if (rc == HANU_OK && p->field != UINT32_MAX) rc = field_term_of(b, p->field, p->word, p->bytes, p->len, &p->term);
+        if (rc != HANU_OK) break;
+        __builtin_prefetch(&b->terms[p->all]);
+        if (p->field != UINT32_MAX) __builtin_prefetch(&b->terms[p->term]);
+    }
+    for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {
+        const pend_word *p = &b->pend_words[k];
+        rc = term_occurs(b, p->all);
+        if (rc == HANU_OK && p->field != UINT32_MAX) rc = term_occurs(b, p->term);
+    }
+    return rc;
+}
+
+int index_builder_text_field(index_builder *b, const uint8_t *prefix, size_t prefix_len, uint32_t *field)
+{
+    if (prefix_len < 2 || prefix_len > INDEX_KEY_MAX || prefix[prefix_len - 1] != INDEX_KEY_WORD ||
+        prefix[prefix_len - 2] != 0 || memchr(prefix, 0, prefix_len - 2))
+        return HANU_ERR_INVALID;
+    return intern(b, &b->field_index, (void **)&b->fields, &b->nfields, &b->fields_cap, sizeof(build_field), prefix,
+                  (uint32_t)prefix_len, field);
+}
+
+int index_builder_word(index_builder *b, uint32_t field, const char *tok, size_t len)
+{
+    if (!b->docs) return HANU_ERR_INVALID;
+    if (len > INDEX_KEYWORD_MAX || (field != UINT32_MAX && field >= b->nfields)) return HANU_ERR_INVALID;
+    if (b->npend_words == PEND_WORDS) {
+        int rc = flush_words(b);
+        if (rc) return rc;
+    }
+    pend_word *p = &b->pend_words[b->npend_words++];
+    memcpy(p->bytes, tok, len);
+    p->len = (uint32_t)len;
+    p->field = field;
+    p->hash = key_hash(p->bytes, p->len);
+    const key_table *t = &b->word_index;
+    if (t->nslots) __builtin_prefetch(&t->slots[(uint32_t)p->hash & (t->nslots - 1)]);
+    return HANU_OK;
+}
+
+/* A word key given whole to index_builder_term goes the way of index_builder_word
+   (a word's terms are found in one place only). 1 when key is a word's, with rc set. */
+static int word_key(index_builder *b, const uint8_t *key, size_t key_len, int *rc)
+{
+    const uint8_t *nul = memchr(key, 0, key_len);
+    if (!nul || (size_t)(nul - key) + 2 > key_len) return 0;
+    size_t prefix_len = (size_t)(nul - key) + 2;
+    if (nul[1] == INDEX_KEY_ALL_WORD && nul == key) {
+        *rc = word_occurs(b, UINT32_MAX, 1, key + 2, (uint32_t)(key_len - 2));
+        return 1;
+    }
+    if (nul[1] != INDEX_KEY_WORD) return 0;
+    uint32_t field;
+    *rc = index_builder_text_field(b, key, prefix_len, &field);
+    if (*rc == HANU_OK) *rc = word_occurs(b, field, 0, key + prefix_len, (uint32_t)(key_len - prefix_len));
+    return 1;
 }
 
 /* ------------------------------------------------------------ documents */
@@ -304,6 +551,8 @@ int index_builder_term(index_builder *b, const uint8_t *key, size_t key_len)
 {
     if (!b->docs) return HANU_ERR_INVALID;
     if (key_len == 0 || key_len > INDEX_KEY_MAX) return HANU_ERR_INVALID;
+    int rc;
+    if (word_key(b, key, key_len, &rc)) return rc;
     if (b->npend == PEND_TERMS) {
         int rc = flush_terms(b);
         if (rc) return rc;
