@@ -13,8 +13,9 @@
  * the character before a piece goes with it because combining marks after it
  * may compose with it ("e" + U+0301 -> "é"). Invalid UTF-8 is still refused
  * before any token is given, since the fold completes before cutting starts.
- * text_tokenize_reference folds the whole text with one utf8proc_map call,
- * the definition the unit test checks this against.
+ * text_tokenize_reference folds the whole text with one utf8proc_map call
+ * and cuts it one character at a time (no runs), the definition the unit test
+ * checks this against.
  */
 #include "text/text.h"
 
@@ -56,6 +57,18 @@ static enum char_class classify(int32_t c)
     default:
         return C_OTHER;
     }
+}
+
+/* classify() of every ASCII character, for the cut's fast path over runs of
+   ASCII word characters. */
+static const uint8_t ascii_class[128] = {
+    ['0' ... '9'] = C_DIGIT, ['a' ... 'z'] = C_LETTER, ['A' ... 'Z'] = C_LETTER, ['_'] = C_LETTER,
+    ['\''] = C_MID_LETTER, ['.'] = C_MID_BOTH, [','] = C_MID_NUM,
+};
+
+static inline int ascii_word_char(uint8_t c)
+{
+    return c < 0x80 && (ascii_class[c] == C_LETTER || ascii_class[c] == C_DIGIT);
 }
 
 /* The token being built: bytes beyond the limit are counted, not kept. */
@@ -153,8 +166,9 @@ static int fold(const uint8_t *s, size_t len, fold_out *o)
     return HANU_OK;
 }
 
-/* Cuts the folded text t[0..n) into tokens. */
-static int cut(const uint8_t *t, size_t n, text_token_fn fn, void *ctx, uint32_t *n_positions)
+/* Cuts the folded text t[0..n) into tokens. runs: a run of ASCII word characters
+   is added at once (the reference goes character by character). */
+static int cut(const uint8_t *t, size_t n, text_token_fn fn, void *ctx, uint32_t *n_positions, int runs)
 {
     token_builder tb = { .len = 0, .position = 0, .last = C_OTHER };
     int rc = 0;
@@ -162,6 +176,13 @@ static int cut(const uint8_t *t, size_t n, text_token_fn fn, void *ctx, uint32_t
     while (i < n && rc == 0) {
         int32_t c;
         size_t w;
+        if (runs && ascii_word_char(t[i])) {
+            size_t j = i + 1;
+            while (j < n && ascii_word_char(t[j])) j++;
+            token_add(&tb, t + i, j - i, (enum char_class)ascii_class[t[j - 1]]);
+            i = j;
+            continue;
+        }
         if (t[i] < 0x80) {
             c = t[i];
             w = 1;
@@ -205,7 +226,7 @@ int text_tokenize(const char *s, size_t len, text_token_fn fn, void *ctx, uint32
     uint8_t stack[FOLD_STACK];
     fold_out o = { stack, 0, sizeof stack, 0 };
     int rc = fold((const uint8_t *)s, len, &o);
-    if (rc == HANU_OK) rc = cut(o.p, o.len, fn, ctx, n_positions);
+    if (rc == HANU_OK) rc = cut(o.p, o.len, fn, ctx, n_positions, 1);
     if (o.heap) free(o.p);
     return rc;
 }
@@ -217,7 +238,7 @@ int text_tokenize_reference(const char *s, size_t len, text_token_fn fn, void *c
     uint8_t *folded = NULL;
     utf8proc_ssize_t n = len == 0 ? 0 : utf8proc_map((const uint8_t *)s, (utf8proc_ssize_t)len, &folded, FOLD_FLAGS);
     if (n < 0) return fold_error(n);
-    int rc = cut(folded, (size_t)n, fn, ctx, n_positions);
+    int rc = cut(folded, (size_t)n, fn, ctx, n_positions, 0);
     free(folded);
     return rc;
 }
