@@ -95,6 +95,13 @@ typedef struct pend_word {
     uint8_t bytes[INDEX_KEYWORD_MAX];
 } pend_word;
 
+/* A term of the word path: its key is a field's prefix (or the whole text's) and a word. */
+typedef struct word_term {
+    uint32_t term;
+    uint32_t field;             /* UINT32_MAX: the whole text's */
+    uint32_t word;
+} word_term;
+
 /* Open addressing from a non-zero u64 to a u32. */
 typedef struct pair_table {
     uint64_t *keys;             /* 0 = empty */
@@ -136,6 +143,8 @@ struct index_builder {
     pair_table field_terms;      /* (field + 1) << 32 | word -> term */
     pend_word pend_words[PEND_WORDS];   /* index_builder_word's, not yet counted (flush_words) */
     uint32_t npend_words;
+    word_term *word_terms;       /* every term made by the word path, for term_order */
+    uint32_t nword_terms, word_terms_cap;
 };
 
 index_builder *index_builder_new(void)
@@ -171,6 +180,7 @@ void index_builder_free(index_builder *b)
     free(b->field_index.slots);
     free(b->field_terms.keys);
     free(b->field_terms.vals);
+    free(b->word_terms);
     free(b->id_off.v);
     free(b->txns);
     hanu_buf_free(&b->ids);
@@ -401,6 +411,20 @@ static int term_occurs(index_builder *b, uint32_t i)
     return post_push(t, ord, 1);
 }
 
+/* Notes a term made by the word path (term_order sorts those by ranks). */
+static int note_word_term(index_builder *b, uint32_t term, uint32_t field, uint32_t word)
+{
+    if (b->nword_terms == b->word_terms_cap) {
+        uint32_t cap = b->word_terms_cap ? b->word_terms_cap * 2 : 256;
+        word_term *v = realloc(b->word_terms, (size_t)cap * sizeof *v);
+        if (!v) return HANU_ERR_NOMEM;
+        b->word_terms = v;
+        b->word_terms_cap = cap;
+    }
+    b->word_terms[b->nword_terms++] = (word_term){ .term = term, .field = field, .word = word };
+    return HANU_OK;
+}
+
 /* The whole text's term of word w (tok), made when new. */
 static int all_term_of(index_builder *b, uint32_t w, const uint8_t *tok, uint32_t len, uint32_t *out)
 {
@@ -408,6 +432,7 @@ static int all_term_of(index_builder *b, uint32_t w, const uint8_t *tok, uint32_
         static const uint8_t all_prefix[2] = { 0, INDEX_KEY_ALL_WORD };
         uint32_t t;
         int rc = new_term(b, all_prefix, 2, tok, len, &t);
+        if (rc == HANU_OK) rc = note_word_term(b, t, UINT32_MAX, w);
         if (rc) return rc;
         b->words[w].all_term = t + 1;
     }
@@ -432,22 +457,17 @@ static int field_term_of(index_builder *b, uint32_t field, uint32_t w, const uin
     if (f->key_len + len > INDEX_KEY_MAX) return HANU_ERR_INVALID;
     memcpy(prefix, b->keys.data + f->key_off, f->key_len);
     if ((rc = new_term(b, prefix, f->key_len, tok, len, out))) return rc;
+    if ((rc = note_word_term(b, *out, field, w))) return rc;
     b->field_terms.keys[at] = key;
     b->field_terms.vals[at] = *out;
     b->field_terms.count++;
     return HANU_OK;
 }
 
-/* A token: a term of field (UINT32_MAX: none) and, when all, of the whole text. */
-static int word_occurs(index_builder *b, uint32_t field, int all, const uint8_t *tok, uint32_t len)
+/* The index of a distinct token (made when new). */
+static int word_of(index_builder *b, const uint8_t *tok, uint32_t len, uint32_t *w)
 {
-    uint32_t w, t;
-    int rc = intern(b, &b->word_index, (void **)&b->words, &b->nwords, &b->words_cap, sizeof(build_word), tok, len,
-                    &w);
-    if (rc == HANU_OK && all && (rc = all_term_of(b, w, tok, len, &t)) == HANU_OK) rc = term_occurs(b, t);
-    if (rc == HANU_OK && field != UINT32_MAX && (rc = field_term_of(b, field, w, tok, len, &t)) == HANU_OK)
-        rc = term_occurs(b, t);
-    return rc;
+    return intern(b, &b->word_index, (void **)&b->words, &b->nwords, &b->words_cap, sizeof(build_word), tok, len, w);
 }
 
 /* The pending tokens of index_builder_word, in three passes so that each pass's
@@ -507,21 +527,26 @@ int index_builder_word(index_builder *b, uint32_t field, const char *tok, size_t
     return HANU_OK;
 }
 
-/* A word key given whole to index_builder_term goes the way of index_builder_word
-   (a word's terms are found in one place only). 1 when key is a word's, with rc set. */
-static int word_key(index_builder *b, const uint8_t *key, size_t key_len, int *rc)
+/* A word's key given whole (index_builder_term, a merge's postings) is found the
+   way of index_builder_word: a word's terms live in one place only, and sort by
+   ranks (term_order). 1 when key is a word's, with its term (made when new) or rc. */
+static int word_key_term(index_builder *b, const uint8_t *key, size_t key_len, uint32_t *term, int *rc)
 {
     const uint8_t *nul = memchr(key, 0, key_len);
     if (!nul || (size_t)(nul - key) + 2 > key_len) return 0;
     size_t prefix_len = (size_t)(nul - key) + 2;
+    uint32_t w, field;
+    const uint8_t *tok = key + prefix_len;
+    uint32_t len = (uint32_t)(key_len - prefix_len);
     if (nul[1] == INDEX_KEY_ALL_WORD && nul == key) {
-        *rc = word_occurs(b, UINT32_MAX, 1, key + 2, (uint32_t)(key_len - 2));
+        *rc = word_of(b, tok, len, &w);
+        if (*rc == HANU_OK) *rc = all_term_of(b, w, tok, len, term);
         return 1;
     }
     if (nul[1] != INDEX_KEY_WORD) return 0;
-    uint32_t field;
     *rc = index_builder_text_field(b, key, prefix_len, &field);
-    if (*rc == HANU_OK) *rc = word_occurs(b, field, 0, key + prefix_len, (uint32_t)(key_len - prefix_len));
+    if (*rc == HANU_OK) *rc = word_of(b, tok, len, &w);
+    if (*rc == HANU_OK) *rc = field_term_of(b, field, w, tok, len, term);
     return 1;
 }
 
@@ -552,7 +577,8 @@ int index_builder_term(index_builder *b, const uint8_t *key, size_t key_len)
     if (!b->docs) return HANU_ERR_INVALID;
     if (key_len == 0 || key_len > INDEX_KEY_MAX) return HANU_ERR_INVALID;
     int rc;
-    if (word_key(b, key, key_len, &rc)) return rc;
+    uint32_t term;
+    if (word_key_term(b, key, key_len, &term, &rc)) return rc == HANU_OK ? term_occurs(b, term) : rc;
     if (b->npend == PEND_TERMS) {
         int rc = flush_terms(b);
         if (rc) return rc;
@@ -578,8 +604,10 @@ int index_builder_posting(index_builder *b, const uint8_t *key, size_t key_len, 
     uint32_t i = b->last_term;
     if (i == UINT32_MAX || b->terms[i].key_len != key_len ||
         memcmp(b->keys.data + b->terms[i].key_off, key, key_len) != 0) {
-        int rc = intern(b, &b->term_index, (void **)&b->terms, &b->nterms, &b->terms_cap,
-                        sizeof(build_term), key, (uint32_t)key_len, &i);
+        int rc;
+        if (!word_key_term(b, key, key_len, &i, &rc))
+            rc = intern(b, &b->term_index, (void **)&b->terms, &b->nterms, &b->terms_cap, sizeof(build_term), key,
+                        (uint32_t)key_len, &i);
         if (rc) return rc;
         b->last_term = i;
     }
@@ -763,6 +791,105 @@ static uint32_t *sorted_order(const index_builder *b, uint32_t n, int (*cmp)(con
     return order;
 }
 
+static _Thread_local const build_word *rank_words;
+static _Thread_local const build_field *rank_fields;
+
+static int cmp_word(const void *x, const void *y)
+{
+    const build_word *a = &rank_words[*(const uint32_t *)x], *b = &rank_words[*(const uint32_t *)y];
+    return cmp_keys(sort_builder->keys.data + a->key_off, a->key_len, sort_builder->keys.data + b->key_off, b->key_len);
+}
+
+static int cmp_field(const void *x, const void *y)
+{
+    const build_field *a = &rank_fields[*(const uint32_t *)x], *b = &rank_fields[*(const uint32_t *)y];
+    return cmp_keys(sort_builder->keys.data + a->key_off, a->key_len, sort_builder->keys.data + b->key_off, b->key_len);
+}
+
+static int cmp_u64_pair(const void *x, const void *y)
+{
+    const uint64_t *a = x, *b = y;   /* [0] the rank, [1] the term */
+    return (a[0] > b[0]) - (a[0] < b[0]);
+}
+
+/* Ranks of items 0..n-1 in the order cmp gives them. */
+static uint32_t *ranks(uint32_t n, int (*cmp)(const void *, const void *))
+{
+    uint32_t *order = malloc((size_t)(n ? n : 1) * sizeof *order), *rank = malloc((size_t)(n ? n : 1) * sizeof *rank);
+    if (!order || !rank) {
+        free(order);
+        free(rank);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < n; i++) order[i] = i;
+    qsort(order, n, sizeof *order, cmp);
+    for (uint32_t i = 0; i < n; i++) rank[order[i]] = i;
+    free(order);
+    return rank;
+}
+
+/* The terms in key order. A word term's key is its field's prefix (or the whole
+   text's, "\0" INDEX_KEY_ALL_WORD) and then the word, and a prefix ends at the
+   path's only NUL, so two word terms compare as (prefix, word): each distinct word
+   and field is ranked once and the word terms sort by the two ranks, without
+   reading a key. The other terms sort by their keys; the two lists merge. */
+static uint32_t *term_order(const index_builder *b)
+{
+    uint32_t n = b->nterms, nw = b->nword_terms, ng = 0;
+    sort_builder = b;
+    rank_words = b->words;
+    rank_fields = b->fields;
+    uint32_t *order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    uint32_t *word_rank = ranks(b->nwords, cmp_word), *field_rank = ranks(b->nfields, cmp_field);
+    uint64_t *pairs = malloc((size_t)(nw ? nw : 1) * 2 * sizeof *pairs);
+    uint8_t *is_word = calloc(n ? n : 1, 1);
+    uint32_t *generic = malloc((size_t)(n ? n : 1) * sizeof *generic);
+    if (!order || !word_rank || !field_rank || !pairs || !is_word || !generic) goto fail;
+    /* A merge adds its terms in key order already: then there is nothing to sort. */
+    uint32_t ascending = 1;
+    for (uint32_t i = 0; i < n; i++) order[i] = i;
+    while (nw == 0 && ascending < n && cmp_term(&order[ascending - 1], &order[ascending]) < 0) ascending++;
+    if (nw == 0 && ascending >= n) goto done;
+    /* The whole text's prefix against the fields': "\0\7" is below every other
+       path's prefix unless a field has the empty path ("\0\6"). */
+    static const uint8_t all_prefix[2] = { 0, INDEX_KEY_ALL_WORD };
+    uint32_t all_rank = 0;
+    for (uint32_t f = 0; f < b->nfields; f++)
+        if (cmp_keys(b->keys.data + b->fields[f].key_off, b->fields[f].key_len, all_prefix, 2) < 0) all_rank++;
+    for (uint32_t i = 0; i < nw; i++) {
+        const word_term *t = &b->word_terms[i];
+        uint64_t prefix_rank = t->field == UINT32_MAX ? all_rank
+                             : field_rank[t->field] + (field_rank[t->field] >= all_rank);
+        pairs[2 * i] = prefix_rank << 32 | word_rank[t->word];
+        pairs[2 * i + 1] = t->term;
+        is_word[t->term] = 1;
+    }
+    qsort(pairs, nw, 2 * sizeof *pairs, cmp_u64_pair);
+    for (uint32_t i = 0; i < n; i++)
+        if (!is_word[i]) generic[ng++] = i;
+    qsort(generic, ng, sizeof *generic, cmp_term);
+    for (uint32_t i = 0, w = 0, g = 0; i < n; i++) {
+        if (g == ng) order[i] = (uint32_t)pairs[2 * w++ + 1];
+        else if (w == nw || cmp_term(&generic[g], &(uint32_t){ (uint32_t)pairs[2 * w + 1] }) < 0) order[i] = generic[g++];
+        else order[i] = (uint32_t)pairs[2 * w++ + 1];
+    }
+done:
+    free(word_rank);
+    free(field_rank);
+    free(pairs);
+    free(is_word);
+    free(generic);
+    return order;
+fail:
+    free(order);
+    free(word_rank);
+    free(field_rank);
+    free(pairs);
+    free(is_word);
+    free(generic);
+    return NULL;
+}
+
 /* The text-length column a term's block minimum reads from: the word's own
  * field, or the whole text (""); NULL for keywords. */
 static const build_column *length_column(const index_builder *b, const uint8_t *key, uint32_t len)
@@ -829,42 +956,71 @@ static int cmp_string_ref(const void *x, const void *y)
     return cmp_keys(s + (a >> 32), (uint32_t)a, s + (b >> 32), (uint32_t)b);
 }
 
-/* The sorted distinct strings of a column and, per doc, the ordinal into them. */
+static _Thread_local const uint64_t *sort_refs;
+
+static int cmp_ref_ids(const void *x, const void *y)
+{
+    return cmp_string_ref(&sort_refs[*(const uint32_t *)x], &sort_refs[*(const uint32_t *)y]);
+}
+
+/* The sorted distinct strings of a column and, per doc, the ordinal into them.
+   The distinct values are found by hashing (each doc's string compared once), and
+   only they are sorted, when they did not come in order already (ids usually do). */
 static int write_dictionary(hanu_buf *out, const index_builder *b, const build_column *c,
                             uint64_t *ords, uint32_t *dict_n)
 {
-    uint32_t docs = b->docs, n = 0;
-    uint64_t *refs = malloc((size_t)(docs ? docs : 1) * sizeof *refs);
-    if (!refs) return HANU_ERR_NOMEM;
-    for (uint32_t d = 0; d < docs && d < c->cap; d++)
-        if (c->tags[d] == INDEX_COL_STRING) refs[n++] = (uint64_t)c->str_off[d] << 32 | c->str_len[d];
+    uint32_t docs = b->docs, distinct = 0, nslots = 16;
+    while (nslots < 2 * (uint64_t)docs) nslots *= 2;
+    uint64_t *refs = malloc((size_t)(docs ? docs : 1) * sizeof *refs);   /* distinct, as first seen */
+    uint32_t *value = malloc((size_t)(docs ? docs : 1) * sizeof *value);   /* per doc: its distinct value */
+    uint32_t *slots = calloc(nslots, sizeof *slots);                      /* distinct + 1; 0 empty */
+    uint32_t *rank = NULL, *by_rank = NULL;
+    int rc = refs && value && slots ? HANU_OK : HANU_ERR_NOMEM;
+    const uint8_t *strs = b->strings.data;
+    for (uint32_t d = 0; d < docs && !rc; d++) {
+        value[d] = UINT32_MAX;
+        if (d >= c->cap || c->tags[d] != INDEX_COL_STRING) continue;
+        const uint8_t *p = strs + c->str_off[d];
+        uint32_t len = c->str_len[d], at = (uint32_t)key_hash(p, len) & (nslots - 1);
+        for (; slots[at]; at = (at + 1) & (nslots - 1)) {
+            uint64_t r = refs[slots[at] - 1];
+            if ((uint32_t)r == len && key_equal(strs + (r >> 32), p, len)) break;
+        }
+        if (!slots[at]) {
+            refs[distinct] = (uint64_t)c->str_off[d] << 32 | len;
+            slots[at] = ++distinct;
+        }
+        value[d] = slots[at] - 1;
+    }
     sort_builder = b;
-    qsort(refs, n, sizeof *refs, cmp_string_ref);
-    uint32_t distinct = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (distinct == 0 || cmp_string_ref(&refs[distinct - 1], &refs[i]) != 0) refs[distinct++] = refs[i];
-    int rc = HANU_OK;
+    uint32_t ascending = 1;
+    while (!rc && ascending < distinct && cmp_string_ref(&refs[ascending - 1], &refs[ascending]) < 0) ascending++;
+    if (!rc && ascending < distinct) {
+        rank = malloc((size_t)distinct * sizeof *rank);
+        by_rank = malloc((size_t)distinct * sizeof *by_rank);
+        if (!rank || !by_rank) rc = HANU_ERR_NOMEM;
+        for (uint32_t i = 0; i < distinct && !rc; i++) by_rank[i] = i;
+        sort_refs = refs;
+        if (!rc) qsort(by_rank, distinct, sizeof *by_rank, cmp_ref_ids);
+        for (uint32_t i = 0; i < distinct && !rc; i++) rank[by_rank[i]] = i;
+    }
     uint32_t total = 0;
     for (uint32_t i = 0; i < distinct && !rc; i++) {
         rc = put_u32(out, total);
-        total += (uint32_t)refs[i];
+        total += (uint32_t)refs[by_rank ? by_rank[i] : i];
     }
     if (!rc) rc = put_u32(out, total);
-    for (uint32_t i = 0; i < distinct && !rc; i++)
-        rc = hanu_buf_append(out, b->strings.data + (refs[i] >> 32), (uint32_t)refs[i]);
-    for (uint32_t d = 0; d < docs && !rc; d++) {
-        ords[d] = 0;
-        if (d >= c->cap || c->tags[d] != INDEX_COL_STRING) continue;
-        uint64_t key = (uint64_t)c->str_off[d] << 32 | c->str_len[d];
-        uint32_t lo = 0, hi = distinct;          /* binary search: it is there */
-        while (lo < hi) {
-            uint32_t mid = (lo + hi) / 2;
-            if (cmp_string_ref(&refs[mid], &key) < 0) lo = mid + 1;
-            else hi = mid;
-        }
-        ords[d] = lo;
+    for (uint32_t i = 0; i < distinct && !rc; i++) {
+        uint64_t r = refs[by_rank ? by_rank[i] : i];
+        rc = hanu_buf_append(out, strs + (r >> 32), (uint32_t)r);
     }
+    for (uint32_t d = 0; d < docs && !rc; d++)
+        ords[d] = value[d] == UINT32_MAX ? 0 : rank ? rank[value[d]] : value[d];
     free(refs);
+    free(value);
+    free(slots);
+    free(rank);
+    free(by_rank);
     *dict_n = distinct;
     return rc ? rc : pad8(out);
 }
@@ -950,7 +1106,7 @@ static int encode(index_builder *b, hanu_buf *out)
     hanu_put_u64(out->data + SEG_H_TXNS, out->len);
     for (uint32_t i = 0; i < b->docs && !rc; i++) rc = put_u64(out, b->txns[i]);
 
-    uint32_t *order = sorted_order(b, b->nterms, cmp_term);
+    uint32_t *order = term_order(b);
     if (!order) return HANU_ERR_NOMEM;
     size_t term_table = out->len;
     hanu_put_u64(out->data + SEG_H_TERM_TABLE, term_table);
