@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Server CPU per operation of one kvbench run (issue 24): a fresh server pinned to CPU 0,
 # kvbench on CPU 1; prints ops/s, the server's CPU microseconds per sampled+warm-up op
-# (utime+stime of /proc/PID/stat) and those of its hanu-indexer thread.
+# (utime+stime of /proc/PID/stat) and those of its hanu-indexer and hanu-sealer threads.
 #   BUILD=build bench/kv-cpu.sh LABEL [--workload write] [--durability local] [--ops N] -- [server args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,17 +36,17 @@ tcpu() {  # CPU ticks of the threads named $1
   done
   echo $t
 }
-c0=$(cpu); i0=$(tcpu hanu-indexer)
+c0=$(cpu); i0=$(tcpu hanu-indexer); s0=$(tcpu hanu-sealer)
 out=$(taskset -c 1 "$BUILD/bench/kvbench" --addr 127.0.0.1:$port --workload "$workload" --ops "$ops" \
       --durability "$durability" --db "$db" --json 2>/dev/null)
-c1=$(cpu); i1=$(tcpu hanu-indexer)
+c1=$(cpu); i1=$(tcpu hanu-indexer); s1=$(tcpu hanu-sealer)
 kill "$pid"; wait "$pid" || true
-python3 - "$label" "$out" "$ops" "$tick" "$c0" "$c1" "$i0" "$i1" <<'PY'
+python3 - "$label" "$out" "$ops" "$tick" "$c0" "$c1" "$i0" "$i1" "$s0" "$s1" <<'PY'
 import json, sys
 label, out = sys.argv[1], json.loads(sys.argv[2])
 ops, tick = int(sys.argv[3]) + 4096, int(sys.argv[4])
-c0, c1, i0, i1 = map(int, sys.argv[5:9])
+c0, c1, i0, i1, s0, s1 = map(int, sys.argv[5:11])
 us = lambda a, b: (b - a) * 1e6 / tick / ops
-print("| %s | %.0f | %.1f | %.1f |" % (label, out["throughput"], us(c0, c1), us(i0, i1)))
+print("| %s | %.0f | %.1f | %.1f | %.1f |" % (label, out["throughput"], us(c0, c1), us(i0, i1), us(s0, s1)))
 PY
 rm -rf "$dir" "$dir.bucket" "$dir.log"

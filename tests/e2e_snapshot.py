@@ -211,6 +211,8 @@ def snapshots_upload_what_changed(tmp):
               "segments from the oldest kept replay sequence %d on: %r..%r" % (ms[0]["replay"], segs[:1], segs[-1:]))
         st = status(h)["bucket"]["snapshot"]
         check(st["snapshots"] == 4 and st["failures"] == 0 and st["last_txn"] == s4["txn"], "status: %r" % st)
+        # Each snapshot's rotation took the loop some time (one fdatasync), shown as measured.
+        check(0 < st["loop_us_last"] <= st["loop_us_max"] < 60000000, "loop time of the rotation: %r" % st)
     finally:
         srv.stop()
     return bdir, url, s4

@@ -408,6 +408,7 @@ int sealer_open(store *s, bucket *b, const sealer_options *o, sealer **out, char
         sealer_close(z);
         return HANU_ERR_NOMEM;
     }
+    pthread_setname_np(z->thread, "hanu-sealer");   /* its CPU in top, perf and bench/kv-cpu.sh */
     *out = z;
     return HANU_OK;
 }

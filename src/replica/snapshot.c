@@ -919,7 +919,8 @@ int snapshot_open(store *s, bucket *b, sealer *z, const snapshot_options *o, sna
         free(sn->index_dir);
         free(sn);
         return snap_fail(HANU_ERR_IO, err, errcap, "snapshot: cannot start its thread");
-    }
+    }    pthread_setname_np(sn->thread, "hanu-snapshot");
+
     *out = sn;
     return HANU_OK;
 }

@@ -132,6 +132,9 @@ void http_snapshot_status(server *srv, json_writer *w)
     if (!srv->snapshotter) return;
     snapshot_stats st;
     snapshot_get_stats(srv->snapshotter, &st);
+    pthread_mutex_lock(&srv->snap_mu);
+    uint64_t loop_last = srv->snap_loop_us_last, loop_max = srv->snap_loop_us_max;
+    pthread_mutex_unlock(&srv->snap_mu);
     json_write_key(w, "snapshot", 8);
     json_write_object_begin(w);
     const server_json_field f[] = {
@@ -140,6 +143,7 @@ void http_snapshot_status(server *srv, json_writer *w)
         { "every_segments", srv->opt.snapshot_segments }, { "interval_ms", srv->opt.snapshot_interval_ms },
         { "retain_ms", srv->opt.retain_ms == SNAPSHOT_RETAIN_FOREVER ? 0 : srv->opt.retain_ms },
         { "oldest_txn", st.oldest_txn }, { "oldest_ms", st.oldest_ms },
+        { "loop_us_last", loop_last }, { "loop_us_max", loop_max },
     };
     server_json_fields(w, f, sizeof f / sizeof *f);
     json_write_object_end(w);

@@ -390,7 +390,10 @@ static void on_snapshot_messages(h2o_multithread_receiver_t *receiver, h2o_linkl
     while (!h2o_linklist_is_empty(messages)) h2o_linklist_unlink(messages->next);
     pthread_mutex_lock(&srv->snap_mu);
     if (srv->snap_rotate_asked && !srv->snap_refuse) {
+        uint64_t t0 = hanu_now_ns();
         srv->snap_rotate_rc = snapshot_rotate_here(srv->store, &srv->snap_rotate_txn, &srv->snap_rotate_file);
+        srv->snap_loop_us_last = (hanu_now_ns() - t0) / 1000;
+        if (srv->snap_loop_us_last > srv->snap_loop_us_max) srv->snap_loop_us_max = srv->snap_loop_us_last;
         srv->snap_rotate_asked = 0;
         srv->snap_rotate_done = 1;
         pthread_cond_broadcast(&srv->snap_cv);

@@ -118,6 +118,9 @@ typedef struct server {
     int snap_rotate_asked, snap_rotate_done, snap_rotate_rc, snap_refuse;
     uint64_t snap_rotate_txn;
     uint32_t snap_rotate_file;
+    /* The loop's own time in a snapshot's rotation (the old file's fdatasync), the last
+       and the longest: what a snapshot costs the write path. Under snap_mu. */
+    uint64_t snap_loop_us_last, snap_loop_us_max;
     h2o_linklist_t snapshot_waits;
     h2o_timeout_t snapshot_wait_timeout;
     h2o_timeout_entry_t snapshot_wait_entry;
