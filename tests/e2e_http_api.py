@@ -20,6 +20,8 @@ def t_health_status_metrics(h, srv):
     check(st == 200 and b == {"ok": True}, "health")
     st, _, b = h.json("GET", "/_status")
     check(st == 200 and "durable_txn" in b and b["store_failed"] is False, "status %r" % b)
+    p = b["process"]
+    check(0 < p["anon_bytes"] < p["rss_bytes"] <= p["peak_rss_bytes"], "process memory %r" % p)
     st, hd, raw = h.call("GET", "/metrics")
     check(st == 200 and hd["content-type"].startswith("text/plain"), "metrics type")
     text = raw.decode()

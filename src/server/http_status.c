@@ -10,6 +10,7 @@
 #include "hlog/hlog.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,33 @@ void http_count_request(server *srv, int route, int status, uint64_t start_ns)
 
 /* ---- /_status ---- */
 
+/* A "Name:  N kB" line of /proc/self/status, in bytes (0 when missing). */
+static uint64_t status_kb(const char *text, const char *name)
+{
+    const char *p = strstr(text, name);
+    return p ? strtoull(p + strlen(name), NULL, 10) * 1024 : 0;
+}
+
+/* The process's memory as the kernel counts it: resident now, its peak, and the
+   anonymous part (the heap and maps; the rest is file pages the kernel may drop). */
+static void process_memory(json_writer *w)
+{
+    char text[4096];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+    if (fd >= 0) close(fd);
+    if (n <= 0) return;
+    text[n] = 0;
+    json_write_key(w, "process", 7);
+    json_write_object_begin(w);
+    const server_json_field f[] = {
+        { "rss_bytes", status_kb(text, "\nVmRSS:") }, { "peak_rss_bytes", status_kb(text, "\nVmHWM:") },
+        { "anon_bytes", status_kb(text, "\nRssAnon:") },
+    };
+    server_json_fields(w, f, sizeof f / sizeof *f);
+    json_write_object_end(w);
+}
+
 void http_status_reply(http_call *c)
 {
     server *srv = c->srv;
@@ -78,6 +106,7 @@ void http_status_reply(http_call *c)
     server_json_fields(&w, f, sizeof f / sizeof *f);
     json_write_key(&w, "store_failed", 12);
     json_write_bool(&w, store_failed(srv->store));
+    process_memory(&w);
     /* Every projection that holds the compaction floor down, by name. */
     json_write_key(&w, "watermarks", 10);
     json_write_object_begin(&w);
