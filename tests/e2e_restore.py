@@ -287,6 +287,9 @@ def main():
         check(r.returncode == 1 and b"ends at txn %d" % txns[-1] in r.stderr,
               "--txn past the end: %d %s" % (r.returncode, r.stderr))
         check(not os.path.exists(os.path.join(tmp, "past")), "a failed restore leaves no --to behind")
+        r = run(["restore", "--bucket", url, "--to", os.path.join(tmp, "new1", "new2", "past"), "--txn", str(txns[-1] + 5)])
+        check(r.returncode == 1 and not os.path.exists(os.path.join(tmp, "new1")),
+              "a failed restore removes the parents it created: %d %s" % (r.returncode, r.stderr))
         r = run(["restore", "--bucket", url, "--to", os.path.join(tmp, "both"), "--txn", "3", "--at", str(t_ms)])
         check(r.returncode == 2, "--at with --txn: %d" % r.returncode)
         r = run(["restore", "--bucket", url, "--to", os.path.join(tmp, "bad"), "--at", "yesterday"])

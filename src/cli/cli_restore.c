@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 /* Reads n digits at *p into *out. */
@@ -138,9 +139,20 @@ int cli_restore_main(int argc, char **argv)
         bucket_close(b);
         return 2;
     }
-    /* Every failure from here on leaves --to as it was found: missing, or empty. */
+    /* Every failure from here on leaves --to as it was found: missing, or empty, and
+       without the parents the restore created for it. */
     struct stat tst;
     int existed = stat(to, &tst) == 0, not_ours = rebuild_dir_is_empty(to) != 1;
+    char created[8][4096];   /* --to's missing parents, deepest first (at most 8 are undone) */
+    int ncreated = 0;
+    for (char p[4096]; !existed && ncreated < 8;) {
+        snprintf(p, sizeof p, "%s", ncreated ? created[ncreated - 1] : to);
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p) break;
+        *slash = '\0';
+        if (stat(p, &tst) == 0) break;
+        snprintf(created[ncreated++], sizeof created[0], "%s", p);
+    }
     rebuild_stats st = { 0 };
     uint64_t t0 = hanu_now_ns();
     int status = 0;
@@ -164,6 +176,7 @@ int cli_restore_main(int argc, char **argv)
         fprintf(stderr, "hanudb restore: %s\n", err[0] ? err : hanu_status_str(rc));
         if (!not_ours && rebuild_remove_attempt(to, existed) != HANU_OK)
             fprintf(stderr, "hanudb restore: cannot remove what the failed restore wrote into %s\n", to);
+        for (int i = 0; i < ncreated; i++) (void)rmdir(created[i]);   /* only while empty */
         return status;
     }
     char snap[96] = "";
