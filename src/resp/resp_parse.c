@@ -248,8 +248,10 @@ static int split_inline(resp_request *r, const uint8_t *line, size_t len, const 
         }
         offs[++starts_len] = a->len;
     }
+    static const uint8_t none[1];   /* "" "" alone leaves the arena unallocated */
+    const uint8_t *base = a->data ? a->data : none;
     for (size_t k = 0; rc == RESP_PARSE_OK && k < starts_len; k++)
-        if (push_arg(r, a->data + offs[k], offs[k + 1] - offs[k]) != HANU_OK) {
+        if (push_arg(r, base + offs[k], offs[k + 1] - offs[k]) != HANU_OK) {
             *err = "ERR out of memory";
             rc = RESP_PARSE_ERROR;
         }
