@@ -549,7 +549,7 @@ void resp_cmd_dbsize(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_db db = resp_current_db(c);
     store_db_info info;
     int64_t n = db.exists && store_db_info_get(c->srv->store, db.id, &info) == HANU_OK ? (int64_t)info.keys : 0;
-    resp_w_int(&c->out, n);
+    resp_w_int(&c->out, n + resp_staged_key_delta(c, &db));
 }
 
 /* ---- FLUSHDB: deletes in records of at most FLUSH_CHUNK keys (not one atomic record) ---- */

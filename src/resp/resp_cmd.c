@@ -598,6 +598,7 @@ typedef struct key_walk {
     int strings_only;              /* SCAN TYPE: 1 string, -1 another type (nothing) */
     uint64_t skip, visit, visited; /* SCAN: keys passed over, then at most visit looked at */
     uint64_t target;               /* RANDOMKEY: the key's position */
+    const resp_server *staged;     /* KEYS: a key deleted earlier in the transaction is gone */
     size_t found;
     int rc;
 } key_walk;
@@ -610,9 +611,44 @@ static int walk_key(void *ctx, const uint8_t *key, size_t klen, const uint8_t *v
     if (w->visit && w->visited++ == w->visit) return 1;
     if (w->strings_only < 0) return 0;
     if (w->pattern && !resp_glob(w->pattern->p, w->pattern->len, key, klen)) return 0;
+    if (w->staged && w->staged->nstaged) {
+        const resp_arg k = { key, klen };
+        const resp_staged *s = staged_find(w->staged, &k);
+        if (s && s->kind == STORE_DELETE) return 0;
+    }
     if (resp_w_bulk(w->out, key, klen) != HANU_OK) { w->rc = HANU_ERR_NOMEM; return 1; }
     w->found++;
     return w->target && w->found == 1;
+}
+
+/* The staged keys whose newest write is of kind and that the store holds (present)
+   or not; those matching pattern (NULL: all) go to out as bulks when out. */
+static int64_t staged_keys(resp_conn *c, const resp_db *db, uint8_t kind, int present, const resp_arg *pattern,
+                           hanu_buf *out)
+{
+    const resp_server *rs = c->rs;
+    int64_t n = 0;
+    for (size_t i = 0; i < rs->nstaged; i++) {
+        const resp_staged *s = &rs->staged[i];
+        const resp_arg k = { rs->arena.data + s->koff, s->klen };
+        uint64_t token;
+        if (staged_find(rs, &k) != s || s->kind != kind) continue;   /* its newest write only */
+        int held = db->exists && store_lookup(c->srv->store, db->id, k.p, k.len, &token) == HANU_OK;
+        if (held != present || (pattern && !resp_glob(pattern->p, pattern->len, k.p, k.len))) continue;
+        if (out && resp_w_bulk(out, k.p, k.len) != HANU_OK) return -1;
+        n++;
+    }
+    return n;
+}
+
+int64_t resp_staged_new_keys(resp_conn *c, const resp_db *db, const resp_arg *pattern, hanu_buf *out)
+{
+    return staged_keys(c, db, STORE_SET, 0, pattern, out);
+}
+
+int64_t resp_staged_key_delta(resp_conn *c, const resp_db *db)
+{
+    return staged_keys(c, db, STORE_SET, 0, NULL, NULL) - staged_keys(c, db, STORE_DELETE, 1, NULL, NULL);
 }
 
 static int is_all(const resp_arg *p) { return p->len == 1 && p->p[0] == '*'; }
@@ -622,9 +658,13 @@ static void cmd_keys(resp_conn *c, const resp_arg *argv, size_t argc)
     (void)argc;
     resp_db db = resp_current_db(c);
     hanu_buf keys = { 0 };
-    key_walk w = { .out = &keys, .pattern = is_all(&argv[1]) ? NULL : &argv[1] };
+    key_walk w = { .out = &keys, .pattern = is_all(&argv[1]) ? NULL : &argv[1], .staged = c->rs };
     int rc = db.exists ? store_scan(c->srv->store, db.id, walk_key, &w) : HANU_OK;
     if (rc == HANU_OK) rc = w.rc;
+    /* keys the transaction created before this KEYS */
+    int64_t created = resp_staged_new_keys(c, &db, w.pattern, &keys);
+    if (created < 0) rc = HANU_ERR_NOMEM;
+    else w.found += (size_t)created;
     if (rc) store_error(c, rc);
     else if (resp_w_array(&c->out, w.found) == HANU_OK) hanu_buf_append(&c->out, keys.data, keys.len);
     hanu_buf_free(&keys);

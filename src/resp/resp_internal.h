@@ -153,6 +153,11 @@ int resp_exists(resp_conn *c, const resp_db *db, const resp_arg *key);
 int resp_check_key(resp_conn *c, const resp_arg *key);
 int resp_check_value_len(resp_conn *c, size_t len);
 void resp_stage_reset(resp_server *rs);
+/* Keys the staged writes create (absent from the store, matching pattern unless NULL),
+   appended to out as bulks when out; their count, or -1 out of memory. */
+int64_t resp_staged_new_keys(resp_conn *c, const resp_db *db, const resp_arg *pattern, hanu_buf *out);
+/* How the staged writes change the database's key count (DBSIZE inside EXEC). */
+int64_t resp_staged_key_delta(resp_conn *c, const resp_db *db);
 /* Commits the staged writes as one record; answers from reply_start are
    replaced by an error when it fails. txn 0: nothing staged. */
 int resp_commit(resp_conn *c, size_t reply_start, uint64_t *txn);

@@ -195,17 +195,19 @@ resp_db resp_current_db(resp_conn *c)
     return d;
 }
 
-/* redis-server's unknown command: the name and the first arguments, quoted. */
+/* redis-server's unknown command: the name, then arguments quoted while fewer than
+   128 bytes of them were written (each cut to what is left of the 128). */
 static void err_unknown(resp_conn *c, const resp_arg *argv, size_t argc)
 {
     char msg[512];
     size_t n = (size_t)snprintf(msg, sizeof msg, "ERR unknown command '%.*s', with args beginning with: ",
                                 (int)HANU_MIN(argv[0].len, 128), (const char *)argv[0].p);
-    for (size_t i = 1; i < argc && n < sizeof msg - 1; i++) {
-        size_t room = sizeof msg - n;
-        if (room < 140) break;   /* redis-server stops at 128 bytes of arguments, roughly */
-        n += (size_t)snprintf(msg + n, room, "'%.*s' ", (int)HANU_MIN(argv[i].len, 128), (const char *)argv[i].p);
-        if (n > 128 + 80) break;
+    size_t args = 0;
+    for (size_t i = 1; i < argc && args < 128; i++) {
+        int w = snprintf(msg + n, sizeof msg - n, "'%.*s' ", (int)HANU_MIN(argv[i].len, 128 - args),
+                         (const char *)argv[i].p);
+        n += (size_t)w;
+        args += (size_t)w;
     }
     for (size_t i = 0; i < n; i++)
         if (msg[i] == '\r' || msg[i] == '\n') msg[i] = ' ';
