@@ -230,6 +230,38 @@ def auth(tmp):
         srv.stop()
 
 
+def bucket_and_follower(tmp):
+    """Durability bucket and WAIT on a leader; a follower of its bucket answers
+    writes with -READONLY and reads what the leader wrote."""
+    url = "file://" + os.path.join(tmp, "bucket")
+    leader, lport = hanuresp.resp_server(os.path.join(tmp, "leader"), ["--bucket", url, "--seal-interval-ms", "5000"])
+    follower = None
+    try:
+        c = hanuresp.Conn(lport)
+        check(c.call("SET", "f", "1") == b"+OK\r\n", "local write")
+        check(c.call("WAIT", "1", "0") == b":1\r\n", "WAIT: the bucket holds it (sealed now, not in 5 s)")
+        check(c.call("CLIENT", "DURABILITY", "bucket") == b"+OK\r\n", "bucket durability")
+        t0 = time.time()
+        check(c.call("SET", "f", "2") == b"+OK\r\n", "bucket write")
+        check(time.time() - t0 < 4, "a bucket write waits for one put, not the seal interval")
+        follower, fport = hanuresp.resp_server(os.path.join(tmp, "follower"),
+                                               ["--bucket", url, "--follow", "--poll-ms", "100"])
+        f = hanuresp.Conn(fport)
+        got = f.call("SET", "f", "3")
+        check(got.startswith(b"-READONLY You can't write against a read only replica."), "follower: %r" % got)
+        deadline = time.time() + 10
+        while f.call("GET", "f") != b"$1\r\n2\r\n":
+            check(time.time() < deadline, "the follower never read the leader's write")
+            time.sleep(0.1)
+        check(b"role:slave" in f.call("INFO", "replication"), "INFO replication on a follower")
+        f.close()
+        c.close()
+    finally:
+        if follower:
+            follower.stop()
+        leader.stop()
+
+
 def benchmark(port):
     out = subprocess.run(["redis-benchmark", "-p", str(port), "-t", "set,get,incr,mset", "-n", "2000",
                           "-q", "-c", "8"], capture_output=True, text=True, timeout=120)
@@ -267,6 +299,7 @@ def main():
             srv.stop()
             redis.stop()
         auth(tmp)
+        bucket_and_follower(tmp)
     print("e2e_resp: ok in %.1f s" % (time.time() - t0))
 
 
