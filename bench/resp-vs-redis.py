@@ -21,23 +21,10 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from hanukv import free_port  # noqa: E402  (below the ephemeral ports, never given twice)
 BIN = os.path.join(ROOT, os.environ.get("BUILD", "build"), "hanudb")
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    import random
-    for _ in range(200):
-        p = random.randrange(20000, 32000)
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", p))
-            return p
-        except OSError:
-            continue
-        finally:
-            s.close()
-    raise RuntimeError("no port")
 
 
 def wait_ping(port):
