@@ -187,6 +187,20 @@ def hanudb_only(port, kv_port):
     c.call("SET", "w", "mine")
     check(c.call("EXEC") == b"*-1\r\n", "EXEC aborted by a write from the other face")
     check(c.call("GET", "w") == b"$5\r\nother\r\n", "nothing of the aborted EXEC")
+    # a pipeline whose answers pass the 8 MiB high water: the commands read before the
+    # pause run once the client reads (nothing new arrives to wake the connection)
+    big = "b" * 1000000
+    check(c.call("SET", "big", big) == b"+OK\r\n", "a 1 MB value")
+    c.send(b"".join(hanuresp.encode("GET", "big") for _ in range(40)) + hanuresp.encode("PING"))
+    for i in range(40):
+        check(c.reply() == b"$1000000\r\n" + big.encode() + b"\r\n", "GET %d of the pipeline" % i)
+    check(c.reply() == b"+PONG\r\n", "the pipeline's last answer")
+    # FLUSHDB inside EXEC joins the transaction's record (allowed on this server? no: refused)
+    c.call("MULTI")
+    c.call("SET", "fx", "1")
+    c.call("FLUSHDB")
+    got = c.call("EXEC")
+    check(got.startswith(b"*2\r\n+OK\r\n-ERR FLUSHDB is disabled"), "FLUSHDB in EXEC: %r" % got[:80])
     # hostile framing: redis-server's error, then the connection closes
     c.send(b"*1\r\n$-7\r\n")
     check(c.reply() == b"-ERR Protocol error: invalid bulk length\r\n", "negative bulk")

@@ -470,7 +470,7 @@ void resp_cmd_wait(resp_conn *c, const resp_arg *argv, size_t argc)
     if (!srv->sealer) { resp_w_int(&c->out, 0); return; }
     uint64_t txn = c->last_write_txn;
     int there = txn == 0 || server_reached(srv, WAIT_BUCKET, txn);
-    if (there || want <= 0 || c->in_multi) { resp_w_int(&c->out, there); return; }
+    if (there || want <= 0 || c->in_exec) { resp_w_int(&c->out, there); return; }
     size_t start = c->out.len;
     resp_w_int(&c->out, 1);
     resp_gate g = { .start = start, .txn = txn, .mark = WAIT_BUCKET, .wait_reply = 1,
@@ -580,6 +580,19 @@ void resp_cmd_flushdb(resp_conn *c, const resp_arg *argv, size_t argc)
     if (!db.exists) { resp_w_simple(&c->out, "OK"); return; }
     hanu_buf keys = { 0 };
     int rc = store_scan(srv->store, db.id, collect_key, &keys);
+    if (c->in_exec) {   /* inside EXEC: the deletes join the transaction's one record */
+        for (size_t pos = 0; rc == HANU_OK && pos < keys.len;) {
+            uint32_t l;
+            memcpy(&l, keys.data + pos, sizeof l);
+            const resp_arg k = { keys.data + pos + sizeof l, l };
+            rc = resp_stage(c, STORE_DELETE, &k, NULL, 0);
+            pos += sizeof l + l;
+        }
+        hanu_buf_free(&keys);
+        if (rc) resp_w_errorf(&c->out, "ERR FLUSHDB failed: %s", hanu_status_str(rc));
+        else resp_w_simple(&c->out, "OK");
+        return;
+    }
     store_op *ops = calloc(FLUSH_CHUNK, sizeof *ops);
     uint64_t txn = 0;
     size_t pos = 0;

@@ -68,7 +68,7 @@ typedef struct resp_conn {
     uint8_t durability;         /* HKV_DUR_* */
     uint64_t last_write_txn;    /* WAIT waits for it */
     /* MULTI: the queued commands' arguments (lengths then bytes), and their count */
-    int in_multi, multi_failed;
+    int in_multi, multi_failed, in_exec;
     hanu_buf queued;
     size_t nqueued;
     resp_watch *watches;

@@ -24,6 +24,7 @@
 
 static void conn_flush(resp_conn *c);
 static void on_read(h2o_socket_t *sock, const char *err);
+static void process_input(resp_conn *c);
 
 static resp_server *rs_of(server *srv) { return srv->resp; }
 
@@ -136,6 +137,8 @@ resume:
     if (c->read_paused && !c->close_after_flush && c->out.len < RESP_OUT_HIGH_WATER / 2 && !c->srv->stopping) {
         c->read_paused = 0;
         h2o_socket_read_start(c->sock, on_read);
+        /* commands read before the pause wait in the input: no new read would run them */
+        if (c->sock->input->size >= HANU_MAX(c->need, (size_t)1)) process_input(c);
     }
 }
 
@@ -383,6 +386,7 @@ void resp_cmd_exec(resp_conn *c, const resp_arg *argv, size_t argc)
     size_t acap = 0, pos = 0;
     resp_stage_reset(rs);
     resp_w_array(&c->out, n);
+    c->in_exec = 1;   /* nothing inside gates its own answer: the EXEC's answer is one */
     for (size_t i = 0; i < n; i++) {
         uint64_t na;
         memcpy(&na, q.data + pos, sizeof na);
@@ -405,6 +409,7 @@ void resp_cmd_exec(resp_conn *c, const resp_arg *argv, size_t argc)
     uint64_t txn = 0;
     if (rs->nstaged && resp_commit(c, start, &txn) == HANU_OK && txn) resp_gate_write(c, start, txn);
 done:
+    c->in_exec = 0;
     resp_stage_reset(rs);
     free(args);
     hanu_buf_free(&q);
@@ -419,15 +424,11 @@ static void protocol_error(resp_conn *c, const char *err)
     c->close_after_flush = 1;
 }
 
-static void on_read(h2o_socket_t *sock, const char *err)
+/* Runs every whole command in the socket's input, up to the output's high water. */
+static void process_input(resp_conn *c)
 {
-    resp_conn *c = sock->data;
-    if (!c) return;
-    if (err) { conn_close(c); return; }
     server *srv = c->srv;
-    server_poll_durable(srv);
-    if (!(c = sock->data)) return;   /* a failed sync closed it */
-    c->last_active_ns = hanu_now_ns();
+    h2o_socket_t *sock = c->sock;
     h2o_buffer_t *in = sock->input;
     resp_limits lim = {
         .max_args = RESP_DEFAULT_MAX_ARGS, .max_bulk = srv->limits.max_frame,
@@ -446,13 +447,24 @@ static void on_read(h2o_socket_t *sock, const char *err)
         pos += used;
     }
     if (c->close_after_flush) pos = in->size;
+    /* need was counted from the first unparsed byte, which is now the buffer's start */
     h2o_buffer_consume(&sock->input, pos);
-    /* need counted from the first unparsed byte, which is now the buffer's start */
     if ((c->out.len > RESP_OUT_HIGH_WATER || c->close_after_flush) && !c->read_paused) {
         c->read_paused = 1;
         h2o_socket_read_stop(sock);
     }
     conn_flush(c);
+}
+
+static void on_read(h2o_socket_t *sock, const char *err)
+{
+    resp_conn *c = sock->data;
+    if (!c) return;
+    if (err) { conn_close(c); return; }
+    server_poll_durable(c->srv);
+    if (!(c = sock->data)) return;   /* a failed sync closed it */
+    c->last_active_ns = hanu_now_ns();
+    process_input(c);
 }
 
 static void sock_name(h2o_socket_t *sock, int peer, char *out, size_t cap)
