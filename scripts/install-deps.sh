@@ -13,6 +13,7 @@ packages=(
   chromium   # tests/e2e_http_browser.py: the API from a real browser (CORS, no-cors, dot segments)
   nodejs     # tests/test_bucket_s3.c: an S3-compatible server (tests/s3/package.json)
   prometheus # promtool: tests/e2e_metrics.py checks /metrics with `promtool check metrics`
+  redis-server redis-tools  # tests/e2e_resp*.py: the RESP face against a real redis-server; bench/resp-cpu.sh
 )
 
 missing=()

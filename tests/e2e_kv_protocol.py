@@ -157,6 +157,20 @@ def t_pipelining_in_order(c, srv):
             check(st == PONG, "pipelined ping %d" % i)
 
 
+def t_pipeline_past_high_water(c, srv):
+    """3000 Gets of a 4 KB value (this server's --max-value) sent at once: the answers pass the 8 MiB high water, reading
+    pauses, and the frames read before the pause must run once the client reads (no new
+    bytes arrive to wake the connection: the old code stalled here)."""
+    big = b"b" * 4000
+    check(c.set("big", big)[0] == OK, "set 4 KB")
+    get = frame(OPS["GET"], db_field("default") + bytes_field("big"))
+    c.send(get * 3000 + frame(OPS["PING"]))
+    for i in range(3000):
+        st, p = c.read_response()
+        check(st == KEY_VALUE_TOKEN and p[8:] == big, "get %d of the pipeline" % i)
+    check(c.read_response() == (PONG, b""), "the pipeline's last answer")
+
+
 def t_split_frames(c, srv):
     data = frame(OPS["SET"], D + bytes_field("split") + bytes_field("value"))
     for b in data:
@@ -210,7 +224,7 @@ def main():
         srv.start()
         c = Conn(srv.port)
         tests = [t_ping_stats_close, t_databases, t_keys_and_tokens, t_batch, t_durability_flags,
-                 t_malformed_keeps_connection, t_limits, t_pipelining_in_order, t_split_frames,
+                 t_malformed_keeps_connection, t_limits, t_pipelining_in_order, t_pipeline_past_high_water, t_split_frames,
                  t_garbage_does_not_hurt, t_cli]
         for t in tests:
             try:

@@ -11,6 +11,7 @@
 #include "log/log.h"
 #include "replica/snapshot.h"
 #include "server/server.h"
+#include "hanudb_protocol.h"
 #include "hlog/hlog.h"
 
 typedef struct store_flags {
@@ -118,6 +119,7 @@ int cli_serve_main(int argc, char **argv)
     store_flags f;
     default_store_flags(&f);
     const char *kv_addr = o.kv_addr;
+    const char *resp_durability = "local";
     uint64_t max_frame = o.max_frame, idle_ms = o.idle_timeout_ms, max_conns = o.max_connections;
     uint64_t max_body = o.max_body, idem_ttl = o.idempotency_ttl_s;
     uint64_t seal_ms = o.seal_interval_ms, seal_mb = 4, lat_put = 0, lat_get = 0, snapshot_segments = o.snapshot_segments;
@@ -138,6 +140,11 @@ int cli_serve_main(int argc, char **argv)
     cli_opt opts[] = {
         { "data", CLI_STR, &f.data, "data directory (default ./data)" },
         { "kv-addr", CLI_STR, &kv_addr, "key-value protocol address HOST:PORT (default 127.0.0.1:8787)" },
+        { "resp-addr", CLI_STR, &o.resp_addr, "Redis protocol (RESP2/RESP3) address HOST:PORT, or off (default off; docs/RESP.md)" },
+        { "resp-durability", CLI_STR, &resp_durability, "a Redis connection's durability until CLIENT DURABILITY: "
+                                                         "none|local|bucket (default local)" },
+        { "resp-allow-flushdb", CLI_FLAG, &o.resp_allow_flushdb, "FLUSHDB over the Redis protocol deletes every key "
+                                                                  "of the database (default: refused)" },
         { "file-size", CLI_SIZE, &f.file_size, "log file rotation size (default 64M)" },
         { "prealloc", CLI_STR, &f.prealloc, "how log files get blocks: append|fallocate|zerofill (default zerofill)" },
         { "commit-window-us", CLI_U64, &f.commit_window_us, "most a group commit waits to gather as many writes as its last sync covered; 0: none (default 100)" },
@@ -275,6 +282,17 @@ int cli_serve_main(int argc, char **argv)
         return 2;
     }
     o.kv_addr = kv_addr;
+    if (!strcmp(resp_durability, "none")) o.resp_durability = HKV_DUR_NONE;
+    else if (!strcmp(resp_durability, "local")) o.resp_durability = HKV_DUR_LOCAL;
+    else if (!strcmp(resp_durability, "bucket")) o.resp_durability = HKV_DUR_BUCKET;
+    else {
+        fprintf(stderr, "hanudb: --resp-durability must be none, local or bucket, not \"%s\"\n", resp_durability);
+        return 2;
+    }
+    if (o.resp_durability == HKV_DUR_BUCKET && !o.bucket_url) {
+        fprintf(stderr, "hanudb: --resp-durability bucket needs a bucket (not --no-bucket)\n");
+        return 2;
+    }
     o.max_frame = (uint32_t)max_frame;
     o.idle_timeout_ms = (uint32_t)idle_ms;
     o.max_connections = (uint32_t)max_conns;

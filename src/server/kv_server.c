@@ -57,6 +57,7 @@ struct kv_conn {
 
 static void conn_flush(kv_conn *c);
 static void on_read(h2o_socket_t *sock, const char *err);
+static void process_input(kv_conn *c);
 
 static void conn_close(kv_conn *c)
 {
@@ -153,6 +154,8 @@ resume:
     if (c->read_paused && !c->close_after_flush && c->out.len < KV_OUT_HIGH_WATER / 2 && !srv->stopping) {
         c->read_paused = 0;
         h2o_socket_read_start(c->sock, on_read);
+        /* frames read before the pause wait in the input: no new read would run them */
+        if (c->sock->input->size) process_input(c);
     }
 }
 
@@ -443,16 +446,11 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
     }
 }
 
-static void on_read(h2o_socket_t *sock, const char *err)
+/* Runs every whole frame in the socket's input, up to the output's high water. */
+static void process_input(kv_conn *c)
 {
-    kv_conn *c = sock->data;
-    if (!c) return;
-    if (err) { conn_close(c); return; }
     server *srv = c->srv;
-    server_poll_durable(srv);
-    /* A failed sync may have closed this very connection (the socket is freed later). */
-    if (!(c = sock->data)) return;
-    c->last_active_ns = hanu_now_ns();
+    h2o_socket_t *sock = c->sock;
     for (;;) {
         h2o_buffer_t *in = sock->input;
         if (c->close_after_flush) { h2o_buffer_consume(&sock->input, in->size); break; }
@@ -492,6 +490,18 @@ static void on_read(h2o_socket_t *sock, const char *err)
         h2o_socket_read_stop(sock);
     }
     conn_flush(c);
+}
+
+static void on_read(h2o_socket_t *sock, const char *err)
+{
+    kv_conn *c = sock->data;
+    if (!c) return;
+    if (err) { conn_close(c); return; }
+    server_poll_durable(c->srv);
+    /* A failed sync may have closed this very connection (the socket is freed later). */
+    if (!(c = sock->data)) return;
+    c->last_active_ns = hanu_now_ns();
+    process_input(c);
 }
 
 static void on_conn(server *srv, h2o_socket_t *sock)

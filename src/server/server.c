@@ -5,6 +5,7 @@
 #include "server/server_internal.h"
 #include "hlog/hlog.h"
 #include "replica/chain.h"
+#include "resp/resp.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -38,6 +39,7 @@ void server_options_default(server_options *o)
     o->max_frame = (16u << 20) + 64;
     o->idle_timeout_ms = 300000;
     o->max_connections = 10000;
+    o->resp_durability = HKV_DUR_LOCAL;
     o->http_addr = "127.0.0.1:8080";
     o->max_body = 16u << 20;
     o->http_header_timeout_ms = 10000;
@@ -634,10 +636,12 @@ int server_run(const server_options *o)
     int rc = auth_tokens_load(&srv->tokens, o->tokens_file, o->tokens, err, sizeof err);
     if (rc == HANU_OK) rc = http_bind(srv, err, sizeof err);
     if (rc == HANU_OK) rc = kv_bind(srv, o->kv_addr, err, sizeof err);
+    if (rc == HANU_OK) rc = resp_bind(srv, err, sizeof err);
     if (rc == HANU_OK) rc = store_lock_check(so.data_dir ? so.data_dir : ".", err, sizeof err);
     if (rc) {
         hlog_error("server", "%s", err);
         close_bound(srv);
+        resp_stop(srv);
         return 2;
     }
     int rebuilding = 0;
@@ -678,7 +682,8 @@ int server_run(const server_options *o)
         store_close(srv->store);
         return 2;
     }
-    if (http_start(srv, err, sizeof err) != HANU_OK || kv_listen(srv, err, sizeof err) != HANU_OK) {
+    if (http_start(srv, err, sizeof err) != HANU_OK || kv_listen(srv, err, sizeof err) != HANU_OK ||
+        resp_listen(srv, err, sizeof err) != HANU_OK) {
         hlog_error("server", "%s", err);
         auth_tokens_free(&srv->tokens);
         server_role_close(srv);
@@ -716,16 +721,18 @@ int server_run(const server_options *o)
 
     /* Graceful shutdown: no new connections or requests, answer what was asked. */
     kv_shutdown_begin(srv);
+    resp_shutdown_begin(srv);
     http_shutdown_begin(srv);
     store_sync(srv->store);
     /* Bucket answers can still go; not after the lease was lost (another node may write now). */
     if (srv->sealer && !srv->fenced && !srv->lease_lost) sealer_seal_upto(srv->sealer, store_written_txn(srv->store));
     uint64_t deadline = hanu_now_ns() + 5000000000ull;
-    while ((kv_busy_connections(srv) || http_busy(srv)) && hanu_now_ns() < deadline)
+    while ((kv_busy_connections(srv) || resp_busy(srv) || http_busy(srv)) && hanu_now_ns() < deadline)
         h2o_evloop_run(srv->loop, 50);
     /* Let h2o flush the answers it was handed. */
     for (int i = 0; i < 10; i++) h2o_evloop_run(srv->loop, 10);
     kv_close_all(srv);
+    resp_stop(srv);
     http_stop(srv);
     h2o_socket_read_stop(sig);
     h2o_socket_close(sig);

@@ -16,6 +16,10 @@ typedef struct server_options {
     uint32_t max_frame;             /* request payload limit, default 16 MiB + 64 */
     uint32_t idle_timeout_ms;       /* close idle connections, default 300 000 */
     uint32_t max_connections;       /* default 10 000 */
+    /* the Redis protocol (src/resp, docs/RESP.md) */
+    const char *resp_addr;          /* HOST:PORT; NULL, "" or "off": none (the default) */
+    uint8_t resp_durability;        /* a connection's durability until CLIENT DURABILITY: HKV_DUR_LOCAL */
+    int resp_allow_flushdb;         /* FLUSHDB deletes; else it is refused */
     /* documents over HTTP */
     const char *http_addr;          /* HOST:PORT, default 127.0.0.1:8080; "" or "off": none */
     const char *tls_cert, *tls_key; /* PEM files: serve HTTPS */

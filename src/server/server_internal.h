@@ -65,6 +65,7 @@ typedef struct server {
     _Atomic int store_failed;
     waiters waits;                  /* answers of both faces held for a watermark (loop thread) */
     auth_tokens tokens;             /* --tokens, for both faces (tokens.h); n 0: auth is off */
+    struct resp_server *resp;       /* the Redis protocol (src/resp); NULL without --resp-addr */
 
     h2o_linklist_t conns;           /* every kv connection */
     size_t nconns;

@@ -1,0 +1,193 @@
+/*
+ * resp_internal.h: the Redis face's connections, its command table and the
+ * staging of a command's writes (resp_server.c runs connections, resp_cmd.c
+ * the key commands, resp_admin.c the connection and server commands).
+ *
+ * Writes: a command stages its sets and deletes (reads see what it staged),
+ * and the dispatcher commits them as one store write (one log record) after
+ * it: MSET, RENAME, DEL of many keys and a whole MULTI/EXEC are atomic. Every
+ * write of every face runs on the event loop thread and a command reads and
+ * commits without yielding, so a read-modify-write (INCR, APPEND, GETSET...)
+ * cannot interleave with another writer, and EXEC compares WATCHed tokens in
+ * that same uninterrupted step.
+ */
+#ifndef HANU_RESP_INTERNAL_H
+#define HANU_RESP_INTERNAL_H
+
+#include "server/server_internal.h"
+#include "resp/resp.h"
+#include "resp/resp_proto.h"
+
+#define RESP_DATABASES 16              /* SELECT 0..15, as redis-server's default */
+#define RESP_NAME_MAX 128              /* CLIENT SETNAME */
+#define RESP_MULTI_MAX 100000u         /* commands queued in one MULTI */
+#define RESP_WATCH_MAX 10000u          /* keys WATCHed by one connection */
+#define RESP_AUTH_MAX_FAILURES 3       /* failed AUTHs before the connection closes */
+
+typedef struct resp_gate {
+    size_t start;          /* offset of the gated answer in out */
+    uint64_t txn;
+    int mark;              /* enum waiter_mark */
+    uint64_t deadline_ns;  /* WAIT's timeout (0: none) */
+    int wait_reply;        /* WAIT: the answer ":1" becomes ":0" when the mark is not reached */
+} resp_gate;
+
+typedef struct resp_staged {
+    uint8_t kind;          /* STORE_SET or STORE_DELETE */
+    size_t koff, klen, voff, vlen;   /* into the staging arena */
+} resp_staged;
+
+typedef struct resp_watch {
+    char db[STORE_DB_NAME_MAX + 1];
+    size_t koff, klen;     /* into watch_keys */
+    int present;
+    uint64_t token;
+} resp_watch;
+
+typedef struct resp_server resp_server;
+
+typedef struct resp_conn {
+    server *srv;
+    resp_server *rs;
+    h2o_socket_t *sock;
+    h2o_linklist_t link;
+    waiter wait;
+    hanu_buf out, sending;
+    resp_gate *gates;
+    size_t ghead, ngates, gcap;
+    resp_request req;
+    size_t need;                /* input bytes the parser wants before trying again */
+    uint64_t id;
+    int proto;                  /* 2 or 3 */
+    char db[STORE_DB_NAME_MAX + 1];   /* the SELECTed database's name */
+    int db_index;               /* its SELECT index, -1 when SELECTed by name */
+    char name[RESP_NAME_MAX + 1];
+    const auth_token *token;
+    int authed;                 /* no tokens, or AUTH succeeded */
+    unsigned auth_failures;
+    uint8_t durability;         /* HKV_DUR_* */
+    uint64_t last_write_txn;    /* WAIT waits for it */
+    /* MULTI: the queued commands' arguments (lengths then bytes), and their count */
+    int in_multi, multi_failed, in_exec;
+    hanu_buf queued;
+    size_t nqueued;
+    resp_watch *watches;
+    size_t nwatches, wcap;
+    hanu_buf watch_keys;
+    uint64_t created_ns, last_active_ns;
+    char addr[64], laddr[64];
+    char last_cmd[24];
+    int close_after_flush;
+    int read_paused;
+} resp_conn;
+
+struct resp_server {
+    server *srv;
+    int fd;
+    h2o_socket_t *listener;
+    h2o_linklist_t conns;
+    size_t nconns;
+    uint64_t next_id;
+    uint64_t commands, errors, connections_total, rejected_connections;
+    uint64_t started_ns;
+    h2o_timeout_t wait_timeout;          /* WAIT deadlines, checked every 100 ms */
+    h2o_timeout_entry_t wait_entry;
+    size_t timed_waits;
+    /* the command being run: its staged writes and the database they go to */
+    resp_staged *staged;
+    size_t nstaged, scap;
+    hanu_buf arena;
+    hanu_buf val;                        /* a value read from the store */
+    store_op *ops;
+    size_t ops_cap;
+    int dirty_db;                        /* a database was created for the staged writes */
+};
+
+/* The database a command works on: its id, or absent (reads see it empty; the
+   first write creates it). */
+typedef struct resp_db {
+    uint32_t id;
+    int exists;
+} resp_db;
+
+typedef void (*resp_cmd_fn)(resp_conn *c, const resp_arg *argv, size_t argc);
+
+enum resp_cmd_flags {
+    RESP_CMD_WRITE = 1,        /* refused on followers and for read-only tokens */
+    RESP_CMD_NOAUTH = 2,       /* allowed before AUTH */
+    RESP_CMD_NOMULTI = 4,      /* run at once even inside MULTI (EXEC, DISCARD, MULTI, WATCH, QUIT, RESET) */
+    RESP_CMD_KEYS = 8,         /* reads or writes keys of the SELECTed database */
+};
+
+typedef struct resp_command {
+    const char *name;          /* lower case */
+    int arity;                 /* redis-server's: exact when > 0, at least -arity when < 0 */
+    int flags;
+    resp_cmd_fn fn;
+    int first_key, last_key, step;
+    const char *group, *summary;
+} resp_command;
+
+extern const resp_command resp_commands[];
+extern const size_t resp_ncommands;
+const resp_command *resp_command_find(const uint8_t *name, size_t len);
+
+/* resp_server.c: the dispatcher, also EXEC's */
+void resp_run(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_err(resp_conn *c, const char *msg);
+/* The database a command of c works on (its SELECT), looked up now. */
+resp_db resp_current_db(resp_conn *c);
+int resp_arg_is(const resp_arg *a, const char *lower);
+/* Redis's glob-style pattern (KEYS, SCAN MATCH, CONFIG GET): * ? [abc] [^a] [a-z] \\x. */
+int resp_glob(const uint8_t *p, size_t pn, const uint8_t *s, size_t sn);
+/* Redis's answer to a wrong number of arguments. */
+void resp_err_arity(resp_conn *c, const char *name);
+
+/* Staging (resp_cmd.c): reads of key see what the command staged before. */
+/* 1 found (*v valid until the next read or stage), 0 absent, -1 error answered. */
+int resp_read(resp_conn *c, const resp_db *db, const resp_arg *key, const uint8_t **v, size_t *vlen);
+int resp_stage(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, size_t vlen);
+/* Whether key exists (staged or in the store): 1, 0, or -1 (error answered). */
+int resp_exists(resp_conn *c, const resp_db *db, const resp_arg *key);
+/* A key or value past the server's limits: answered, returns 0. */
+int resp_check_key(resp_conn *c, const resp_arg *key);
+int resp_check_value_len(resp_conn *c, size_t len);
+void resp_stage_reset(resp_server *rs);
+/* Keys the staged writes create (absent from the store, matching pattern unless NULL),
+   appended to out as bulks when out; their count, or -1 out of memory. */
+int64_t resp_staged_new_keys(resp_conn *c, const resp_db *db, const resp_arg *pattern, hanu_buf *out);
+/* How the staged writes change the database's key count (DBSIZE inside EXEC). */
+int64_t resp_staged_key_delta(resp_conn *c, const resp_db *db);
+/* Commits the staged writes as one record; answers from reply_start are
+   replaced by an error when it fails. txn 0: nothing staged. */
+int resp_commit(resp_conn *c, size_t reply_start, uint64_t *txn);
+
+/* resp_admin.c: connection and server commands */
+void resp_cmd_ping(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_echo(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_hello(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_auth(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_select(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_info(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_client(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_command(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_config(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_wait(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_quit(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_reset(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_multi(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_exec(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_discard(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_watch(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_unwatch(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_dbsize(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_flushdb(resp_conn *c, const resp_arg *argv, size_t argc);
+/* Gates the answer at start on the connection's durability for txn. */
+void resp_gate_write(resp_conn *c, size_t start, uint64_t txn);
+int resp_add_gate(resp_conn *c, resp_gate g);
+/* A WAIT with a deadline was gated: its expiry is checked every 100 ms meanwhile. */
+void resp_arm_wait_check(resp_server *rs);
+void resp_unwatch_all(resp_conn *c);
+void resp_multi_clear(resp_conn *c);
+
+#endif

@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+"""e2e_resp.py: the Redis face (docs/RESP.md) against a real redis-server.
+
+- differential: the same few hundred random command sequences (strings, MULTI/EXEC,
+  errors, SELECT, RESP3 after HELLO 3, pipelined batches) go to redis-server and to
+  hanudb serve --resp-addr through raw sockets; every reply must be the same bytes,
+  except the commands listed in NOT_COMPARED (with the reason);
+- what HanuDB answers differently on purpose: TTL options, FLUSHDB refused, AUTH with
+  --tokens and scopes, HANU.CAS tokens shared with the binary protocol, CLIENT
+  DURABILITY, hostile framing closes with redis-server's error;
+- redis-benchmark -t set,get,incr,mset,lpush -n 2000 runs to completion.
+"""
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hanukv  # noqa: E402
+import hanuresp  # noqa: E402
+from hanukv import check  # noqa: E402
+
+SEED = int(os.environ.get("SEED", "29"))
+SEQUENCES = int(os.environ.get("SEQUENCES", "300"))
+KEYS = ["k%d" % i for i in range(6)] + ["{user}:1", "a b"]
+VALUES = ["", "0", "1", "10", "-3", "abc", "3.5", "9223372036854775807", "-9223372036854775808", "1e3",
+          " 1", "01", "hello world", "x" * 40]
+# Commands whose answers legitimately differ, never compared byte for byte:
+NOT_COMPARED = {
+    "HELLO": "names the server (hanudb) and the connection id",
+    "KEYS": "order of keys differs (compared as sets below)",
+}
+
+
+def rand_value(r):
+    return r.choice(VALUES) if r.random() < 0.85 else str(r.randint(-1000, 1000))
+
+
+def rand_command(r):
+    k, k2, v = r.choice(KEYS), r.choice(KEYS), rand_value(r)
+    n = r.random()
+    choices = [
+        ["GET", k], ["SET", k, v], ["SET", k, v, "NX"], ["SET", k, v, "XX"], ["SET", k, v, "GET"],
+        ["SET", k, v, "NX", "GET"], ["SET", k, v, "XX", "GET"], ["SET", k, v, "NX", "XX"], ["SET", k, v, "BOGUS"],
+        ["SETNX", k, v], ["GETSET", k, v], ["GETDEL", k], ["MGET", k, k2, "nokey"], ["MSET", k, v, k2, rand_value(r)],
+        ["MSET", k, v, k2], ["MSETNX", k, v, k2, rand_value(r)], ["DEL", k, k2], ["DEL", k, k], ["UNLINK", k],
+        ["EXISTS", k, k2, k], ["TYPE", k], ["INCR", k], ["DECR", k], ["INCRBY", k, str(r.randint(-50, 50))],
+        ["INCRBY", k, "x"], ["DECRBY", k, str(r.randint(-50, 50))], ["INCRBYFLOAT", k, r.choice(["0.1", "-2.5", "3", "1e2", "abc"])],
+        ["APPEND", k, v], ["STRLEN", k], ["GETRANGE", k, str(r.randint(-5, 5)), str(r.randint(-5, 5))],
+        ["SETRANGE", k, str(r.randint(0, 12)), r.choice(["", "ab", "xyz"])], ["SETRANGE", k, "-1", "a"],
+        ["RENAME", k, k2], ["RENAMENX", k, k2], ["DBSIZE"], ["ECHO", v], ["PING"], ["PING", v],
+        ["TTL", k], ["PTTL", k], ["GET"], ["SET", k], ["INCR", k, k2], ["NOSUCHCMD", k, v], ["nosuch"],
+        ["EXISTS"], ["KEYS", r.choice(["*", "k*", "k[0-2]", "?", "*:*"])], ["GETRANGE", k, "a", "1"],
+    ]
+    if n < 0.04:
+        return ["SELECT", str(r.choice([0, 1, 2, 15, 16, -1]))]
+    return r.choice(choices)
+
+
+def rand_sequence(r):
+    seq = []
+    if r.random() < 0.2:
+        seq.append(["HELLO", "3"])
+    for _ in range(r.randint(3, 25)):
+        x = r.random()
+        if x < 0.07:
+            body = [rand_command(r) for _ in range(r.randint(0, 5))]
+            end = r.choice(["EXEC", "EXEC", "EXEC", "DISCARD"])
+            if r.random() < 0.3:
+                seq.append(["WATCH", r.choice(KEYS)])
+            # no SELECT (refused inside MULTI by HanuDB) nor KEYS (order) in a transaction
+            seq += [["MULTI"]] + [c for c in body if c[0] not in ("SELECT", "KEYS")] + [[end]]
+        elif x < 0.09:
+            seq.append(["EXEC"])
+        else:
+            seq.append(rand_command(r))
+    return seq
+
+
+def sorted_array(reply):
+    """A flat array of bulks as a sorted list (KEYS)."""
+    if not reply.startswith(b"*"):
+        return reply
+    parts = reply.split(b"\r\n")
+    return sorted(parts[2::2][:int(parts[0][1:])])
+
+
+def differential(port_h, port_r):
+    r = random.Random(SEED)
+    compared = 0
+    for i in range(SEQUENCES):
+        seq = rand_sequence(r)
+        pipelined = r.random() < 0.3
+        ch, cr = hanuresp.Conn(port_h), hanuresp.Conn(port_r)
+        try:
+            if pipelined:
+                data = b"".join(hanuresp.encode(*c) for c in seq)
+                ch.send(data)
+                cr.send(data)
+            for cmd in seq:
+                if not pipelined:
+                    ch.send(hanuresp.encode(*cmd))
+                    cr.send(hanuresp.encode(*cmd))
+                a, b = ch.reply(), cr.reply()
+                name = cmd[0].upper()
+                if name == "KEYS":
+                    a, b = sorted_array(a), sorted_array(b)
+                elif name in NOT_COMPARED:
+                    continue
+                check(a == b, "sequence %d (seed %d), %r:\n hanudb: %r\n redis:  %r\n sequence: %r"
+                      % (i, SEED, cmd, a, b, seq))
+                compared += 1
+            # the same keys at the end, in every database used
+            for db in (0, 1, 2, 15):
+                for c in (ch, cr):
+                    c.call("SELECT", db)
+                ka, kb = sorted_array(ch.call("KEYS", "*")), sorted_array(cr.call("KEYS", "*"))
+                check(ka == kb, "sequence %d: keys of db %d differ: %r vs %r" % (i, db, ka, kb))
+                for key in kb:
+                    check(ch.call("GET", key) == cr.call("GET", key), "sequence %d: value of %r" % (i, key))
+                for c in (ch, cr):
+                    if kb:
+                        c.call("DEL", *kb)
+        finally:
+            ch.close()
+            cr.close()
+    return compared
+
+
+def hanudb_only(port, kv_port):
+    c = hanuresp.Conn(port)
+    # TTL options: a clear error until per-key TTL exists in the store
+    for opt in (["EX", "10"], ["PX", "100"], ["EXAT", "99999999999"], ["PXAT", "99999999999999"], ["KEEPTTL"]):
+        got = c.call("SET", "t", "v", *opt)
+        check(got.startswith(b"-ERR per-key TTL is not supported yet"), "SET %r: %r" % (opt, got))
+    check(c.call("SET", "t", "v", "EX", "0") == b"-ERR invalid expire time in 'set' command\r\n", "EX 0")
+    check(c.call("EXPIRE", "t", "10").startswith(b"-ERR per-key TTL"), "EXPIRE")
+    check(c.call("GET", "t") == b"$-1\r\n", "a refused SET wrote nothing")
+    check(c.call("FLUSHDB").startswith(b"-ERR FLUSHDB is disabled"), "FLUSHDB refused by default")
+    check(c.call("LPUSH", "l", "a") == b"-ERR unknown command 'LPUSH', with args beginning with: 'l' 'a' \r\n", "LPUSH")
+    # compare-and-set with the binary protocol's tokens, both ways
+    check(c.call("SET", "cas", "one") == b"+OK\r\n", "set")
+    got = c.call("HANU.GET", "cas")
+    check(got.startswith(b"*2\r\n$3\r\none\r\n:"), "HANU.GET %r" % got)
+    token = int(got.split(b":")[1].split(b"\r\n")[0])
+    kv = hanukv.Conn(kv_port)
+    st, kv_token, _ = kv.get("cas")
+    check(st == hanukv.KEY_VALUE_TOKEN and kv_token == token, "the binary protocol sees the same token")
+    check(c.call("HANU.CAS", "cas", token + 1, "two").startswith(b"-MISMATCH the key's token is %d" % token), "mismatch")
+    check(c.call("HANU.CAS", "cas", token, "two") == b"+OK\r\n", "cas")
+    check(c.call("HANU.CAS", "cas", token, "three").startswith(b"-MISMATCH"), "the old token no longer works")
+    check(c.call("HANU.CAD", "nokey", 1) == b"-NOTFOUND no such key\r\n", "cad of nothing")
+    st, _, value = kv.get("cas")
+    check(value == b"two", "the binary protocol reads the RESP write: %r" % value)
+    kv.close()
+    # durability per connection
+    check(c.call("CLIENT", "DURABILITY") == b"$5\r\nlocal\r\n", "default durability")
+    check(c.call("CLIENT", "DURABILITY", "none") == b"+OK\r\n", "none")
+    check(c.call("SET", "d", "1") == b"+OK\r\n", "a write at none")
+    check(c.call("CLIENT", "DURABILITY", "bucket").startswith(b"-ERR bucket durability is not available"), "no bucket")
+    check(c.call("CLIENT", "DURABILITY", "fast") == b"-ERR CLIENT DURABILITY is none, local or bucket\r\n", "bad level")
+    check(c.call("WAIT", "1", "10") == b":0\r\n", "WAIT without a bucket: no copy")
+    # SELECT: 0 is default, n is dbN, a name is HanuDB's own
+    check(c.call("SELECT", "7") == b"+OK\r\n" and c.call("SET", "s7", "x") == b"+OK\r\n", "select 7")
+    check(c.call("SELECT", "db7") == b"+OK\r\n" and c.call("GET", "s7") == b"$1\r\nx\r\n", "db7 is SELECT 7")
+    check(c.call("SELECT", "nosuchdb") == b"-ERR value is not an integer or out of range\r\n", "unknown name")
+    check(c.call("SELECT", "0") == b"+OK\r\n", "back")
+    # a MULTI is one log record: the store's last txn moves by one
+    c.call("SET", "m0", "x")
+    before = hanuresp_info_txn(c)
+    c.call("MULTI")
+    for i in range(5):
+        c.call("SET", "m%d" % i, i)
+    c.call("INCR", "m1")
+    check(c.call("EXEC") == b"*6\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n+OK\r\n:2\r\n", "exec")
+    check(hanuresp_info_txn(c) == before + 1, "EXEC wrote one record")
+    c.call("MSET", "x1", "1", "x2", "2", "x3", "3")
+    check(hanuresp_info_txn(c) == before + 2, "MSET wrote one record")
+    # WATCH sees a write of the binary protocol
+    c.call("WATCH", "w")
+    kv = hanukv.Conn(kv_port)
+    kv.set("w", "other")
+    kv.close()
+    c.call("MULTI")
+    c.call("SET", "w", "mine")
+    check(c.call("EXEC") == b"*-1\r\n", "EXEC aborted by a write from the other face")
+    check(c.call("GET", "w") == b"$5\r\nother\r\n", "nothing of the aborted EXEC")
+    # a pipeline whose answers pass the 8 MiB high water: the commands read before the
+    # pause run once the client reads (nothing new arrives to wake the connection)
+    big = "b" * 1000000
+    check(c.call("SET", "big", big) == b"+OK\r\n", "a 1 MB value")
+    c.send(b"".join(hanuresp.encode("GET", "big") for _ in range(40)) + hanuresp.encode("PING"))
+    for i in range(40):
+        check(c.reply() == b"$1000000\r\n" + big.encode() + b"\r\n", "GET %d of the pipeline" % i)
+    check(c.reply() == b"+PONG\r\n", "the pipeline's last answer")
+    # FLUSHDB inside EXEC joins the transaction's record (allowed on this server? no: refused)
+    c.call("MULTI")
+    c.call("SET", "fx", "1")
+    c.call("FLUSHDB")
+    got = c.call("EXEC")
+    check(got.startswith(b"*2\r\n+OK\r\n-ERR FLUSHDB is disabled"), "FLUSHDB in EXEC: %r" % got[:80])
+    # hostile framing: redis-server's error, then the connection closes
+    c.send(b"*1\r\n$-7\r\n")
+    check(c.reply() == b"-ERR Protocol error: invalid bulk length\r\n", "negative bulk")
+    c.expect_closed("after a protocol error")
+    c.close()
+
+
+def hanuresp_info_txn(c):
+    info = c.call("INFO", "persistence").decode()
+    return int(info.split("hanudb_last_txn:")[1].split("\r\n")[0])
+
+
+def auth(tmp):
+    srv, port = hanuresp.resp_server(os.path.join(tmp, "auth"), ["--no-bucket", "--tokens",
+                                                                 "rw-token-1 rw *;ro-token-1 ro *;scoped-token-1 rw sessions"])
+    try:
+        c = hanuresp.Conn(port)
+        check(c.call("GET", "a") == b"-NOAUTH Authentication required.\r\n", "NOAUTH")
+        check(c.call("GET") == b"-ERR wrong number of arguments for 'get' command\r\n", "arity before auth, as redis")
+        check(c.call("AUTH", "nope") == b"-WRONGPASS invalid username-password pair or user is disabled.\r\n", "wrong")
+        check(c.call("AUTH", "default", "ro-token-1") == b"+OK\r\n", "AUTH default token")
+        check(c.call("GET", "a") == b"$-1\r\n", "read with a read-only token")
+        check(c.call("SET", "a", "1") == b"-NOPERM this user has no permissions to run the 'set' command\r\n", "ro")
+        check(c.call("AUTH", "rw-token-1") == b"+OK\r\n" and c.call("SET", "a", "1") == b"+OK\r\n", "AUTH token")
+        c.close()
+        c = hanuresp.Conn(port)
+        check(c.call("HELLO", "3", "AUTH", "default", "scoped-token-1").startswith(b"%7\r\n"), "HELLO 3 AUTH")
+        check(c.call("GET", "a") == b"-NOPERM the token does not cover the database \"default\"\r\n", "scope")
+        # three failed AUTHs close the connection
+        for _ in range(3):
+            got = c.call("AUTH", "bad")
+        check(got.startswith(b"-WRONGPASS"), "third failure answered")
+        c.expect_closed("after three failed AUTHs")
+        c.close()
+        # before AUTH a large frame is refused as redis-server does
+        c = hanuresp.Conn(port)
+        c.send(b"*20\r\n")
+        check(c.reply() == b"-ERR Protocol error: unauthenticated multibulk length\r\n", "unauthenticated size")
+        c.close()
+    finally:
+        srv.stop()
+
+
+def bucket_and_follower(tmp):
+    """Durability bucket and WAIT on a leader; a follower of its bucket answers
+    writes with -READONLY and reads what the leader wrote."""
+    url = "file://" + os.path.join(tmp, "bucket")
+    leader, lport = hanuresp.resp_server(os.path.join(tmp, "leader"), ["--bucket", url, "--seal-interval-ms", "5000"])
+    follower = None
+    try:
+        c = hanuresp.Conn(lport)
+        check(c.call("SET", "f", "1") == b"+OK\r\n", "local write")
+        check(c.call("WAIT", "1", "0") == b":1\r\n", "WAIT: the bucket holds it (sealed now, not in 5 s)")
+        check(c.call("CLIENT", "DURABILITY", "bucket") == b"+OK\r\n", "bucket durability")
+        t0 = time.time()
+        check(c.call("SET", "f", "2") == b"+OK\r\n", "bucket write")
+        check(time.time() - t0 < 4, "a bucket write waits for one put, not the seal interval")
+        follower, fport = hanuresp.resp_server(os.path.join(tmp, "follower"),
+                                               ["--bucket", url, "--follow", "--poll-ms", "100"])
+        f = hanuresp.Conn(fport)
+        got = f.call("SET", "f", "3")
+        check(got.startswith(b"-READONLY You can't write against a read only replica."), "follower: %r" % got)
+        deadline = time.time() + 10
+        while f.call("GET", "f") != b"$1\r\n2\r\n":
+            check(time.time() < deadline, "the follower never read the leader's write")
+            time.sleep(0.1)
+        check(b"role:slave" in f.call("INFO", "replication"), "INFO replication on a follower")
+        f.close()
+        c.close()
+    finally:
+        if follower:
+            follower.stop()
+        leader.stop()
+
+
+def benchmark(port):
+    out = subprocess.run(["redis-benchmark", "-p", str(port), "-t", "set,get,incr,mset", "-n", "2000",
+                          "-q", "-c", "8"], capture_output=True, text=True, timeout=120)
+    check(out.returncode == 0, "redis-benchmark failed: %s %s" % (out.stdout, out.stderr))
+    for t in ("SET", "GET", "INCR", "MSET"):
+        check(t in out.stdout, "redis-benchmark ran %s: %s" % (t, out.stdout))
+    # redis-benchmark 7.0 stops at the first error answer: LPUSH ends it with Redis's own
+    # unknown-command error (lists are not in HanuDB), exit status 1
+    out = subprocess.run(["redis-benchmark", "-p", str(port), "-t", "lpush", "-n", "2000", "-q"],
+                         capture_output=True, text=True, timeout=60)
+    check(out.returncode == 1 and "Error from server: ERR unknown command 'LPUSH', with args beginning with: "
+          "'mylist' " in out.stderr + out.stdout, "redis-benchmark lpush: %r %r" % (out.stdout, out.stderr))
+    c = hanuresp.Conn(port)
+    check(c.call("GET", "counter:__rand_int__") == b"$4\r\n2000\r\n", "2000 INCRs counted")
+    c.close()
+    # redis-cli, as the README shows it
+    out = subprocess.run(["redis-cli", "-p", str(port), "SET", "greeting", "hello"], capture_output=True, text=True)
+    check(out.stdout.strip() == "OK", "redis-cli set: %r" % out.stdout)
+    out = subprocess.run(["redis-cli", "-p", str(port), "GET", "greeting"], capture_output=True, text=True)
+    check(out.stdout.strip() == "hello", "redis-cli get: %r" % out.stdout)
+
+
+def main():
+    check(hanuresp.have_redis(), "redis-server and redis-tools are needed (scripts/install-deps.sh)")
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix="hanudb-e2e-resp-") as tmp:
+        redis = hanuresp.Redis()
+        srv, port = hanuresp.resp_server(os.path.join(tmp, "d"), ["--no-bucket"])
+        try:
+            n = differential(port, redis.port)
+            print("differential: %d replies identical over %d sequences (seed %d)" % (n, SEQUENCES, SEED))
+            hanudb_only(port, srv.port)
+            benchmark(port)
+        finally:
+            srv.stop()
+            redis.stop()
+        auth(tmp)
+        bucket_and_follower(tmp)
+    print("e2e_resp: ok in %.1f s" % (time.time() - t0))
+
+
+if __name__ == "__main__":
+    main()
