@@ -107,6 +107,27 @@ int docs_batch_decode(const char *in, size_t len, uint32_t max_doc, docs_id_fn n
                       docs_batch *out, docs_error *e);
 void docs_batch_free(docs_batch *b);
 
+/* ---- NDJSON import bodies (docs_ndjson.c, docs/API.md "Import") ---- */
+
+/* Lines of an NDJSON body: split at LF (a CR before it dropped), the last line
+   with or without LF; blank lines (spaces, tabs, CRs) are counted and skipped. */
+typedef struct docs_ndjson_reader {
+    const char *in;
+    size_t len, pos;
+    uint64_t line;    /* the number of the line last returned (first_line is the first) */
+    uint64_t blank;   /* blank lines skipped so far */
+} docs_ndjson_reader;
+void docs_ndjson_init(docs_ndjson_reader *r, const char *in, size_t len, uint64_t first_line);
+/* The next line that is not blank: 1 with *line and *len (r->line its number), 0 at the end. */
+int docs_ndjson_next(docs_ndjson_reader *r, const char **line, size_t *len);
+/* One line as a document to store: docs_prepare with the document's "_id" or a new
+   one, except that an integer "_id" or MongoDB's {"$oid":"<24 hex digits>"} is taken
+   as the string of its digits and written so in the document. A line over max_doc
+   + 300 bytes is refused before it is parsed. scratch: the caller's buffer for the
+   rewritten line. 0, or HANU_ERR_INVALID / HANU_ERR_TOO_LARGE with *e filled. */
+int docs_ndjson_prepare(const char *line, size_t len, uint32_t max_doc, char id[DOCS_ID_MAX + 1], size_t *id_len,
+                        docs_id_fn new_id, void *ctx, hanu_buf *out, hanu_buf *scratch, docs_error *e);
+
 /* ---- updates (docs_update.c, docs/API.md "Updates") ---- */
 
 enum docs_update_kind {

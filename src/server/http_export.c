@@ -195,8 +195,7 @@ static int first_entry(void *ctx, const store_change *c)
     return 1;
 }
 
-/* The txn of the first record at or after from in the log, or 0 when there is none. */
-static uint64_t next_record_txn(store *st, uint64_t from)
+uint64_t http_next_record_txn(store *st, uint64_t from)
 {
     store_feed *f;
     uint64_t txn = 0;
@@ -220,7 +219,7 @@ static int wait_for_index(export_job *j)
         if (atomic_load(&j->cancel)) return HANU_ERR_INVALID;
         uint64_t itxn = indexer_txn(ix);
         if (itxn >= j->want_txn) return HANU_OK;
-        uint64_t next = next_record_txn(st, itxn + 1);
+        uint64_t next = http_next_record_txn(st, itxn + 1);
         if (next == 0 || next > j->want_txn) return HANU_OK;
         rc = indexer_wait_txn(ix, next, 200);
         if (rc != HANU_OK && rc != HANU_ERR_BUSY) return rc;

@@ -21,7 +21,7 @@ _Static_assert(ROUTE_COUNT <= HTTP_ROUTE_SLOTS, "the server's counters need a sl
 static const char *route_names[ROUTE_COUNT] = {
     "health", "status", "metrics", "collections", "collection", "doc_get", "doc_put",
     "doc_post", "doc_delete", "batch", "preflight", "other", "find", "search", "aggs", "doc_list", "snapshot", "export",
-    "doc_patch", "doc_update", "update", "delete_query",
+    "doc_patch", "doc_update", "update", "delete_query", "import", "doc_ndjson",
 };
 static const int status_codes[HTTP_STATUS_SLOTS] = {
     200, 201, 204, 304, 400, 401, 403, 404, 405, 409, 412, 413, 415, 421, 422, 500, 501, 503, 0, 0,
