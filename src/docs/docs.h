@@ -128,6 +128,29 @@ int docs_ndjson_next(docs_ndjson_reader *r, const char **line, size_t *len);
 int docs_ndjson_prepare(const char *line, size_t len, uint32_t max_doc, char id[DOCS_ID_MAX + 1], size_t *id_len,
                         docs_id_fn new_id, void *ctx, hanu_buf *out, hanu_buf *scratch, docs_error *e);
 
+/* ---- expiring documents (docs_expire.c, docs/API.md "Expiring documents") ---- */
+
+#define DOCS_EXPIRE_FIELD_MAX 256
+#define DOCS_OPTIONS_KEY_MAX (5 + STORE_DB_NAME_MAX)
+
+/* The system-database key of a collection's options record; returns its length. */
+size_t docs_options_key(const char *collection, char out[DOCS_OPTIONS_KEY_MAX]);
+/* A field name the option may hold: 1-256 bytes, no control characters (a top-level member). */
+int docs_expire_field_valid(const char *f, size_t len);
+/* The options record naming field (reset first): {"expire_after_field":"<field>"}. */
+int docs_options_record(const char *field, size_t len, hanu_buf *out);
+/* 1 with the collection's expiry field in field (NUL-terminated) when it has one,
+   else 0. One key-directory lookup when it has none. Any thread. */
+int docs_expire_field(store *st, const char *collection, char field[DOCS_EXPIRE_FIELD_MAX + 1]);
+/* An RFC 3339 date-time (2026-12-03T10:00:00Z, fractions, +01:00 offsets; 't' and a
+   space for 'T' allowed, as RFC 3339 5.6 notes) as milliseconds since 1970. */
+int docs_time_parse(const char *s, size_t len, int64_t *ms);
+/* 1 with *ms when doc's top-level member field is an epoch-seconds number or an
+   RFC 3339 string; 0 when it is missing or anything else (never expires). */
+int docs_expiry_ms(const char *doc, size_t len, const char *field, int64_t *ms);
+/* 1 when doc has expired at now_ms under field (NULL or "": no expiry). */
+int docs_expired(const char *doc, size_t len, const char *field, uint64_t now_ms);
+
 /* ---- updates (docs_update.c, docs/API.md "Updates") ---- */
 
 enum docs_update_kind {

@@ -132,6 +132,9 @@ static int write_documents(export_job *j, const index_snapshot *snap, export_wri
     snprintf(what, sizeof what, "exporting collection \"%s\"", j->call.col);
     hlog_progress progress;
     hlog_progress_begin(&progress, "export", what, "documents", 0, docs_at_most);
+    char field[DOCS_EXPIRE_FIELD_MAX + 1];
+    int expiry = http_expire_field(&j->call, field);
+    uint64_t now = hanu_wall_ms();
     for (uint32_t s = 0; snap && s < snap->nsegments && rc == HANU_OK; s++) {
         const index_segment *seg = snap->segments[s].seg;
         uint32_t n = index_segment_docs(seg);
@@ -144,6 +147,7 @@ static int write_documents(export_job *j, const index_snapshot *snap, export_wri
             hanu_buf_reset(&doc);
             int got = store_get(st, j->db, id, id_len, &doc, &token);
             if (got == HANU_ERR_NOT_FOUND) continue;   /* deleted since the snapshot */
+            if (got == HANU_OK && expiry && docs_expired((const char *)doc.data, doc.len, field, now)) continue;
             if (got != HANU_OK) rc = got;
             else if ((rc = writer_add(w, doc.data, doc.len)) == HANU_OK) {
                 j->docs++;

@@ -197,6 +197,21 @@ uint64_t http_next_record_txn(store *st, uint64_t from);
 void http_import(http_call *c);
 void http_ndjson_export(http_call *c);
 
+/* Expiring documents (http_expire.c, docs/API.md "Expiring documents"): PUT /c/{col}
+   with a body sets the option; reads hide expired documents; the leader's sweep
+   deletes them. */
+void http_collection_options(http_call *c);
+void http_expire_describe(http_call *c, json_writer *w);   /* "expire_after_field" of GET /c/{col} */
+void http_expire_forget(http_call *c);                      /* after a drop */
+/* 1 with the request's collection's expiry field, else 0 (no expiry). Any thread. */
+int http_expire_field(const http_call *c, char field[DOCS_EXPIRE_FIELD_MAX + 1]);
+/* Removes the expired hits of a page (and their scores, when given), lowering total;
+   returns how many. Any thread. */
+typedef struct index_hits index_hits;
+size_t http_expire_drop_hits(const http_call *c, index_hits *h, double *scores);
+void http_expire_start(server *srv);
+void http_expire_stop(server *srv);
+
 /* Header, body and idle deadlines of HTTP connections (http_timeout.c). */
 int http_timeout_start(server *srv);
 void http_timeout_stop(server *srv);

@@ -38,6 +38,8 @@ typedef struct ndjson_stream {
     hanu_buf chunk, doc;
     uint64_t docs, bytes;
     int started, finished;
+    uint64_t now_ms;                    /* expired documents are left out (http_expire.c) */
+    char field[DOCS_EXPIRE_FIELD_MAX + 1];
 } ndjson_stream;
 
 static void stream_dispose(void *p)
@@ -117,6 +119,7 @@ static int fill_chunk(ndjson_stream *s)
                 hanu_buf_reset(&s->doc);
                 if (read_version(st, s->db, id, id_len, want, &s->doc) != HANU_OK) return -1;
             }
+            if (s->field[0] && docs_expired((const char *)s->doc.data, s->doc.len, s->field, s->now_ms)) continue;
             if (add_line(&s->chunk, s->doc.data, s->doc.len) != HANU_OK) return -1;
             s->docs++;
         }
@@ -161,6 +164,8 @@ static void start_stream(ndjson_stream *s)
     http_call *c = &s->call;
     h2o_req_t *req = c->req;
     s->snap = index_snapshot_acquire(c->srv->indexer, s->db);
+    s->now_ms = hanu_wall_ms();
+    http_expire_field(c, s->field);
     uint64_t at = s->snap ? s->snap->index_txn : indexer_txn(c->srv->indexer);
     char txn[24];
     int n = snprintf(txn, sizeof txn, "%llu", (unsigned long long)at);

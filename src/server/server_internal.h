@@ -71,6 +71,8 @@ typedef struct server {
     h2o_timeout_t idle_timeout;
     h2o_timeout_t sweep_timeout;
     h2o_timeout_entry_t sweep_entry;
+    struct http_expire_sweep *expire_sweep;   /* http_expire.c, on sweep_timeout */
+    uint64_t expired_docs;          /* deleted by the expiry sweep */
 
     int stopping;
     hanu_buf scratch;
