@@ -255,7 +255,10 @@ def t_big(tmp):
         rss.append(rss_anon_kb(srv.proc.pid) * 1024)
         print("     round %d: %d MB in %d ms; server RssAnon %.1f MB" % (rnd, size >> 20, s["ms"], rss[-1] / 1e6))
     grew = max(rss[1:]) - rss[0]
-    check(grew < 1.5 * size, "RssAnon grew %d bytes while %d were imported" % (grew, 3 * size))
+    if "build-asan" in BIN:
+        print("     (ASan build: its quarantine holds freed memory, RssAnon is not checked)")
+    else:
+        check(grew < 1.5 * size, "RssAnon grew %d bytes while %d were imported" % (grew, 3 * size))
     check(count(Http(srv.http_port), "big") == 4 * n, "every document")
     os.unlink(path)
     srv.stop()

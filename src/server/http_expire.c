@@ -23,7 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define SWEEP_DOCS_PER_TICK 20000
+#define SWEEP_DOCS_PER_TICK 10000        /* about 20 ms of the loop a second */
 #define SWEEP_DELETES_PER_TICK 1000
 
 /* ---- the option ---- */

@@ -163,7 +163,6 @@ static void import_body(http_call *c, import_run *r, const h2o_iovec_t *ik, cons
         import_item *it = &r->items[r->n];
         it->id_off = r->arena.len;
         it->id_len = id_len;
-        it->doc_off = id_len;
         if (hanu_buf_append(&r->arena, id, id_len) || hanu_buf_append(&r->arena, doc.data, doc.len)) {
             rc = HANU_ERR_NOMEM;
             break;
