@@ -136,6 +136,37 @@ def t_chunks_and_idempotency(h):
     check(count(h, "ch") == 2503, "count %d" % count(h, "ch"))
 
 
+def t_interleave(port):
+    """The loop serves others between an import's chunks: writes sent while a 30-chunk
+    import is written get txns between its first chunk's and its last."""
+    pad = "i" * 420
+    body = "".join('{"_id":"i%05d","pad":"%s"}\n' % (i, pad) for i in range(30000))
+    stop, txns = [], []
+
+    def writer(n):
+        w = Http(port)
+        k = 0
+        while not stop:
+            st, _, d = w.call("PUT", "/c/other/docs/w%d-%d?durability=none" % (n, k), "{}")
+            txns.append(json.loads(d)["txn"])
+            k += 1
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.1)
+    st, a = imp(Http(port), "inter", body)
+    stop.append(1)
+    for t in threads:
+        t.join()
+    check(st == 200 and a["chunks"] == 30, "import %r" % a)
+    st, hd, _ = Http(port).call("GET", "/c/inter/docs/i00000")
+    first = int(hd["etag"].strip('"'))
+    between = [x for x in txns if first < x < a["txn"]]
+    check(between, "no write ran between the chunks (txns %d..%d; writes %r..%r)" % (
+        first, a["txn"], txns[:3], txns[-3:]))
+    print("     %d writes ran between the import's first and last chunk" % len(between))
+
+
 def t_cli(port, tmp):
     path = os.path.join(tmp, "people.ndjson")
     lines = ['{"_id":"p%05d","name":"person %d","tags":["a","b"]}' % (i, i) for i in range(3000)]
@@ -319,6 +350,7 @@ def run_main(tmp):
     for name, fn in (("import: lines, ids, errors", lambda: t_lines(h)),
                      ("refusals", lambda: t_refusals(Http(srv.http_port))),
                      ("chunks are log records; idempotency", lambda: t_chunks_and_idempotency(Http(srv.http_port))),
+                     ("other requests run between an import's chunks", lambda: t_interleave(srv.http_port)),
                      ("hanudb import and export --to -", lambda: t_cli(srv.http_port, tmp)),
                      ("export at one snapshot while writes go on", lambda: t_snapshot(srv.http_port))):
         fn()

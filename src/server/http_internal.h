@@ -195,6 +195,8 @@ uint64_t http_next_record_txn(store *st, uint64_t from);
    (http_import.c) and GET /c/{col}/docs?format=ndjson (http_ndjson.c), streamed
    from one index snapshot. */
 void http_import(http_call *c);
+void http_import_start(server *srv);
+void http_import_stop(server *srv);   /* imports in progress get 503 shutting_down */
 void http_ndjson_export(http_call *c);
 
 /* Expiring documents (http_expire.c, docs/API.md "Expiring documents"): PUT /c/{col}

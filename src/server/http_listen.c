@@ -124,6 +124,7 @@ int http_start(server *srv, char *err, size_t errcap)
     http_snapshot_start(srv);
     http_export_start(srv);
     http_expire_start(srv);
+    http_import_start(srv);
     uint64_t every = o->idempotency_ttl_s * 500;
     h2o_timeout_init(srv->loop, &srv->expire_timeout, every < 1000 ? 1000 : every > 60000 ? 60000 : every);
     srv->expire_entry.cb = on_expire_sweep;
@@ -160,6 +161,7 @@ void http_shutdown_begin(server *srv)
     http_query_stop(srv);
     http_snapshot_stop(srv);
     http_export_stop(srv);
+    http_import_stop(srv);
 }
 
 size_t http_busy(server *srv) { return srv->parked_count + http_query_busy(srv); }
