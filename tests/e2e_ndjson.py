@@ -296,7 +296,8 @@ def t_big(tmp):
 
 
 def t_kill(tmp):
-    """SIGKILL while an import of 30 chunks is written: every chunk is whole or absent."""
+    """SIGKILL while an import of 30 chunks is written: every chunk is whole or absent.
+    SIGTERM: the import is answered, all of it or 503 with how far it got."""
     srv = HttpServer(os.path.join(tmp, "kill"))
     srv.start()
     pad = "k" * 450
@@ -321,6 +322,28 @@ def t_kill(tmp):
         n = json.loads(d)["count"] if st == 200 else 0
         check(n % 1000 == 0, "round %d: %d documents, not whole chunks" % (rnd, n))
         print("     round %d: %d documents after the kill" % (rnd, n))
+    # SIGTERM during an import: answered (all of it, or 503 saying how far), whole chunks kept
+    got = {}
+
+    def send_term():
+        try:
+            got["r"] = Http(srv.http_port, timeout=30).call("POST", "/c/term/_import", body, ND)
+        except Exception as e:  # noqa
+            got["e"] = e
+    t = threading.Thread(target=send_term)
+    t.start()
+    time.sleep(0.3)
+    srv.stop()
+    t.join()
+    srv.start()
+    n = count(Http(srv.http_port), "term") if Http(srv.http_port).call("GET", "/c/term")[0] == 200 else 0
+    check(n % 1000 == 0, "SIGTERM: %d documents" % n)
+    if "r" in got:
+        st, _, d = got["r"]
+        a = json.loads(d)
+        check((st == 200 and a["imported"] == 30000 == n) or
+              (st == 503 and a["error"]["code"] in ("shutting_down", "store_stopped")), "SIGTERM answer %d %r" % (st, a))
+        print("     SIGTERM: %d, %d documents kept" % (st, n))
     srv.stop()
 
 
