@@ -5,7 +5,7 @@ listing, _find, _search, the NDJSON export) on both nodes; the follower never
 sweeps (its key count stays while the leader is down); the leader's sweep deletes
 them as ordinary deletes that reach the follower through the bucket; what was
 swept stays deleted across a restart; the option survives restarts and is
-refused when malformed."""
+refused when malformed; a follower refuses the option and imports (421)."""
 import json
 import os
 import sys
@@ -100,6 +100,11 @@ def run(tmp):
     follower = HttpServer(os.path.join(tmp, "follower"), ["--bucket", url, "--follow", "--poll-ms", "100"])
     follower.start()
     wait_txn(leader, follower)
+    fh = Http(follower.http_port)
+    st, _, d = fh.call("POST", "/c/ttl/_import", '{"_id":"x"}\n', {"Content-Type": "application/x-ndjson"})
+    check(st == 421 and error_code(json.loads(d)) == "not_leader", "import on a follower: %d %r" % (st, d))
+    st, b = get_json(fh, "PUT", "/c/ttl", {"expire_after_field": "other"})
+    check(st == 421, "the option on a follower: %d %r" % (st, b))
     live = ["epoch", "later", "never", "notadate", "rfc"]
     all_paths_are(visible(leader.http_port, "ttl", last), live, "leader before")
     all_paths_are(visible(follower.http_port, "ttl", last), live, "follower before")
