@@ -16,7 +16,7 @@ from hanukv import Conn, NONE, OK  # noqa
 
 FAMILIES = [
     "hanudb_http_requests_total", "hanudb_http_request_duration_seconds", "hanudb_http_parked_writes",
-    "hanudb_idempotency_keys_expired_total", "hanudb_kv_requests_total", "hanudb_errors_total",
+    "hanudb_idempotency_keys_expired_total", "hanudb_expired_documents_total", "hanudb_kv_requests_total", "hanudb_errors_total",
     "hanudb_kv_connections", "hanudb_kv_connections_total", "hanudb_waiters", "hanudb_txn",
     "hanudb_durable_txn", "hanudb_log_bytes_written_total", "hanudb_log_prealloc_bytes_total",
     "hanudb_syncs_total", "hanudb_keys", "hanudb_collections", "hanudb_disk_bytes", "hanudb_log_files",

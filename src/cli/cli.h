@@ -13,5 +13,9 @@ int cli_dump_main(int argc, char **argv);     /* cli_dump.c: 0 ok, 1 no such dat
 int cli_audit_main(int argc, char **argv);    /* cli_audit.c: 0 whole chain, 1 a problem, 2 error */
 int cli_restore_main(int argc, char **argv);  /* cli_restore.c: 0 restored, 1 broken chain, 2 error */
 int cli_export_main(int argc, char **argv);   /* cli_export.c: 0 exported, 1 refused, 2 error */
+int cli_import_main(int argc, char **argv);   /* cli_import.c: 0 imported, 1 a line or request failed, 2 error */
+/* 1-64 bytes of A-Z a-z 0-9 _ . -, not starting with _ (cli_export.c): a name that
+   goes into a URL's path as it is. */
+int cli_collection_name_ok(const char *s);
 
 #endif

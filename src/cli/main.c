@@ -21,7 +21,10 @@ static void usage(FILE *f)
         "  restore   a bucket's chain into a fresh directory, up to a txn or a time\n"
         "            (hanudb restore --bucket URL --to DIR [--at TIME | --txn N])\n"
         "  export    a collection of a running server into its bucket as zstd JSON lines\n"
-        "            (hanudb export --url http://HOST:PORT --collection NAME)\n"
+        "            (hanudb export --url http://HOST:PORT --collection NAME), or as NDJSON to\n"
+        "            standard output (... --to -)\n"
+        "  import    an NDJSON file into a collection of a running server\n"
+        "            (hanudb import --url http://HOST:PORT --collection NAME FILE|-)\n"
         "  version   print the version\n"
         "  help      this text\n\n"
         "Every option can also be set by an environment variable HANUDB_<OPTION>,\n"
@@ -40,6 +43,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "audit")) return cli_audit_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "restore")) return cli_restore_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "export")) return cli_export_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "import")) return cli_import_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("hanudb %s\n", HANUDB_VERSION); return 0; }
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { usage(stdout); return 0; }
     fprintf(stderr, "hanudb: unknown command \"%s\"\n\n", cmd);

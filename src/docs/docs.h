@@ -107,6 +107,50 @@ int docs_batch_decode(const char *in, size_t len, uint32_t max_doc, docs_id_fn n
                       docs_batch *out, docs_error *e);
 void docs_batch_free(docs_batch *b);
 
+/* ---- NDJSON import bodies (docs_ndjson.c, docs/API.md "Import") ---- */
+
+/* Lines of an NDJSON body: split at LF (a CR before it dropped), the last line
+   with or without LF; blank lines (spaces, tabs, CRs) are counted and skipped. */
+typedef struct docs_ndjson_reader {
+    const char *in;
+    size_t len, pos;
+    uint64_t line;    /* the number of the line last returned (first_line is the first) */
+    uint64_t blank;   /* blank lines skipped so far */
+} docs_ndjson_reader;
+void docs_ndjson_init(docs_ndjson_reader *r, const char *in, size_t len, uint64_t first_line);
+/* The next line that is not blank: 1 with *line and *len (r->line its number), 0 at the end. */
+int docs_ndjson_next(docs_ndjson_reader *r, const char **line, size_t *len);
+/* One line as a document to store: docs_prepare with the document's "_id" or a new
+   one, except that an integer "_id" or MongoDB's {"$oid":"<24 hex digits>"} is taken
+   as the string of its digits and written so in the document. A line over max_doc
+   + 300 bytes is refused before it is parsed. scratch: the caller's buffer for the
+   rewritten line. 0, or HANU_ERR_INVALID / HANU_ERR_TOO_LARGE with *e filled. */
+int docs_ndjson_prepare(const char *line, size_t len, uint32_t max_doc, char id[DOCS_ID_MAX + 1], size_t *id_len,
+                        docs_id_fn new_id, void *ctx, hanu_buf *out, hanu_buf *scratch, docs_error *e);
+
+/* ---- expiring documents (docs_expire.c, docs/API.md "Expiring documents") ---- */
+
+#define DOCS_EXPIRE_FIELD_MAX 256
+#define DOCS_OPTIONS_KEY_MAX (5 + STORE_DB_NAME_MAX)
+
+/* The system-database key of a collection's options record; returns its length. */
+size_t docs_options_key(const char *collection, char out[DOCS_OPTIONS_KEY_MAX]);
+/* A field name the option may hold: 1-256 bytes, no control characters (a top-level member). */
+int docs_expire_field_valid(const char *f, size_t len);
+/* The options record naming field (reset first): {"expire_after_field":"<field>"}. */
+int docs_options_record(const char *field, size_t len, hanu_buf *out);
+/* 1 with the collection's expiry field in field (NUL-terminated) when it has one,
+   else 0. One key-directory lookup when it has none. Any thread. */
+int docs_expire_field(store *st, const char *collection, char field[DOCS_EXPIRE_FIELD_MAX + 1]);
+/* An RFC 3339 date-time (2026-12-03T10:00:00Z, fractions, +01:00 offsets; 't' and a
+   space for 'T' allowed, as RFC 3339 5.6 notes) as milliseconds since 1970. */
+int docs_time_parse(const char *s, size_t len, int64_t *ms);
+/* 1 with *ms when doc's top-level member field is an epoch-seconds number or an
+   RFC 3339 string; 0 when it is missing or anything else (never expires). */
+int docs_expiry_ms(const char *doc, size_t len, const char *field, int64_t *ms);
+/* 1 when doc has expired at now_ms under field (NULL or "": no expiry). */
+int docs_expired(const char *doc, size_t len, const char *field, uint64_t now_ms);
+
 /* ---- updates (docs_update.c, docs/API.md "Updates") ---- */
 
 enum docs_update_kind {

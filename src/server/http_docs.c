@@ -223,6 +223,7 @@ static void collection_get(http_call *c)
     json_write_int64(&w, (int64_t)info.keys);
     json_write_key(&w, "bytes", 5);
     json_write_int64(&w, (int64_t)info.bytes);
+    http_expire_describe(c, &w);
     json_write_object_end(&w);
     http_reply(c, 200, (const char *)b.data, b.len, 0);
     hanu_buf_free(&b);
@@ -239,6 +240,7 @@ static void collection_write(http_call *c, int is_delete)
     if (!http_write_allowed(c)) return;
     int rc = is_delete ? docs_collection_lookup(st, c->col, len, &db) : docs_collection_open(st, c->col, len, &db, &txn);
     if (rc == HANU_OK && is_delete) rc = store_db_drop(st, c->col, len, &txn);
+    if (rc == HANU_OK && is_delete) http_expire_forget(c);
     if (rc == HANU_ERR_MISMATCH) { wrong_kind(c); return; }
     if (rc == HANU_ERR_NOT_FOUND) {
         http_error(c, 404, "collection_not_found", "collection \"%s\" does not exist", c->col);
@@ -273,6 +275,8 @@ void http_collection(http_call *c)
     if ((req->method.len == 3 && !memcmp(req->method.base, "GET", 3)) ||
         (req->method.len == 4 && !memcmp(req->method.base, "HEAD", 4)))
         collection_get(c);
+    else if (req->method.len == 3 && !memcmp(req->method.base, "PUT", 3) && req->entity.len)
+        http_collection_options(c);   /* http_expire.c */
     else if (req->method.len == 3 && !memcmp(req->method.base, "PUT", 3))
         collection_write(c, 0);
     else if (req->method.len == 6 && !memcmp(req->method.base, "DELETE", 6))
@@ -395,6 +399,11 @@ void http_doc_get(http_call *c)
     if (store_get(c->srv->store, db, c->id, c->id_len, b, &txn) != HANU_OK) {
         /* Conditions are not evaluated when the answer would be 404 (RFC 9110 13.2.1). */
         http_error(c, 404, "not_found", "no document \"%s\" in collection \"%s\"", c->id, c->col);
+        return;
+    }
+    char field[DOCS_EXPIRE_FIELD_MAX + 1];
+    if (http_expire_field(c, field) && docs_expired((const char *)b->data, b->len, field, hanu_wall_ms())) {
+        http_error(c, 404, "not_found", "no document \"%s\" in collection \"%s\" (expired)", c->id, c->col);
         return;
     }
     int conditional;

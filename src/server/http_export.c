@@ -132,6 +132,9 @@ static int write_documents(export_job *j, const index_snapshot *snap, export_wri
     snprintf(what, sizeof what, "exporting collection \"%s\"", j->call.col);
     hlog_progress progress;
     hlog_progress_begin(&progress, "export", what, "documents", 0, docs_at_most);
+    char field[DOCS_EXPIRE_FIELD_MAX + 1];
+    int expiry = http_expire_field(&j->call, field);
+    uint64_t now = hanu_wall_ms();
     for (uint32_t s = 0; snap && s < snap->nsegments && rc == HANU_OK; s++) {
         const index_segment *seg = snap->segments[s].seg;
         uint32_t n = index_segment_docs(seg);
@@ -144,6 +147,7 @@ static int write_documents(export_job *j, const index_snapshot *snap, export_wri
             hanu_buf_reset(&doc);
             int got = store_get(st, j->db, id, id_len, &doc, &token);
             if (got == HANU_ERR_NOT_FOUND) continue;   /* deleted since the snapshot */
+            if (got == HANU_OK && expiry && docs_expired((const char *)doc.data, doc.len, field, now)) continue;
             if (got != HANU_OK) rc = got;
             else if ((rc = writer_add(w, doc.data, doc.len)) == HANU_OK) {
                 j->docs++;
@@ -195,8 +199,7 @@ static int first_entry(void *ctx, const store_change *c)
     return 1;
 }
 
-/* The txn of the first record at or after from in the log, or 0 when there is none. */
-static uint64_t next_record_txn(store *st, uint64_t from)
+uint64_t http_next_record_txn(store *st, uint64_t from)
 {
     store_feed *f;
     uint64_t txn = 0;
@@ -220,7 +223,7 @@ static int wait_for_index(export_job *j)
         if (atomic_load(&j->cancel)) return HANU_ERR_INVALID;
         uint64_t itxn = indexer_txn(ix);
         if (itxn >= j->want_txn) return HANU_OK;
-        uint64_t next = next_record_txn(st, itxn + 1);
+        uint64_t next = http_next_record_txn(st, itxn + 1);
         if (next == 0 || next > j->want_txn) return HANU_OK;
         rc = indexer_wait_txn(ix, next, 200);
         if (rc != HANU_OK && rc != HANU_ERR_BUSY) return rc;

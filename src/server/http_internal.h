@@ -17,7 +17,7 @@ enum http_route {
     ROUTE_HEALTH, ROUTE_STATUS, ROUTE_METRICS, ROUTE_COLLECTIONS, ROUTE_COLLECTION,
     ROUTE_DOC_GET, ROUTE_DOC_PUT, ROUTE_DOC_POST, ROUTE_DOC_DELETE, ROUTE_BATCH,
     ROUTE_PREFLIGHT, ROUTE_OTHER, ROUTE_FIND, ROUTE_SEARCH, ROUTE_AGGS, ROUTE_DOC_LIST, ROUTE_SNAPSHOT, ROUTE_EXPORT,
-    ROUTE_DOC_PATCH, ROUTE_DOC_UPDATE, ROUTE_UPDATE, ROUTE_DELETE_QUERY, ROUTE_COUNT
+    ROUTE_DOC_PATCH, ROUTE_DOC_UPDATE, ROUTE_UPDATE, ROUTE_DELETE_QUERY, ROUTE_IMPORT, ROUTE_DOC_NDJSON, ROUTE_COUNT
 };
 
 /* An answer kept instead of sent: a query worker builds it off the loop
@@ -28,7 +28,8 @@ typedef struct http_answer {
 } http_answer;
 
 /* The query parameters of any route; each route accepts a set of them (http_route.c). */
-enum http_param { HTTP_PARAM_DURABILITY, HTTP_PARAM_LIMIT, HTTP_PARAM_AFTER, HTTP_PARAM_RETURN, HTTP_PARAM_COUNT };
+enum http_param { HTTP_PARAM_DURABILITY, HTTP_PARAM_LIMIT, HTTP_PARAM_AFTER, HTTP_PARAM_RETURN,
+                  HTTP_PARAM_FORMAT, HTTP_PARAM_FIRST_LINE, HTTP_PARAM_COUNT };
 #define HTTP_PARAM_BIT(p) (1u << (p))
 
 /* One request being answered: what the handlers fill in. */
@@ -83,7 +84,7 @@ int http_on_req(server *srv, h2o_req_t *req);
 enum http_path {
     PATH_UNKNOWN, PATH_HEALTH, PATH_STATUS, PATH_METRICS, PATH_COLLECTIONS, PATH_COLLECTION,
     PATH_DOCS, PATH_DOC, PATH_BATCH, PATH_FIND, PATH_SEARCH, PATH_AGGS, PATH_SNAPSHOT, PATH_EXPORT,
-    PATH_DOC_UPDATE, PATH_UPDATE, PATH_DELETE_QUERY, PATH_COUNT
+    PATH_DOC_UPDATE, PATH_UPDATE, PATH_DELETE_QUERY, PATH_IMPORT, PATH_COUNT
 };
 
 /* Splits a path (without the query) into at most 5 non-empty segments and names it;
@@ -198,6 +199,32 @@ void http_snapshot_status(server *srv, json_writer *w);
 void http_export(http_call *c);
 void http_export_start(server *srv);
 void http_export_stop(server *srv);   /* running exports stop (503) or finish their put */
+/* The txn of the first record at or after from in the log, or 0 when there is none
+   (what the index must reach to cover every write up to a txn). */
+uint64_t http_next_record_txn(store *st, uint64_t from);
+
+/* NDJSON in and out (docs/API.md "Import", "Export as NDJSON"): POST /c/{col}/_import
+   (http_import.c) and GET /c/{col}/docs?format=ndjson (http_ndjson.c), streamed
+   from one index snapshot. */
+void http_import(http_call *c);
+void http_import_start(server *srv);
+void http_import_stop(server *srv);   /* imports in progress get 503 shutting_down */
+void http_ndjson_export(http_call *c);
+
+/* Expiring documents (http_expire.c, docs/API.md "Expiring documents"): PUT /c/{col}
+   with a body sets the option; reads hide expired documents; the leader's sweep
+   deletes them. */
+void http_collection_options(http_call *c);
+void http_expire_describe(http_call *c, json_writer *w);   /* "expire_after_field" of GET /c/{col} */
+void http_expire_forget(http_call *c);                      /* after a drop */
+/* 1 with the request's collection's expiry field, else 0 (no expiry). Any thread. */
+int http_expire_field(const http_call *c, char field[DOCS_EXPIRE_FIELD_MAX + 1]);
+/* Removes the expired hits of a page (and their scores, when given), lowering total;
+   returns how many. Any thread. */
+typedef struct index_hits index_hits;
+size_t http_expire_drop_hits(const http_call *c, index_hits *h, double *scores);
+void http_expire_start(server *srv);
+void http_expire_stop(server *srv);
 
 /* Header, body and idle deadlines of HTTP connections (http_timeout.c). */
 int http_timeout_start(server *srv);

@@ -123,6 +123,8 @@ int http_start(server *srv, char *err, size_t errcap)
     }
     http_snapshot_start(srv);
     http_export_start(srv);
+    http_expire_start(srv);
+    http_import_start(srv);
     uint64_t every = o->idempotency_ttl_s * 500;
     h2o_timeout_init(srv->loop, &srv->expire_timeout, every < 1000 ? 1000 : every > 60000 ? 60000 : every);
     srv->expire_entry.cb = on_expire_sweep;
@@ -159,6 +161,7 @@ void http_shutdown_begin(server *srv)
     http_query_stop(srv);
     http_snapshot_stop(srv);
     http_export_stop(srv);
+    http_import_stop(srv);
 }
 
 size_t http_busy(server *srv) { return srv->parked_count + http_query_busy(srv); }
@@ -169,6 +172,7 @@ void http_stop(server *srv)
     /* Whatever is still held gets its answer now (the final sync happened). */
     server_poll_durable(srv);
     http_reply_stop(srv);
+    http_expire_stop(srv);
     if (h2o_timeout_is_linked(&srv->expire_entry)) h2o_timeout_unlink(&srv->expire_entry);
     http_timeout_stop(srv);
     /* The h2o context and its keep-alive connections end with the process: h2o 2.2.5

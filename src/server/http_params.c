@@ -15,6 +15,8 @@ static const char *const param_names[HTTP_PARAM_COUNT] = {
     [HTTP_PARAM_LIMIT] = "limit",
     [HTTP_PARAM_AFTER] = "after",
     [HTTP_PARAM_RETURN] = "return",
+    [HTTP_PARAM_FORMAT] = "format",
+    [HTTP_PARAM_FIRST_LINE] = "first_line",
 };
 
 /* The request headers of the Hanu- prefix the server reads (on every route: a

@@ -344,6 +344,7 @@ static void run_find(http_call *c, query_req *r, uint64_t itxn, const index_snap
     int rc = !next && !r->count_only ? HANU_ERR_NOMEM : index_find_ex(c->srv->store, snap, r->filter, &o, &h, next,
                                                                          &has_next, &qe);
     if (rc) { free(next); find_failed(c, rc, &qe); return; }
+    http_expire_drop_hits(c, &h, NULL);   /* until the sweep deletes them (http_expire.c) */
     hanu_buf b = {0};
     hanu_buf_reserve(&b, answer_size(&h, 0));   /* no regrowing: the documents are most of it */
     json_writer w;
@@ -404,6 +405,7 @@ static void run_search(http_call *c, query_req *r, uint64_t itxn, const index_sn
         http_error(c, 500, "internal", "search failed: %s", hanu_status_str(rc));
         return;
     }
+    http_expire_drop_hits(c, &res.hits, res.scores);
     hanu_buf b = {0};
     hanu_buf_reserve(&b, answer_size(&res.hits, 32));
     json_writer w;
@@ -517,6 +519,9 @@ static void list_docs(http_call *c, uint32_t db, const list_req *lr)
     if (!rc && l.failed) rc = HANU_ERR_NOMEM;
     if (!rc) qsort(l.ids, l.n, sizeof *l.ids, cmp_id_ptr);
     hanu_buf b = {0}, docbuf = {0}, *doc = &docbuf;
+    char field[DOCS_EXPIRE_FIELD_MAX + 1];
+    int expiry = http_expire_field(c, field);
+    uint64_t now = hanu_wall_ms();
     json_writer w;
     json_writer_init(&w, &b);
     json_write_object_begin(&w);
@@ -527,6 +532,7 @@ static void list_docs(http_call *c, uint32_t db, const list_req *lr)
         index_hit hit = { .id = l.ids[i], .id_len = strlen(l.ids[i]) };
         hanu_buf_reset(doc);
         if (store_get(st, db, hit.id, hit.id_len, doc, &hit.txn) != HANU_OK) continue;
+        if (expiry && docs_expired((const char *)doc->data, doc->len, field, now)) continue;
         hit.doc = (char *)doc->data;
         hit.doc_len = doc->len;
         json_write_object_begin(&w);

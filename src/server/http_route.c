@@ -72,12 +72,15 @@ static const struct path_spec {
     [PATH_COLLECTION] = { M_GET | M_HEAD | M_PUT | M_DELETE | M_OPTIONS, "GET, HEAD, PUT, DELETE, OPTIONS",
                           "/c/{collection}", .put = DUR, .del = DUR },
     [PATH_DOCS] = { M_GET | M_HEAD | M_POST | M_OPTIONS, "GET, HEAD, POST, OPTIONS", "/c/{collection}/docs",
-                    .get = HTTP_PARAM_BIT(HTTP_PARAM_LIMIT) | HTTP_PARAM_BIT(HTTP_PARAM_AFTER), .post = DUR },
+                    .get = HTTP_PARAM_BIT(HTTP_PARAM_LIMIT) | HTTP_PARAM_BIT(HTTP_PARAM_AFTER) |
+                           HTTP_PARAM_BIT(HTTP_PARAM_FORMAT), .post = DUR },
     [PATH_DOC] = { M_GET | M_HEAD | M_PUT | M_PATCH | M_DELETE | M_OPTIONS, "GET, HEAD, PUT, PATCH, DELETE, OPTIONS",
                    "/c/{collection}/docs/{id}", .put = DUR, .del = DUR, .patch = DUR | RET },
     [PATH_DOC_UPDATE] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/docs/{id}/_update", .post = DUR | RET },
     [PATH_UPDATE] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_update", .post = DUR },
     [PATH_DELETE_QUERY] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_delete", .post = DUR },
+    [PATH_IMPORT] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_import",
+                      .post = DUR | HTTP_PARAM_BIT(HTTP_PARAM_FIRST_LINE) },
     [PATH_BATCH] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_batch", .post = DUR },
     [PATH_FIND] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_find", .get = 0 },
     [PATH_SEARCH] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_search", .get = 0 },
@@ -140,6 +143,7 @@ int http_match_path(const char *path, size_t len, const char *seg[HTTP_MAX_SEGME
     if (n == 3 && SEG_IS(2, "_export")) return PATH_EXPORT;
     if (n == 3 && SEG_IS(2, "_update")) return PATH_UPDATE;
     if (n == 3 && SEG_IS(2, "_delete")) return PATH_DELETE_QUERY;
+    if (n == 3 && SEG_IS(2, "_import")) return PATH_IMPORT;
     if (n == 4 && SEG_IS(2, "docs")) return PATH_DOC;
     if (n == 5 && SEG_IS(2, "docs") && SEG_IS(4, "_update")) return PATH_DOC_UPDATE;
 #undef SEG_IS
@@ -166,6 +170,7 @@ static int route_of(int path, unsigned m)
     case PATH_DOC_UPDATE: return ROUTE_DOC_UPDATE;
     case PATH_UPDATE: return ROUTE_UPDATE;
     case PATH_DELETE_QUERY: return ROUTE_DELETE_QUERY;
+    case PATH_IMPORT: return ROUTE_IMPORT;
     case PATH_DOC:
         return m & (M_GET | M_HEAD) ? ROUTE_DOC_GET : m == M_PUT ? ROUTE_DOC_PUT
              : m == M_DELETE ? ROUTE_DOC_DELETE : m == M_PATCH ? ROUTE_DOC_PATCH : ROUTE_OTHER;
@@ -305,7 +310,12 @@ int http_on_req(server *srv, h2o_req_t *req)
                    "application/merge-patch+json) or update operators (Content-Type: application/json)");
         return 0;
     }
-    if (m != M_PATCH && (takes_body || req->entity.len) && !content_type_is_json(req)) {
+    if (path == PATH_IMPORT && m == M_POST && !http_content_type_is(req, "application/x-ndjson")) {
+        http_error(c, 415, "unsupported_media_type", "an import body is NDJSON (one JSON document a line), sent "
+                   "with Content-Type: application/x-ndjson");
+        return 0;
+    }
+    if (m != M_PATCH && path != PATH_IMPORT && (takes_body || req->entity.len) && !content_type_is_json(req)) {
         http_error(c, 415, "unsupported_media_type", "the body must be JSON, sent with "
                    "Content-Type: application/json");
         return 0;
@@ -334,6 +344,8 @@ int http_on_req(server *srv, h2o_req_t *req)
     if (path == PATH_BATCH) { http_batch(c); return 0; }
     if (path == PATH_EXPORT) { http_export(c); return 0; }
     if (path == PATH_UPDATE || path == PATH_DELETE_QUERY) { http_update_query(c); return 0; }
+    if (path == PATH_IMPORT) { http_import(c); return 0; }
+    if (c->route == ROUTE_DOC_LIST && http_param(c, HTTP_PARAM_FORMAT)) { http_ndjson_export(c); return 0; }
     if (path == PATH_FIND || path == PATH_SEARCH || path == PATH_AGGS || c->route == ROUTE_DOC_LIST) {
         http_query(c);
         return 0;

@@ -22,7 +22,7 @@ _Static_assert(ROUTE_COUNT <= HTTP_ROUTE_SLOTS, "the server's counters need a sl
 static const char *route_names[ROUTE_COUNT] = {
     "health", "status", "metrics", "collections", "collection", "doc_get", "doc_put",
     "doc_post", "doc_delete", "batch", "preflight", "other", "find", "search", "aggs", "doc_list", "snapshot", "export",
-    "doc_patch", "doc_update", "update", "delete_query",
+    "doc_patch", "doc_update", "update", "delete_query", "import", "doc_ndjson",
 };
 static const int status_codes[HTTP_STATUS_SLOTS] = {
     200, 201, 204, 304, 400, 401, 403, 404, 405, 409, 412, 413, 415, 421, 422, 500, 501, 503, 0, 0,
@@ -101,7 +101,8 @@ void http_status_reply(http_call *c)
         { "collections", st.databases }, { "keys", st.keys }, { "disk_bytes", st.disk_bytes },
         { "memory_bytes", st.memory_bytes }, { "log_bytes_written", st.log_bytes_written },
         { "syncs", st.syncs }, { "parked_writes", srv->parked_count }, { "files", st.files },
-        { "compactions", st.compactions }, { "uptime_s", (hanu_wall_ms() - srv->started_ms) / 1000 }
+        { "compactions", st.compactions }, { "uptime_s", (hanu_wall_ms() - srv->started_ms) / 1000 },
+        { "expired_docs", srv->expired_docs },
     };
     server_json_fields(&w, f, sizeof f / sizeof *f);
     json_write_key(&w, "store_failed", 12);
@@ -240,6 +241,8 @@ static void http_families(hanu_buf *b, server *srv)
            srv->parked_count);
     scalar(b, "hanudb_idempotency_keys_expired_total", "counter",
            "Idempotency keys deleted by the background sweep after their time.", srv->idempotency_expired);
+    scalar(b, "hanudb_expired_documents_total", "counter",
+           "Documents deleted by the expiry sweep (collections with expire_after_field).", srv->expired_docs);
 }
 
 static void kv_families(hanu_buf *b, server *srv)

@@ -72,6 +72,10 @@ typedef struct server {
     h2o_timeout_t idle_timeout;
     h2o_timeout_t sweep_timeout;
     h2o_timeout_entry_t sweep_entry;
+    struct http_expire_sweep *expire_sweep;   /* http_expire.c, on sweep_timeout */
+    h2o_linklist_t imports;         /* http_import.c: imports between two chunks */
+    h2o_timeout_t import_timeout;   /* 1 ms: an import's next step, after other work */
+    uint64_t expired_docs;          /* deleted by the expiry sweep */
 
     int stopping;
     hanu_buf scratch;
