@@ -14,6 +14,7 @@
  *     while a snapshot pins its files are not in that snapshot (merges are held).
  */
 #include "test.h"
+#include <stdatomic.h>
 #include "bucket/bucket.h"
 #include "bucket/segment.h"
 #include "replica/manifest.h"
@@ -669,6 +670,54 @@ static void test_no_merge_past_the_snapshot_txn(void)
     rig_close(&r);
 }
 
+static int index_commit_fails(void *ctx, uint64_t txn)
+{
+    (void)txn;
+    atomic_fetch_add((atomic_int *)ctx, 1);
+    return HANU_ERR_IO;
+}
+
+/* A snapshot the policy starts that keeps failing backs off: each attempt rotates
+   the log into a new (preallocated) file, and a server retrying every second filled
+   a disk with 1 115 empty 64 MB files in an hour. */
+static void test_failing_policy_snapshot_backs_off(void)
+{
+    rig r;
+    REQUIRE(rig_open(&r, "snap-backoff"));
+    snapshot_close(r.sn);
+    r.sn = NULL;
+    atomic_int attempts = 0;
+    snapshot_options o;
+    snapshot_options_default(&o);
+    o.data_dir = r.data;
+    o.index_dir = "index";
+    o.every_segments = 1;
+    o.interval_ms = 20;            /* due at every check once a segment was sealed */
+    o.check_interval_ms = 20;
+    o.seal_timeout_ms = WAIT_MS;
+    o.index_commit = index_commit_fails;
+    o.ctx = &attempts;
+    char err[512] = "";
+    REQUIRE(snapshot_open(r.st, r.b, r.z, &o, &r.sn, err, sizeof err) == HANU_OK);
+    write_keys(r.st, 0, "k", 50, 10);
+    uint64_t last = store_last_txn(r.st);
+    sealer_seal_upto(r.z, last);
+    CHECK_EQ(sealer_wait(r.z, last, WAIT_MS), HANU_OK);
+    store_stats before;
+    store_get_stats(r.st, &before);
+    usleep(1500000);               /* 75 checks */
+    store_stats after;
+    store_get_stats(r.st, &after);
+    int n = atomic_load(&attempts);
+    CHECK(n >= 1 && n <= 2);       /* the first, maybe one more after 1 s (the cap: the interval, at least 1 s) */
+    CHECK(after.rotations - before.rotations <= (uint64_t)n);
+    snapshot_stats st;
+    snapshot_get_stats(r.sn, &st);
+    CHECK_EQ(st.snapshots, 0);
+    CHECK_EQ(st.failures, (uint64_t)n);
+    rig_close(&r);
+}
+
 int main(void)
 {
     RUN(test_manifest_round_trip);
@@ -679,5 +728,6 @@ int main(void)
     RUN(test_damaged_file_refused);
     RUN(test_chain_end_kept);
     RUN(test_no_merge_past_the_snapshot_txn);
+    RUN(test_failing_policy_snapshot_backs_off);
     TEST_DONE();
 }

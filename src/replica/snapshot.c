@@ -62,6 +62,11 @@ struct snapshotter {
     char last_err[512];
     snapshot_stats stats;
     uint64_t base_sequence, base_log_bytes;   /* the policy counts from the last snapshot */
+    /* The policy's snapshots that failed in a row, and when it may try again: each
+       attempt rotates the log file (a new preallocated file), so a snapshot that keeps
+       failing must not try every second. Snapshot thread only. */
+    uint32_t policy_failures;
+    uint64_t policy_retry_ms;
     uint64_t base_ms;           /* wall time of the last snapshot (the newest manifest's at open; 0: none) */
     pthread_mutex_t take_mu;    /* one snapshot at a time; guards the cache */
     hash_entry *cache;
@@ -838,12 +843,25 @@ static void *snapshot_thread(void *arg)
         uint64_t covered = sn->requested;
         int asked = covered > sn->finished;
         pthread_mutex_unlock(&sn->mu);
-        int run = asked || policy_due(sn);
+        int by_policy = !asked && hanu_wall_ms() >= sn->policy_retry_ms && policy_due(sn);
+        int run = asked || by_policy;
         snapshot_result r;
         char err[512] = "";
         int rc = run ? snapshot_take(sn, &r, err, sizeof err) : HANU_OK;
-        if (run && rc) hlog_error("snapshot", "snapshot failed: %s", err[0] ? err : hanu_status_str(rc));
-        else if (run && !asked)
+        if (run && rc) {
+            /* Back off: 2 s, 4 s, ... up to 5 minutes (or the interval, if shorter). */
+            uint64_t wait_ms = 1000ull << HANU_MIN(sn->policy_failures + 1, 9u);
+            uint64_t cap = sn->o.interval_ms && sn->o.interval_ms < 300000 ? sn->o.interval_ms : 300000;
+            if (wait_ms > cap) wait_ms = HANU_MAX(cap, 1000u);
+            if (by_policy) sn->policy_failures++;
+            if (by_policy) sn->policy_retry_ms = hanu_wall_ms() + wait_ms;
+            hlog_error("snapshot", "snapshot failed: %s%s", err[0] ? err : hanu_status_str(rc),
+                       by_policy ? "; the next attempt backs off" : "");
+        } else if (run) {
+            sn->policy_failures = 0;
+            sn->policy_retry_ms = 0;
+        }
+        if (run && !rc && !asked)
             hlog_info("snapshot", "snapshot %s: txn %" PRIu64 ", %u files (%u uploaded, %" PRIu64 " bytes) in %" PRIu64
                     " ms", r.manifest, r.txn, r.files, r.files_uploaded, r.bytes_uploaded, r.ms);
         pthread_mutex_lock(&sn->mu);
