@@ -220,8 +220,16 @@ typedef struct index_merge_input {
     const uint32_t *deleted;    /* sorted */
     uint32_t ndeleted;
 } index_merge_input;
+/* Streams: terms merged k-way from the inputs' term tables, postings decoded
+ * and encoded block by block, columns a chunk at a time, the file written
+ * through bounded buffers; memory is a constant plus what docs/INDEX.md
+ * ("Merges", memory) lists per document, not the size of the segment. */
 int index_merge_write(const index_merge_input *in, uint32_t n, const char *path, uint32_t **map,
                       uint32_t *docs_out);
+/* The same file by feeding the live documents to a builder (all of it in
+ * memory): the reference the streaming merge is tested and measured against. */
+int index_merge_write_rebuild(const index_merge_input *in, uint32_t n, const char *path, uint32_t **map,
+                              uint32_t *docs_out);
 
 /* The merge policy: which segments of one collection to merge next.
  * DEFAULT is tiered (log-structured): segments fall in tiers by live size
