@@ -482,8 +482,10 @@ static int gather_columns(merger *m)
     for (size_t j = 0; j < total; j++) {
         size_t len;
         const uint8_t *path = (const uint8_t *)index_column_path(all[j], &len);
-        if (!m->ncols || key_cmp(m->cols[m->ncols - 1].path, m->cols[m->ncols - 1].path_len, path, len) != 0)
-            m->cols[m->ncols++] = (merge_column){ path, (uint32_t)len, m->col_refs + (size_t)m->ncols * m->n };
+        if (m->ncols && key_cmp(m->cols[m->ncols - 1].path, m->cols[m->ncols - 1].path_len, path, len) == 0)
+            continue;
+        m->cols[m->ncols] = (merge_column){ path, (uint32_t)len, m->col_refs + (size_t)m->ncols * m->n };
+        m->ncols++;
     }
     free(all);
     for (uint32_t i = 0; i < m->n; i++)
