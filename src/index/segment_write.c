@@ -37,12 +37,13 @@ typedef struct region {
     uint64_t off;               /* file offset of buf[0] */
     uint8_t *buf;
     size_t len;
-    uint64_t unsynced;          /* written back is started below this offset */
+    uint64_t unsynced;          /* writeback is started below this offset */
+    uint64_t started;           /* and not yet waited for from here */
 } region;
 
 static int region_open(region *r, int fd, uint64_t off)
 {
-    *r = (region){ .fd = fd, .off = off, .unsynced = off };
+    *r = (region){ .fd = fd, .off = off, .unsynced = off, .started = off };
     r->buf = malloc(REGION_BUF + CODEC_SLACK);
     return r->buf ? HANU_OK : HANU_ERR_NOMEM;
 }
@@ -54,10 +55,16 @@ static int region_flush(region *r)
     if (rc) return rc;
     r->off += r->len;
     r->len = 0;
-    /* Start the writeback of what this region wrote, so that a merge leaves
-       a bounded amount of dirty page cache behind it rather than the file. */
+    /* Start the writeback of what this region wrote and wait for the piece
+       started before it, so that a merge leaves at most about two pieces a
+       region dirty or under writeback rather than the whole file until its
+       fdatasync. Errors show at that fdatasync. */
     if (r->off - r->unsynced >= WRITEBACK_BYTES) {
         (void)sync_file_range(r->fd, (off_t)r->unsynced, (off_t)(r->off - r->unsynced), SYNC_FILE_RANGE_WRITE);
+        if (r->unsynced > r->started)
+            (void)sync_file_range(r->fd, (off_t)r->started, (off_t)(r->unsynced - r->started),
+                                  SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+        r->started = r->unsynced;
         r->unsynced = r->off;
     }
     return HANU_OK;
@@ -744,8 +751,8 @@ static int merge_file(merger *m)
     uint64_t postings = (keys + m->key_total + 7) & ~(uint64_t)7;
     if ((rc = region_skip(&m->main, postings - term_table))) return rc;
     /* The keys' padding up to the postings is never written: a hole reads as zeros. */
-    m->table.off = m->table.unsynced = term_table;
-    m->keys.off = m->keys.unsynced = keys;
+    m->table.off = m->table.unsynced = m->table.started = term_table;
+    m->keys.off = m->keys.unsynced = m->keys.started = keys;
     if ((rc = write_terms(m))) return rc;
     if (region_pos(&m->table) != keys || region_pos(&m->keys) != keys + m->key_total)
         return HANU_ERR_CORRUPT;   /* the inputs changed between the two passes */
