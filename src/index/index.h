@@ -207,7 +207,7 @@ uint64_t index_column_text_total(const index_column *c);   /* sum over docs */
  * document count and above the term's last ordinal. */
 int index_builder_posting(index_builder *b, const uint8_t *key, size_t key_len, uint32_t ord, uint32_t tf);
 
-/* ------------------------------------------------------------ merges (merge.c) */
+/* ------------------------------------- merges (merge.c, segment_write.c) */
 
 /* Writes one segment holding the live documents of the inputs, in input
  * order then ordinal order, to path (O_EXCL, fdatasync; the caller fsyncs the
