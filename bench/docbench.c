@@ -37,6 +37,12 @@
  * connection the client reconnects and goes on, after an unexpected status it
  * keeps its connection. Exit status: 0 ok, 1 some request failed, 2 bad
  * usage or the server is unreachable.
+ *
+ * Memory: a second thread asks GET /_status once a second during the phases
+ * and reports the peaks of the server's process.anon_bytes, of this machine's
+ * dirty page cache (Dirty + Writeback of /proc/meminfo, machine-wide), of their
+ * sum and of the server's peak_rss_bytes (server_peak_anon_bytes,
+ * peak_dirty_bytes, peak_anon_plus_dirty_bytes, server_peak_rss_bytes).
  */
 #include "bench_util.h"
 #include "base/base.h"
@@ -52,6 +58,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +153,10 @@ struct run {
     long verified;                /* gets whose body matched the document */
     char doc[DOCGEN_DOC_MAX];
     struct phase_result res[3];   /* indexed by phase */
+    /* memory, sampled once a second during the phases (mem_sampler) */
+    volatile int sampler_stop;
+    uint64_t peak_anon, peak_dirty, peak_sum, peak_rss;   /* bytes */
+    long mem_samples;
 };
 
 static uint64_t now_ns(void) { return hanu_now_ns(); }
@@ -994,7 +1005,57 @@ static void client_readable(struct run *r, struct client *c)
 
 /* Sends one request on a fresh connection; *status = its HTTP status. -1: no
  * connection (message printed), -2: bad or no answer. */
+static int oneshot_body(struct run *r, const char *method, const char *path, int *status,
+                        hanu_buf *body);
+
 static int oneshot(struct run *r, const char *method, const char *path, int *status)
+{
+    return oneshot_body(r, method, path, status, NULL);
+}
+
+/* A number after "key": in text, 0 when absent. */
+static uint64_t json_u64(const char *text, const char *key)
+{
+    const char *p = strstr(text, key);
+    return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+/* The server's anonymous memory (GET /_status, process.anon_bytes) and this
+ * machine's dirty page cache (Dirty + Writeback of /proc/meminfo: the server
+ * must run on the same machine for it to be the server's), once a second. */
+static void *mem_sampler(void *arg)
+{
+    struct run *r = arg;
+    hanu_buf b = { 0 };
+    while (!r->sampler_stop) {
+        int status = 0;
+        b.len = 0;
+        if (oneshot_body(r, "GET", "/_status", &status, &b) == 0 && status == 200 &&
+            hanu_buf_append(&b, "", 1) == HANU_OK) {
+            uint64_t anon = json_u64((const char *)b.data, "\"anon_bytes\":");
+            uint64_t rss = json_u64((const char *)b.data, "\"peak_rss_bytes\":"), dirty = 0;
+            char line[256];
+            FILE *f = fopen("/proc/meminfo", "r");
+            while (f && fgets(line, sizeof line, f))
+                if (strncmp(line, "Dirty:", 6) == 0 || strncmp(line, "Writeback:", 10) == 0)
+                    dirty += strtoull(strchr(line, ':') + 1, NULL, 10) * 1024;
+            if (f)
+                fclose(f);
+            r->peak_anon = HANU_MAX(r->peak_anon, anon);
+            r->peak_dirty = HANU_MAX(r->peak_dirty, dirty);
+            r->peak_sum = HANU_MAX(r->peak_sum, anon + dirty);
+            r->peak_rss = HANU_MAX(r->peak_rss, rss);
+            r->mem_samples++;
+        }
+        for (int i = 0; i < 10 && !r->sampler_stop; i++)
+            usleep(100000);
+    }
+    hanu_buf_free(&b);
+    return NULL;
+}
+
+static int oneshot_body(struct run *r, const char *method, const char *path, int *status,
+                        hanu_buf *body)
 {
     int fd, err;
     if (open_conn(r, 0, &fd, &err) != 0) {
@@ -1029,6 +1090,8 @@ static int oneshot(struct run *r, const char *method, const char *path, int *sta
     close(fd);
     if (prc == HTTP_DONE) {
         *status = h.status;
+        if (body && hanu_buf_append(body, h.body, h.body_len) != HANU_OK)
+            prc = HTTP_BAD;
         if (h.status >= 300)
             fprintf(stderr, "docbench: %s %s: HTTP %d %.*s\n", method, path, h.status,
                     (int)HANU_MIN(h.body_len, 200), (const char *)h.body);
@@ -1278,6 +1341,10 @@ static void report(const struct run *r, double cpu_total)
         fprintf(out, "score (geometric mean of writes/s and reads/s): %.0f\n", score);
     if (cfg->verify && rd->ran)
         fprintf(out, "verified: %ld gets returned the exact document written\n", r->verified);
+    fprintf(out, "memory (%ld samples, 1 s apart): server anonymous at most %.0f MB, dirty page "
+                 "cache at most %.0f MB, their sum at most %.0f MB; server peak RSS %.0f MB\n",
+            r->mem_samples, r->peak_anon / 1e6, r->peak_dirty / 1e6, r->peak_sum / 1e6,
+            r->peak_rss / 1e6);
     fprintf(out, "errors %ld, reconnects %ld", r->total_errors, r->reconnects);
     if (r->dropped)
         fprintf(out, ", %ld latency samples dropped (array full)", r->dropped);
@@ -1305,9 +1372,13 @@ static void report(const struct run *r, double cpu_total)
            rd->op[OP_SEARCH].ok ? (double)rd->op[OP_SEARCH].hits /
                                   (double)rd->op[OP_SEARCH].ok : 0);
     printf(",\"score\":%.1f,\"errors\":%ld,\"docs_written\":%ld,\"avg_doc_bytes\":%.1f,"
-           "\"client_cpu_s\":%.3f,\"reconnects\":%ld,\"samples_dropped\":%ld,\"verified\":%ld}\n",
+           "\"client_cpu_s\":%.3f,\"reconnects\":%ld,\"samples_dropped\":%ld,\"verified\":%ld",
            score, r->total_errors, docs, avg_doc, cpu_total, r->reconnects, r->dropped,
            r->verified);
+    printf(",\"server_peak_anon_bytes\":%" PRIu64 ",\"peak_dirty_bytes\":%" PRIu64
+           ",\"peak_anon_plus_dirty_bytes\":%" PRIu64 ",\"server_peak_rss_bytes\":%" PRIu64
+           ",\"memory_samples\":%ld}\n", r->peak_anon, r->peak_dirty, r->peak_sum, r->peak_rss,
+           r->mem_samples);
 }
 
 /* ---- main ---- */
@@ -1386,6 +1457,8 @@ int main(int argc, char **argv)
             return 2;
     }
     double cpu0 = cpu_seconds();
+    pthread_t sampler;
+    int sampling = pthread_create(&sampler, NULL, mem_sampler, &r) == 0;
     if (cfg.phases & PHASE_WRITE) {
         if (run_phase(&r, PHASE_WRITE) != 0)
             return 2;
@@ -1400,6 +1473,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    r.sampler_stop = 1;
+    if (sampling)
+        pthread_join(sampler, NULL);
     report(&r, cpu_seconds() - cpu0);
 
     for (long i = 0; i < cfg.clients; i++) {

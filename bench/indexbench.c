@@ -8,16 +8,28 @@
  * Times are the thread's CPU time (fdatasync waits are not counted), per
  * document of the phase.
  *   indexbench [--docs N] [--batch N] [--dir PATH] [--seed N] [--keep PATH]
+ *              [--merge stream|rebuild]
  * --keep: the final segment is moved there (to compare builds byte for byte).
+ * --merge: the streaming merge (index_merge_write, the default) or the
+ * builder's (index_merge_write_rebuild). A thread samples the process's
+ * anonymous memory (RssAnon) every millisecond during each merge; the largest
+ * rise over the merge's start is printed with the merge's input and output
+ * sizes, and the largest dirty + writeback page cache of a merge's output
+ * file (cachestat, Linux 6.5 or later; 0 where it is missing).
  */
 #include "index/index.h"
 #include "docgen.h"
 
 #include <inttypes.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +38,59 @@ static double cpu_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A field (in kB) of a /proc file of "Name:   value kB" lines; 0 when absent. */
+static uint64_t proc_kb(const char *file, const char *name)
+{
+    FILE *f = fopen(file, "r");
+    char line[256];
+    uint64_t v = 0;
+    size_t n = strlen(name);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, name, n) == 0 && line[n] == ':') {
+            v = strtoull(line + n + 1, NULL, 10);
+            break;
+        }
+    if (f) fclose(f);
+    return v;
+}
+
+/* The page cache of one file (the cachestat system call, Linux 6.5). */
+struct file_cache { uint64_t cache, dirty, writeback, evicted, recently_evicted; };
+static int file_cache_of(int fd, struct file_cache *out)
+{
+    struct { uint64_t off, len; } range = { 0, 0 };   /* len 0: to the end */
+    return (int)syscall(451 /* cachestat */, fd, &range, out, 0);
+}
+
+/* The sampler: while `sampling`, the largest RssAnon seen, and the largest
+ * dirty + writeback page cache of the merge's output file (merge_out). */
+static atomic_int sampling, stop_sampler;
+static _Atomic uint64_t peak_anon_kb, peak_file_dirty;
+static char merge_out[512];
+
+static void *sampler(void *arg)
+{
+    (void)arg;
+    int fd = -1;
+    while (!atomic_load(&stop_sampler)) {
+        if (atomic_load(&sampling)) {
+            uint64_t a = proc_kb("/proc/self/status", "RssAnon");
+            if (a > atomic_load(&peak_anon_kb)) atomic_store(&peak_anon_kb, a);
+            if (fd < 0) fd = open(merge_out, O_RDONLY | O_CLOEXEC);
+            struct file_cache fc;
+            if (fd >= 0 && file_cache_of(fd, &fc) == 0 &&
+                (fc.dirty + fc.writeback) * 4096 > atomic_load(&peak_file_dirty))
+                atomic_store(&peak_file_dirty, (fc.dirty + fc.writeback) * 4096);
+        } else if (fd >= 0) {
+            close(fd);
+            fd = -1;
+        }
+        usleep(1000);
+    }
+    if (fd >= 0) close(fd);
+    return NULL;
 }
 
 static void die(const char *what, int rc)
@@ -38,17 +103,24 @@ int main(int argc, char **argv)
 {
     uint64_t docs = 100000, batch = 8000, seed = 1;
     const char *dir = "/var/tmp/hanudb-indexbench", *keep = NULL;
+    int rebuild = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--docs") == 0) docs = strtoull(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--batch") == 0) batch = strtoull(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--seed") == 0) seed = strtoull(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--dir") == 0) dir = argv[i + 1];
         else if (strcmp(argv[i], "--keep") == 0) keep = argv[i + 1];
+        else if (strcmp(argv[i], "--merge") == 0 && strcmp(argv[i + 1], "stream") == 0) rebuild = 0;
+        else if (strcmp(argv[i], "--merge") == 0 && strcmp(argv[i + 1], "rebuild") == 0) rebuild = 1;
         else {
-            fprintf(stderr, "usage: indexbench [--docs N] [--batch N] [--dir PATH] [--seed N] [--keep PATH]\n");
+            fprintf(stderr, "usage: indexbench [--docs N] [--batch N] [--dir PATH] [--seed N] [--keep PATH]"
+                            " [--merge stream|rebuild]\n");
             return 2;
         }
     }
+    pthread_t sampler_thread;
+    if (pthread_create(&sampler_thread, NULL, sampler, NULL) != 0) return 1;
+    uint64_t worst_rise_kb = 0, worst_in = 0, worst_out = 0, worst_docs = 0;
     if (!docs || !batch) return 2;
     mkdir(dir, 0755);
     static struct docgen g;
@@ -108,9 +180,28 @@ int main(int argc, char **argv)
             snprintf(path, sizeof path, "%s/seg-%u.hix", dir, next_name++);
             unlink(path);
             uint32_t got = 0;
+            uint64_t in_bytes = 0, in_docs = 0;
+            for (uint32_t j = 0; j < k; j++) {
+                in_bytes += index_segment_bytes(segs[i + j]);
+                in_docs += index_segment_docs(segs[i + j]);
+            }
+            malloc_trim(0);   /* what the builders freed goes back, so the rise is the merge's own */
+            uint64_t anon_before = proc_kb("/proc/self/status", "RssAnon");
+            atomic_store(&peak_anon_kb, anon_before);
+            snprintf(merge_out, sizeof merge_out, "%s", path);
+            atomic_store(&sampling, 1);
             double t0 = cpu_s();
-            int rc = index_merge_write(in, k, path, map, &got);
+            int rc = (rebuild ? index_merge_write_rebuild : index_merge_write)(in, k, path, map, &got);
+            atomic_store(&sampling, 0);
             if (rc) die("index_merge_write", rc);
+            uint64_t rise = atomic_load(&peak_anon_kb) - anon_before;
+            struct stat mst;
+            if (rise >= worst_rise_kb) {
+                worst_rise_kb = rise;
+                worst_in = in_bytes;
+                worst_docs = in_docs;
+                worst_out = stat(path, &mst) == 0 ? (uint64_t)mst.st_size : 0;
+            }
             index_segment *m = NULL;
             if ((rc = index_segment_open(path, &m, err, sizeof err))) die(err, rc);
             t_merge += cpu_s() - t0;
@@ -133,6 +224,12 @@ int main(int argc, char **argv)
            t_extract * 1e6 / (double)docs, t_write * 1e6 / (double)docs, t_open * 1e6 / (double)docs,
            (t_extract + t_write + t_open) * 1e6 / (double)docs, merged_docs ? t_merge * 1e6 / (double)merged_docs : 0);
     printf("final segment %lld bytes\n", (long long)final_bytes);
+    atomic_store(&stop_sampler, 1);
+    pthread_join(sampler_thread, NULL);
+    printf("merge (%s) memory: largest RssAnon rise %.1f MiB, in a merge of %" PRIu64 " docs, %.1f MiB in, %.1f MiB out;"
+           " a merged file's dirty + writeback page cache at most %.1f MiB\n",
+           rebuild ? "rebuild" : "stream", (double)worst_rise_kb / 1024, worst_docs, (double)worst_in / 1048576,
+           (double)worst_out / 1048576, (double)atomic_load(&peak_file_dirty) / 1048576);
     index_segment_close(segs[0]);
     if (keep && rename(last, keep) != 0) perror(keep);
     for (uint32_t i = 0; i < next_name; i++) {

@@ -78,6 +78,10 @@ print("  all    %7.0f/s  p50 %6d us  p99 %7d us   segments after reads %d"
 print("  memory: peak anonymous %.0f MB, peak dirty page cache %.0f MB, peak of the sum %.0f MB (%d samples)"
       % (mem["peak_anon_kb"] / 1024, mem["peak_dirty_kb"] / 1024, mem["peak_anon_plus_dirty_kb"] / 1024,
          mem["samples"]))
+if "peak_anon_plus_dirty_bytes" in w:   # docbench's own samples of /_status, once a second per phase
+    print("  docbench: anonymous + dirty at most %.0f MB writing, %.0f MB reading; server peak RSS %.0f MB"
+          % (w["peak_anon_plus_dirty_bytes"] / 2**20, r.get("peak_anon_plus_dirty_bytes", 0) / 2**20,
+             max(w["server_peak_rss_bytes"], r.get("server_peak_rss_bytes", 0)) / 2**20))
 PY
 done
 

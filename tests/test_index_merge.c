@@ -138,6 +138,144 @@ static void test_merge_equals_direct_build(void)
     }
 }
 
+/* ---- the streaming merge against the builder's ---- */
+
+/* A document of a wider shape: a field only some segments have, strings shared
+ * across segments and some held only by deleted documents, common words (postings
+ * of many blocks), rare words, numbers of both signs, -0.0, arrays, nulls. */
+static int gen_wide_doc(char *out, size_t cap, int seg, int i)
+{
+    static const char *common[] = { "the", "of", "and", "merge", "stream", "segment" };
+    char text[400] = "";
+    size_t tl = 0;
+    for (unsigned w = 0, n = rnd() % 12; w < n; w++) {
+        if (rnd() % 3) tl += (size_t)snprintf(text + tl, sizeof text - tl, " %s", common[rnd() % 6]);
+        else tl += (size_t)snprintf(text + tl, sizeof text - tl, " w%u", rnd() % 5000);
+    }
+    char only[64] = "";
+    if (seg % 3 == 0) snprintf(only, sizeof only, "\"seg%d\":%d,", seg, i);   /* a column few inputs have */
+    const char *vals[] = { "null", "true", "-0.0", "[1,2]", "\"s\"", "1e300", "-7.25" };
+    return snprintf(out, cap,
+                    "{\"_id\":\"m%06d\",%s\"n\":%d,\"k\":\"v%u\",\"rare\":\"r%d\",\"mixed\":%s,\"t\":\"%s\","
+                    "\"deep\":{\"a\":[%u,\"x%u\"],\"b\":\"%s\"}}",
+                    i, only, (int)(rnd() % 2000) - 1000, rnd() % 300, i, vals[rnd() % 7], text, rnd() % 9,
+                    rnd() % 40, tl > 20 ? text + tl - 20 : text);
+}
+
+/* Segment files of NIN inputs with deletions (one input all deleted, one none),
+ * merged by the streaming merge and by the builder: the same bytes, the same
+ * maps, and the streamed file passes the reader's checks. Then the merged
+ * segments merge again (many blocks per term, several chunks per column, more
+ * than one buffer of output), and an existing file is refused. */
+#define NIN 9
+#define PER_IN 1400
+static void test_stream_equals_rebuild(void)
+{
+    const char *dir = test_tmpdir("merge-stream");
+    index_segment *segs[NIN];
+    index_merge_input in[NIN];
+    uint32_t *del[NIN], *map_a[NIN], *map_b[NIN];
+    static char doc[2048];
+    char err[256], path[700];
+    for (int s = 0; s < NIN; s++) {
+        index_builder *b = index_builder_new();
+        REQUIRE(b);
+        del[s] = malloc(PER_IN * sizeof **del);
+        map_a[s] = malloc(PER_IN * sizeof **map_a);
+        map_b[s] = malloc(PER_IN * sizeof **map_b);
+        uint32_t nd = 0;
+        for (int k = 0; k < PER_IN; k++) {
+            int i = s * PER_IN + k;
+            int len = gen_wide_doc(doc, sizeof doc, s, i);
+            char id[16];
+            int idn = snprintf(id, sizeof id, "m%06d", i);
+            REQUIRE(index_add_document(b, id, (size_t)idn, 1000 + (uint64_t)i, doc, (size_t)len) == HANU_OK);
+            int gone = s == 2 ? 1 : s == 4 ? 0 : s == 6 ? k < PER_IN / 2 : rnd() % 5 == 0;
+            if (gone) del[s][nd++] = (uint32_t)k;
+        }
+        snprintf(path, sizeof path, "%s/in-%d.hix", dir, s);
+        CHECK_EQ(index_builder_write(b, path), HANU_OK);
+        index_builder_free(b);
+        REQUIRE(index_segment_open(path, &segs[s], err, sizeof err) == HANU_OK);
+        in[s] = (index_merge_input){ segs[s], del[s], nd };
+    }
+    /* Merge in two groups and then the two results, comparing every file. */
+    index_segment *mid[2] = { NULL, NULL };
+    uint32_t groups[3][2] = { { 0, 5 }, { 5, NIN }, { 0, 2 } };
+    for (int g = 0; g < 3; g++) {
+        index_merge_input *gin = g < 2 ? in + groups[g][0] : NULL, two[2];
+        uint32_t n = groups[g][1] - groups[g][0], *ma[NIN], *mb[NIN];
+        if (g == 2) {
+            for (int j = 0; j < 2; j++) {
+                two[j] = (index_merge_input){ mid[j], NULL, 0 };
+                ma[j] = malloc((index_segment_docs(mid[j]) + 1) * sizeof **ma);
+                mb[j] = malloc((index_segment_docs(mid[j]) + 1) * sizeof **mb);
+            }
+            gin = two;
+        } else {
+            for (uint32_t j = 0; j < n; j++) {
+                ma[j] = map_a[groups[g][0] + j];
+                mb[j] = map_b[groups[g][0] + j];
+            }
+        }
+        char streamed[700], rebuilt[700];
+        snprintf(streamed, sizeof streamed, "%s/stream-%d.hix", dir, g);
+        snprintf(rebuilt, sizeof rebuilt, "%s/rebuild-%d.hix", dir, g);
+        uint32_t docs_a = 0, docs_b = 0;
+        CHECK_EQ(index_merge_write(gin, n, streamed, ma, &docs_a), HANU_OK);
+        CHECK_EQ(index_merge_write_rebuild(gin, n, rebuilt, mb, &docs_b), HANU_OK);
+        CHECK_EQ(docs_a, docs_b);
+        CHECK(docs_a > 0);
+        hanu_buf a = { 0 }, b = { 0 };
+        CHECK_EQ(read_file(streamed, &a), HANU_OK);
+        CHECK_EQ(read_file(rebuilt, &b), HANU_OK);
+        CHECK_EQ(a.len, b.len);
+        CHECK(a.len == b.len && memcmp(a.data, b.data, a.len) == 0);
+        if (g == 2) CHECK(a.len > (2u << 20));   /* past the read-back buffer and many region buffers */
+        hanu_buf_free(&a);
+        hanu_buf_free(&b);
+        for (uint32_t j = 0; j < n; j++)
+            CHECK(memcmp(ma[j], mb[j], index_segment_docs(gin[j].seg) * sizeof **ma) == 0);
+        index_segment *check = NULL;
+        CHECK_EQ(index_segment_open(streamed, &check, err, sizeof err), HANU_OK);
+        if (check) CHECK_EQ(index_segment_docs(check), docs_a);
+        if (g < 2) mid[g] = check;
+        else {
+            /* A word common to every input: its postings span many blocks. */
+            uint32_t t = check ? index_segment_term_find(check, (const uint8_t *)"t\0\6the", 6) : UINT32_MAX;
+            uint32_t df = 0;
+            if (t != UINT32_MAX) index_segment_term(check, t, &(size_t){ 0 }, &df);
+            CHECK(df > 10 * INDEX_BLOCK);
+            index_segment_close(check);
+            for (int j = 0; j < 2; j++) {
+                free(ma[j]);
+                free(mb[j]);
+            }
+            /* The file exists: refused, and left as it was. */
+            CHECK_EQ(index_merge_write(two, 2, streamed, ma, &docs_a), HANU_ERR_EXISTS);
+            CHECK_EQ(index_segment_open(streamed, &check, err, sizeof err), HANU_OK);
+            index_segment_close(check);
+        }
+    }
+    /* The deleted ordinals map nowhere, the rest count up in input order. */
+    uint32_t next = 0;
+    for (int s = 0; s < 5; s++) {
+        uint32_t k = 0;
+        for (uint32_t ord = 0; ord < PER_IN; ord++) {
+            int gone = k < in[s].ndeleted && in[s].deleted[k] == ord;
+            if (gone) k++;
+            CHECK_EQ(map_a[s][ord], gone ? INDEX_ORD_END : next++);
+        }
+    }
+    for (int j = 0; j < 2; j++) index_segment_close(mid[j]);
+    for (int s = 0; s < NIN; s++) {
+        index_segment_close(segs[s]);
+        free(del[s]);
+        free(map_a[s]);
+        free(map_b[s]);
+    }
+}
+
 /* ---- the policy ---- */
 
 #define KB 1024ull
@@ -411,6 +549,7 @@ static void test_doc_cache(void)
 int main(void)
 {
     RUN(test_merge_equals_direct_build);
+    RUN(test_stream_equals_rebuild);
     RUN(test_policy);
     RUN(test_indexer_merges);
     RUN(test_doc_cache);

@@ -207,7 +207,7 @@ uint64_t index_column_text_total(const index_column *c);   /* sum over docs */
  * document count and above the term's last ordinal. */
 int index_builder_posting(index_builder *b, const uint8_t *key, size_t key_len, uint32_t ord, uint32_t tf);
 
-/* ------------------------------------------------------------ merges (merge.c) */
+/* ------------------------------------- merges (merge.c, segment_write.c) */
 
 /* Writes one segment holding the live documents of the inputs, in input
  * order then ordinal order, to path (O_EXCL, fdatasync; the caller fsyncs the
@@ -220,8 +220,16 @@ typedef struct index_merge_input {
     const uint32_t *deleted;    /* sorted */
     uint32_t ndeleted;
 } index_merge_input;
+/* Streams: terms merged k-way from the inputs' term tables, postings decoded
+ * and encoded block by block, columns a chunk at a time, the file written
+ * through bounded buffers; memory is a constant plus what docs/INDEX.md
+ * ("Merges", memory) lists per document, not the size of the segment. */
 int index_merge_write(const index_merge_input *in, uint32_t n, const char *path, uint32_t **map,
                       uint32_t *docs_out);
+/* The same file by feeding the live documents to a builder (all of it in
+ * memory): the reference the streaming merge is tested and measured against. */
+int index_merge_write_rebuild(const index_merge_input *in, uint32_t n, const char *path, uint32_t **map,
+                              uint32_t *docs_out);
 
 /* The merge policy: which segments of one collection to merge next.
  * DEFAULT is tiered (log-structured): segments fall in tiers by live size

@@ -1,11 +1,12 @@
 /*
- * merge.c: merging segments (docs/INDEX.md, "Merges"). A merge reads the
- * live documents of several segments back out of their files (ids, txns,
- * column values, text lengths, then every term's postings) and feeds them to
- * a builder with new ordinals, so the merged file is exactly the segment the
- * builder would have written from the documents themselves; no document is
- * parsed again. The policy that picks what to merge is pure and lives here
- * too; the indexer runs both (indexer.c).
+ * merge.c: merging segments (docs/INDEX.md, "Merges"). The merge the indexer
+ * runs streams from the input files to the output (segment_write.c); the one
+ * here is its reference: it reads the live documents of several segments back
+ * out of their files (ids, txns, column values, text lengths, then every
+ * term's postings) and feeds them to a builder with new ordinals, so the
+ * merged file is exactly the segment the builder would have written from the
+ * documents themselves, and holds all of it in memory. The policy that picks
+ * what to merge is pure and lives here too; the indexer runs both (indexer.c).
  */
 #include "index/index.h"
 
@@ -83,8 +84,8 @@ static int copy_postings(index_builder *b, const index_segment *seg, const uint3
     return HANU_OK;
 }
 
-int index_merge_write(const index_merge_input *in, uint32_t n, const char *path, uint32_t **map,
-                      uint32_t *docs_out)
+int index_merge_write_rebuild(const index_merge_input *in, uint32_t n, const char *path, uint32_t **map,
+                              uint32_t *docs_out)
 {
     index_builder *b = index_builder_new();
     if (!b) return HANU_ERR_NOMEM;
