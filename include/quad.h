@@ -211,7 +211,16 @@ int quad_retire(quad *q, const quad_id *ids, size_t n, int durability, uint64_t 
  * is not NULL, present[i] is 1 for a visible id and 0 otherwise (its lanes in
  * the mask are zeroed) and the call succeeds; when present is NULL an id that
  * is not visible makes the call return HANU_ERR_NOT_FOUND (out is still filled
- * for the visible ids). Any n (0 included) and any id order are accepted. */
+ * for the visible ids). Any n (0 included) and any id order are accepted.
+ *
+ * lane_mask 0 is an existence check: present[i] gets the visibility of ids[i]
+ * at the snapshot (or, present NULL, the call returns HANU_ERR_NOT_FOUND when
+ * any id is not visible); out is not touched and may be NULL. It reads the
+ * chunk directory and the retirement state only, never lane data: no file
+ * read, no cache entry, no I/O error. Cost: a compare and a store per id in
+ * a run of one chunk, one directory entry per chunk change (about 1 000 M
+ * ids/s ordered, 170 M random on this machine), a lookup in the chunk's
+ * retirement set per id where the chunk has retirements. */
 int quad_gather(quad *q, uint64_t snapshot, const quad_id *ids, size_t n,
                 unsigned lane_mask, quad_fact *out, uint8_t *present);
 
