@@ -11,7 +11,7 @@
  *   quadbench [--quick] [--dir PATH] [--json] [--only LIST]
  *
  * --only runs only the listed parts (comma separated: append, gather,
- * backends, retire, group, sweep, size; the limits always run).
+ * backends, retire, stream, group, sweep, size; the limits always run).
  * --dir is the on-disk directory (default /tmp); tmpfs runs use /dev/shm.
  * The table (with progress) goes to stdout, or to stderr with --json, which
  * prints {"limits": {...}, "results": [{"name", "value", "unit", ...}]} at
@@ -464,6 +464,14 @@ static quad *build_store(const char *p, const quad_fact *data, size_t total, uin
     return q;
 }
 
+/* A tmpfs store of `total` facts of one shape (0 structured, 1 entropy) in
+ * the default geometry; its path goes to p. */
+static quad *shape_store(char *p, size_t cap, const char *name, int shape, size_t total, quad_id *ids)
+{
+    store_path(p, cap, shm_dir, name);
+    return build_store(p, shape ? entropy : structured, total, 4096, 256, ids);
+}
+
 /* Brings the store's cache to its steady state: every lane (ordered
  * gathers), then two random passes, after which every chunk read at random
  * has its row form (built on a chunk's second random read). */
@@ -489,8 +497,7 @@ static void bench_gather(void)
     quad_id *ids = malloc(total * sizeof *ids);
     for (int shape = 0; shape < 2; shape++) {
         char p[600];
-        store_path(p, sizeof p, shm_dir, "gather");
-        quad *q = build_store(p, shape ? entropy : structured, total, 4096, 256, ids);
+        quad *q = shape_store(p, sizeof p, "gather", shape, total, ids);
         warm(q, ids, total);
         const char *sn = shape ? "entropy" : "structured";
         for (int random = 0; random < 2; random++) {
@@ -729,6 +736,58 @@ static void bench_sweep(void)
     free(ids);
 }
 
+/* ---- stream ----
+ * Replay of a whole store through the durable commit stream (every commit
+ * of 65 536 facts, page cache warm, tmpfs): reading the log window by
+ * window, checksums and decoding of the lanes asked for. */
+static double run_stream(quad *q, unsigned lanes, size_t total)
+{
+    quad_stream *s = NULL;
+    if (quad_stream_open(q, 1, lanes, &s) != 0) { fprintf(stderr, "stream open failed\n"); exit(1); }
+    quad_commit c;
+    size_t facts = 0;
+    uint64_t sum = 0;
+    double t = now_s();
+    int rc;
+    while ((rc = quad_stream_next(s, 0, &c)) == 1) {
+        facts += c.n;
+        if (c.facts) sum += c.facts[c.n - 1].lane[0];
+    }
+    t = now_s() - t;
+    quad_stream_close(s);
+    if (rc != 0 || facts != total) {
+        fprintf(stderr, "stream: %d, %zu of %zu facts (%llu)\n", rc, facts, total, (unsigned long long)sum);
+        exit(1);
+    }
+    return (double)facts / t / 1e6;
+}
+
+static void bench_stream(void)
+{
+    section("stream replay (tmpfs store, commits of 65 536 facts)");
+    size_t total = quick ? (1u << 20) : (4u << 20);
+    quad_id *ids = malloc(total * sizeof *ids);
+    for (int shape = 0; shape < 2; shape++) {
+        char p[600];
+        quad *q = shape_store(p, sizeof p, "stream", shape, total, ids);
+        if (quad_sync(q) != 0) { fprintf(stderr, "sync failed\n"); exit(1); }
+        static const unsigned masks[2] = { QUAD_LANES_ALL, QUAD_LANE(0) };
+        for (int m = 0; m < 2; m++) {
+            if (shape && m) continue;
+            double v[3];
+            for (int r = 0; r < 3; r++) v[r] = run_stream(q, masks[m], total);
+            char name[96];
+            if (!shape && !m) snprintf(name, sizeof name, "stream replay");
+            else snprintf(name, sizeof name, "stream replay %s %s", shape ? "entropy" : "structured",
+                          m ? "lane 0" : "all lanes");
+            report(name, median(v, 3), "M facts/s", lim_memcpy_facts, "memcpy");
+        }
+        quad_close(q);
+        unlink(p);
+    }
+    free(ids);
+}
+
 static void print_json(void)
 {
     printf("{\"limits\": {\"memcpy_gbs\": %.3f, \"memcpy_facts_mps\": %.2f, \"ordered_reads_mps\": %.2f, "
@@ -784,6 +843,7 @@ int main(int argc, char **argv)
     if (want("gather")) bench_gather();
     if (want("backends")) bench_backends();
     if (want("retire")) bench_retire();
+    if (want("stream")) bench_stream();
     if (want("group")) bench_group(disk_dir, "disk");
     if (want("sweep")) bench_sweep();
     if (want("size")) {
