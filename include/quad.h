@@ -146,10 +146,11 @@ typedef struct quad_stats {
     uint64_t cache_bytes, cache_hits, cache_misses;
     uint64_t syncs;             /* fdatasync calls made by commits */
     uint64_t recovered_frames;  /* frames replayed at open after the checkpoint */
+    uint32_t chunk_rows, microblock_rows;
+    /* added after 0.1.0's fields, so that they keep their offsets */
     uint64_t log_floor;         /* oldest epoch a stream can start at (1: all kept) */
     uint64_t stream_floor;      /* lowest position of a held stream; 0 when none */
     uint64_t held_streams;      /* streams opened with QUAD_STREAM_HOLD */
-    uint32_t chunk_rows, microblock_rows;
 } quad_stats;
 
 /* The version the library was built as ("0.1.0"; HANUDB_VERSION is the
