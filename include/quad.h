@@ -223,9 +223,10 @@ int quad_retire(quad *q, const quad_id *ids, size_t n, int durability, uint64_t 
  * any id is not visible); out is not touched and may be NULL. It reads the
  * chunk directory and the retirement state only, never lane data: no file
  * read, no cache entry, no I/O error. Cost: a compare and a store per id in
- * a run of one chunk, one directory entry per chunk change (about 1 000 M
- * ids/s ordered, 170 M random on this machine), a lookup in the chunk's
- * retirement set per id where the chunk has retirements. */
+ * a run of one chunk (blocks of 64 such ids vectorised), one directory entry
+ * per chunk change, a lookup in the chunk's retirement set per id where the
+ * chunk has retirements (docs/QUAD.md has the figures: about 1 100 M ids/s
+ * ordered, 150-470 M random, one thread). */
 int quad_gather(quad *q, uint64_t snapshot, const quad_id *ids, size_t n,
                 unsigned lane_mask, quad_fact *out, uint8_t *present);
 
