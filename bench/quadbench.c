@@ -11,7 +11,7 @@
  *   quadbench [--quick] [--dir PATH] [--json] [--only LIST]
  *
  * --only runs only the listed parts (comma separated: append, gather,
- * backends, retire, group, sweep, size; the limits always run).
+ * backends, retire, stream, group, sweep, size; the limits always run).
  * --dir is the on-disk directory (default /tmp); tmpfs runs use /dev/shm.
  * The table (with progress) goes to stdout, or to stderr with --json, which
  * prints {"limits": {...}, "results": [{"name", "value", "unit", ...}]} at
@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "quad.h"
@@ -72,6 +73,15 @@ static void section(const char *s)
 }
 
 static double now_s(void) { return (double)hanu_now_ns() / 1e9; }
+
+/* The calling thread's CPU time (user and system): time spent preempted on
+ * this loaded machine does not count. */
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -382,7 +392,8 @@ static void *gather_worker(void *arg)
     size_t nreq = g->random ? g->n / 4096 : 1;
     quad_id *ring = malloc(nreq * 4096 * sizeof *ring);
     quad_fact *out = malloc(4096 * sizeof *out);
-    if (!ring || !out) { fprintf(stderr, "out of memory\n"); exit(1); }
+    uint8_t *present = malloc(4096);   /* existence checks (mask 0) fill it */
+    if (!ring || !out || !present) { fprintf(stderr, "out of memory\n"); exit(1); }
     memset(out, 0, 4096 * sizeof *out);
     uint64_t s = g->seed;
     for (size_t k = 0; k < nreq && g->random; k++) {
@@ -403,7 +414,7 @@ static void *gather_worker(void *arg)
         }
         if (g->cold) quad_cache_drop(g->q);
         double t = now_s();
-        int rc = quad_gather(g->q, 0, req, 4096, g->mask, out, NULL);
+        int rc = quad_gather(g->q, 0, req, 4096, g->mask, out, g->mask ? NULL : present);
         spent += now_s() - t;
         if (rc) { fprintf(stderr, "gather: %s\n", hanu_status_str(rc)); exit(1); }
     }
@@ -411,6 +422,7 @@ static void *gather_worker(void *arg)
     g->rate = 4096.0 * (double)g->calls / spent / 1e6;
     free(ring);
     free(out);
+    free(present);
     return NULL;
 }
 
@@ -450,6 +462,30 @@ static double run_gather_wall(quad *q, quad_id *ids, size_t n, int random, int c
     return run_gather_threads(q, ids, n, random, cold, mask, threads, 1);
 }
 
+/* Existence checks per second of the thread's CPU time (CLOCK_THREAD_CPUTIME_ID),
+ * which time spent preempted does not inflate: the figure that holds on a
+ * shared, loaded machine. Ordered requests point into the store's id array
+ * (no copy in the loop); random ones are drawn before the clock. */
+static double run_exists_cpu(quad *q, const quad_id *ids, size_t n, int random)
+{
+    size_t nreq = n / 4096, calls = quick ? 2000 : 8000;
+    quad_id *ring = NULL;
+    if (random) {
+        ring = malloc(nreq * 4096 * sizeof *ring);
+        if (!ring) { fprintf(stderr, "out of memory\n"); exit(1); }
+        for (size_t i = 0; i < nreq * 4096; i++) ring[i] = ids[rnd() % n];
+    }
+    static uint8_t present[4096];
+    double t = thread_cpu_s();
+    for (size_t c = 0; c < calls; c++) {
+        const quad_id *req = (random ? ring : ids) + (c * 7919 % nreq) * 4096;
+        if (quad_gather(q, 0, req, 4096, 0, NULL, present) != 0) { fprintf(stderr, "exists failed\n"); exit(1); }
+    }
+    t = thread_cpu_s() - t;
+    free(ring);
+    return 4096.0 * (double)calls / t / 1e6;
+}
+
 static quad *build_store(const char *p, const quad_fact *data, size_t total, uint32_t rows, uint32_t mb,
                          quad_id *ids)
 {
@@ -460,6 +496,14 @@ static quad *build_store(const char *p, const quad_fact *data, size_t total, uin
         for (size_t i = 0; i < 65536; i++) ids[done + i] = quad_batch_id(first, rows, i);
     }
     return q;
+}
+
+/* A tmpfs store of `total` facts of one shape (0 structured, 1 entropy) in
+ * the default geometry; its path goes to p. */
+static quad *shape_store(char *p, size_t cap, const char *name, int shape, size_t total, quad_id *ids)
+{
+    store_path(p, cap, shm_dir, name);
+    return build_store(p, shape ? entropy : structured, total, 4096, 256, ids);
 }
 
 /* Brings the store's cache to its steady state: every lane (ordered
@@ -487,8 +531,7 @@ static void bench_gather(void)
     quad_id *ids = malloc(total * sizeof *ids);
     for (int shape = 0; shape < 2; shape++) {
         char p[600];
-        store_path(p, sizeof p, shm_dir, "gather");
-        quad *q = build_store(p, shape ? entropy : structured, total, 4096, 256, ids);
+        quad *q = shape_store(p, sizeof p, "gather", shape, total, ids);
         warm(q, ids, total);
         const char *sn = shape ? "entropy" : "structured";
         for (int random = 0; random < 2; random++) {
@@ -510,6 +553,20 @@ static void bench_gather(void)
             }
         }
         if (!shape) {
+            /* existence checks: the chunk directory only, no lane data */
+            for (int random = 0; random < 2; random++) {
+                double v[3];
+                int reps = quick ? 1 : 3;
+                for (int r = 0; r < reps; r++) v[r] = run_gather(q, ids, total, random, 0, 0, 1);
+                char name[96];
+                snprintf(name, sizeof name, "exists 4096 %s ids", random ? "random" : "ordered");
+                report(name, median(v, reps), "M ids/s", random ? lim_random_small : lim_ordered,
+                       random ? "random 16MiB" : "ordered reads");
+                for (int r = 0; r < 3; r++) v[r] = run_exists_cpu(q, ids, total, random);
+                snprintf(name, sizeof name, "exists 4096 %s ids, per thread CPU second", random ? "random" : "ordered");
+                report(name, median(v, 3), "M ids/s", random ? lim_random_small : lim_ordered,
+                       random ? "random 16MiB" : "ordered reads");
+            }
             int tc[] = { 1, 2, 4, 8 };
             for (int k = 0; k < 4; k++) {
                 for (int random = 0; random < 2; random++) {
@@ -717,6 +774,62 @@ static void bench_sweep(void)
     free(ids);
 }
 
+/* ---- stream ----
+ * Replay of a whole store through the durable commit stream (every commit
+ * of 65 536 facts, page cache warm, tmpfs): reading the log window by
+ * window, checksums and decoding of the lanes asked for. */
+/* Returns facts per wall second; *per_cpu gets them per thread CPU second. */
+static double run_stream(quad *q, unsigned lanes, size_t total, double *per_cpu)
+{
+    quad_stream *s = NULL;
+    if (quad_stream_open(q, 1, lanes, &s) != 0) { fprintf(stderr, "stream open failed\n"); exit(1); }
+    quad_commit c;
+    size_t facts = 0;
+    uint64_t sum = 0;
+    double t = now_s(), cpu = thread_cpu_s();
+    int rc;
+    while ((rc = quad_stream_next(s, 0, &c)) == 1) {
+        facts += c.n;
+        if (c.facts) sum += c.facts[c.n - 1].lane[0];
+    }
+    t = now_s() - t;
+    *per_cpu = (double)facts / (thread_cpu_s() - cpu) / 1e6;
+    quad_stream_close(s);
+    if (rc != 0 || facts != total) {
+        fprintf(stderr, "stream: %d, %zu of %zu facts (%llu)\n", rc, facts, total, (unsigned long long)sum);
+        exit(1);
+    }
+    return (double)facts / t / 1e6;
+}
+
+static void bench_stream(void)
+{
+    section("stream replay (tmpfs store, commits of 65 536 facts)");
+    size_t total = quick ? (1u << 20) : (4u << 20);
+    quad_id *ids = malloc(total * sizeof *ids);
+    for (int shape = 0; shape < 2; shape++) {
+        char p[600];
+        quad *q = shape_store(p, sizeof p, "stream", shape, total, ids);
+        if (quad_sync(q) != 0) { fprintf(stderr, "sync failed\n"); exit(1); }
+        static const unsigned masks[2] = { QUAD_LANES_ALL, QUAD_LANE(0) };
+        for (int m = 0; m < 2; m++) {
+            if (shape && m) continue;
+            double v[3], cpu[3];
+            for (int r = 0; r < 3; r++) v[r] = run_stream(q, masks[m], total, &cpu[r]);
+            char name[96];
+            if (!shape && !m) snprintf(name, sizeof name, "stream replay");
+            else snprintf(name, sizeof name, "stream replay %s %s", shape ? "entropy" : "structured",
+                          m ? "lane 0" : "all lanes");
+            report(name, median(v, 3), "M facts/s", lim_memcpy_facts, "memcpy");
+            strcat(name, ", per thread CPU second");
+            report(name, median(cpu, 3), "M facts/s", lim_memcpy_facts, "memcpy");
+        }
+        quad_close(q);
+        unlink(p);
+    }
+    free(ids);
+}
+
 static void print_json(void)
 {
     printf("{\"limits\": {\"memcpy_gbs\": %.3f, \"memcpy_facts_mps\": %.2f, \"ordered_reads_mps\": %.2f, "
@@ -772,6 +885,7 @@ int main(int argc, char **argv)
     if (want("gather")) bench_gather();
     if (want("backends")) bench_backends();
     if (want("retire")) bench_retire();
+    if (want("stream")) bench_stream();
     if (want("group")) bench_group(disk_dir, "disk");
     if (want("sweep")) bench_sweep();
     if (want("size")) {

@@ -67,6 +67,8 @@ CW="-Wall -Wextra -Werror"
 set -x
 cc -std=c11 $CW "$ex/facts.c" $(pkg-config --cflags --libs hanuquad) -o facts_shared
 cc -std=c11 $CW "$ex/facts.c" $(pkg-config --cflags hanuquad) $(static_libs hanuquad) -o facts_static
+cc -std=c11 $CW "$ex/facts_stream.c" $(pkg-config --cflags --libs hanuquad) -o facts_stream_shared
+cc -std=c11 $CW "$ex/facts_stream.c" $(pkg-config --cflags hanuquad) $(static_libs hanuquad) -o facts_stream_static
 cc -std=c11 $CW "$ex/kv_client.c" $(pkg-config --cflags --libs hanudb-client) -o kv_client_shared
 cc -std=c11 $CW "$ex/kv_client.c" $(pkg-config --cflags hanudb-client) $(static_libs hanudb-client) -o kv_client_static
 g++ -std=c++17 $CW "$ex/both.cpp" $(pkg-config --cflags --libs hanuquad hanudb-client) -o both_shared
@@ -74,7 +76,7 @@ g++ -std=c++17 $CW "$ex/both.cpp" $(pkg-config --cflags hanuquad hanudb-client) 
   $(static_libs hanuquad hanudb-client) -o both_static
 { set +x; } 2>/dev/null
 export LD_LIBRARY_PATH=$inst/lib
-for p in facts kv_client both; do
+for p in facts facts_stream kv_client both; do
   ldd ${p}_shared | grep "=> $inst/lib/lib" >/dev/null || fail "${p}_shared does not load the installed library"
   if ldd ${p}_static | grep 'libhanu' >/dev/null; then fail "${p}_static needs a shared libhanu*"; fi
 done
@@ -87,6 +89,9 @@ check_output() {   # NAME EXPECTED COMMAND...
 }
 check_output facts_shared facts.txt ./facts_shared "$work/shared.quad"
 check_output facts_static facts.txt ./facts_static "$work/static.quad"
+mkdir "$work/stream_shared" "$work/stream_static"
+check_output facts_stream_shared facts_stream.txt ./facts_stream_shared "$work/stream_shared"
+check_output facts_stream_static facts_stream.txt ./facts_stream_static "$work/stream_static"
 # the default I/O backend never loads liburing (docs/INSTALL.md)
 LD_DEBUG=files ./facts_shared "$work/debug.quad" 2>"$work/ld_debug.log" >/dev/null
 grep 'file=libhanuquad.so.0' "$work/ld_debug.log" >/dev/null || fail "LD_DEBUG shows no library loads"

@@ -1,7 +1,8 @@
 /*
  * fuzz_quad_file: libFuzzer target that opens arbitrary bytes as a facts
  * kernel store file (read-only and read-write, with and without QUAD_SALVAGE)
- * and, when it opens, scans and gathers everything it claims to hold. It must
+ * and, when it opens, scans, gathers (and checks existence of) everything it
+ * claims to hold and reads its commits back through the commit stream. It must
  * never crash, leak or read out of bounds; errors are fine.
  * The input is written to a private file under $TMPDIR (or /tmp). An input
  * ending in 'R' loses that byte and gets valid checksums (header, both
@@ -42,7 +43,18 @@ static void exercise(const char *path, unsigned flags)
         if (n < 512) ids[n++] = next + 12345;
         (void)quad_gather(q, 0, ids, n, QUAD_LANE(2), out, present);
         (void)quad_gather(q, 1, ids, n, QUAD_LANES_ALL, out, present);
+        (void)quad_gather(q, 0, ids, n, 0, NULL, present);   /* existence only */
         from = next;
+    }
+    /* the commit stream reads the frames back itself: from the first epoch
+     * (the log start) and from the middle (found through the directory) */
+    for (int k = 0; k < 2; k++) {
+        quad_stream *s = NULL;
+        if (quad_stream_open(q, k ? quad_epoch(q) / 2 + 1 : 1, QUAD_LANES_ALL | QUAD_STREAM_COMMITTED, &s) != 0)
+            continue;
+        quad_commit c;
+        for (int i = 0; i < 1024 && quad_stream_next(s, 0, &c) == 1; i++) {}
+        quad_stream_close(s);
     }
     if (!(flags & QUAD_RDONLY)) {
         quad_fact f = { { 1, 2, 3, 4 } };

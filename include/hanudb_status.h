@@ -26,6 +26,7 @@ enum hanu_status {
     HANU_ERR_UNSUPPORTED = -11,
     HANU_ERR_BUSY = -12,       /* resource held by someone else (lock, running job) */
     HANU_ERR_FENCED = -13,     /* another writer extended the bucket's segment chain: stop writing */
+    HANU_ERR_GONE = -14,       /* asked for a position the store no longer keeps (reclaimed) */
 };
 
 /* A short, static, human-readable name for a status ("no space left", ...). */

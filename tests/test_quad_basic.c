@@ -732,7 +732,8 @@ static void test_bad_arguments(void)
     CHECK_EQ(quad_append(q, &f, 0, QUAD_BUFFERED, &id, NULL), HANU_ERR_INVALID);
     CHECK_EQ(quad_append(q, &f, 1, 7, &id, NULL), HANU_ERR_INVALID);
     CHECK_EQ(quad_append(q, &f, 1, QUAD_BUFFERED, &id, NULL), 0);
-    CHECK_EQ(quad_gather(q, 0, &id, 1, 0, &out, NULL), HANU_ERR_INVALID);
+    CHECK_EQ(quad_gather(q, 0, &id, 1, 0, NULL, NULL), 0);   /* an existence check */
+    CHECK_EQ(quad_gather(q, 0, NULL, 1, 0, NULL, NULL), HANU_ERR_INVALID);
     CHECK_EQ(quad_gather(q, 0, &id, 1, 0x10, &out, NULL), HANU_ERR_INVALID);
     CHECK_EQ(quad_gather(q, 0, &id, 0, QUAD_LANES_ALL, &out, NULL), 0);
     quad_id missing[3] = { QUAD_ID(0, 1), QUAD_ID(5, 0), QUAD_ID(0, 1u << 23) };
@@ -755,6 +756,80 @@ static void test_bad_arguments(void)
     CHECK_EQ(quad_append(bad, &f, 1, QUAD_BUFFERED, NULL, NULL), HANU_ERR_INVALID);
     CHECK_EQ(quad_gather(bad, 0, &id, 1, QUAD_LANES_ALL, &out, NULL), 0);
     quad_close(bad);
+}
+
+/* Lane mask 0 answers existence at a snapshot from the chunk directory and
+ * the retirement state: the right answer before and after appends and
+ * retires (sparse and dense chunks, ids past a chunk's rows or past the last
+ * chunk, in any order), out untouched, and no lane payload read or cached
+ * (the cache counters do not move, also with the cache emptied first). */
+static void test_exists_reads_no_lane_data(void)
+{
+    set_path("exists");
+    quad *q = open_with(256, 64, QUAD_IO_INLINE, 1 << 20);
+    REQUIRE(q);
+    enum { N = 1024 };
+    static quad_fact facts[N];
+    static quad_id ids[N + 3];
+    static uint8_t present[N + 3];
+    uint64_t ts = 0;
+    tq_structured(facts, N, &ts);
+    quad_id first;
+    uint64_t e_append, e_sparse, e_dense;
+    REQUIRE(quad_append(q, facts, N / 2, QUAD_BUFFERED, &first, &e_append) == 0);
+    REQUIRE(quad_append(q, facts + N / 2, N / 2, QUAD_BUFFERED, NULL, NULL) == 0);
+    for (size_t i = 0; i < N; i++) ids[i] = quad_batch_id(first, 256, i);
+    ids[N] = QUAD_ID(QUAD_ID_CHUNK(ids[N - 1]) + 1, 0);   /* no such chunk */
+    ids[N + 1] = QUAD_ID(0, 256);                         /* past the chunk's rows */
+    ids[N + 2] = ids[3];
+    quad_id sparse[2] = { ids[3], ids[700] };
+    REQUIRE(quad_retire(q, sparse, 2, QUAD_BUFFERED, &e_sparse) == 0);
+    quad_id dense[100];
+    for (int i = 0; i < 100; i++) dense[i] = ids[256 + i * 2];
+    REQUIRE(quad_retire(q, dense, 100, QUAD_BUFFERED, &e_dense) == 0);
+    /* reversed order too: chunks visited backwards */
+    static quad_id rev[N + 3];
+    for (size_t i = 0; i < N + 3; i++) rev[i] = ids[N + 2 - i];
+    for (int round = 0; round < 2; round++) {
+        quad_cache_drop(q);
+        quad_stats before, after;
+        CHECK_EQ(quad_stats_get(q, &before), 0);
+        quad_fact sentinel = { { 7, 7, 7, 7 } };
+        const uint64_t snaps[4] = { e_append, e_sparse - 1, e_sparse, e_dense };
+        size_t bad = 0;
+        for (int s = 0; s < 4; s++) {
+            for (int dir = 0; dir < 2; dir++) {
+                const quad_id *req = dir ? rev : ids;
+                memset(present, 0xEE, sizeof present);
+                CHECK_EQ(quad_gather(q, snaps[s], req, N + 3, 0, &sentinel, present), 0);
+                for (size_t k = 0; k < N + 3; k++) {
+                    size_t i = dir ? N + 2 - k : k;
+                    int want;
+                    if (i >= N && i != N + 2) want = 0;
+                    else {
+                        size_t f = i == N + 2 ? 3 : i;
+                        want = f < N / 2 || snaps[s] > e_append;
+                        if (f == 3 || f == 700) want = want && snaps[s] < e_sparse;
+                        if (f >= 256 && f < 456 && f % 2 == 0) want = want && snaps[s] < e_dense;
+                    }
+                    bad += present[k] != want;
+                }
+            }
+        }
+        CHECK_EQ(bad, 0);
+        CHECK(tq_fact_eq(&sentinel, &(quad_fact){ { 7, 7, 7, 7 } }, 0xF));
+        CHECK_EQ(quad_gather(q, e_append, ids, N / 2, 0, NULL, NULL), 0);
+        CHECK_EQ(quad_gather(q, e_append, ids, N / 2 + 1, 0, NULL, NULL), HANU_ERR_NOT_FOUND);
+        CHECK_EQ(quad_gather(q, 0, ids + 4, 10, 0, NULL, NULL), 0);
+        CHECK_EQ(quad_stats_get(q, &after), 0);
+        CHECK_EQ(after.cache_hits, before.cache_hits);
+        CHECK_EQ(after.cache_misses, before.cache_misses);
+        CHECK_EQ(after.cache_bytes, 0);
+        CHECK_EQ(quad_close(q), 0);   /* the same after a checkpoint and reopen */
+        q = open_with(256, 64, QUAD_IO_INLINE, 1 << 20);
+        REQUIRE(q);
+    }
+    quad_close(q);
 }
 
 static void test_checkpoint_limits_replay(void)
@@ -820,6 +895,7 @@ int main(void)
     RUN(test_dense_goes_wide_past_65535_epochs);
     RUN(test_owned_append_releases_once);
     RUN(test_bad_arguments);
+    RUN(test_exists_reads_no_lane_data);
     RUN(test_checkpoint_limits_replay);
     TEST_DONE();
 }

@@ -19,7 +19,11 @@
  * returned 0, or an epoch quad_durable_epoch reported) is there with its exact
  * lanes, every acknowledged retirement holds, the epoch is at least the
  * acknowledged one, and every commit the state recovered is exactly what was
- * written. Every fourth state is closed and opened again. States at the syncs
+ * written. Every fourth state is closed and opened again. A subscriber
+ * follows the store through a durable commit stream (polled after every
+ * step, resumed after every close and crash): no state may lack an epoch it
+ * was given, each state's own stream delivers exactly the commits recovered,
+ * and the subscriber's position can be resumed there. States at the syncs
  * of the very first open (creating the file, before anything could be
  * acknowledged) are skipped.
  */
@@ -63,6 +67,7 @@ static op ops[MAX_OPS];
 static size_t nops;
 static uint64_t acked;     /* highest epoch acknowledged durable */
 static int armed;          /* the store was opened once: states count */
+static uint64_t quad_epoch_last;
 
 static quad_fact fact_at(uint64_t seed, uint32_t i)
 {
@@ -111,6 +116,72 @@ static int gather_eq(quad *q, uint64_t snap, const op *o)
     return 1;
 }
 
+/* The fact an id was appended with (ids of ops[] only). */
+static int fact_of_id(quad_id id, quad_fact *f)
+{
+    for (size_t i = 0; i < nops; i++) {
+        const op *x = &ops[i];
+        if (x->kind != 1 || QUAD_ID_CHUNK(id) < QUAD_ID_CHUNK(x->first)) continue;
+        uint64_t k = (QUAD_ID_CHUNK(id) - QUAD_ID_CHUNK(x->first)) * 64 + QUAD_ID_SLOT(id);
+        if (k >= x->n) continue;
+        *f = fact_at(x->seed, (uint32_t)k);
+        return 1;
+    }
+    return 0;
+}
+
+/* 1 when a delivered commit is exactly what the workload committed at its epoch. */
+static int commit_matches(const quad_commit *c)
+{
+    const op *x = NULL;
+    for (size_t i = 0; i < nops && !x; i++)
+        if (ops[i].epoch == c->epoch) x = &ops[i];
+    /* the commit of a call still running (its sync is being checked): ops[nops]
+     * holds what it writes, but not yet its epoch and first id */
+    int inflight = !x && c->epoch == (nops ? ops[nops - 1].epoch : 0) + 1;
+    if (inflight) x = &ops[nops];
+    if (!x || c->kind != x->kind || !c->facts) return 0;
+    if (x->kind == 1) {
+        if (c->n != x->n) return 0;
+        quad_id first = inflight ? c->ids[0] : x->first;
+        for (uint32_t i = 0; i < x->n; i++) {
+            quad_fact w = fact_at(x->seed, i);
+            if (c->ids[i] != quad_batch_id(first, 64, i) || !tq_fact_eq(&c->facts[i], &w, 0xF)) return 0;
+        }
+        return 1;
+    }
+    quad_fact w;   /* the workload retires one id not retired before */
+    return c->n == 1 && c->ids[0] == x->id && fact_of_id(x->id, &w) && tq_fact_eq(&c->facts[0], &w, 0xF);
+}
+
+/* ---- the subscriber: a durable stream over the workload's store ---- */
+static quad_stream *sub;
+static uint64_t delivered;   /* highest epoch the durable stream delivered */
+static long stream_checks;
+
+/* Reads the state's whole stream: every commit exact, in order, up to its
+ * epoch; and the subscriber's position must be open-able there. */
+static void verify_stream(quad *q, const char *mode)
+{
+    quad_stream *s = NULL;
+    if (quad_stream_open(q, delivered + 1, QUAD_LANES_ALL, &s) != 0) {
+        report("the subscriber's position cannot be resumed", mode);
+        return;
+    }
+    quad_stream_close(s);
+    if (quad_stream_open(q, 1, QUAD_LANES_ALL, &s) != 0) { report("stream open failed", mode); return; }
+    quad_commit c;
+    uint64_t want = 1;
+    int rc;
+    while ((rc = quad_stream_next(s, 0, &c)) == 1) {
+        if (c.epoch != want++ || !commit_matches(&c)) { report("the stream delivered a wrong commit", mode); break; }
+    }
+    if (rc < 0) report("the stream failed", mode);
+    else if (want != quad_epoch(q) + 1) report("the stream stopped before the recovered epoch", mode);
+    quad_stream_close(s);
+    stream_checks++;
+}
+
 /* Opens the state file and checks every promise; returns 0 when it held. */
 static void verify_state(const char *mode, int reopen)
 {
@@ -129,6 +200,8 @@ static void verify_state(const char *mode, int reopen)
         }
         uint64_t e = quad_epoch(q);
         if (e < acked) report("epoch below the acknowledged durable epoch", mode);
+        if (e < delivered) report("the durable stream delivered a commit this state lost", mode);
+        if (round == reopen) verify_stream(q, mode);
         for (size_t i = 0; i < nops; i++) {
             const op *x = &ops[i];
             if (x->epoch > e) continue;   /* not recovered: fine unless acknowledged (above) */
@@ -277,6 +350,27 @@ static void note_durable(quad *q)
     if (d > acked) acked = d;
 }
 
+/* The subscriber takes whatever its durable stream has now (polled). */
+static void subscriber_poll(void)
+{
+    quad_commit c;
+    int rc;
+    while ((rc = quad_stream_next(sub, 0, &c)) == 1) {
+        if (c.epoch != delivered + 1 || !commit_matches(&c)) report("the live stream delivered a wrong commit", "live");
+        delivered = c.epoch;
+    }
+    if (rc < 0) report("the live stream failed", "live");
+}
+
+/* A restart of the subscriber: it resumes after the last epoch it took. */
+static void subscriber_open(quad *q)
+{
+    if (quad_stream_open(q, delivered + 1, QUAD_LANES_ALL, &sub) != 0) {
+        report("the subscriber could not resume", "live");
+        exit(1);
+    }
+}
+
 /* A crash of the process: what the page cache holds is the file, but only
  * `prev` is on the disk. Simulated with a copy of the file that takes the
  * store's place (the checker keeps prev as its synced image); the old handle
@@ -298,9 +392,12 @@ static quad *crash_process(quad *q, const char *dir)
     char old[600];
     snprintf(old, sizeof old, "%s", store_path);
     snprintf(store_path, sizeof store_path, "%s", next);
+    quad_stream_close(sub);
     (void)quad_close(q);
     unlink(old);
-    return wl_open();
+    q = wl_open();
+    if (q) subscriber_open(q);
+    return q;
 }
 
 static void test_power_loss_at_every_sync(void)
@@ -314,6 +411,7 @@ static void test_power_loss_at_every_sync(void)
     snprintf(state_path, sizeof state_path, "%s/state.quad", dir);
     quad *q = wl_open();
     REQUIRE(q);
+    subscriber_open(q);
     armed = 1;
     static const int dur[] = { QUAD_BUFFERED, QUAD_DURABLE, QUAD_GROUP, QUAD_BUFFERED };
     for (int step = 0; step < STEPS && nops < MAX_OPS; step++) {
@@ -352,19 +450,25 @@ static void test_power_loss_at_every_sync(void)
             REQUIRE(q);
         } else {
             uint64_t e = quad_epoch(q);
+            quad_stream_close(sub);
             REQUIRE(quad_close(q) == 0);
             acked = e;   /* a successful close leaves everything durable */
             q = wl_open();
             REQUIRE(q);
+            subscriber_open(q);
         }
         note_durable(q);
+        subscriber_poll();
     }
+    quad_stream_close(sub);
+    quad_epoch_last = quad_epoch(q);
     CHECK_EQ(quad_close(q), 0);
     unlink(store_path);
     unlink(state_path);
     rmdir(dir);
-    fprintf(stderr, "  %zu operations, %ld syncs, %ld crash states, %ld violations\n",
-            nops, syncs_seen, states, violations);
+    fprintf(stderr, "  %zu operations, %ld syncs, %ld crash states (%ld streamed), %ld violations; "
+            "the subscriber took %llu of %llu epochs\n", nops, syncs_seen, states, stream_checks, violations,
+            (unsigned long long)delivered, (unsigned long long)quad_epoch_last);
     for (size_t k = 0; k < HANU_ARRAY_LEN(kinds) && kinds[k].n; k++)
         fprintf(stderr, "    %ld x %s\n", kinds[k].n, kinds[k].what);
     CHECK(states >= MIN_STATES);

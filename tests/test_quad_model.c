@@ -3,7 +3,7 @@
  * a trivial in-memory reference (arrays of facts with their append and
  * retire epochs): append (borrowed and owned, both shapes, every durability),
  * retire, snapshots, gather in random order with random lane masks and
- * invalid ids, scan, checkpoint, cache drops and reopen. Several seeds and
+ * invalid ids, existence checks (lane mask 0), scan, checkpoint, cache drops and reopen. Several seeds and
  * chunk geometries.
  */
 #include <stdlib.h>
@@ -75,7 +75,7 @@ static void run_model(uint64_t seed, uint32_t rows, uint32_t mb, int ops)
     quad_fact *buf = malloc(5000 * sizeof *buf), *out = malloc(5000 * sizeof *out);
     quad_id *qids = malloc(5000 * sizeof *qids);
     long *idx = malloc(5000 * sizeof *idx);
-    uint8_t *present = malloc(5000);
+    uint8_t *present = malloc(5000), *exists = malloc(5000);
     uint64_t ts = 1;
     for (int op = 0; op < ops && !test_current_failed; op++) {
         unsigned r = (unsigned)(tq_rand() % 100);
@@ -155,6 +155,18 @@ static void run_model(uint64_t seed, uint32_t rows, uint32_t mb, int ops)
             if (bad) fprintf(stderr, "  seed %llu op %d gather mode %d: %zu bad of %zu\n",
                              (unsigned long long)seed, op, mode, bad, k);
             CHECK_EQ(bad, 0);
+            /* the existence check (lane mask 0) agrees with the model, and
+             * without present[] says whether every id is visible */
+            memset(exists, 0x77, k);
+            REQUIRE(quad_gather(q, snap, qids, k, 0, NULL, exists) == 0);
+            size_t absent = 0, wrong_exists = 0;
+            for (size_t i = 0; i < k; i++) {
+                int vis = idx[i] >= 0 && model_visible(&m, (size_t)idx[i], eff);
+                wrong_exists += exists[i] != vis;
+                absent += !vis;
+            }
+            CHECK_EQ(wrong_exists, 0);
+            CHECK_EQ(quad_gather(q, snap, qids, k, 0, NULL, NULL), absent ? HANU_ERR_NOT_FOUND : 0);
         } else if (r < 88 && m.n) {   /* scan */
             size_t from = tq_rand() % m.n, cap = 1 + tq_rand() % 3000;
             uint64_t eff = quad_epoch(q);
@@ -190,7 +202,7 @@ static void run_model(uint64_t seed, uint32_t rows, uint32_t mb, int ops)
     }
     (void)model_find;
     quad_close(q);
-    free(buf); free(out); free(qids); free(idx); free(present);
+    free(buf); free(out); free(qids); free(idx); free(present); free(exists);
     free(m.facts); free(m.ids); free(m.added); free(m.retired);
     if (test_current_failed) failures++;
 }

@@ -30,6 +30,7 @@ const char *hanu_status_str(int status)
     case HANU_ERR_UNSUPPORTED: return "not supported";
     case HANU_ERR_BUSY: return "busy";
     case HANU_ERR_FENCED: return "fenced: another writer extended the bucket's chain";
+    case HANU_ERR_GONE: return "gone: no longer kept";
     default: return "unknown error";
     }
 }

@@ -108,6 +108,7 @@ static void quad_free(quad *q)
     pthread_rwlock_destroy(&q->rlock);
     pthread_mutex_destroy(&q->wlock);
     pthread_mutex_destroy(&q->sync_mu);
+    pthread_mutex_destroy(&q->stream_mu);
     free(q);
 }
 
@@ -142,6 +143,8 @@ int quad_open(const char *path, const quad_options *opt, quad **out)
     pthread_rwlock_init(&q->rlock, NULL);
     pthread_mutex_init(&q->wlock, NULL);
     pthread_mutex_init(&q->sync_mu, NULL);
+    pthread_mutex_init(&q->stream_mu, NULL);
+    q->log_floor = 1;
     q->fork_gen = atomic_load(&quad_fork_gen);
     q->path = strdup(path);
     q->pages = calloc(QUAD_MAX_PAGES, sizeof *q->pages);
@@ -261,6 +264,8 @@ int quad_stats_get(quad *q, quad_stats *st)
     st->cache_misses = atomic_load_explicit(&q->cache.misses, memory_order_relaxed);
     st->chunk_rows = q->chunk_rows;
     st->microblock_rows = q->mb_rows;
+    st->log_floor = q->log_floor;
+    st->stream_floor = quad_stream_floor(q, &st->held_streams);
     return 0;
 }
 

@@ -403,6 +403,23 @@ int qf_retire_apply(quad *q, quad_id id, uint64_t epoch)
     return 1;
 }
 
+int qf_ids_block(const uint8_t **pp, const uint8_t *end, uint32_t k, uint64_t *ids)
+{
+    const uint8_t *p = *pp;
+    if (p >= end || !codec_code_valid(*p)) return HANU_ERR_CORRUPT;
+    codec_desc d = { *p++, 0 };
+    if (d.code != CODEC_RAW) {
+        if (end - p < 8) return HANU_ERR_CORRUPT;
+        d.base = hanu_get_u64(p);
+        p += 8;
+    }
+    size_t sz = codec_payload_size(d.code, k);
+    if ((size_t)(end - p) < sz) return HANU_ERR_CORRUPT;
+    codec_unpack(d, p, 0, k, ids, 1);
+    *pp = p + sz;
+    return 0;
+}
+
 static int retire_parse(quad *q, const uint8_t *p, const uint8_t *end, uint64_t epoch)
 {
     if (end - p < 4) return HANU_ERR_CORRUPT;
@@ -411,18 +428,8 @@ static int retire_parse(quad *q, const uint8_t *p, const uint8_t *end, uint64_t 
     uint64_t ids[QF_RETIRE_BLOCK];
     for (uint32_t i = 0; i < n; i += QF_RETIRE_BLOCK) {
         uint32_t k = n - i < QF_RETIRE_BLOCK ? n - i : QF_RETIRE_BLOCK;
-        if (p >= end || !codec_code_valid(*p)) return HANU_ERR_CORRUPT;
-        codec_desc d = { *p++, 0 };
-        if (d.code != CODEC_RAW) {
-            if (end - p < 8) return HANU_ERR_CORRUPT;
-            d.base = hanu_get_u64(p);
-            p += 8;
-        }
-        size_t sz = codec_payload_size(d.code, k);
-        if ((size_t)(end - p) < sz) return HANU_ERR_CORRUPT;
         /* the frame buffer has CODEC_SLACK bytes after the body */
-        codec_unpack(d, p, 0, k, ids, 1);
-        p += sz;
+        if (qf_ids_block(&p, end, k, ids) != 0) return HANU_ERR_CORRUPT;
         for (uint32_t j = 0; j < k; j++) {
             int rc = qf_retire_apply(q, ids[j], epoch);
             if (rc == HANU_ERR_NOT_FOUND) return HANU_ERR_CORRUPT;
@@ -520,6 +527,7 @@ void qf_written(quad *q, uint64_t epoch)
 {
     atomic_store_explicit(&q->written_off, q->tail, memory_order_release);
     atomic_store_explicit(&q->written_epoch, epoch, memory_order_release);
+    quad_stream_notify(q);
 }
 
 /* ---- checkpoints ----

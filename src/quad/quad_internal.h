@@ -220,6 +220,14 @@ struct quad {
     uint64_t last_group;               /* commits covered by the last sync (leader only) */
     _Atomic uint64_t syncs;
 
+    /* commit streams (quad_stream.c): readers of the log wait on stream_seq,
+     * bumped by qf_written and quad_durable_raise only while someone sleeps */
+    _Atomic uint32_t stream_seq;
+    _Atomic uint32_t stream_sleepers;
+    pthread_mutex_t stream_mu;         /* the list of held streams */
+    struct quad_stream *held;
+    uint64_t log_floor;                /* oldest epoch still in the log (1: all) */
+
     qc_cache cache;
     quad_io *io;
     uint64_t fork_gen;                 /* quad_fork_gen at open: a child after fork differs */
@@ -266,6 +274,9 @@ int qf_retset_make_dense(quad_chunk *ch);
 int qf_dense_index(quad_retset *r, uint32_t rows, uint64_t epoch);
 int qf_dense_set(quad_retset *r, uint32_t rows, uint32_t slot, uint64_t epoch);
 size_t qf_ids_encode(const uint64_t *ids, size_t n, uint8_t *out);
+/* Decodes one block of k retired ids at *p (codec descriptor, payload; the
+ * buffer holds CODEC_SLACK bytes after end) and moves *p past it. */
+int qf_ids_block(const uint8_t **p, const uint8_t *end, uint32_t k, uint64_t *ids);
 
 /* quad_read.c */
 void quad_row_layout(const quad_chunk *ch, qrow_form *f);   /* from the descriptors */
@@ -281,6 +292,10 @@ uint64_t quad_retire_epoch(const quad_retset *r, uint32_t slot);
 int quad_wait_durable(quad *q, uint64_t e, uint32_t window_us);
 void quad_durable_raise(quad *q, uint64_t epoch);   /* durable = max(durable, epoch) */
 void quad_wlock_release(quad *q);   /* completes pending appends, then unlocks wlock */
+
+/* quad_stream.c */
+void quad_stream_notify(quad *q);   /* written or durable epoch moved: wake stream waiters */
+uint64_t quad_stream_floor(quad *q, uint64_t *held);   /* lowest held position, 0 when none */
 
 /* quad_io.c */
 int quad_io_open(quad *q);

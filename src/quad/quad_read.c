@@ -999,14 +999,82 @@ static uint64_t resolve_snapshot(quad *q, uint64_t snapshot)
     return snapshot == 0 || snapshot > cur ? cur : snapshot;
 }
 
+#define EXISTS_BLOCK 64
+
+/* Existence at snap from the chunk directory and the retirement state only:
+ * no lane payload, no cache entry, no reader section. Consecutive ids of one
+ * chunk reuse its row count and retirement set, so an ordered request costs a
+ * compare and a store per id (a retirement lookup more in a retired chunk).
+ * Returns the number of ids not visible. */
+static size_t exists_at(quad *q, uint64_t snap, const quad_id *ids, size_t n, uint8_t *present)
+{
+    uint64_t nch = atomic_load_explicit(&q->nchunks, memory_order_acquire);
+    /* as in gather_at: 0 here means no retire is at an epoch <= snap */
+    int locked = atomic_load_explicit(&q->retired, memory_order_acquire) != 0;
+    if (locked) pthread_rwlock_rdlock(&q->rlock);
+    size_t nv = 0;
+    uint64_t cur = UINT64_MAX;
+    uint32_t rows = 0;
+    const quad_retset *ret = NULL;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t c = QUAD_ID_CHUNK(ids[i]);
+        uint32_t slot = QUAD_ID_SLOT(ids[i]);
+        /* a block of ids all in the current chunk, which has no retirement:
+         * two passes the compiler vectorises; tried only when the block's
+         * last id is in the chunk too, so random ids pay one compare */
+        if (c == cur && !ret && n - i >= EXISTS_BLOCK && QUAD_ID_CHUNK(ids[i + EXISTS_BLOCK - 1]) == c) {
+            uint64_t other = 0;
+            for (size_t k = 0; k < EXISTS_BLOCK; k++) other |= QUAD_ID_CHUNK(ids[i + k]) ^ c;
+            if (other == 0) {
+                size_t vis = 0;
+                if (present)
+                    for (size_t k = 0; k < EXISTS_BLOCK; k++) {
+                        uint8_t v = QUAD_ID_SLOT(ids[i + k]) < rows;
+                        present[i + k] = v;
+                        vis += v;
+                    }
+                else
+                    for (size_t k = 0; k < EXISTS_BLOCK; k++) vis += QUAD_ID_SLOT(ids[i + k]) < rows;
+                nv += EXISTS_BLOCK - vis;
+                i += EXISTS_BLOCK - 1;
+                continue;
+            }
+        }
+        if (c != cur) {
+            cur = c;
+            rows = 0;
+            ret = NULL;
+            if (c < nch) {
+                const quad_chunk *ch = quad_chunk_at(q, c);
+                if (ch->epoch <= snap) {    /* else appended after the snapshot */
+                    rows = ch->rows;
+                    ret = locked ? ch->ret : NULL;
+                }
+            }
+        }
+        int vis = slot < rows;
+        if (vis && ret) {
+            uint64_t e = quad_retire_epoch(ret, slot);
+            vis = e == 0 || e > snap;
+        }
+        if (present) present[i] = (uint8_t)vis;
+        nv += (size_t)!vis;
+    }
+    if (locked) pthread_rwlock_unlock(&q->rlock);
+    return nv;
+}
+
 int quad_gather(quad *q, uint64_t snapshot, const quad_id *ids, size_t n,
                 unsigned lane_mask, quad_fact *out, uint8_t *present)
 {
-    if (!q || (n && (!ids || !out)) || lane_mask == 0 || lane_mask > QUAD_LANES_ALL)
+    /* lane_mask 0 is an existence check: out is not touched and may be NULL */
+    if (!q || (n && (!ids || (!out && lane_mask))) || lane_mask > QUAD_LANES_ALL)
         return HANU_ERR_INVALID;
     if (quad_forked(q)) return HANU_ERR_INVALID;
     if (n == 0) return 0;
     uint64_t snap = resolve_snapshot(q, snapshot);
+    if (lane_mask == 0)
+        return exists_at(q, snap, ids, n, present) && !present ? HANU_ERR_NOT_FOUND : 0;
     size_t not_visible = 0;
     int rc = gather_at(q, snap, ids, n, lane_mask, out, present, &not_visible);
     if (rc) return rc;

@@ -51,6 +51,7 @@ void quad_durable_raise(quad *q, uint64_t epoch)
 {
     uint64_t d = atomic_load(&q->durable);
     while (d < epoch && !atomic_compare_exchange_weak(&q->durable, &d, epoch)) {}
+    quad_stream_notify(q);
 }
 
 static void seq_wait(_Atomic uint32_t *w, uint32_t seen)
