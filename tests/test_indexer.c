@@ -464,6 +464,62 @@ static void test_commit_triggers(void)
     store_close(st);
 }
 
+/* A refresh publishes without a commit: readers see the churn (puts and deletes)
+ * while COMMIT and the watermark stay where they were; the refresh's segments
+ * are made durable by the next commit, and a restart before it (a crash) finds
+ * the index at its last commit and indexes the rest again. */
+static void test_refresh_publishes_without_commit(void)
+{
+    set_dirs("indexer-refresh");
+    store *st = store_at();
+    REQUIRE(st);
+    model col = { .db = create(st, "a", STORE_DB_COLLECTION) };
+    uint32_t kv = create(st, "k", STORE_DB_KV);
+    indexer *ix = indexer_at(st);   /* commit interval 600 s: only a waiter commits */
+    REQUIRE(ix);
+    churn(st, &col, 1, kv, 80);
+    CHECK_EQ(wait_all(st, ix), HANU_OK);
+    uint64_t committed = indexer_txn(ix);
+    for (int round = 0; round < 3; round++) {
+        churn(st, &col, 1, kv, 60);
+        for (int i = 0; i < 5; i++) CHECK_EQ(delete_doc(st, &col, i), HANU_OK);   /* deletes of committed ones */
+        store_flush(st);
+        uint64_t want = store_last_txn(st);
+        indexer_refresh_upto(ix, want);
+        for (int i = 0; i < 2000 && indexer_visible_txn(ix) < want; i++) usleep(1000);
+        CHECK(indexer_visible_txn(ix) >= want);
+        CHECK_EQ(indexer_txn(ix), committed);   /* no commit */
+        check_equal(st, ix, &col);
+    }
+    indexer_stats s;
+    indexer_get_stats(ix, &s);
+    CHECK(s.refreshes >= 3);
+    CHECK_EQ(s.index_txn, committed);
+    indexer_close(ix);   /* a stop before the commit: as a crash, COMMIT is the old one */
+
+    ix = indexer_at(st);
+    REQUIRE(ix);
+    CHECK_EQ(indexer_txn(ix), committed);
+    CHECK_EQ(wait_all(st, ix), HANU_OK);
+    check_equal(st, ix, &col);
+    /* refresh, then commit: the refresh's segments go into COMMIT synced */
+    churn(st, &col, 1, kv, 40);
+    store_flush(st);
+    indexer_refresh_upto(ix, store_last_txn(st));
+    for (int i = 0; i < 2000 && indexer_visible_txn(ix) < store_last_txn(st); i++) usleep(1000);
+    CHECK_EQ(wait_all(st, ix), HANU_OK);
+    CHECK_EQ(indexer_txn(ix), store_last_txn(st));
+    indexer_close(ix);
+    ix = indexer_at(st);
+    REQUIRE(ix);
+    CHECK_EQ(indexer_txn(ix), store_last_txn(st));
+    check_equal(st, ix, &col);
+    indexer_get_stats(ix, &s);
+    CHECK_EQ(s.rebuilt, 0);
+    indexer_close(ix);
+    store_close(st);
+}
+
 /* ---- index_find against filter_match ---- */
 
 #define FIND_DOCS 500
@@ -755,6 +811,7 @@ int main(void)
     RUN(test_leftovers_removed);
     RUN(test_watermark_holds_compaction);
     RUN(test_commit_triggers);
+    RUN(test_refresh_publishes_without_commit);
     RUN(test_find_equals_filter_match);
     TEST_DONE();
 }

@@ -10,6 +10,14 @@
  * the indexer thread, and by indexer_open before it starts) and the published
  * snapshots (under mu, reference counted), so that a query never sees a
  * half-applied commit.
+ *
+ * Between two commits a refresh (indexer_refresh_upto, Lucene's near-real-time
+ * reopen) publishes what the feed brought without making it durable: the
+ * pending versions become a segment written without fdatasync and the new
+ * deletions are folded in memory; the next commit syncs those segments and
+ * writes the deletion lists before COMMIT names them. A crash before that
+ * commit loses nothing: COMMIT does not name them, the open removes them and
+ * the feed brings their records again.
  */
 #include "index/index.h"
 #include "hlog/hlog.h"
@@ -18,6 +26,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -142,6 +151,8 @@ typedef struct coll_seg {
     u32_vec deleted;             /* sorted: as of the last commit */
     u32_vec fresh;               /* deleted since then, unsorted */
     uint32_t generation;         /* of the deletion list on disk (0: none) */
+    uint8_t unsynced;            /* written by a refresh: fdatasync before COMMIT names it */
+    uint8_t del_dirty;           /* deleted holds more than its list on disk */
 } coll_seg;
 
 typedef struct pending_doc {
@@ -240,9 +251,12 @@ struct indexer {
     size_t npubs, pubcap;
     uint64_t committed_txn, commits, segments, bytes, live_docs;
     uint64_t wanted_txn;         /* the highest txn a waiter waits for */
+    uint64_t refresh_wanted;     /* publish at least up to here as soon as the feed has it */
+    uint64_t refreshes;
     int waiters, commit_asked, stop, failed, rebuilt, rebuilding;
     pthread_t thread;
     int started;
+    _Atomic uint64_t visible_txn; /* every record up to it is in the published snapshots */
 
     /* the merge thread; job and its state under mu */
     pthread_t merge_thread;
@@ -454,7 +468,7 @@ static int seg_add(dbstate *d, index_segment *seg, uint64_t id, uint32_t *delete
     r->seg = seg;
     r->id = id;
     atomic_init(&r->refs, 1);
-    d->segs[d->nsegs++] = (coll_seg){ r, { deleted, ndeleted, ndeleted }, { NULL, 0, 0 }, generation };
+    d->segs[d->nsegs++] = (coll_seg){ .ref = r, .deleted = { deleted, ndeleted, ndeleted }, .generation = generation };
     uint32_t docs = index_segment_docs(seg), k = 0;
     for (uint32_t ord = 0; ord < docs; ord++) {
         if (k < ndeleted && deleted[k] == ord) { k++; continue; }
@@ -744,8 +758,9 @@ static int feed_step(indexer *ix, size_t *got)
 
 /* ------------------------------------------------------- the commit */
 
-/* Turns d's pending versions into deletions of what they replace and one new segment. */
-static int apply_pending(indexer *ix, dbstate *d)
+/* Turns d's pending versions into deletions of what they replace and one new
+ * segment (written without fdatasync when !sync: a refresh's). */
+static int apply_pending(indexer *ix, dbstate *d, int sync)
 {
     index_builder *b = NULL;
     uint32_t nput = 0;
@@ -771,9 +786,10 @@ static int apply_pending(indexer *ix, dbstate *d)
         char path[1200], err[256];
         seg_path(ix, id, path, sizeof path);
         index_segment *seg = NULL;
-        rc = index_builder_write(b, path);
+        rc = index_builder_write_ex(b, path, sync);
         if (!rc) rc = index_segment_open(path, &seg, err, sizeof err);
         if (!rc) rc = seg_add(d, seg, id, NULL, 0, 0);
+        if (!rc) d->segs[d->nsegs - 1].unsynced = !sync;
         if (rc) note_failure(ix, "cannot write %s: %s", path, hanu_status_str(rc));
     }
     index_builder_free(b);
@@ -782,22 +798,32 @@ static int apply_pending(indexer *ix, dbstate *d)
     return rc;
 }
 
-/* Folds a segment's fresh deletions into a new list generation. Returns 1 in
- * *empty when nothing of the segment is live any more. */
-static int write_deletions(indexer *ix, coll_seg *s, int *empty)
+/* Folds a segment's fresh deletions into its sorted list (in memory). */
+static int fold_deletions(coll_seg *s)
 {
-    *empty = 0;
     if (!s->fresh.n) return HANU_OK;
     for (uint32_t i = 0; i < s->fresh.n; i++) {
         int rc = u32_push(&s->deleted, s->fresh.v[i]);
         if (rc) return rc;
     }
     s->fresh.n = 0;
+    s->del_dirty = 1;
     qsort(s->deleted.v, s->deleted.n, sizeof *s->deleted.v, cmp_u32);
+    return HANU_OK;
+}
+
+/* Folds a segment's fresh deletions into a new list generation on disk. Returns 1
+ * in *empty when nothing of the segment is live any more. */
+static int write_deletions(indexer *ix, coll_seg *s, int *empty)
+{
+    *empty = 0;
+    int rc = fold_deletions(s);
+    if (rc || !s->del_dirty) return rc;
+    s->del_dirty = 0;
     char name[64];
     if (s->generation) {
         del_name(s->ref->id, s->generation, name, sizeof name);
-        int rc = doom(ix, name);
+        rc = doom(ix, name);
         if (rc) return rc;
     }
     if (s->deleted.n == index_segment_docs(s->ref->seg)) {
@@ -808,6 +834,28 @@ static int write_deletions(indexer *ix, coll_seg *s, int *empty)
     char path[1200];
     del_path(ix, s->ref->id, ++s->generation, path, sizeof path);
     return index_deletes_write(path, s->ref->id, s->generation, s->deleted.v, s->deleted.n);
+}
+
+/* Makes a refresh's segment file durable (the commit's fsync of the folder
+ * makes its name durable). */
+static int sync_segment(indexer *ix, coll_seg *s)
+{
+    char path[1200];
+    seg_path(ix, s->ref->id, path, sizeof path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int rc = fd < 0 || fdatasync(fd) != 0 ? HANU_ERR_IO : HANU_OK;
+    if (fd >= 0) close(fd);
+    if (rc) note_failure(ix, "cannot sync %s: %s", path, strerror(errno));
+    else s->unsynced = 0;
+    return rc;
+}
+
+/* The snapshots now cover txn: readers see it from the next acquire on. */
+static void published_upto(indexer *ix, uint64_t txn)
+{
+    if (txn <= atomic_load(&ix->visible_txn)) return;
+    atomic_store(&ix->visible_txn, txn);
+    if (ix->opt.on_publish) ix->opt.on_publish(ix->opt.publish_ctx, txn);
 }
 
 static int cmp_commit_seg(const void *a, const void *b)
@@ -1067,7 +1115,7 @@ static int merge_install(indexer *ix, merge_job *j)
         pthread_mutex_unlock(&ix->mu);
         if (!ok) return HANU_OK;
     }
-    coll_seg ns = { NULL, { NULL, 0, 0 }, { NULL, 0, 0 }, 0 };
+    coll_seg ns = { .ref = NULL };
     if (j->docs) {
         ns.ref = calloc(1, sizeof *ns.ref);
         if (!ns.ref) return HANU_ERR_NOMEM;
@@ -1156,13 +1204,15 @@ static int commit(indexer *ix)
     if (done) rc = merge_install(ix, done);
     job_free(done);
     for (size_t i = 0; i < ix->ndbs && !rc; i++)
-        if (ix->dbs[i]->npending) rc = apply_pending(ix, ix->dbs[i]);
+        if (ix->dbs[i]->npending) rc = apply_pending(ix, ix->dbs[i], 1);
     for (size_t i = 0; i < ix->ndbs && !rc; i++) {
         dbstate *d = ix->dbs[i];
         for (uint32_t j = 0; j < d->nsegs && !rc; j++) {
             int empty;
-            rc = write_deletions(ix, &d->segs[j], &empty);
+            if (d->segs[j].unsynced) rc = sync_segment(ix, &d->segs[j]);
+            if (!rc) rc = write_deletions(ix, &d->segs[j], &empty);
             if (rc || !empty) continue;
+            d->dirty = 1;   /* a refresh may have published it already, all deleted */
             coll_seg *s = &d->segs[j];
             seg_ref_release(s->ref);
             free(s->deleted.v);
@@ -1194,7 +1244,37 @@ static int commit(indexer *ix)
     ix->commits++;
     pthread_cond_broadcast(&ix->committed_cv);
     pthread_mutex_unlock(&ix->mu);
+    published_upto(ix, txn);
     return rc;
+}
+
+/* Publishes what the feed brought since the last publish, not durably (see the
+ * top of this file): no fdatasync, no deletion file, no COMMIT. */
+static int refresh(indexer *ix)
+{
+    uint64_t txn = ix->consumed;
+    int rc = HANU_OK;
+    for (size_t i = 0; i < ix->ndbs && !rc; i++) {
+        dbstate *d = ix->dbs[i];
+        if (d->npending) rc = apply_pending(ix, d, 0);
+        for (uint32_t j = 0; j < d->nsegs && !rc; j++) {
+            if (!d->segs[j].fresh.n) continue;
+            rc = fold_deletions(&d->segs[j]);
+            d->dirty = 1;
+        }
+    }
+    if (!rc) rc = publish_dirty(ix, txn);
+    if (rc) {
+        note_failure(ix, "refresh at txn %" PRIu64 " failed: %s; the indexer stops (a restart resumes "
+                     "from the last commit)", txn, hanu_status_str(rc));
+        return rc;
+    }
+    ix->pending_bytes = 0;
+    pthread_mutex_lock(&ix->mu);
+    ix->refreshes++;
+    pthread_mutex_unlock(&ix->mu);
+    published_upto(ix, txn);
+    return HANU_OK;
 }
 
 /* ------------------------------------------------------- the thread */
@@ -1220,13 +1300,22 @@ static void *indexer_main(void *arg)
                    (waited || ix->commit_asked || ix->pending_bytes > PENDING_BYTES_MAX ||
                     hanu_now_ns() - ix->last_commit_ns >= interval_ns)) ||
                   ix->job_state == JOB_DONE;   /* a finished merge goes in with a commit */
+        /* A refresh once the feed reaches what a reader waits for (or has no more). */
+        uint64_t visible = atomic_load(&ix->visible_txn);
+        int refresh_due = ix->refresh_wanted > visible && ix->consumed > visible &&
+                          (ix->consumed >= ix->refresh_wanted || !ix->feed_more);
         if (!rc && due) {
             ix->commit_asked = 0;
             pthread_mutex_unlock(&ix->mu);
             rc = commit(ix);
             pthread_mutex_lock(&ix->mu);
+        } else if (!rc && refresh_due) {
+            pthread_mutex_unlock(&ix->mu);
+            rc = refresh(ix);
+            pthread_mutex_lock(&ix->mu);
         } else if (!rc && !ix->feed_more &&
-                   !(got && ix->waiters && ix->wanted_txn > ix->consumed)) {
+                   !(got && ix->waiters && ix->wanted_txn > ix->consumed) &&
+                   !(got && ix->refresh_wanted > ix->consumed)) {
             /* Caught up: wait for the next poll (or a waiter) instead of coming back after
                every group commit's few records; what arrives meanwhile is read as one batch.
                A full batch is followed at once, so the lag under load stays bounded. */
@@ -1271,6 +1360,22 @@ int indexer_wait_txn(indexer *ix, uint64_t txn, uint32_t timeout_ms)
     return rc;
 }
 
+void indexer_refresh_upto(indexer *ix, uint64_t txn)
+{
+    if (txn <= atomic_load(&ix->visible_txn)) return;
+    pthread_mutex_lock(&ix->mu);
+    if (txn > ix->refresh_wanted) {
+        ix->refresh_wanted = txn;
+        pthread_cond_signal(&ix->wake);
+    }
+    pthread_mutex_unlock(&ix->mu);
+}
+
+uint64_t indexer_visible_txn(indexer *ix)
+{
+    return atomic_load(&ix->visible_txn);
+}
+
 void indexer_commit_now(indexer *ix)
 {
     pthread_mutex_lock(&ix->mu);
@@ -1303,8 +1408,10 @@ void indexer_get_stats(indexer *ix, indexer_stats *st)
                            ix->segments, ix->bytes, ix->live_docs, ix->commits, ix->rebuilt, ix->failed,
                            ix->merges, ix->merges_abandoned, ix->merge_bytes, ix->merge_docs,
                            ix->merge_ns / 1000000, ix->job_state != JOB_NONE, ix->rebuilding,
-                           ix->rebuild_target, "" };
+                           ix->rebuild_target, "", 0, 0 };
     snprintf(st->failure, sizeof st->failure, "%s", ix->failure);
+    st->visible_txn = atomic_load(&ix->visible_txn);
+    st->refreshes = ix->refreshes;
     pthread_mutex_unlock(&ix->mu);
 }
 
@@ -1509,6 +1616,7 @@ int indexer_open(store *st, const indexer_options *o, indexer **out, char *err, 
             say(ix, "COMMIT is at txn %" PRIu64 ", the watermark at %" PRIu64 "; resuming from the commit",
                 c.index_txn, watermark);
         rc = publish_dirty(ix, ix->committed_txn);
+        atomic_store(&ix->visible_txn, ix->committed_txn);
     }
     index_commit_free(&c);
     if (!rc) rc = store_feed_open(st, ix->committed_txn + 1, &ix->feed);

@@ -4,11 +4,19 @@
  * /c/{col}/docs, the listing by id.
  *
  * A request body is parsed and checked whole first (400 invalid_query with the
- * query module's message, which names the JSON path). One that asks for a
- * min_txn the index does not cover yet is held in srv->query_waits: the indexer
- * is asked to commit at once and a 2 ms loop timer looks at its txn, so the
- * event loop never blocks on the indexer; past --min-txn-wait-ms the answer is
- * 503 index_behind with the index's txn in the error object.
+ * query module's message, which names the JSON path). Fresh by default: a query
+ * sees every write acknowledged before it arrived. Its target is the store's
+ * last txn at arrival (every write answered so far, at any durability, is at or
+ * below it; on a follower, what it has applied), or its min_txn when higher;
+ * "fresh":false leaves only min_txn. When the index's published snapshots do
+ * not cover the target yet (one atomic load each: nothing else is paid when
+ * nothing was written since the last publish), the query is held in
+ * srv->query_waits: the indexer is asked for a refresh (a publish without a
+ * commit, indexer_refresh_upto) and wakes the loop when it has published; a
+ * 2 ms loop timer also looks, for the deadline. The event loop never blocks on
+ * the indexer; past --min-txn-wait-ms the answer is 503 index_behind with the
+ * index's txn in the error object. A get by id or the listing with ?min_txn=
+ * is held the same way until the store has applied that txn (a follower).
  *
  * Execution is the first, synchronous version, on the loop thread: index_find
  * narrows with the index and decides with filter_match on the stored bytes.
@@ -52,6 +60,7 @@ typedef struct query_req {
     aggs_spec *aggs;
     index_cursor *after;        /* _find, _search: resume after this position */
     uint64_t track_total;       /* _search: count exactly up to this many (INDEX_SEARCH_COUNT_ALL: all) */
+    int fresh;                  /* see every write acknowledged before the query (default 1) */
 } query_req;
 
 static void query_req_free(query_req *r)
@@ -103,7 +112,7 @@ static int parse_fields(http_call *c, const json_value *v, query_req *r)
     return 1;
 }
 
-/* The members each route takes, besides min_txn. */
+/* The members each route takes, besides min_txn and fresh. */
 static const char *const find_members[] = { "filter", "sort", "limit", "offset", "count", "after", "fields", NULL };
 static const char *const search_members[] = { "q", "fields", "filter", "limit", "offset", "after", "track_total",
                                                NULL };
@@ -113,7 +122,7 @@ static int known_member(const char *const *names, const char *key)
 {
     for (; *names; names++)
         if (!strcmp(*names, key)) return 1;
-    return !strcmp(key, "min_txn");
+    return !strcmp(key, "min_txn") || !strcmp(key, "fresh");
 }
 
 /* Parses the body in[0..len) of c's route into r (which points into in);
@@ -122,7 +131,7 @@ static int parse_query(http_call *c, query_req *r, const char *in, size_t len)
 {
     json_error je;
     query_error qe = { "" };
-    *r = (query_req){ .limit = QUERY_DEFAULT_LIMIT, .track_total = SEARCH_DEFAULT_TRACK_TOTAL };
+    *r = (query_req){ .limit = QUERY_DEFAULT_LIMIT, .track_total = SEARCH_DEFAULT_TRACK_TOTAL, .fresh = 1 };
     if (json_doc_parse(in, len, NULL, &r->dom, &je) != HANU_OK) {
         http_error(c, 400, "invalid_json", "%s", je.msg);
         return 0;
@@ -173,6 +182,9 @@ static int parse_query(http_call *c, query_req *r, const char *in, size_t len)
         } else if (!strcmp(k, "count")) {
             if (json_as_bool(v, &bval) != HANU_OK) { invalid_query(c, "count: must be true or false"); return 0; }
             r->count_only = bval;
+        } else if (!strcmp(k, "fresh")) {
+            if (json_as_bool(v, &bval) != HANU_OK) { invalid_query(c, "fresh: must be true or false"); return 0; }
+            r->fresh = bval;
         }
     }
     int rc = fv ? filter_parse_value(in, fv, "filter", &r->filter, &qe)
@@ -554,6 +566,8 @@ typedef struct query_wait {
     h2o_linklist_t link;
     http_call call;
     uint64_t min_txn, deadline_ns;
+    int on_store;                /* waits for the store to apply min_txn, not for the index */
+    void (*resume)(http_call *c);   /* runs the request once min_txn is reached */
     struct query_wait **guard;   /* in the request's pool; points back here until released */
 } query_wait;
 
@@ -590,46 +604,99 @@ static void index_behind(http_call *c, uint64_t min_txn, uint64_t itxn)
     hanu_buf_free(&b);
 }
 
-static void run_query(http_call *c, int waited);
-
-static void on_query_wait_poll(h2o_timeout_entry_t *entry)
+/* 503 store_behind: this node has not applied min_txn within --min-txn-wait-ms. */
+static void store_behind(http_call *c, uint64_t min_txn, uint64_t applied)
 {
-    server *srv = H2O_STRUCT_FROM_MEMBER(server, query_wait_entry, entry);
-    uint64_t itxn = indexer_txn(srv->indexer), now = hanu_now_ns();
-    indexer_stats st;
-    indexer_get_stats(srv->indexer, &st);
+    char msg[160];
+    snprintf(msg, sizeof msg, "this node has applied txn %llu, below min_txn %llu, after %u ms (--min-txn-wait-ms)",
+             (unsigned long long)applied, (unsigned long long)min_txn, c->srv->opt.min_txn_wait_ms);
+    hanu_buf b = {0};
+    http_error_json(&b, "store_behind", msg);
+    if (b.len >= 2) {
+        b.len -= 2;   /* reopen the error object for its applied_txn */
+        char tail[48];
+        int n = snprintf(tail, sizeof tail, ",\"applied_txn\":%llu}}", (unsigned long long)applied);
+        hanu_buf_append(&b, tail, (size_t)n);
+    }
+    c->srv->errors++;
+    http_send(c, 503, (const char *)b.data, b.len);
+    hanu_buf_free(&b);
+}
+
+static void run_query(http_call *c, int waited);
+static void resume_query(http_call *c) { run_query(c, 1); }
+
+/* Answers every held request whose txn is reached, whose deadline passed, or whose
+   index failed (loop thread). */
+static void poll_waits(server *srv)
+{
+    uint64_t itxn = srv->indexer ? indexer_visible_txn(srv->indexer) : 0, now = hanu_now_ns();
+    uint64_t applied = store_last_txn(srv->store);
+    int failed = srv->indexer && indexer_failed(srv->indexer);
     h2o_linklist_t *anchor = &srv->query_waits;
     for (h2o_linklist_t *n = anchor->next; n != anchor;) {
         query_wait *qw = H2O_STRUCT_FROM_MEMBER(query_wait, link, n);
         n = n->next;
-        if (itxn < qw->min_txn && !st.failed && now < qw->deadline_ns) continue;
+        uint64_t at = qw->on_store ? applied : itxn;
+        int dead = !qw->on_store && failed;
+        if (at < qw->min_txn && !dead && now < qw->deadline_ns) continue;
         release_wait(qw);
         http_call c = qw->call;
         uint64_t min_txn = qw->min_txn;
+        int on_store = qw->on_store;
+        void (*resume)(http_call *) = qw->resume;
         free(qw);
-        if (itxn >= min_txn) run_query(&c, 1);
-        else if (st.failed) http_error(&c, 503, "index_failed", "the indexer stopped after a failed write; "
-                                       "restart the server");
+        if (at >= min_txn) resume(&c);
+        else if (dead) http_error(&c, 503, "index_failed", "the indexer stopped after a failed write; "
+                                  "restart the server");
+        else if (on_store) store_behind(&c, min_txn, applied);
         else index_behind(&c, min_txn, itxn);
     }
-    if (!h2o_linklist_is_empty(anchor))
+}
+
+static void on_query_wait_poll(h2o_timeout_entry_t *entry)
+{
+    server *srv = H2O_STRUCT_FROM_MEMBER(server, query_wait_entry, entry);
+    poll_waits(srv);
+    if (!h2o_linklist_is_empty(&srv->query_waits) && !h2o_timeout_is_linked(&srv->query_wait_entry))
         h2o_timeout_link(srv->loop, &srv->query_wait_timeout, &srv->query_wait_entry);
 }
 
-/* Holds c until the index reaches min_txn; 0 and an answer sent when it cannot. */
-static int hold_query(http_call *c, uint64_t min_txn)
+void http_query_wake(server *srv)
+{
+    if (srv->query_waits.next && !h2o_linklist_is_empty(&srv->query_waits)) poll_waits(srv);
+}
+
+/* Holds c until min_txn is reached (by the index's published snapshots, or with
+   on_store by the store), then calls resume(c); 0 and an answer sent when it cannot. */
+static int hold_until(http_call *c, uint64_t min_txn, int on_store, void (*resume)(http_call *c))
 {
     server *srv = c->srv;
     query_wait *qw = malloc(sizeof *qw);
     if (!qw) { http_error(c, 500, "internal", "out of memory"); return 0; }
-    *qw = (query_wait){ .call = *c, .min_txn = min_txn,
+    *qw = (query_wait){ .call = *c, .min_txn = min_txn, .on_store = on_store, .resume = resume,
                         .deadline_ns = c->start_ns + (uint64_t)srv->opt.min_txn_wait_ms * 1000000u };
     qw->guard = h2o_mem_alloc_shared(&c->req->pool, sizeof *qw->guard, on_wait_req_gone);
     *qw->guard = qw;
     h2o_linklist_insert(&srv->query_waits, &qw->link);
-    indexer_commit_now(srv->indexer);
+    if (!on_store) indexer_refresh_upto(srv->indexer, min_txn);
     if (!h2o_timeout_is_linked(&srv->query_wait_entry))
         h2o_timeout_link(srv->loop, &srv->query_wait_timeout, &srv->query_wait_entry);
+    return 1;
+}
+
+static int hold_query(http_call *c, uint64_t min_txn)
+{
+    return hold_until(c, min_txn, 0, resume_query);
+}
+
+int http_hold_for_store(http_call *c, uint64_t min_txn, void (*resume)(http_call *c))
+{
+    if (c->srv->stopping) {
+        http_error(c, 503, "shutting_down", "the server is shutting down");
+        return 1;
+    }
+    hold_until(c, min_txn, 1, resume);
     return 1;
 }
 
@@ -678,7 +745,7 @@ static void task_run(query_job *job)
     c.answer = &t->answer;
     if (c.route == ROUTE_DOC_LIST) { list_docs(&c, t->db, &t->list); return; }
     indexer *ix = c.srv->indexer;
-    uint64_t itxn = indexer_txn(ix);   /* read before the snapshot: it covers it */
+    uint64_t itxn = indexer_visible_txn(ix);   /* read before the snapshot: it covers it */
     index_snapshot *snap = index_snapshot_acquire(ix, t->db);
     if (c.route == ROUTE_FIND) run_find(&c, &t->r, itxn, snap);
     else if (c.route == ROUTE_SEARCH) run_search(&c, &t->r, itxn, snap);
@@ -803,6 +870,17 @@ static uint64_t body_min_txn(h2o_req_t *req)
     return (uint64_t)n;
 }
 
+/* The txn of the newest write that may have been acknowledged: the store's last
+   txn (a `none` answer leaves once its frame is written, `local` and `bucket` ones
+   later; on a follower, the last txn applied). Not above the newest record while
+   no write was made since the start: a start after a crash may number on above
+   txns that no record has, which the index never reaches until a write. */
+static uint64_t fresh_target(server *srv)
+{
+    uint64_t t = store_last_txn(srv->store);
+    return t > srv->fresh_start_txn ? t : HANU_MIN(t, srv->fresh_start_record);
+}
+
 static void run_query(http_call *c, int waited)
 {
     server *srv = c->srv;
@@ -811,6 +889,13 @@ static void run_query(http_call *c, int waited)
         return;
     }
     uint32_t db;
+    if (!waited && c->route == ROUTE_DOC_LIST) {
+        /* Read-your-writes on a follower: the listing reads the store, held until it
+           has applied min_txn. */
+        uint64_t min_txn;
+        if (!http_param_min_txn(c, &min_txn)) return;
+        if (min_txn > store_last_txn(srv->store)) { http_hold_for_store(c, min_txn, resume_query); return; }
+    }
     if (!waited && srv->indexer && c->route != ROUTE_DOC_LIST &&
         docs_collection_lookup(srv->store, c->col, strlen(c->col), &db) == HANU_ERR_NOT_FOUND) {
         /* A follower may not yet have replayed the collection's creation: with a
@@ -829,7 +914,7 @@ static void run_query(http_call *c, int waited)
             return;
         }
         uint64_t last = store_last_record_txn(srv->store);
-        if (!waited && indexer_txn(srv->indexer) < last) {
+        if (!waited && indexer_visible_txn(srv->indexer) < last) {
             if (srv->stopping) http_error(c, 503, "shutting_down", "the server is shutting down");
             else hold_query(c, last);
             return;
@@ -866,7 +951,11 @@ static void run_query(http_call *c, int waited)
     t->body[len] = '\0';
     if (!parse_query(c, &t->r, t->body, len)) { task_free(t); return; }
     uint64_t min_txn = t->r.min_txn;
-    if (min_txn > indexer_txn(srv->indexer) && !waited) {
+    if (t->r.fresh) {
+        uint64_t acked = fresh_target(srv);
+        if (acked > min_txn) min_txn = acked;
+    }
+    if (!waited && min_txn > indexer_visible_txn(srv->indexer)) {
         /* Held on the loop, not on a worker: a wait costs a list entry, never a thread. */
         task_free(t);
         if (srv->stopping) http_error(c, 503, "shutting_down", "the server is shutting down");

@@ -63,6 +63,9 @@ typedef struct server {
     int writer_live;                /* start-up refused: another writer extended the chain just now */
     uint64_t rebuild_started_ns;
     _Atomic int store_failed;
+    /* The store's last txn and newest record when it opened: fresh queries never wait
+       for the txns a restart numbered over (http_query.c, fresh_target). */
+    uint64_t fresh_start_txn, fresh_start_record;
     waiters waits;                  /* answers of both faces held for a watermark (loop thread) */
     auth_tokens tokens;             /* --tokens, for both faces (tokens.h); n 0: auth is off */
 
@@ -247,6 +250,8 @@ void server_unlisten(h2o_socket_t **sock);
 int http_bind(server *srv, char *err, size_t errcap);
 int http_start(server *srv, char *err, size_t errcap);
 void http_shutdown_begin(server *srv);
+/* The index published more: answers the queries held for it (loop thread, http_query.c). */
+void http_query_wake(server *srv);
 size_t http_busy(server *srv);
 void http_stop(server *srv);
 
