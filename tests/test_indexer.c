@@ -524,13 +524,15 @@ static void test_refresh_publishes_without_commit(void)
 
 #define FIND_DOCS 500
 
-static const char *const fields[] = { "n", "tag", "flag", "arr", "obj.x", "none" };
+/* arr.0: a position, which the index leaves to the documents (and [[7]] to the whole-element rule) */
+static const char *const fields[] = { "n", "tag", "flag", "arr", "obj.x", "none", "arr.0" };
+#define NFIELDS 7
 
 /* A scalar operand of the kind that field holds (sometimes of another kind). */
 static int operand(char *out, size_t cap, int field)
 {
-    switch (rnd() % 9 == 0 ? (int)(rnd() % 4) : field) {
-    case 0: case 3: case 4: return snprintf(out, cap, "%d", (int)(rnd() % 24) - 2);
+    switch (rnd() % 9 == 0 ? (int)(rnd() % 4) : field == 6 && rnd() % 5 == 0 ? 5 : field) {
+    case 0: case 3: case 4: case 6: return snprintf(out, cap, "%d", (int)(rnd() % 24) - 2);
     case 1: return snprintf(out, cap, "\"t%u\"", rnd() % 8);
     case 2: return snprintf(out, cap, rnd() % 2 ? "true" : "false");
     default: return snprintf(out, cap, rnd() % 2 ? "null" : "\"x\"");
@@ -542,10 +544,10 @@ static int gen_filter(char *out, size_t cap, int depth);
 static int gen_clause(char *out, size_t cap, int depth, unsigned *used)
 {
     static const char *const ops[] = { "$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists" };
-    int field = (int)(rnd() % 6), len = 0;
+    int field = (int)(rnd() % NFIELDS), len = 0;
     char v[64];
     unsigned pick = rnd() % 12, logic_pick = pick == 0 ? rnd() % 2 : 2;
-    unsigned key = depth < 3 && pick < 2 ? 1u << (6 + logic_pick) : 1u << field;
+    unsigned key = depth < 3 && pick < 2 ? 1u << (NFIELDS + logic_pick) : 1u << field;
     if (*used & key) return 0;
     *used |= key;
     if (depth < 3 && pick < 2) {
@@ -664,7 +666,11 @@ static void test_find_equals_filter_match(void)
             if (d[len - 1] == ':') len += snprintf(d + len, 256 - (size_t)len, "%d", (int)(rnd() % 20));
             if (rnd() % 8) len += snprintf(d + len, 256 - (size_t)len, ",\"tag\":\"t%u\"", rnd() % 7);
             if (rnd() % 2) len += snprintf(d + len, 256 - (size_t)len, ",\"flag\":%s", rnd() % 3 ? "true" : "null");
-            if (rnd() % 2) len += snprintf(d + len, 256 - (size_t)len, ",\"arr\":[%u,%u]", rnd() % 20, rnd() % 20);
+            unsigned shape = rnd() % 8;   /* the null rule and nested arrays: [null], [], [[x],y] */
+            if (shape < 4) len += snprintf(d + len, 256 - (size_t)len, ",\"arr\":[%u,%u]", rnd() % 20, rnd() % 20);
+            else if (shape == 4) len += snprintf(d + len, 256 - (size_t)len, ",\"arr\":[[%u],%u]", rnd() % 20, rnd() % 20);
+            else if (shape == 5) len += snprintf(d + len, 256 - (size_t)len, ",\"arr\":%s", rnd() % 2 ? "[null]" : "[]");
+            else if (shape == 6) len += snprintf(d + len, 256 - (size_t)len, ",\"arr\":null");
             if (rnd() % 2) len += snprintf(d + len, 256 - (size_t)len, ",\"obj\":{\"x\":%u}", rnd() % 20);
             else if (rnd() % 3 == 0) len += snprintf(d + len, 256 - (size_t)len, ",\"obj\":[{\"x\":%u},{\"x\":3}]", rnd() % 20);
             snprintf(d + len, 256 - (size_t)len, "}");

@@ -265,9 +265,32 @@ static void find_failed(http_call *c, int rc, const query_error *qe)
     else http_error(c, 500, "internal", "query failed: %s", hanu_status_str(rc));
 }
 
+static size_t write_projection(json_writer *w, const char *in, const json_value *v, const char *const *paths,
+                               const size_t *lens, size_t n, int skip_id);
+
+/* An array on a projected path, as MongoDB's find projection gives it: object
+ * elements projected, array elements projected the same way in turn, other
+ * elements left out ({"a":[[1,{"x":2}],{"x":3},5]} with a.x: {"a":[[{"x":2}],{"x":3}]}). */
+static void write_projected_array(json_writer *w, const char *in, const json_value *arr, const char *const *paths,
+                                  const size_t *lens, size_t n)
+{
+    json_write_array_begin(w);
+    for (size_t e = 0; e < json_len(arr); e++) {
+        const json_value *x = json_at(arr, e);
+        if (x->type == JSON_ARRAY) {
+            write_projected_array(w, in, x, paths, lens, n);
+        } else if (x->type == JSON_OBJECT) {
+            json_write_object_begin(w);
+            write_projection(w, in, x, paths, lens, n, 0);
+            json_write_object_end(w);
+        }
+    }
+    json_write_array_end(w);
+}
+
 /* Writes the members of v that the fields (dotted paths, relative to v) name;
  * objects on the way are kept with only what is below them, arrays with their
- * object elements projected. Returns the number of members written. */
+ * object and array elements projected. Returns the number of members written. */
 static size_t write_projection(json_writer *w, const char *in, const json_value *v, const char *const *paths,
                                const size_t *lens, size_t n, int skip_id)
 {
@@ -297,14 +320,7 @@ static size_t write_projection(json_writer *w, const char *in, const json_value 
             wrote++;
         } else if (nsub && m->type == JSON_ARRAY) {
             json_write_key(w, m->key, m->key_len);
-            json_write_array_begin(w);
-            for (size_t e = 0; e < json_len(m); e++) {
-                if (json_at(m, e)->type != JSON_OBJECT) continue;
-                json_write_object_begin(w);
-                write_projection(w, in, json_at(m, e), sub, sublen, nsub, 0);
-                json_write_object_end(w);
-            }
-            json_write_array_end(w);
+            write_projected_array(w, in, m, sub, sublen, nsub);
             wrote++;
         }
     }
