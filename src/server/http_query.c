@@ -1028,6 +1028,7 @@ void http_index_status(server *srv, json_writer *w)
     const server_json_field f[] = {
         { "index_txn", st.index_txn }, { "lag_txns", st.lag_txns }, { "segments", st.segments },
         { "bytes", st.bytes }, { "live_docs", st.live_docs }, { "commits", st.commits },
+        { "visible_txn", st.visible_txn }, { "refreshes", st.refreshes },
     };
     server_json_fields(w, f, sizeof f / sizeof *f);
     json_write_key(w, "failed", 6);
@@ -1111,13 +1112,16 @@ void http_index_metrics(server *srv, hanu_buf *b)
         { "hanudb_index_segments", "gauge", "Segments of the documents index, every collection." },
         { "hanudb_index_bytes", "gauge", "Bytes of the index's segments." },
         { "hanudb_index_commits_total", "counter", "Commits of the indexer since the start." },
+        { "hanudb_index_visible_txn", "gauge", "Every txn up to it is in the snapshots queries read (commits and refreshes)." },
+        { "hanudb_index_refreshes_total", "counter", "Publishes without a commit, asked by fresh queries." },
         { "hanudb_filter_cache_hits_total", "counter", "Filter bitmaps found in the cache." },
         { "hanudb_filter_cache_misses_total", "counter", "Filter bitmaps built from postings or columns." },
         { "hanudb_filter_cache_bytes", "gauge", "Bytes held by the filter bitmap cache." },
     };
     index_bitset_cache_stats cs;
     index_bitset_cache_get_stats(&cs);
-    const uint64_t v[] = { st.index_txn, st.lag_txns, st.segments, st.bytes, st.commits, cs.hits, cs.misses, cs.bytes };
+    const uint64_t v[] = { st.index_txn, st.lag_txns, st.segments, st.bytes, st.commits, st.visible_txn, st.refreshes,
+                           cs.hits, cs.misses, cs.bytes };
     u64_families(b, fam, v, sizeof v / sizeof *v);
     http_index_more_metrics(srv, b);
     query_metrics(srv, b);
