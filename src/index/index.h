@@ -218,6 +218,9 @@ typedef struct index_merge_input {
 } index_merge_input;
 int index_merge_write(const index_merge_input *in, uint32_t n, const char *path, uint32_t **map,
                       uint32_t *docs_out);
+/* The same without the fdatasync when sync is 0 (refresh segments merged). */
+int index_merge_write_ex(const index_merge_input *in, uint32_t n, const char *path, uint32_t **map,
+                         uint32_t *docs_out, int sync);
 
 /* The merge policy: which segments of one collection to merge next.
  * DEFAULT is tiered (log-structured): segments fall in tiers by live size

@@ -1381,6 +1381,97 @@ static void *commit_main(void *arg)
     return NULL;
 }
 
+/* Refresh segments pile up: one a refresh, about 100 a second under a write load
+ * with fresh queries, faster than merges (installed at commits) fold them. So
+ * among the segments no COMMIT names yet, TAIL_FACTOR of one size class (docs,
+ * in powers of TAIL_FACTOR) are merged at once into one, itself unsynced: a
+ * collection holds a few of them per power of TAIL_FACTOR of what was written
+ * since the last commit, and a document is rewritten once per class it climbs. */
+#define TAIL_FACTOR 4
+#define TAIL_CLASSES 16
+
+static uint32_t size_class(uint32_t docs)
+{
+    uint32_t c = 0;
+    while (docs >= TAIL_FACTOR && c < TAIL_CLASSES - 1) {
+        docs /= TAIL_FACTOR;
+        c++;
+    }
+    return c;
+}
+
+/* Merges segments at[0..n) of d (unsynced, their deletions folded) into one
+ * unsynced segment; their files go with their last reader (no COMMIT names them). */
+static int merge_now(indexer *ix, dbstate *d, const uint32_t *at, uint32_t n)
+{
+    index_merge_input in[TAIL_FACTOR];
+    uint32_t *map[TAIL_FACTOR] = {0}, docs = 0;
+    int rc = HANU_OK;
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        const coll_seg *s = &d->segs[at[i]];
+        in[i] = (index_merge_input){ s->ref->seg, s->deleted.v, s->deleted.n };
+        uint32_t nd = index_segment_docs(s->ref->seg);
+        if (!(map[i] = malloc((nd ? nd : 1) * sizeof **map))) rc = HANU_ERR_NOMEM;
+    }
+    uint64_t id = ix->next_file++;
+    char path[1200], err[256] = "";
+    seg_path(ix, id, path, sizeof path);
+    coll_seg ns = { .ref = NULL, .unsynced = 1 };
+    if (!rc) rc = index_merge_write_ex(in, n, path, map, &docs, 0);
+    if (!rc && docs) {
+        index_segment *seg = NULL;
+        rc = index_segment_open(path, &seg, err, sizeof err);
+        if (!rc && !(ns.ref = calloc(1, sizeof *ns.ref))) {
+            index_segment_close(seg);
+            rc = HANU_ERR_NOMEM;
+        }
+        if (!rc) {
+            ns.ref->seg = seg;
+            ns.ref->id = id;
+            atomic_init(&ns.ref->refs, 1);
+        }
+    } else if (!rc) {
+        unlink(path);
+    }
+    for (uint32_t i = 0; i < n && !rc && ns.ref; i++) rc = move_input(d, &d->segs[at[i]], map[i], &ns);
+    for (uint32_t i = 0; i < n; i++) free(map[i]);
+    if (rc) {
+        if (ns.ref) seg_ref_release(ns.ref);
+        free(ns.fresh.v);
+        note_failure(ix, "cannot merge refresh segments into %s: %s %s", path, hanu_status_str(rc), err);
+        return rc;
+    }
+    for (uint32_t i = n; i-- > 0;) {   /* at is increasing: from the back, the indexes stay right */
+        coll_seg *s = &d->segs[at[i]];
+        char old[1200];
+        seg_path(ix, s->ref->id, old, sizeof old);
+        s->ref->unlink_path = strdup(old);
+        seg_ref_release(s->ref);
+        free(s->deleted.v);
+        free(s->fresh.v);
+        memmove(s, s + 1, (size_t)(d->segs + d->nsegs - s - 1) * sizeof *s);
+        d->nsegs--;
+    }
+    if (ns.ref) d->segs[d->nsegs++] = ns;   /* room: n >= 2 left; the newest id goes last */
+    d->dirty = 1;
+    return HANU_OK;
+}
+
+static int merge_tail(indexer *ix, dbstate *d)
+{
+    for (;;) {
+        uint32_t count[TAIL_CLASSES] = {0}, at[TAIL_FACTOR], n = 0, c;
+        for (uint32_t k = 0; k < d->nsegs; k++)
+            if (d->segs[k].unsynced) count[size_class(index_segment_docs(d->segs[k].ref->seg))]++;
+        for (c = 0; c < TAIL_CLASSES && count[c] < TAIL_FACTOR; c++) {}
+        if (c == TAIL_CLASSES) return HANU_OK;
+        for (uint32_t k = 0; k < d->nsegs && n < TAIL_FACTOR; k++)
+            if (d->segs[k].unsynced && size_class(index_segment_docs(d->segs[k].ref->seg)) == c) at[n++] = k;
+        int rc = merge_now(ix, d, at, n);
+        if (rc) return rc;
+    }
+}
+
 /* Publishes what the feed brought since the last publish, not durably (see the
  * top of this file): no fdatasync, no deletion file, no COMMIT. */
 static int refresh(indexer *ix)
@@ -1395,6 +1486,7 @@ static int refresh(indexer *ix)
             rc = fold_deletions(&d->segs[j]);
             d->dirty = 1;
         }
+        if (!rc && d->dirty) rc = merge_tail(ix, d);
     }
     if (!rc) rc = publish_dirty(ix, txn);
     if (rc) {

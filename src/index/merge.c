@@ -86,13 +86,19 @@ static int copy_postings(index_builder *b, const index_segment *seg, const uint3
 int index_merge_write(const index_merge_input *in, uint32_t n, const char *path, uint32_t **map,
                       uint32_t *docs_out)
 {
+    return index_merge_write_ex(in, n, path, map, docs_out, 1);
+}
+
+int index_merge_write_ex(const index_merge_input *in, uint32_t n, const char *path, uint32_t **map,
+                         uint32_t *docs_out, int sync)
+{
     index_builder *b = index_builder_new();
     if (!b) return HANU_ERR_NOMEM;
     uint32_t next = 0;
     int rc = HANU_OK;
     for (uint32_t i = 0; i < n && !rc; i++) rc = copy_documents(b, &in[i], map[i], &next);
     for (uint32_t i = 0; i < n && !rc; i++) rc = copy_postings(b, in[i].seg, map[i]);
-    if (!rc) rc = index_builder_write(b, path);
+    if (!rc) rc = index_builder_write_ex(b, path, sync);
     index_builder_free(b);
     if (!rc && docs_out) *docs_out = next;
     return rc;
