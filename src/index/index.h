@@ -597,6 +597,10 @@ struct roaring_bitmap_s *index_bitset_cache_get(const index_segment *seg, const 
 void index_bitset_cache_put(const index_segment *seg, const uint8_t *key, size_t len,
                             const struct roaring_bitmap_s *bm);
 void index_bitset_cache_forget(const index_segment *seg);
+/* Where the cache keeps the list of a segment's entries, so that forgetting a
+ * segment (every close: refresh segments come and go by the hundred) walks its
+ * own entries, not the whole cache. */
+void **index_segment_cache_slot(const index_segment *seg);
 typedef struct index_bitset_cache_stats {
     uint64_t hits, misses, bytes, entries, max_bytes;
 } index_bitset_cache_stats;

@@ -581,7 +581,7 @@ static void list_docs(http_call *c, uint32_t db, const list_req *lr)
 typedef struct query_wait {
     h2o_linklist_t link;
     http_call call;
-    uint64_t min_txn, deadline_ns;
+    uint64_t min_txn, deadline_ns, held_ns;
     int on_store;                /* waits for the store to apply min_txn, not for the index */
     void (*resume)(http_call *c);   /* runs the request once min_txn is reached */
     struct query_wait **guard;   /* in the request's pool; points back here until released */
@@ -660,6 +660,8 @@ static void poll_waits(server *srv)
         http_call c = qw->call;
         uint64_t min_txn = qw->min_txn;
         int on_store = qw->on_store;
+        srv->query_held++;
+        srv->query_held_ns += now - qw->held_ns;
         void (*resume)(http_call *) = qw->resume;
         free(qw);
         if (at >= min_txn) resume(&c);
@@ -691,6 +693,7 @@ static int hold_until(http_call *c, uint64_t min_txn, int on_store, void (*resum
     query_wait *qw = malloc(sizeof *qw);
     if (!qw) { http_error(c, 500, "internal", "out of memory"); return 0; }
     *qw = (query_wait){ .call = *c, .min_txn = min_txn, .on_store = on_store, .resume = resume,
+                        .held_ns = hanu_now_ns(),
                         .deadline_ns = c->start_ns + (uint64_t)srv->opt.min_txn_wait_ms * 1000000u };
     qw->guard = h2o_mem_alloc_shared(&c->req->pool, sizeof *qw->guard, on_wait_req_gone);
     *qw->guard = qw;
@@ -1055,6 +1058,7 @@ void http_index_status(server *srv, json_writer *w)
         { "threads", qs.threads }, { "queue_cap", qs.queue_cap }, { "queued", qs.queued },
         { "running", qs.running }, { "jobs", qs.jobs }, { "rejected", qs.rejected },
         { "cancelled", qs.cancelled }, { "busy_ms", qs.busy_ns / 1000000 }, { "wait_ms", qs.wait_ns / 1000000 },
+        { "held", srv->query_held }, { "held_us", srv->query_held_ns / 1000 },
     };
     server_json_fields(w, q, sizeof q / sizeof *q);
     json_write_object_end(w);
@@ -1085,14 +1089,16 @@ static void query_metrics(server *srv, hanu_buf *b)
         { "hanudb_query_rejected_total", "counter", "Queries answered 503 overloaded: the queue was full." },
         { "hanudb_query_cancelled_total", "counter", "Queries whose client left before the answer." },
         { "hanudb_query_inline_total", "counter", "Queries run on the event loop as cheap enough (--query-inline-postings)." },
+        { "hanudb_query_held_total", "counter", "Queries held until the index covered their writes (fresh or min_txn)." },
         { "hanudb_query_busy_seconds_total", "counter", "Time the workers spent running queries." },
         { "hanudb_query_wait_seconds_total", "counter", "Time queries spent waiting for a worker." },
+        { "hanudb_query_held_seconds_total", "counter", "Time queries spent held until the index covered their writes." },
     };
     const uint64_t v[] = { qs.threads, qs.queue_cap, qs.queued, qs.running, qs.jobs, qs.rejected, qs.cancelled,
-                           srv->query_inline };
+                           srv->query_inline, srv->query_held };
     u64_families(b, fam, v, sizeof v / sizeof *v);
-    const double secs[] = { (double)qs.busy_ns / 1e9, (double)qs.wait_ns / 1e9 };
-    for (size_t i = 0; i < 2; i++) {
+    const double secs[] = { (double)qs.busy_ns / 1e9, (double)qs.wait_ns / 1e9, (double)srv->query_held_ns / 1e9 };
+    for (size_t i = 0; i < 3; i++) {
         const metric_family *f = &fam[sizeof v / sizeof *v + i];
         char line[512];
         int len = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %.6f\n", f->name, f->help,

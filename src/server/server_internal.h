@@ -130,6 +130,7 @@ typedef struct server {
     struct query_pool *query_pool;  /* the query workers (http_query.c); NULL: queries run on the loop */
     h2o_linklist_t query_tasks;     /* queries in the pool, checked for clients that left */
     uint64_t query_inline;          /* queries run on the loop as cheap enough (--query-inline-postings) */
+    uint64_t query_held, query_held_ns;   /* queries held for the index (fresh or min_txn), and how long */
     h2o_timeout_t query_check_timeout;
     h2o_timeout_entry_t query_check_entry;
     struct http_exports *exports;   /* exports running on their threads (http_export.c) */
