@@ -262,7 +262,8 @@ struct indexer {
     uint64_t wanted_txn;         /* the highest txn a waiter waits for */
     uint64_t refresh_wanted;     /* publish at least up to here as soon as the feed has it */
     uint64_t refreshes;
-    int waiters, commit_asked, stop, failed, rebuilt, rebuilding;
+    int waiters, commit_asked, stop, rebuilt, rebuilding;
+    _Atomic int failed;          /* set under mu; read without it by indexer_failed (every query) */
     pthread_t thread;
     int started;
     _Atomic uint64_t visible_txn; /* every record up to it is in the published snapshots */
@@ -910,7 +911,7 @@ static int sync_segment(indexer *ix, uint64_t id)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     int rc = fd < 0 || fdatasync(fd) != 0 ? HANU_ERR_IO : HANU_OK;
     if (fd >= 0) close(fd);
-    if (rc) note_failure(ix, "cannot sync %s: %s", path, strerror(errno));
+    if (rc) note_failure(ix, "cannot write %s durably (fdatasync): %s", path, strerror(errno));
     return rc;
 }
 
@@ -1330,8 +1331,10 @@ static int commit_durable(indexer *ix, durable_job *j)
         char path[1200];
         del_path(ix, j->dels[i].seg, j->dels[i].generation, path, sizeof path);
         rc = index_deletes_write(path, j->dels[i].seg, j->dels[i].generation, j->dels[i].ords, j->dels[i].n);
+        if (rc) note_failure(ix, "cannot write %s: %s", path, hanu_status_str(rc));
     }
-    if (!rc) rc = index_commit_write(ix->dir, &j->commit);
+    if (!rc && (rc = index_commit_write(ix->dir, &j->commit)) != HANU_OK)
+        note_failure(ix, "cannot write %s/COMMIT: %s", ix->dir, hanu_status_str(rc));
     if (!rc) {
         char path[1200];
         for (size_t i = 0; i < j->ndoomed; i++) {
@@ -1620,10 +1623,7 @@ uint64_t indexer_txn(indexer *ix)
 
 int indexer_failed(indexer *ix)
 {
-    pthread_mutex_lock(&ix->mu);
-    int failed = ix->failed;
-    pthread_mutex_unlock(&ix->mu);
-    return failed;
+    return atomic_load(&ix->failed);
 }
 
 void indexer_get_stats(indexer *ix, indexer_stats *st)
