@@ -776,8 +776,9 @@ static int feed_step(indexer *ix, size_t *got)
 /* ------------------------------------------------------- the commit */
 
 /* Turns d's pending versions into deletions of what they replace and one new
- * segment (written without fdatasync when !sync: a refresh's). */
-static int apply_pending(indexer *ix, dbstate *d, int sync)
+ * segment, written without fdatasync: the commit that first names it syncs it
+ * (on the commit thread). */
+static int apply_pending(indexer *ix, dbstate *d)
 {
     index_builder *b = NULL;
     uint32_t nput = 0;
@@ -803,10 +804,10 @@ static int apply_pending(indexer *ix, dbstate *d, int sync)
         char path[1200], err[256];
         seg_path(ix, id, path, sizeof path);
         index_segment *seg = NULL;
-        rc = index_builder_write_ex(b, path, sync);
+        rc = index_builder_write_ex(b, path, 0);
         if (!rc) rc = index_segment_open(path, &seg, err, sizeof err);
         if (!rc) rc = seg_add(d, seg, id, NULL, 0, 0);
-        if (!rc) d->segs[d->nsegs - 1].unsynced = !sync;
+        if (!rc) d->segs[d->nsegs - 1].unsynced = 1;
         if (rc) note_failure(ix, "cannot write %s: %s", path, hanu_status_str(rc));
     }
     index_builder_free(b);
@@ -1266,7 +1267,7 @@ static int commit(indexer *ix)
     if (done) rc = merge_install(ix, done);
     job_free(done);
     for (size_t i = 0; i < ix->ndbs && !rc; i++)
-        if (ix->dbs[i]->npending) rc = apply_pending(ix, ix->dbs[i], 0);
+        if (ix->dbs[i]->npending) rc = apply_pending(ix, ix->dbs[i]);
     for (size_t i = 0; i < ix->ndbs && !rc; i++) {
         dbstate *d = ix->dbs[i];
         for (uint32_t k = 0; k < d->nsegs && !rc; k++) {
@@ -1483,7 +1484,7 @@ static int refresh(indexer *ix)
     int rc = HANU_OK;
     for (size_t i = 0; i < ix->ndbs && !rc; i++) {
         dbstate *d = ix->dbs[i];
-        if (d->npending) rc = apply_pending(ix, d, 0);
+        if (d->npending) rc = apply_pending(ix, d);
         for (uint32_t j = 0; j < d->nsegs && !rc; j++) {
             if (!d->segs[j].fresh.n) continue;
             rc = fold_deletions(&d->segs[j]);
