@@ -176,6 +176,7 @@ typedef struct dbstate {
     uint32_t db;
     int kind;                    /* enum store_db_kind, or KIND_UNKNOWN */
     int dirty;                   /* publish a new snapshot at the next commit */
+    int refreshed;               /* changed by the refresh under way: its refresh segments may merge */
     uint32_t epoch;              /* counts resets (drop, create): a merge of an older epoch is void */
     coll_seg *segs;              /* increasing id */
     uint32_t nsegs, segcap;
@@ -1490,7 +1491,20 @@ static int refresh(indexer *ix)
             rc = fold_deletions(&d->segs[j]);
             d->dirty = 1;
         }
-        if (!rc && d->dirty) rc = merge_tail(ix, d);
+        d->refreshed = d->dirty;
+    }
+    if (!rc) rc = publish_dirty(ix, txn);
+    if (!rc) {
+        ix->pending_bytes = 0;
+        pthread_mutex_lock(&ix->mu);
+        ix->refreshes++;
+        pthread_mutex_unlock(&ix->mu);
+        published_upto(ix, txn);   /* the readers held for txn go now, before the merges below */
+    }
+    /* Then the refresh segments merged among themselves, published again (the same txn). */
+    for (size_t i = 0; i < ix->ndbs && !rc; i++) {
+        if (ix->dbs[i]->refreshed) rc = merge_tail(ix, ix->dbs[i]);
+        ix->dbs[i]->refreshed = 0;
     }
     if (!rc) rc = publish_dirty(ix, txn);
     if (rc) {
@@ -1498,11 +1512,6 @@ static int refresh(indexer *ix)
                      "from the last commit)", txn, hanu_status_str(rc));
         return rc;
     }
-    ix->pending_bytes = 0;
-    pthread_mutex_lock(&ix->mu);
-    ix->refreshes++;
-    pthread_mutex_unlock(&ix->mu);
-    published_upto(ix, txn);
     return HANU_OK;
 }
 
