@@ -91,6 +91,7 @@ ASAN_E2E += e2e_bucket.py e2e_dump.py e2e_snapshot.py e2e_restore.py e2e_retain.
 ASAN_E2E += e2e_follow.py e2e_behind.py e2e_takeover.py
 ASAN_E2E += e2e_resp.py e2e_resp_kill.py
 ASAN_E2E += e2e_ndjson.py e2e_expire.py
+ASAN_E2E += e2e_fresh.py
 
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 \

@@ -92,6 +92,7 @@ struct config {
     uint64_t seed;
     unsigned mix[N_OPS];          /* read weights; mix[OP_INSERT] unused */
     int search_zipf;
+    int stale;                    /* --fresh off: finds and searches send "fresh":false */
     int verify;                   /* compare every get's body with the document */
     int json;
 };
@@ -442,10 +443,11 @@ static void usage(FILE *out)
     fputs("usage: docbench [--url http://HOST:PORT] [--phase write|read|all] [--duration S]\n"
           "                [--clients N] [--collection NAME] [--seed N]\n"
           "                [--durability local|none|bucket] [--mix get=W,find=W,search=W]\n"
-          "                [--search-words uniform|zipf] [--ids FILE] [--verify] [--json]\n"
+          "                [--search-words uniform|zipf] [--fresh on|off] [--ids FILE] [--verify] [--json]\n"
           "defaults: --url http://127.0.0.1:8080, --phase all, --duration 20 (per phase),\n"
           "  --clients 32, --collection bench, --seed 1, --durability local, --mix get=100,\n"
-          "  --search-words uniform. --ids FILE: the write phase saves the ids it got there\n"
+          "  --search-words uniform, --fresh on (off: finds and searches send \"fresh\":false and\n"
+          "  answer from the index as it is, without waiting for the writes before them). --ids FILE: the write phase saves the ids it got there\n"
           "  (INDEX<tab>ID a line); --phase read with get in the mix loads them from there (use\n"
           "  the same --seed). --verify: every get's body must be the document written, with\n"
           "  its \"_id\" first. Progress goes to stderr every second; the table to stdout (stderr with\n"
@@ -590,6 +592,10 @@ static int parse_args(int argc, char **argv, struct config *c)
         } else if (strcmp(a, "--search-words") == 0) {
             if (strcmp(v, "uniform") == 0) c->search_zipf = 0;
             else if (strcmp(v, "zipf") == 0) c->search_zipf = 1;
+            else bad = 1;
+        } else if (strcmp(a, "--fresh") == 0) {
+            if (strcmp(v, "on") == 0) c->stale = 0;
+            else if (strcmp(v, "off") == 0) c->stale = 1;
             else bad = 1;
         } else if (strcmp(a, "--ids") == 0) {
             c->ids_path = v;
@@ -766,8 +772,8 @@ static int build_find(struct run *r, struct client *c)
     char user[8], body[128];
     docgen_user(docgen_below(&c->rng, DOCGEN_USERS), user);
     int n = snprintf(body, sizeof body,
-                     "{\"filter\":{\"user\":\"%s\"},\"sort\":{\"ts\":-1},\"limit\":%d}", user,
-                     FIND_LIMIT);
+                     "{\"filter\":{\"user\":\"%s\"},\"sort\":{\"ts\":-1},\"limit\":%d%s}", user,
+                     FIND_LIMIT, r->cfg->stale ? ",\"fresh\":false" : "");
     return build_post(&c->wbuf, &r->pre_find, body, (size_t)n);
 }
 
@@ -780,8 +786,8 @@ static int build_search(struct run *r, struct client *c)
     const char *w = docgen_word(r->gen, rank, &wl);
     const char *kind = docgen_kind(docgen_below(&c->rng, DOCGEN_KINDS));
     int n = snprintf(body, sizeof body,
-                     "{\"q\":\"%.*s\",\"filter\":{\"kind\":\"%s\"},\"limit\":%d}", (int)wl, w,
-                     kind, SEARCH_LIMIT);
+                     "{\"q\":\"%.*s\",\"filter\":{\"kind\":\"%s\"},\"limit\":%d%s}", (int)wl, w,
+                     kind, SEARCH_LIMIT, r->cfg->stale ? ",\"fresh\":false" : "");
     return build_post(&c->wbuf, &r->pre_search, body, (size_t)n);
 }
 

@@ -771,6 +771,9 @@ static void test_page_leaves_out_deleted_since_snapshot(void)
     REQUIRE(index_find_ex(st, snap, all, &o, &h, NULL, NULL, &qe) == HANU_OK);
     filter_free(all);
     CHECK_EQ(h.n, 18);
+    /* count and hits describe the same documents: the two deleted since the
+       snapshot left the page, and the count (the snapshot's 40) with them */
+    CHECK_EQ(h.total, 38);
     hanu_buf val = {0};
     for (size_t k = 0, i = 0; k < h.n; k++, i++) {
         if (i == 5 || i == 10) i++;
@@ -798,6 +801,13 @@ static void test_page_leaves_out_deleted_since_snapshot(void)
     }
     CHECK_EQ(after.hits.n, kept);
     CHECK_EQ(kept, 18);
+    index_search_opts counted = { .limit = 20, .count_upto = INDEX_SEARCH_COUNT_ALL };
+    index_search_result exact;
+    REQUIRE(index_search_ex(st, snap, &sq, NULL, NULL, 0, &counted, &exact) == HANU_OK);
+    CHECK_EQ(exact.hits.n, 18);
+    CHECK_EQ(exact.hits.total, 38);   /* every document has apple; two deleted since */
+    CHECK(!exact.total_gte);
+    index_search_result_free(&exact);
     index_search_result_free(&before);
     index_search_result_free(&after);
     hanu_buf_free(&val);

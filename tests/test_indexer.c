@@ -464,17 +464,90 @@ static void test_commit_triggers(void)
     store_close(st);
 }
 
+/* A refresh publishes without a commit: readers see the churn (puts and deletes)
+ * while COMMIT and the watermark stay where they were; the refresh's segments
+ * are made durable by the next commit, and a restart before it (a crash) finds
+ * the index at its last commit and indexes the rest again. */
+static void test_refresh_publishes_without_commit(void)
+{
+    set_dirs("indexer-refresh");
+    store *st = store_at();
+    REQUIRE(st);
+    model col = { .db = create(st, "a", STORE_DB_COLLECTION) };
+    uint32_t kv = create(st, "k", STORE_DB_KV);
+    indexer *ix = indexer_at(st);   /* commit interval 600 s: only a waiter commits */
+    REQUIRE(ix);
+    churn(st, &col, 1, kv, 80);
+    CHECK_EQ(wait_all(st, ix), HANU_OK);
+    uint64_t committed = indexer_txn(ix);
+    for (int round = 0; round < 3; round++) {
+        churn(st, &col, 1, kv, 60);
+        for (int i = 0; i < 5; i++) CHECK_EQ(delete_doc(st, &col, i), HANU_OK);   /* deletes of committed ones */
+        store_flush(st);
+        uint64_t want = store_last_txn(st);
+        indexer_refresh_upto(ix, want);
+        for (int i = 0; i < 2000 && indexer_visible_txn(ix) < want; i++) usleep(1000);
+        CHECK(indexer_visible_txn(ix) >= want);
+        CHECK_EQ(indexer_txn(ix), committed);   /* no commit */
+        check_equal(st, ix, &col);
+    }
+    /* Many small refreshes: the refresh segments are merged among themselves as
+       they come (4 of a size class into one), so they stay few. */
+    for (int round = 0; round < 60; round++) {
+        churn(st, &col, 1, kv, 3);
+        store_flush(st);
+        uint64_t want = store_last_txn(st);
+        indexer_refresh_upto(ix, want);
+        for (int i = 0; i < 2000 && indexer_visible_txn(ix) < want; i++) usleep(500);
+        CHECK(indexer_visible_txn(ix) >= want);
+    }
+    check_equal(st, ix, &col);
+    uint32_t nsegs;
+    uint64_t live, bytes;
+    indexer_collection_stats(ix, col.db, &nsegs, &live, &bytes);
+    CHECK(nsegs <= 12);
+    indexer_stats s;
+    indexer_get_stats(ix, &s);
+    CHECK(s.refreshes >= 63);
+    CHECK_EQ(s.index_txn, committed);
+    indexer_close(ix);   /* a stop before the commit: as a crash, COMMIT is the old one */
+
+    ix = indexer_at(st);
+    REQUIRE(ix);
+    CHECK_EQ(indexer_txn(ix), committed);
+    CHECK_EQ(wait_all(st, ix), HANU_OK);
+    check_equal(st, ix, &col);
+    /* refresh, then commit: the refresh's segments go into COMMIT synced */
+    churn(st, &col, 1, kv, 40);
+    store_flush(st);
+    indexer_refresh_upto(ix, store_last_txn(st));
+    for (int i = 0; i < 2000 && indexer_visible_txn(ix) < store_last_txn(st); i++) usleep(1000);
+    CHECK_EQ(wait_all(st, ix), HANU_OK);
+    CHECK_EQ(indexer_txn(ix), store_last_txn(st));
+    indexer_close(ix);
+    ix = indexer_at(st);
+    REQUIRE(ix);
+    CHECK_EQ(indexer_txn(ix), store_last_txn(st));
+    check_equal(st, ix, &col);
+    indexer_get_stats(ix, &s);
+    CHECK_EQ(s.rebuilt, 0);
+    indexer_close(ix);
+    store_close(st);
+}
+
 /* ---- index_find against filter_match ---- */
 
 #define FIND_DOCS 500
 
-static const char *const fields[] = { "n", "tag", "flag", "arr", "obj.x", "none" };
+/* arr.0: a position, which the index leaves to the documents (and [[7]] to the whole-element rule) */
+static const char *const fields[] = { "n", "tag", "flag", "arr", "obj.x", "none", "arr.0" };
+#define NFIELDS 7
 
 /* A scalar operand of the kind that field holds (sometimes of another kind). */
 static int operand(char *out, size_t cap, int field)
 {
-    switch (rnd() % 9 == 0 ? (int)(rnd() % 4) : field) {
-    case 0: case 3: case 4: return snprintf(out, cap, "%d", (int)(rnd() % 24) - 2);
+    switch (rnd() % 9 == 0 ? (int)(rnd() % 4) : field == 6 && rnd() % 5 == 0 ? 5 : field) {
+    case 0: case 3: case 4: case 6: return snprintf(out, cap, "%d", (int)(rnd() % 24) - 2);
     case 1: return snprintf(out, cap, "\"t%u\"", rnd() % 8);
     case 2: return snprintf(out, cap, rnd() % 2 ? "true" : "false");
     default: return snprintf(out, cap, rnd() % 2 ? "null" : "\"x\"");
@@ -486,10 +559,10 @@ static int gen_filter(char *out, size_t cap, int depth);
 static int gen_clause(char *out, size_t cap, int depth, unsigned *used)
 {
     static const char *const ops[] = { "$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists" };
-    int field = (int)(rnd() % 6), len = 0;
+    int field = (int)(rnd() % NFIELDS), len = 0;
     char v[64];
     unsigned pick = rnd() % 12, logic_pick = pick == 0 ? rnd() % 2 : 2;
-    unsigned key = depth < 3 && pick < 2 ? 1u << (6 + logic_pick) : 1u << field;
+    unsigned key = depth < 3 && pick < 2 ? 1u << (NFIELDS + logic_pick) : 1u << field;
     if (*used & key) return 0;
     *used |= key;
     if (depth < 3 && pick < 2) {
@@ -608,7 +681,11 @@ static void test_find_equals_filter_match(void)
             if (d[len - 1] == ':') len += snprintf(d + len, 256 - (size_t)len, "%d", (int)(rnd() % 20));
             if (rnd() % 8) len += snprintf(d + len, 256 - (size_t)len, ",\"tag\":\"t%u\"", rnd() % 7);
             if (rnd() % 2) len += snprintf(d + len, 256 - (size_t)len, ",\"flag\":%s", rnd() % 3 ? "true" : "null");
-            if (rnd() % 2) len += snprintf(d + len, 256 - (size_t)len, ",\"arr\":[%u,%u]", rnd() % 20, rnd() % 20);
+            unsigned shape = rnd() % 8;   /* the null rule and nested arrays: [null], [], [[x],y] */
+            if (shape < 4) len += snprintf(d + len, 256 - (size_t)len, ",\"arr\":[%u,%u]", rnd() % 20, rnd() % 20);
+            else if (shape == 4) len += snprintf(d + len, 256 - (size_t)len, ",\"arr\":[[%u],%u]", rnd() % 20, rnd() % 20);
+            else if (shape == 5) len += snprintf(d + len, 256 - (size_t)len, ",\"arr\":%s", rnd() % 2 ? "[null]" : "[]");
+            else if (shape == 6) len += snprintf(d + len, 256 - (size_t)len, ",\"arr\":null");
             if (rnd() % 2) len += snprintf(d + len, 256 - (size_t)len, ",\"obj\":{\"x\":%u}", rnd() % 20);
             else if (rnd() % 3 == 0) len += snprintf(d + len, 256 - (size_t)len, ",\"obj\":[{\"x\":%u},{\"x\":3}]", rnd() % 20);
             snprintf(d + len, 256 - (size_t)len, "}");
@@ -755,6 +832,7 @@ int main(void)
     RUN(test_leftovers_removed);
     RUN(test_watermark_holds_compaction);
     RUN(test_commit_triggers);
+    RUN(test_refresh_publishes_without_commit);
     RUN(test_find_equals_filter_match);
     TEST_DONE();
 }

@@ -181,6 +181,57 @@ static void test_filter_cases(void)
     }
 }
 
+/* Positions and null on arrays (docs/QUERY.md, "Arrays, positions and null"),
+ * MongoDB's rules: a numeric segment picks an element that is then compared
+ * whole, never looked into when it is an array itself; {"a":null} matches a
+ * missing a, null and an array holding null, not [] nor [1]. */
+static void test_positions_and_null(void)
+{
+    static const char *const docs_pn[] = {
+        "{\"_id\":\"p1\",\"a\":[[42]]}",
+        "{\"_id\":\"p2\",\"a\":[42]}",
+        "{\"_id\":\"p3\",\"a\":[[42],42]}",
+        "{\"_id\":\"p4\",\"a\":[{\"0\":42}]}",
+        "{\"_id\":\"n1\"}",
+        "{\"_id\":\"n2\",\"a\":null}",
+        "{\"_id\":\"n3\",\"a\":[null]}",
+        "{\"_id\":\"n4\",\"a\":[]}",
+        "{\"_id\":\"n5\",\"a\":[1]}",
+    };
+    static const struct { const char *filter, *ids; } pn[] = {
+        { "{\"a.0\":42}", "p2 p4" },
+        { "{\"a.0\":[42]}", "p1 p3" },
+        { "{\"a.0\":{\"$gt\":40}}", "p2 p4" },
+        { "{\"a.0\":{\"$in\":[42,7]}}", "p2 p4" },
+        { "{\"a.0\":{\"$ne\":42}}", "p1 p3 n1 n2 n3 n4 n5" },
+        { "{\"a.0.0\":42}", "p1 p3 p4" },
+        { "{\"a\":42}", "p2 p3" },
+        { "{\"a\":[42]}", "p1 p2 p3" },
+        { "{\"a\":null}", "n1 n2 n3" },
+        { "{\"a\":{\"$ne\":null}}", "p1 p2 p3 p4 n4 n5" },
+        { "{\"a\":{\"$in\":[null]}}", "n1 n2 n3" },
+        { "{\"a\":{\"$gte\":null}}", "n1 n2 n3" },
+        { "{\"a\":{\"$exists\":true}}", "p1 p2 p3 p4 n2 n3 n4 n5" },
+    };
+    for (size_t i = 0; i < HANU_ARRAY_LEN(pn); i++) {
+        filter *f = NULL;
+        query_error err;
+        REQUIRE(filter_parse(pn[i].filter, strlen(pn[i].filter), "filter", &f, &err) == HANU_OK);
+        char got[256] = "";
+        size_t n = 0;
+        for (size_t d = 0; d < HANU_ARRAY_LEN(docs_pn); d++) {
+            int m = filter_match(f, docs_pn[d], strlen(docs_pn[d]));
+            CHECK(m == 0 || m == 1);
+            if (m == 1) n += (size_t)snprintf(got + n, sizeof got - n, "%s%.2s", n ? " " : "", docs_pn[d] + 8);
+        }
+        if (strcmp(got, pn[i].ids) != 0) {
+            fprintf(stderr, "  %s\n    want %s\n    got  %s\n", pn[i].filter, pn[i].ids, got);
+            CHECK(strcmp(got, pn[i].ids) == 0);
+        }
+        filter_free(f);
+    }
+}
+
 static void test_filter_match_raw_bytes(void)
 {
     filter *f;
@@ -706,6 +757,7 @@ int main(void)
 {
     load_dataset();
     RUN(test_filter_cases);
+    RUN(test_positions_and_null);
     RUN(test_filter_match_raw_bytes);
     RUN(test_filter_ast_shape);
     RUN(test_parse_from_request_body);

@@ -223,8 +223,10 @@ int cli_serve_main(int argc, char **argv)
                                               "on a busy CPU and the index lag grows instead (default 0)" },
         { "filter-cache-bytes", CLI_SIZE, &o.filter_cache_bytes, "bytes of cached equality-filter bitmaps of the "
                                                                   "index, 0: none (default 64M)" },
-        { "min-txn-wait-ms", CLI_U64, &min_txn_wait_ms, "longest a query waits for the index to reach its min_txn, "
-                                                        "then 503 index_behind (default 5000, at most 60000)" },
+        { "min-txn-wait-ms", CLI_U64, &min_txn_wait_ms, "longest a query waits for the index to cover the writes "
+                                                        "before it (fresh) or its min_txn, then 503 index_behind; a get "
+                                                        "or listing with ?min_txn= for the store to apply it, then 503 "
+                                                        "store_behind (default 5000, at most 60000)" },
         { "no-index", CLI_FLAG, &o.no_index, "no documents index: _find, _search and _aggs answer 503 index_off" },
         { "merge-policy", CLI_STR, &merge_policy, "index merges: default (tiered), lazy (past 32 segments a "
                                                   "collection), none (default: default)" },

@@ -20,6 +20,7 @@
 typedef struct entry {
     struct entry *chain;                 /* same hash bucket */
     struct entry *newer, *older;         /* LRU list */
+    struct entry *seg_next, *seg_prev;   /* the segment's entries (index_segment_cache_slot) */
     const index_segment *seg;
     uint64_t hash, bytes;
     roaring_bitmap_t *bm;
@@ -61,6 +62,9 @@ static void drop(entry *e)
     while (*p != e) p = &(*p)->chain;
     *p = e->chain;
     lru_unlink(e);
+    if (e->seg_next) e->seg_next->seg_prev = e->seg_prev;
+    if (e->seg_prev) e->seg_prev->seg_next = e->seg_next;
+    else *index_segment_cache_slot(e->seg) = e->seg_next;
     cache.bytes -= e->bytes;
     cache.entries--;
     roaring_bitmap_free(e->bm);
@@ -144,6 +148,10 @@ void index_bitset_cache_put(const index_segment *seg, const uint8_t *key, size_t
     e->chain = *head;
     *head = e;
     lru_push(e);
+    void **list = index_segment_cache_slot(seg);
+    e->seg_next = *list;
+    if (e->seg_next) e->seg_next->seg_prev = e;
+    *list = e;
     cache.bytes += bytes;
     cache.entries++;
     shrink_to(cache.max_bytes);
@@ -153,11 +161,8 @@ void index_bitset_cache_put(const index_segment *seg, const uint8_t *key, size_t
 void index_bitset_cache_forget(const index_segment *seg)
 {
     pthread_mutex_lock(&cache.mu);
-    for (entry *e = cache.oldest; e;) {
-        entry *next = e->newer;
-        if (e->seg == seg) drop(e);
-        e = next;
-    }
+    void **list = index_segment_cache_slot(seg);
+    while (*list) drop(*list);
     pthread_mutex_unlock(&cache.mu);
 }
 

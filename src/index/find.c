@@ -826,6 +826,9 @@ int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const 
     if (!rc && h.n) qsort_r(h.v, h.n, h.esize, cmp_entries, &h);
     size_t from = o->offset < h.n ? o->offset : h.n;
     if (!rc && h.n > from) rc = read_hits(st, snap->db, &h, from, out);
+    /* A hit deleted after the snapshot left the page: the count leaves it too, so
+       that count and hits describe the same documents. */
+    if (!rc && h.n > from) out->total -= HANU_MIN(out->total, h.n - from - out->n);
     if (!rc && o->limit && h.n > from && remaining > o->offset + o->limit && next && next_valid) {
         rc = entry_cursor(&h, at(&h, h.n - 1), o->index_txn, next, err);
         *next_valid = rc == HANU_OK;

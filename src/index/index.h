@@ -107,6 +107,9 @@ int index_add_document(index_builder *b, const char *id, size_t id_len, uint64_t
 /* Writes the segment to path (created exclusively, fsynced; the caller fsyncs
  * the folder). Empty builders write a valid empty segment. */
 int index_builder_write(index_builder *b, const char *path);
+/* The same without the fdatasync when sync is 0 (a refresh's segment, made
+ * durable by the commit that first names it). */
+int index_builder_write_ex(index_builder *b, const char *path, int sync);
 
 /* ----------------------------------------------------------- the reader */
 
@@ -230,6 +233,9 @@ int index_merge_write(const index_merge_input *in, uint32_t n, const char *path,
  * memory): the reference the streaming merge is tested and measured against. */
 int index_merge_write_rebuild(const index_merge_input *in, uint32_t n, const char *path, uint32_t **map,
                               uint32_t *docs_out);
+/* index_merge_write without the fdatasync when sync is 0 (refresh segments merged). */
+int index_merge_write_ex(const index_merge_input *in, uint32_t n, const char *path, uint32_t **map,
+                         uint32_t *docs_out, int sync);
 
 /* The merge policy: which segments of one collection to merge next.
  * DEFAULT is tiered (log-structured): segments fall in tiers by live size
@@ -319,6 +325,10 @@ typedef struct indexer_options {
     uint64_t doc_cache_bytes;       /* the hot-document cache (default 64 MiB; 0: none) */
     uint32_t merge_delay_ms;        /* tests: a merge waits this long before it is installed */
     int nice;                       /* the indexer thread's nice value, 0..19 (default 0) */
+    /* Called on the indexer thread after each publish (a refresh or a commit) with
+       the txn the snapshots now cover: a server wakes the readers held for it. */
+    void (*on_publish)(void *ctx, uint64_t txn);
+    void *publish_ctx;
 } indexer_options;
 
 void indexer_options_default(indexer_options *o);
@@ -370,6 +380,8 @@ typedef struct indexer_stats {
     int rebuilding;                 /* a rebuild has not yet reached the txn it started at */
     uint64_t rebuild_target_txn;    /* the store's last txn when the rebuild began */
     char failure[256];              /* when failed: why, as logged ("" otherwise) */
+    uint64_t visible_txn;           /* published: queries see every record up to it */
+    uint64_t refreshes;             /* publishes without a commit (indexer_refresh_upto) */
 } indexer_stats;
 void indexer_get_stats(indexer *ix, indexer_stats *st);
 /* Segments, live documents and bytes of collection db (0s when none). */
@@ -385,6 +397,14 @@ int indexer_failed(indexer *ix);
 int indexer_wait_txn(indexer *ix, uint64_t txn, uint32_t timeout_ms);
 /* Asks for a commit as soon as there is anything new (no waiting). */
 void indexer_commit_now(indexer *ix);
+/* Near-real-time reads: asks the thread to publish snapshots covering txn as
+ * soon as its feed has read that far, without waiting for a commit (the files
+ * of such a refresh are made durable by the next commit). No waiting here;
+ * indexer_visible_txn says when it happened and on_publish is called. */
+void indexer_refresh_upto(indexer *ix, uint64_t txn);
+/* Every record up to it is in the published snapshots (>= indexer_txn): one
+ * atomic load. */
+uint64_t indexer_visible_txn(indexer *ix);
 
 /* ------------------------------------------- the document cache (doc_cache.c) */
 
@@ -592,6 +612,10 @@ struct roaring_bitmap_s *index_bitset_cache_get(const index_segment *seg, const 
 void index_bitset_cache_put(const index_segment *seg, const uint8_t *key, size_t len,
                             const struct roaring_bitmap_s *bm);
 void index_bitset_cache_forget(const index_segment *seg);
+/* Where the cache keeps the list of a segment's entries, so that forgetting a
+ * segment (every close: refresh segments come and go by the hundred) walks its
+ * own entries, not the whole cache. */
+void **index_segment_cache_slot(const index_segment *seg);
 typedef struct index_bitset_cache_stats {
     uint64_t hits, misses, bytes, entries, max_bytes;
 } index_bitset_cache_stats;

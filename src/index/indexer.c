@@ -10,6 +10,23 @@
  * the indexer thread, and by indexer_open before it starts) and the published
  * snapshots (under mu, reference counted), so that a query never sees a
  * half-applied commit.
+ *
+ * Between two commits a refresh (indexer_refresh_upto, Lucene's near-real-time
+ * reopen) publishes what the feed brought without making it durable: the
+ * pending versions become a segment written without fdatasync and the new
+ * deletions are folded in memory; the next commit syncs those segments and
+ * writes the deletion lists before COMMIT names them. A crash before that
+ * commit loses nothing: COMMIT does not name them, the open removes them and
+ * the feed brings their records again.
+ *
+ * A commit has two halves. The indexer thread prepares it (what a refresh
+ * does, plus the deletion lists' next generations and COMMIT's contents,
+ * copied) and publishes at once; the commit thread then does what takes the
+ * disk's time (the fdatasyncs, the deletion files, COMMIT, the removal of
+ * what it no longer names, the watermark) while the indexer goes on reading
+ * and refreshing: a commit's syncs took 150-280 ms under a write load, which
+ * every fresh query arriving meanwhile would otherwise wait out. One commit
+ * is in flight at a time.
  */
 #include "index/index.h"
 #include "hlog/hlog.h"
@@ -18,6 +35,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -142,6 +160,8 @@ typedef struct coll_seg {
     u32_vec deleted;             /* sorted: as of the last commit */
     u32_vec fresh;               /* deleted since then, unsorted */
     uint32_t generation;         /* of the deletion list on disk (0: none) */
+    uint8_t unsynced;            /* written by a refresh: fdatasync before COMMIT names it */
+    uint8_t del_dirty;           /* deleted holds more than its list on disk */
 } coll_seg;
 
 typedef struct pending_doc {
@@ -156,6 +176,7 @@ typedef struct dbstate {
     uint32_t db;
     int kind;                    /* enum store_db_kind, or KIND_UNKNOWN */
     int dirty;                   /* publish a new snapshot at the next commit */
+    int refreshed;               /* changed by the refresh under way: its refresh segments may merge */
     uint32_t epoch;              /* counts resets (drop, create): a merge of an older epoch is void */
     coll_seg *segs;              /* increasing id */
     uint32_t nsegs, segcap;
@@ -240,9 +261,20 @@ struct indexer {
     size_t npubs, pubcap;
     uint64_t committed_txn, commits, segments, bytes, live_docs;
     uint64_t wanted_txn;         /* the highest txn a waiter waits for */
-    int waiters, commit_asked, stop, failed, rebuilt, rebuilding;
+    uint64_t refresh_wanted;     /* publish at least up to here as soon as the feed has it */
+    uint64_t refreshes;
+    int waiters, commit_asked, stop, rebuilt, rebuilding;
+    _Atomic int failed;          /* set under mu; read without it by indexer_failed (every query) */
     pthread_t thread;
     int started;
+    _Atomic uint64_t visible_txn; /* every record up to it is in the published snapshots */
+
+    /* the commit thread (the durable half of a commit); djob and committing under mu */
+    pthread_t commit_thread;
+    int commit_started, commit_stop;
+    pthread_cond_t commit_cv;
+    struct durable_job *djob;    /* prepared, not yet taken by the commit thread */
+    int committing;              /* a durable half is queued or running */
 
     /* the merge thread; job and its state under mu */
     pthread_t merge_thread;
@@ -454,7 +486,7 @@ static int seg_add(dbstate *d, index_segment *seg, uint64_t id, uint32_t *delete
     r->seg = seg;
     r->id = id;
     atomic_init(&r->refs, 1);
-    d->segs[d->nsegs++] = (coll_seg){ r, { deleted, ndeleted, ndeleted }, { NULL, 0, 0 }, generation };
+    d->segs[d->nsegs++] = (coll_seg){ .ref = r, .deleted = { deleted, ndeleted, ndeleted }, .generation = generation };
     uint32_t docs = index_segment_docs(seg), k = 0;
     for (uint32_t ord = 0; ord < docs; ord++) {
         if (k < ndeleted && deleted[k] == ord) { k++; continue; }
@@ -744,7 +776,9 @@ static int feed_step(indexer *ix, size_t *got)
 
 /* ------------------------------------------------------- the commit */
 
-/* Turns d's pending versions into deletions of what they replace and one new segment. */
+/* Turns d's pending versions into deletions of what they replace and one new
+ * segment, written without fdatasync: the commit that first names it syncs it
+ * (on the commit thread). */
 static int apply_pending(indexer *ix, dbstate *d)
 {
     index_builder *b = NULL;
@@ -771,9 +805,10 @@ static int apply_pending(indexer *ix, dbstate *d)
         char path[1200], err[256];
         seg_path(ix, id, path, sizeof path);
         index_segment *seg = NULL;
-        rc = index_builder_write(b, path);
+        rc = index_builder_write_ex(b, path, 0);
         if (!rc) rc = index_segment_open(path, &seg, err, sizeof err);
         if (!rc) rc = seg_add(d, seg, id, NULL, 0, 0);
+        if (!rc) d->segs[d->nsegs - 1].unsynced = 1;
         if (rc) note_failure(ix, "cannot write %s: %s", path, hanu_status_str(rc));
     }
     index_builder_free(b);
@@ -782,22 +817,78 @@ static int apply_pending(indexer *ix, dbstate *d)
     return rc;
 }
 
-/* Folds a segment's fresh deletions into a new list generation. Returns 1 in
- * *empty when nothing of the segment is live any more. */
-static int write_deletions(indexer *ix, coll_seg *s, int *empty)
+/* Folds a segment's fresh deletions into its sorted list (in memory). */
+static int fold_deletions(coll_seg *s)
 {
-    *empty = 0;
     if (!s->fresh.n) return HANU_OK;
     for (uint32_t i = 0; i < s->fresh.n; i++) {
         int rc = u32_push(&s->deleted, s->fresh.v[i]);
         if (rc) return rc;
     }
     s->fresh.n = 0;
+    s->del_dirty = 1;
     qsort(s->deleted.v, s->deleted.n, sizeof *s->deleted.v, cmp_u32);
+    return HANU_OK;
+}
+
+/* The durable half of a commit, prepared by the indexer thread (everything it
+ * needs copied or handed over) and done by the commit thread. */
+typedef struct del_write {
+    uint64_t seg;
+    uint32_t generation, n;
+    uint32_t *ords;              /* sorted */
+} del_write;
+
+typedef struct durable_job {
+    uint64_t txn;
+    uint64_t *sync;              /* refresh segments to fdatasync before COMMIT names them */
+    size_t nsync, synccap;
+    del_write *dels;             /* deletion lists to write */
+    size_t ndels, delcap;
+    index_commit commit;
+    char (*doomed)[64];          /* files to remove once COMMIT is durable */
+    size_t ndoomed;
+    seg_ref **retired;           /* merged away: released once COMMIT is durable */
+    size_t nretired;
+} durable_job;
+
+static void durable_free(durable_job *j)
+{
+    if (!j) return;
+    for (size_t i = 0; i < j->ndels; i++) free(j->dels[i].ords);
+    for (size_t i = 0; i < j->nretired; i++) seg_ref_release(j->retired[i]);
+    free(j->sync);
+    free(j->dels);
+    free(j->commit.segments);
+    free(j->doomed);
+    free(j->retired);
+    free(j);
+}
+
+static int grow(void **v, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap) return HANU_OK;
+    size_t c = *cap ? *cap * 2 : 16;
+    void *p = realloc(*v, c * size);
+    if (!p) return HANU_ERR_NOMEM;
+    *v = p;
+    *cap = c;
+    return HANU_OK;
+}
+
+/* Folds a segment's fresh deletions and, when its list changed since the last
+ * commit, stages the list's next generation in j (a copy). Returns 1 in *empty
+ * when nothing of the segment is live any more (its file is doomed instead). */
+static int stage_deletions(indexer *ix, coll_seg *s, durable_job *j, int *empty)
+{
+    *empty = 0;
+    int rc = fold_deletions(s);
+    if (rc || !s->del_dirty) return rc;
+    s->del_dirty = 0;
     char name[64];
     if (s->generation) {
         del_name(s->ref->id, s->generation, name, sizeof name);
-        int rc = doom(ix, name);
+        rc = doom(ix, name);
         if (rc) return rc;
     }
     if (s->deleted.n == index_segment_docs(s->ref->seg)) {
@@ -805,9 +896,33 @@ static int write_deletions(indexer *ix, coll_seg *s, int *empty)
         snprintf(name, sizeof name, "seg-%" PRIu64 ".hix", s->ref->id);
         return doom(ix, name);
     }
+    if (grow((void **)&j->dels, &j->delcap, j->ndels, sizeof *j->dels)) return HANU_ERR_NOMEM;
+    uint32_t *ords = malloc(s->deleted.n * sizeof *ords);
+    if (!ords) return HANU_ERR_NOMEM;
+    memcpy(ords, s->deleted.v, s->deleted.n * sizeof *ords);
+    j->dels[j->ndels++] = (del_write){ s->ref->id, ++s->generation, s->deleted.n, ords };
+    return HANU_OK;
+}
+
+/* Makes a refresh's segment file durable (the commit's fsync of the folder
+ * makes its name durable). */
+static int sync_segment(indexer *ix, uint64_t id)
+{
     char path[1200];
-    del_path(ix, s->ref->id, ++s->generation, path, sizeof path);
-    return index_deletes_write(path, s->ref->id, s->generation, s->deleted.v, s->deleted.n);
+    seg_path(ix, id, path, sizeof path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int rc = fd < 0 || fdatasync(fd) != 0 ? HANU_ERR_IO : HANU_OK;
+    if (fd >= 0) close(fd);
+    if (rc) note_failure(ix, "cannot write %s durably (fdatasync): %s", path, strerror(errno));
+    return rc;
+}
+
+/* The snapshots now cover txn: readers see it from the next acquire on. */
+static void published_upto(indexer *ix, uint64_t txn)
+{
+    if (txn <= atomic_load(&ix->visible_txn)) return;
+    atomic_store(&ix->visible_txn, txn);
+    if (ix->opt.on_publish) ix->opt.on_publish(ix->opt.publish_ctx, txn);
 }
 
 static int cmp_commit_seg(const void *a, const void *b)
@@ -816,7 +931,8 @@ static int cmp_commit_seg(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int write_commit(indexer *ix, uint64_t txn)
+/* COMMIT's contents for the working state as of txn (c->segments malloc'd). */
+static int commit_contents(indexer *ix, uint64_t txn, index_commit *out)
 {
     size_t n = 0;
     for (size_t i = 0; i < ix->ndbs; i++) n += ix->dbs[i]->nsegs;
@@ -831,19 +947,8 @@ static int write_commit(indexer *ix, uint64_t txn)
                                                       s->generation };
         }
     qsort(c.segments, n, sizeof *c.segments, cmp_commit_seg);
-    int rc = index_commit_write(ix->dir, &c);
-    free(c.segments);
-    return rc;
-}
-
-static void remove_doomed(indexer *ix)
-{
-    char path[1200];
-    for (size_t i = 0; i < ix->ndoomed; i++) {
-        snprintf(path, sizeof path, "%s/%s", ix->dir, ix->doomed[i]);
-        unlink(path);
-    }
-    ix->ndoomed = 0;
+    *out = c;
+    return HANU_OK;
 }
 
 
@@ -1002,17 +1107,17 @@ static int retire(indexer *ix, seg_ref *r)
     return HANU_OK;
 }
 
-/* Once the commit without them is durable: each merged-away file goes when
- * the last snapshot that holds it is released. */
-static void release_retired(indexer *ix)
+/* Once the commit without them is durable (commit thread): each merged-away
+ * file goes when the last snapshot that holds it is released. */
+static void release_retired(indexer *ix, durable_job *j)
 {
-    for (size_t i = 0; i < ix->nretired; i++) {
+    for (size_t i = 0; i < j->nretired; i++) {
         char path[1200];
-        seg_path(ix, ix->retired[i]->id, path, sizeof path);
-        ix->retired[i]->unlink_path = strdup(path);
-        seg_ref_release(ix->retired[i]);
+        seg_path(ix, j->retired[i]->id, path, sizeof path);
+        j->retired[i]->unlink_path = strdup(path);
+        seg_ref_release(j->retired[i]);
     }
-    ix->nretired = 0;
+    j->nretired = 0;
 }
 
 /* Moves an input's live documents to the merged segment: its deletions since
@@ -1067,7 +1172,7 @@ static int merge_install(indexer *ix, merge_job *j)
         pthread_mutex_unlock(&ix->mu);
         if (!ok) return HANU_OK;
     }
-    coll_seg ns = { NULL, { NULL, 0, 0 }, { NULL, 0, 0 }, 0 };
+    coll_seg ns = { .ref = NULL };
     if (j->docs) {
         ns.ref = calloc(1, sizeof *ns.ref);
         if (!ns.ref) return HANU_ERR_NOMEM;
@@ -1141,9 +1246,16 @@ static void rebuild_progress(indexer *ix, uint64_t txn)
     }
 }
 
+/* The commit's first half, on the indexer thread: installs a finished merge,
+ * turns the pending versions into a segment, stages the deletion lists,
+ * builds COMMIT's contents, publishes, and hands the rest to the commit thread
+ * (commit_durable). */
 static int commit(indexer *ix)
 {
     uint64_t txn = ix->consumed;
+    durable_job *dj = calloc(1, sizeof *dj);
+    if (!dj) return HANU_ERR_NOMEM;
+    dj->txn = txn;
     int rc = HANU_OK;
     merge_job *done = NULL;
     pthread_mutex_lock(&ix->mu);
@@ -1159,42 +1271,248 @@ static int commit(indexer *ix)
         if (ix->dbs[i]->npending) rc = apply_pending(ix, ix->dbs[i]);
     for (size_t i = 0; i < ix->ndbs && !rc; i++) {
         dbstate *d = ix->dbs[i];
-        for (uint32_t j = 0; j < d->nsegs && !rc; j++) {
+        for (uint32_t k = 0; k < d->nsegs && !rc; k++) {
+            coll_seg *s = &d->segs[k];
             int empty;
-            rc = write_deletions(ix, &d->segs[j], &empty);
+            if (s->unsynced) {
+                rc = grow((void **)&dj->sync, &dj->synccap, dj->nsync, sizeof *dj->sync);
+                if (rc) break;
+                dj->sync[dj->nsync++] = s->ref->id;
+                s->unsynced = 0;
+            }
+            rc = stage_deletions(ix, s, dj, &empty);
             if (rc || !empty) continue;
-            coll_seg *s = &d->segs[j];
+            d->dirty = 1;   /* a refresh may have published it already, all deleted */
             seg_ref_release(s->ref);
             free(s->deleted.v);
             free(s->fresh.v);
-            memmove(s, s + 1, (d->nsegs - j - 1) * sizeof *s);
+            memmove(s, s + 1, (d->nsegs - k - 1) * sizeof *s);
             d->nsegs--;
-            j--;
+            k--;
         }
     }
-    if (!rc) rc = write_commit(ix, txn);
+    if (!rc) rc = commit_contents(ix, txn, &dj->commit);
+    if (!rc) rc = publish_dirty(ix, txn);
     if (rc) {
+        durable_free(dj);
         note_failure(ix, "commit at txn %" PRIu64 " failed: %s; the indexer stops (a restart resumes "
                      "from the last commit)", txn, hanu_status_str(rc));
         return rc;
     }
-    remove_doomed(ix);
-    release_retired(ix);
-    rc = store_watermark_advance(ix->st, WATERMARK, txn);
-    if (!rc) rc = publish_dirty(ix, txn);
-    if (!rc) merge_schedule(ix);
+    /* What goes once this COMMIT is durable is the commit thread's now. */
+    dj->doomed = ix->doomed;
+    dj->ndoomed = ix->ndoomed;
+    ix->doomed = NULL;
+    ix->ndoomed = ix->doomcap = 0;
+    dj->retired = ix->retired;
+    dj->nretired = ix->nretired;
+    ix->retired = NULL;
+    ix->nretired = ix->retcap = 0;
+    merge_schedule(ix);
     pthread_mutex_lock(&ix->mu);
     if (ix->job_state == JOB_INSTALLING) ix->job_state = JOB_NONE;
+    ix->djob = dj;
+    ix->committing = 1;
+    pthread_cond_signal(&ix->commit_cv);
     pthread_mutex_unlock(&ix->mu);
     rebuild_progress(ix, txn);
     ix->pending_bytes = 0;
     ix->last_commit_ns = hanu_now_ns();
+    published_upto(ix, txn);
+    return HANU_OK;
+}
+
+/* The commit's second half, on the commit thread: the refresh segments synced,
+ * the deletion lists written, COMMIT replaced; then what it no longer names is
+ * removed and the watermark advances. */
+static int commit_durable(indexer *ix, durable_job *j)
+{
+    int rc = HANU_OK;
+    for (size_t i = 0; i < j->nsync && !rc; i++) rc = sync_segment(ix, j->sync[i]);
+    for (size_t i = 0; i < j->ndels && !rc; i++) {
+        char path[1200];
+        del_path(ix, j->dels[i].seg, j->dels[i].generation, path, sizeof path);
+        rc = index_deletes_write(path, j->dels[i].seg, j->dels[i].generation, j->dels[i].ords, j->dels[i].n);
+        if (rc) note_failure(ix, "cannot write %s: %s", path, hanu_status_str(rc));
+    }
+    if (!rc && (rc = index_commit_write(ix->dir, &j->commit)) != HANU_OK)
+        note_failure(ix, "cannot write %s/COMMIT: %s", ix->dir, hanu_status_str(rc));
+    if (!rc) {
+        char path[1200];
+        for (size_t i = 0; i < j->ndoomed; i++) {
+            snprintf(path, sizeof path, "%s/%s", ix->dir, j->doomed[i]);
+            unlink(path);
+        }
+        release_retired(ix, j);
+        rc = store_watermark_advance(ix->st, WATERMARK, j->txn);
+    }
+    if (rc) {
+        note_failure(ix, "commit at txn %" PRIu64 " failed: %s; the indexer stops (a restart resumes "
+                     "from the last commit)", j->txn, hanu_status_str(rc));
+        return rc;
+    }
     pthread_mutex_lock(&ix->mu);
-    ix->committed_txn = txn;
+    ix->committed_txn = j->txn;
     ix->commits++;
     pthread_cond_broadcast(&ix->committed_cv);
     pthread_mutex_unlock(&ix->mu);
-    return rc;
+    return HANU_OK;
+}
+
+static void *commit_main(void *arg)
+{
+    indexer *ix = arg;
+    pthread_mutex_lock(&ix->mu);
+    while (ix->djob || !ix->commit_stop) {
+        if (!ix->djob) {
+            pthread_cond_wait(&ix->commit_cv, &ix->mu);
+            continue;
+        }
+        durable_job *j = ix->djob;
+        ix->djob = NULL;
+        int failed = ix->failed;
+        pthread_mutex_unlock(&ix->mu);
+        int rc = failed ? HANU_ERR_STOPPED : commit_durable(ix, j);
+        durable_free(j);
+        pthread_mutex_lock(&ix->mu);
+        ix->committing = 0;
+        if (rc && !ix->failed) {
+            ix->failed = 1;
+            pthread_cond_broadcast(&ix->committed_cv);
+        }
+        pthread_cond_signal(&ix->wake);   /* the indexer may commit again */
+    }
+    pthread_mutex_unlock(&ix->mu);
+    return NULL;
+}
+
+/* Refresh segments pile up: one a refresh, about 100 a second under a write load
+ * with fresh queries, faster than merges (installed at commits) fold them. So
+ * among the segments no COMMIT names yet, TAIL_FACTOR of one size class (docs,
+ * in powers of TAIL_FACTOR) are merged at once into one, itself unsynced: a
+ * collection holds a few of them per power of TAIL_FACTOR of what was written
+ * since the last commit, and a document is rewritten once per class it climbs. */
+#define TAIL_FACTOR 4
+#define TAIL_CLASSES 16
+
+static uint32_t size_class(uint32_t docs)
+{
+    uint32_t c = 0;
+    while (docs >= TAIL_FACTOR && c < TAIL_CLASSES - 1) {
+        docs /= TAIL_FACTOR;
+        c++;
+    }
+    return c;
+}
+
+/* Merges segments at[0..n) of d (unsynced, their deletions folded) into one
+ * unsynced segment; their files go with their last reader (no COMMIT names them). */
+static int merge_now(indexer *ix, dbstate *d, const uint32_t *at, uint32_t n)
+{
+    index_merge_input in[TAIL_FACTOR];
+    uint32_t *map[TAIL_FACTOR] = {0}, docs = 0;
+    int rc = HANU_OK;
+    for (uint32_t i = 0; i < n && !rc; i++) {
+        const coll_seg *s = &d->segs[at[i]];
+        in[i] = (index_merge_input){ s->ref->seg, s->deleted.v, s->deleted.n };
+        uint32_t nd = index_segment_docs(s->ref->seg);
+        if (!(map[i] = malloc((nd ? nd : 1) * sizeof **map))) rc = HANU_ERR_NOMEM;
+    }
+    uint64_t id = ix->next_file++;
+    char path[1200], err[256] = "";
+    seg_path(ix, id, path, sizeof path);
+    coll_seg ns = { .ref = NULL, .unsynced = 1 };
+    if (!rc) rc = index_merge_write_ex(in, n, path, map, &docs, 0);
+    if (!rc && docs) {
+        index_segment *seg = NULL;
+        rc = index_segment_open(path, &seg, err, sizeof err);
+        if (!rc && !(ns.ref = calloc(1, sizeof *ns.ref))) {
+            index_segment_close(seg);
+            rc = HANU_ERR_NOMEM;
+        }
+        if (!rc) {
+            ns.ref->seg = seg;
+            ns.ref->id = id;
+            atomic_init(&ns.ref->refs, 1);
+        }
+    } else if (!rc) {
+        unlink(path);
+    }
+    for (uint32_t i = 0; i < n && !rc && ns.ref; i++) rc = move_input(d, &d->segs[at[i]], map[i], &ns);
+    for (uint32_t i = 0; i < n; i++) free(map[i]);
+    if (rc) {
+        if (ns.ref) seg_ref_release(ns.ref);
+        free(ns.fresh.v);
+        note_failure(ix, "cannot merge refresh segments into %s: %s %s", path, hanu_status_str(rc), err);
+        return rc;
+    }
+    for (uint32_t i = n; i-- > 0;) {   /* at is increasing: from the back, the indexes stay right */
+        coll_seg *s = &d->segs[at[i]];
+        char old[1200];
+        seg_path(ix, s->ref->id, old, sizeof old);
+        s->ref->unlink_path = strdup(old);
+        seg_ref_release(s->ref);
+        free(s->deleted.v);
+        free(s->fresh.v);
+        memmove(s, s + 1, (size_t)(d->segs + d->nsegs - s - 1) * sizeof *s);
+        d->nsegs--;
+    }
+    if (ns.ref) d->segs[d->nsegs++] = ns;   /* room: n >= 2 left; the newest id goes last */
+    d->dirty = 1;
+    return HANU_OK;
+}
+
+static int merge_tail(indexer *ix, dbstate *d)
+{
+    for (;;) {
+        uint32_t count[TAIL_CLASSES] = {0}, at[TAIL_FACTOR], n = 0, c;
+        for (uint32_t k = 0; k < d->nsegs; k++)
+            if (d->segs[k].unsynced) count[size_class(index_segment_docs(d->segs[k].ref->seg))]++;
+        for (c = 0; c < TAIL_CLASSES && count[c] < TAIL_FACTOR; c++) {}
+        if (c == TAIL_CLASSES) return HANU_OK;
+        for (uint32_t k = 0; k < d->nsegs && n < TAIL_FACTOR; k++)
+            if (d->segs[k].unsynced && size_class(index_segment_docs(d->segs[k].ref->seg)) == c) at[n++] = k;
+        int rc = merge_now(ix, d, at, n);
+        if (rc) return rc;
+    }
+}
+
+/* Publishes what the feed brought since the last publish, not durably (see the
+ * top of this file): no fdatasync, no deletion file, no COMMIT. */
+static int refresh(indexer *ix)
+{
+    uint64_t txn = ix->consumed;
+    int rc = HANU_OK;
+    for (size_t i = 0; i < ix->ndbs && !rc; i++) {
+        dbstate *d = ix->dbs[i];
+        if (d->npending) rc = apply_pending(ix, d);
+        for (uint32_t j = 0; j < d->nsegs && !rc; j++) {
+            if (!d->segs[j].fresh.n) continue;
+            rc = fold_deletions(&d->segs[j]);
+            d->dirty = 1;
+        }
+        d->refreshed = d->dirty;
+    }
+    if (!rc) rc = publish_dirty(ix, txn);
+    if (!rc) {
+        ix->pending_bytes = 0;
+        pthread_mutex_lock(&ix->mu);
+        ix->refreshes++;
+        pthread_mutex_unlock(&ix->mu);
+        published_upto(ix, txn);   /* the readers held for txn go now, before the merges below */
+    }
+    /* Then the refresh segments merged among themselves, published again (the same txn). */
+    for (size_t i = 0; i < ix->ndbs && !rc; i++) {
+        if (ix->dbs[i]->refreshed) rc = merge_tail(ix, ix->dbs[i]);
+        ix->dbs[i]->refreshed = 0;
+    }
+    if (!rc) rc = publish_dirty(ix, txn);
+    if (rc) {
+        note_failure(ix, "refresh at txn %" PRIu64 " failed: %s; the indexer stops (a restart resumes "
+                     "from the last commit)", txn, hanu_status_str(rc));
+        return rc;
+    }
+    return HANU_OK;
 }
 
 /* ------------------------------------------------------- the thread */
@@ -1216,17 +1534,27 @@ static void *indexer_main(void *arg)
         pthread_mutex_lock(&ix->mu);
         /* A waiter's commit comes once the feed reaches its txn, not one per batch. */
         int waited = ix->waiters && ix->wanted_txn > ix->committed_txn && ix->consumed >= ix->wanted_txn;
-        int due = (ix->consumed > ix->committed_txn &&
-                   (waited || ix->commit_asked || ix->pending_bytes > PENDING_BYTES_MAX ||
-                    hanu_now_ns() - ix->last_commit_ns >= interval_ns)) ||
-                  ix->job_state == JOB_DONE;   /* a finished merge goes in with a commit */
+        int due = !ix->committing &&
+                  ((ix->consumed > ix->committed_txn &&
+                    (waited || ix->commit_asked || ix->pending_bytes > PENDING_BYTES_MAX ||
+                     hanu_now_ns() - ix->last_commit_ns >= interval_ns)) ||
+                   ix->job_state == JOB_DONE);   /* a finished merge goes in with a commit */
+        /* A refresh once the feed reaches what a reader waits for (or has no more). */
+        uint64_t visible = atomic_load(&ix->visible_txn);
+        int refresh_due = ix->refresh_wanted > visible && ix->consumed > visible &&
+                          (ix->consumed >= ix->refresh_wanted || !ix->feed_more);
         if (!rc && due) {
             ix->commit_asked = 0;
             pthread_mutex_unlock(&ix->mu);
             rc = commit(ix);
             pthread_mutex_lock(&ix->mu);
+        } else if (!rc && refresh_due) {
+            pthread_mutex_unlock(&ix->mu);
+            rc = refresh(ix);
+            pthread_mutex_lock(&ix->mu);
         } else if (!rc && !ix->feed_more &&
-                   !(got && ix->waiters && ix->wanted_txn > ix->consumed)) {
+                   !(got && ix->waiters && ix->wanted_txn > ix->consumed) &&
+                   !(got && ix->refresh_wanted > ix->consumed)) {
             /* Caught up: wait for the next poll (or a waiter) instead of coming back after
                every group commit's few records; what arrives meanwhile is read as one batch.
                A full batch is followed at once, so the lag under load stays bounded. */
@@ -1271,6 +1599,22 @@ int indexer_wait_txn(indexer *ix, uint64_t txn, uint32_t timeout_ms)
     return rc;
 }
 
+void indexer_refresh_upto(indexer *ix, uint64_t txn)
+{
+    if (txn <= atomic_load(&ix->visible_txn)) return;
+    pthread_mutex_lock(&ix->mu);
+    if (txn > ix->refresh_wanted) {
+        ix->refresh_wanted = txn;
+        pthread_cond_signal(&ix->wake);
+    }
+    pthread_mutex_unlock(&ix->mu);
+}
+
+uint64_t indexer_visible_txn(indexer *ix)
+{
+    return atomic_load(&ix->visible_txn);
+}
+
 void indexer_commit_now(indexer *ix)
 {
     pthread_mutex_lock(&ix->mu);
@@ -1289,10 +1633,7 @@ uint64_t indexer_txn(indexer *ix)
 
 int indexer_failed(indexer *ix)
 {
-    pthread_mutex_lock(&ix->mu);
-    int failed = ix->failed;
-    pthread_mutex_unlock(&ix->mu);
-    return failed;
+    return atomic_load(&ix->failed);
 }
 
 void indexer_get_stats(indexer *ix, indexer_stats *st)
@@ -1303,8 +1644,10 @@ void indexer_get_stats(indexer *ix, indexer_stats *st)
                            ix->segments, ix->bytes, ix->live_docs, ix->commits, ix->rebuilt, ix->failed,
                            ix->merges, ix->merges_abandoned, ix->merge_bytes, ix->merge_docs,
                            ix->merge_ns / 1000000, ix->job_state != JOB_NONE, ix->rebuilding,
-                           ix->rebuild_target, "" };
+                           ix->rebuild_target, "", 0, 0 };
     snprintf(st->failure, sizeof st->failure, "%s", ix->failure);
+    st->visible_txn = atomic_load(&ix->visible_txn);
+    st->refreshes = ix->refreshes;
     pthread_mutex_unlock(&ix->mu);
 }
 
@@ -1471,6 +1814,7 @@ int indexer_open(store *st, const indexer_options *o, indexer **out, char *err, 
     pthread_cond_init(&ix->wake, NULL);
     pthread_cond_init(&ix->committed_cv, NULL);
     pthread_cond_init(&ix->merge_cv, NULL);
+    pthread_cond_init(&ix->commit_cv, NULL);
     uint64_t watermark = 0;
     int rc = hanu_mkdir_p(ix->dir);
     if (rc) snprintf(err, errcap, "cannot create %s: %s", ix->dir, strerror(errno));
@@ -1509,6 +1853,7 @@ int indexer_open(store *st, const indexer_options *o, indexer **out, char *err, 
             say(ix, "COMMIT is at txn %" PRIu64 ", the watermark at %" PRIu64 "; resuming from the commit",
                 c.index_txn, watermark);
         rc = publish_dirty(ix, ix->committed_txn);
+        atomic_store(&ix->visible_txn, ix->committed_txn);
     }
     index_commit_free(&c);
     if (!rc) rc = store_feed_open(st, ix->committed_txn + 1, &ix->feed);
@@ -1519,6 +1864,13 @@ int indexer_open(store *st, const indexer_options *o, indexer **out, char *err, 
         else {
             ix->merge_started = 1;
             pthread_setname_np(ix->merge_thread, "hanu-merge");   /* names in top and perf */
+        }
+    }
+    if (!rc) {
+        if (pthread_create(&ix->commit_thread, NULL, commit_main, ix) != 0) rc = HANU_ERR_NOMEM;
+        else {
+            ix->commit_started = 1;
+            pthread_setname_np(ix->commit_thread, "hanu-commit");
         }
     }
     if (!rc) {
@@ -1550,6 +1902,14 @@ void indexer_close(indexer *ix)
         pthread_mutex_unlock(&ix->mu);
         pthread_join(ix->thread, NULL);
     }
+    if (ix->commit_started) {   /* after the indexer: a commit it handed over is finished first */
+        pthread_mutex_lock(&ix->mu);
+        ix->commit_stop = 1;
+        pthread_cond_broadcast(&ix->commit_cv);
+        pthread_mutex_unlock(&ix->mu);
+        pthread_join(ix->commit_thread, NULL);
+    }
+    durable_free(ix->djob);   /* only when the thread never started */
     if (ix->merge_started) {
         pthread_mutex_lock(&ix->mu);
         ix->stop = 1;
@@ -1580,6 +1940,7 @@ void indexer_close(indexer *ix)
     pthread_cond_destroy(&ix->wake);
     pthread_cond_destroy(&ix->committed_cv);
     pthread_cond_destroy(&ix->merge_cv);
+    pthread_cond_destroy(&ix->commit_cv);
     doc_cache_free(ix->cache);
     free(ix);
 }

@@ -163,6 +163,7 @@ typedef struct search_ctx {
     heap_entry *heap;
     size_t nheap, k;
     uint64_t total;
+    uint64_t gone;              /* hits of the page deleted after the snapshot */
     uint32_t *tfs;              /* per clause, of a document read back */
     int8_t *ids_ascending;      /* per segment (segment_id_order) */
     int8_t *seg_order;          /* per pair of segments: index_segment_id_ranges_cmp */
@@ -1058,8 +1059,10 @@ static int collect_page(search_ctx *x, size_t offset, size_t limit, uint64_t itx
     hanu_buf_reset(&x->val);
     if (!rc && want) rc = store_get_many(x->st, x->snap->db, items, want, &x->val);
     if (!rc && want) rc = index_hits_take(&out->hits, items, want, &x->val);   /* deleted after the snapshot: left out */
-    for (size_t i = 0, k = 0; i < want && !rc; i++)
+    for (size_t i = 0, k = 0; i < want && !rc; i++) {
         if (items[i].rc != HANU_ERR_NOT_FOUND) out->scores[k++] = sorted[offset + i].score;
+        else x->gone++;
+    }
     free(items);
     if (!rc && want && n > offset + want) rc = make_next(x, &sorted[offset + want - 1], itxn);
     free(sorted);
@@ -1105,7 +1108,9 @@ int index_search_ex(store *st, const index_snapshot *snap, const search_query *q
         seg_run_free(&r);
     }
     if (!rc) rc = collect_page(&x, offset, limit, o->index_txn);
-    out->hits.total = x.total;
+    /* A hit deleted after the snapshot left the page: the count leaves it too, so
+       that an exact count and the hits describe the same documents. */
+    out->hits.total = x.total_gte ? x.total : x.total - HANU_MIN(x.total, x.gone);
     out->total_gte = x.total_gte;
     hanu_buf_free(&x.val);
     free(x.occur);

@@ -1166,6 +1166,11 @@ static int encode(index_builder *b, hanu_buf *out)
 
 int index_builder_write(index_builder *b, const char *path)
 {
+    return index_builder_write_ex(b, path, 1);
+}
+
+int index_builder_write_ex(index_builder *b, const char *path, int sync)
+{
     hanu_buf out = { 0 };
     int rc = flush_terms(b);
     if (!rc) rc = encode(b, &out);
@@ -1176,7 +1181,7 @@ int index_builder_write(index_builder *b, const char *path)
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) rc = errno == EEXIST ? HANU_ERR_EXISTS : HANU_ERR_IO;
     if (!rc) rc = hanu_write_full(fd, out.data, out.len);
-    if (!rc && fdatasync(fd) != 0) rc = HANU_ERR_IO;
+    if (!rc && sync && fdatasync(fd) != 0) rc = HANU_ERR_IO;
     if (fd >= 0 && close(fd) != 0 && !rc) rc = HANU_ERR_IO;
     if (rc && fd >= 0) unlink(path);
     hanu_buf_free(&out);

@@ -31,7 +31,14 @@ struct index_segment {
     index_column *cols;
     int ids_ascending;          /* every id is larger than the one before it */
     uint32_t min_ord, max_ord;  /* where the smallest and the largest id are */
+    void *cache_entries;        /* the bitset cache's entries of this segment (bitset_cache.c, its lock) */
 };
+
+void **index_segment_cache_slot(const index_segment *seg)
+{
+    /* The one mutable part of an open segment, owned by the cache under its lock. */
+    return &((index_segment *)seg)->cache_entries;
+}
 
 static int fail(char *err, size_t cap, const char *fmt, ...)
 {

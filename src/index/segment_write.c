@@ -789,6 +789,12 @@ static int merge_file(merger *m)
 int index_merge_write(const index_merge_input *in, uint32_t n, const char *path, uint32_t **map,
                       uint32_t *docs_out)
 {
+    return index_merge_write_ex(in, n, path, map, docs_out, 1);
+}
+
+int index_merge_write_ex(const index_merge_input *in, uint32_t n, const char *path, uint32_t **map,
+                         uint32_t *docs_out, int sync)
+{
     merger m = { .in = in, .n = n, .map = map };
     m.has_deleted = calloc(n ? n : 1, 1);
     m.pos = malloc((n ? n : 1) * sizeof *m.pos);
@@ -801,7 +807,7 @@ int index_merge_write(const index_merge_input *in, uint32_t n, const char *path,
         if (m.fd < 0) rc = errno == EEXIST ? HANU_ERR_EXISTS : HANU_ERR_IO;
     }
     if (!rc) rc = merge_file(&m);
-    if (!rc && fdatasync(m.fd) != 0) rc = HANU_ERR_IO;
+    if (!rc && sync && fdatasync(m.fd) != 0) rc = HANU_ERR_IO;
     if (m.fd >= 0 && close(m.fd) != 0 && !rc) rc = HANU_ERR_IO;
     if (rc && m.fd >= 0) unlink(path);
     region_close(&m.main);

@@ -140,9 +140,10 @@ static void list_add(value_list *l, const json_value *v)
     l->v[l->n++] = v;
 }
 
-static int gather(void *ctx, const json_value *v)
+static int gather(void *ctx, const json_value *v, int whole)
 {
     value_list *l = ctx;
+    (void)whole;   /* aggregations take the elements of any array reached */
     if (!v) return 0;
     if (v->type == JSON_ARRAY) {
         for (size_t i = 0; i < v->u.kids.n; i++) list_add(l, &v->u.kids.items[i]);

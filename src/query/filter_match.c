@@ -8,12 +8,13 @@
 #include "query/query_internal.h"
 
 /* A reached value satisfies $eq v when it equals v, or is an array with an
- * element equal to v; a missing field satisfies $eq null. */
-static int eq_satisfied(const json_value *x, const json_value *want)
+ * element equal to v (not one picked by position: whole); a missing field
+ * satisfies $eq null. */
+static int eq_satisfied(const json_value *x, const json_value *want, int whole)
 {
     if (!x) return want->type == JSON_NULL;
     if (query_value_equal(x, want)) return 1;
-    if (x->type == JSON_ARRAY)
+    if (x->type == JSON_ARRAY && !whole)
         for (size_t i = 0; i < x->u.kids.n; i++)
             if (query_value_equal(&x->u.kids.items[i], want)) return 1;
     return 0;
@@ -36,12 +37,12 @@ static int scalar_in_range(const json_value *x, filter_op op, const json_value *
     return range_holds(op, query_value_compare(x, bound));
 }
 
-static int range_satisfied(const json_value *x, filter_op op, const json_value *bound)
+static int range_satisfied(const json_value *x, filter_op op, const json_value *bound, int whole)
 {
     if (bound->type == JSON_NULL)   /* null has one value: $gte/$lte null mean $eq null */
-        return (op == FILTER_GTE || op == FILTER_LTE) && eq_satisfied(x, bound);
+        return (op == FILTER_GTE || op == FILTER_LTE) && eq_satisfied(x, bound, whole);
     if (!x) return 0;
-    if (x->type != JSON_ARRAY) return scalar_in_range(x, op, bound);
+    if (x->type != JSON_ARRAY || whole) return scalar_in_range(x, op, bound);
     for (size_t i = 0; i < x->u.kids.n; i++)
         if (scalar_in_range(&x->u.kids.items[i], op, bound)) return 1;
     return 0;
@@ -51,28 +52,29 @@ typedef struct clause {
     const filter_node *node;
 } clause;
 
-static int visit_eq(void *ctx, const json_value *x)
+static int visit_eq(void *ctx, const json_value *x, int whole)
 {
-    return eq_satisfied(x, ((const clause *)ctx)->node->operand);
+    return eq_satisfied(x, ((const clause *)ctx)->node->operand, whole);
 }
 
-static int visit_range(void *ctx, const json_value *x)
+static int visit_range(void *ctx, const json_value *x, int whole)
 {
     const filter_node *n = ((const clause *)ctx)->node;
-    return range_satisfied(x, n->op, n->operand);
+    return range_satisfied(x, n->op, n->operand, whole);
 }
 
-static int visit_in(void *ctx, const json_value *x)
+static int visit_in(void *ctx, const json_value *x, int whole)
 {
     const json_value *list = ((const clause *)ctx)->node->operand;
     for (size_t i = 0; i < list->u.kids.n; i++)
-        if (eq_satisfied(x, &list->u.kids.items[i])) return 1;
+        if (eq_satisfied(x, &list->u.kids.items[i], whole)) return 1;
     return 0;
 }
 
-static int visit_exists(void *ctx, const json_value *x)
+static int visit_exists(void *ctx, const json_value *x, int whole)
 {
     (void)ctx;
+    (void)whole;
     return x != NULL;
 }
 

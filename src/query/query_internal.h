@@ -38,8 +38,12 @@ int query_path_check(const char *path, size_t len, const char *json_path, query_
  *   - through an array by a numeric segment ("tags.0"), and also into every
  *     element that is an object (implicit traversal, "items.sku");
  *   - an array in which no element yields a value yields missing once.
+ * whole is 1 for a value that the path's last segment picked out of an array
+ * by its position: a clause compares it as it is and does not look into it
+ * when it is an array itself ({"a.0":42} does not match {"a":[[42]]}, as in
+ * MongoDB; {"a.0":[42]} does).
  * fn returns non-zero to stop the walk; that value is returned (else 0). */
-typedef int (*query_visit_fn)(void *ctx, const json_value *v);
+typedef int (*query_visit_fn)(void *ctx, const json_value *v, int whole);
 int query_path_walk(const json_value *root, const char *path, size_t len, query_visit_fn fn, void *ctx);
 
 #endif

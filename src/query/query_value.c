@@ -178,10 +178,10 @@ typedef struct walk {
     size_t visits;
 } walk;
 
-static int walk_yield(walk *w, const json_value *v)
+static int walk_yield(walk *w, const json_value *v, int whole)
 {
     w->visits++;
-    return w->fn(w->ctx, v);
+    return w->fn(w->ctx, v, whole);
 }
 
 /* A numeric segment: digits only, no leading zero (except "0" itself). */
@@ -210,11 +210,11 @@ static int walk_object(walk *w, const json_value *obj, const char *path, size_t 
         size_t k = m->key_len;
         if (k > len || memcmp(m->key, path, k) != 0) continue;
         int rc = 0;
-        if (k == len) rc = walk_yield(w, m);
+        if (k == len) rc = walk_yield(w, m, 0);
         else if (path[k] == '.') rc = walk_value(w, m, path + k + 1, len - k - 1);
         if (rc) return rc;
     }
-    return w->visits == before ? walk_yield(w, NULL) : 0;
+    return w->visits == before ? walk_yield(w, NULL, 0) : 0;
 }
 
 static int walk_array(walk *w, const json_value *arr, const char *path, size_t len)
@@ -226,7 +226,7 @@ static int walk_array(walk *w, const json_value *arr, const char *path, size_t l
     int rc = 0;
     if (segment_index(path, seg, &idx) && idx < arr->u.kids.n) {
         const json_value *e = &arr->u.kids.items[idx];
-        rc = dot ? walk_value(w, e, dot + 1, len - seg - 1) : walk_yield(w, e);
+        rc = dot ? walk_value(w, e, dot + 1, len - seg - 1) : walk_yield(w, e, 1);
         if (rc) return rc;
     }
     for (size_t i = 0; i < arr->u.kids.n; i++) {
@@ -234,14 +234,14 @@ static int walk_array(walk *w, const json_value *arr, const char *path, size_t l
         if (e->type != JSON_OBJECT) continue;
         if ((rc = walk_object(w, e, path, len)) != 0) return rc;
     }
-    return w->visits == before ? walk_yield(w, NULL) : 0;
+    return w->visits == before ? walk_yield(w, NULL, 0) : 0;
 }
 
 static int walk_value(walk *w, const json_value *v, const char *path, size_t len)
 {
     if (v->type == JSON_OBJECT) return walk_object(w, v, path, len);
     if (v->type == JSON_ARRAY) return walk_array(w, v, path, len);
-    return walk_yield(w, NULL);
+    return walk_yield(w, NULL, 0);
 }
 
 int query_path_walk(const json_value *root, const char *path, size_t len, query_visit_fn fn, void *ctx)

@@ -247,6 +247,9 @@ static int pin_index(snapshotter *sn, pin_set *ps, uint64_t *index_txn, char *er
         size_t l = strlen(names.v[i]);
         if (l > 4 && strcmp(names.v[i] + l - 4, ".tmp") == 0) continue;
         rc = pin_link(sn, "index", names.v[i], ps);
+        /* Gone meanwhile: a refresh segment merged away (no COMMIT names those), or a
+           file a newer commit dropped, which the comparison of COMMIT below sees. */
+        if (rc == HANU_ERR_NOT_FOUND) rc = HANU_OK;
     }
     snap_names_free(&names);
     if (rc == HANU_OK) rc = hanu_read_file(commit, 64u << 20, &after);

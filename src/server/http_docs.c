@@ -385,12 +385,27 @@ int http_preconditions(http_call *c, int exists, uint64_t txn, int is_read, int 
     return 1;
 }
 
+static void doc_get_now(http_call *c);
+
 void http_doc_get(http_call *c)
 {
     if (!http_token_allows(c, c->col, 0)) {
         http_error(c, 403, "forbidden", "this token may not read collection \"%s\"", c->col);
         return;
     }
+    /* Read-your-writes on a follower: held until it has applied min_txn (before the
+       404 of a collection it may not have replayed yet). */
+    uint64_t min_txn;
+    if (!http_param_min_txn(c, &min_txn)) return;
+    if (min_txn > store_last_txn(c->srv->store)) {
+        http_hold_for_store(c, min_txn, doc_get_now);
+        return;
+    }
+    doc_get_now(c);
+}
+
+static void doc_get_now(http_call *c)
+{
     uint32_t db;
     if (http_find_collection(c, 0, &db)) return;
     hanu_buf *b = &c->srv->http_scratch;

@@ -29,7 +29,7 @@ typedef struct http_answer {
 
 /* The query parameters of any route; each route accepts a set of them (http_route.c). */
 enum http_param { HTTP_PARAM_DURABILITY, HTTP_PARAM_LIMIT, HTTP_PARAM_AFTER, HTTP_PARAM_RETURN,
-                  HTTP_PARAM_FORMAT, HTTP_PARAM_FIRST_LINE, HTTP_PARAM_COUNT };
+                  HTTP_PARAM_FORMAT, HTTP_PARAM_FIRST_LINE, HTTP_PARAM_MIN_TXN, HTTP_PARAM_COUNT };
 #define HTTP_PARAM_BIT(p) (1u << (p))
 
 /* One request being answered: what the handlers fill in. */
@@ -119,6 +119,8 @@ int http_query_split(const char *q, size_t len, unsigned accepted, char *scratch
 const char *http_param_name(enum http_param p);   /* as the query string spells it */
 /* A parameter's decoded value (NUL-terminated), or NULL when absent. */
 const h2o_iovec_t *http_param(const http_call *c, enum http_param p);
+/* ?min_txn= into *out (0 when absent): 1, or 0 and the 400 invalid_parameter sent. */
+int http_param_min_txn(http_call *c, uint64_t *out);
 
 /* Status and metrics (http_status.c). */
 void http_count_request(server *srv, int route, int status, uint64_t start_ns);
@@ -177,6 +179,9 @@ void http_query(http_call *c);
 int http_query_start(server *srv);   /* the query workers (--query-threads) */
 void http_query_stop(server *srv);   /* held queries get 503 shutting_down */
 void http_query_close(server *srv);  /* joins the query workers; what they did not start gets 503 */
+/* Holds c (a read by id or the listing) until the store has applied min_txn, then
+   calls resume(c); past --min-txn-wait-ms 503 store_behind. Always answers or holds. */
+int http_hold_for_store(http_call *c, uint64_t min_txn, void (*resume)(http_call *c));
 size_t http_query_busy(server *srv); /* queries held or in the workers' hands */
 /* "index":{...} and "query":{...} of /_status, the hanudb_index_* and hanudb_query_*
    families of /metrics. */

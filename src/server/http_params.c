@@ -17,6 +17,7 @@ static const char *const param_names[HTTP_PARAM_COUNT] = {
     [HTTP_PARAM_RETURN] = "return",
     [HTTP_PARAM_FORMAT] = "format",
     [HTTP_PARAM_FIRST_LINE] = "first_line",
+    [HTTP_PARAM_MIN_TXN] = "min_txn",
 };
 
 /* The request headers of the Hanu- prefix the server reads (on every route: a
@@ -155,4 +156,24 @@ const char *http_param_name(enum http_param p)
 const h2o_iovec_t *http_param(const http_call *c, enum http_param p)
 {
     return c->params[p].base ? &c->params[p] : NULL;
+}
+
+int http_param_min_txn(http_call *c, uint64_t *out)
+{
+    *out = 0;
+    const h2o_iovec_t *v = http_param(c, HTTP_PARAM_MIN_TXN);
+    if (!v) return 1;
+    uint64_t n = 0;
+    int ok = v->len > 0 && v->len <= 19;   /* at most INT64_MAX, as the body's min_txn */
+    for (size_t i = 0; ok && i < v->len; i++) {
+        ok = v->base[i] >= '0' && v->base[i] <= '9';
+        n = n * 10 + (uint64_t)(v->base[i] - '0');
+    }
+    if (!ok || n > INT64_MAX) {
+        http_error(c, 400, "invalid_parameter", "query parameter \"min_txn\": must be an integer from 0 to %lld",
+                   (long long)INT64_MAX);
+        return 0;
+    }
+    *out = n;
+    return 1;
 }

@@ -4,11 +4,19 @@
  * /c/{col}/docs, the listing by id.
  *
  * A request body is parsed and checked whole first (400 invalid_query with the
- * query module's message, which names the JSON path). One that asks for a
- * min_txn the index does not cover yet is held in srv->query_waits: the indexer
- * is asked to commit at once and a 2 ms loop timer looks at its txn, so the
- * event loop never blocks on the indexer; past --min-txn-wait-ms the answer is
- * 503 index_behind with the index's txn in the error object.
+ * query module's message, which names the JSON path). Fresh by default: a query
+ * sees every write acknowledged before it arrived. Its target is the store's
+ * last txn at arrival (every write answered so far, at any durability, is at or
+ * below it; on a follower, what it has applied), or its min_txn when higher;
+ * "fresh":false leaves only min_txn. When the index's published snapshots do
+ * not cover the target yet (one atomic load each: nothing else is paid when
+ * nothing was written since the last publish), the query is held in
+ * srv->query_waits: the indexer is asked for a refresh (a publish without a
+ * commit, indexer_refresh_upto) and wakes the loop when it has published; a
+ * 2 ms loop timer also looks, for the deadline. The event loop never blocks on
+ * the indexer; past --min-txn-wait-ms the answer is 503 index_behind with the
+ * index's txn in the error object. A get by id or the listing with ?min_txn=
+ * is held the same way until the store has applied that txn (a follower).
  *
  * Execution is the first, synchronous version, on the loop thread: index_find
  * narrows with the index and decides with filter_match on the stored bytes.
@@ -52,6 +60,7 @@ typedef struct query_req {
     aggs_spec *aggs;
     index_cursor *after;        /* _find, _search: resume after this position */
     uint64_t track_total;       /* _search: count exactly up to this many (INDEX_SEARCH_COUNT_ALL: all) */
+    int fresh;                  /* see every write acknowledged before the query (default 1) */
 } query_req;
 
 static void query_req_free(query_req *r)
@@ -103,7 +112,7 @@ static int parse_fields(http_call *c, const json_value *v, query_req *r)
     return 1;
 }
 
-/* The members each route takes, besides min_txn. */
+/* The members each route takes, besides min_txn and fresh. */
 static const char *const find_members[] = { "filter", "sort", "limit", "offset", "count", "after", "fields", NULL };
 static const char *const search_members[] = { "q", "fields", "filter", "limit", "offset", "after", "track_total",
                                                NULL };
@@ -113,7 +122,7 @@ static int known_member(const char *const *names, const char *key)
 {
     for (; *names; names++)
         if (!strcmp(*names, key)) return 1;
-    return !strcmp(key, "min_txn");
+    return !strcmp(key, "min_txn") || !strcmp(key, "fresh");
 }
 
 /* Parses the body in[0..len) of c's route into r (which points into in);
@@ -122,7 +131,7 @@ static int parse_query(http_call *c, query_req *r, const char *in, size_t len)
 {
     json_error je;
     query_error qe = { "" };
-    *r = (query_req){ .limit = QUERY_DEFAULT_LIMIT, .track_total = SEARCH_DEFAULT_TRACK_TOTAL };
+    *r = (query_req){ .limit = QUERY_DEFAULT_LIMIT, .track_total = SEARCH_DEFAULT_TRACK_TOTAL, .fresh = 1 };
     if (json_doc_parse(in, len, NULL, &r->dom, &je) != HANU_OK) {
         http_error(c, 400, "invalid_json", "%s", je.msg);
         return 0;
@@ -173,6 +182,9 @@ static int parse_query(http_call *c, query_req *r, const char *in, size_t len)
         } else if (!strcmp(k, "count")) {
             if (json_as_bool(v, &bval) != HANU_OK) { invalid_query(c, "count: must be true or false"); return 0; }
             r->count_only = bval;
+        } else if (!strcmp(k, "fresh")) {
+            if (json_as_bool(v, &bval) != HANU_OK) { invalid_query(c, "fresh: must be true or false"); return 0; }
+            r->fresh = bval;
         }
     }
     int rc = fv ? filter_parse_value(in, fv, "filter", &r->filter, &qe)
@@ -253,9 +265,32 @@ static void find_failed(http_call *c, int rc, const query_error *qe)
     else http_error(c, 500, "internal", "query failed: %s", hanu_status_str(rc));
 }
 
+static size_t write_projection(json_writer *w, const char *in, const json_value *v, const char *const *paths,
+                               const size_t *lens, size_t n, int skip_id);
+
+/* An array on a projected path, as MongoDB's find projection gives it: object
+ * elements projected, array elements projected the same way in turn, other
+ * elements left out ({"a":[[1,{"x":2}],{"x":3},5]} with a.x: {"a":[[{"x":2}],{"x":3}]}). */
+static void write_projected_array(json_writer *w, const char *in, const json_value *arr, const char *const *paths,
+                                  const size_t *lens, size_t n)
+{
+    json_write_array_begin(w);
+    for (size_t e = 0; e < json_len(arr); e++) {
+        const json_value *x = json_at(arr, e);
+        if (x->type == JSON_ARRAY) {
+            write_projected_array(w, in, x, paths, lens, n);
+        } else if (x->type == JSON_OBJECT) {
+            json_write_object_begin(w);
+            write_projection(w, in, x, paths, lens, n, 0);
+            json_write_object_end(w);
+        }
+    }
+    json_write_array_end(w);
+}
+
 /* Writes the members of v that the fields (dotted paths, relative to v) name;
  * objects on the way are kept with only what is below them, arrays with their
- * object elements projected. Returns the number of members written. */
+ * object and array elements projected. Returns the number of members written. */
 static size_t write_projection(json_writer *w, const char *in, const json_value *v, const char *const *paths,
                                const size_t *lens, size_t n, int skip_id)
 {
@@ -285,14 +320,7 @@ static size_t write_projection(json_writer *w, const char *in, const json_value 
             wrote++;
         } else if (nsub && m->type == JSON_ARRAY) {
             json_write_key(w, m->key, m->key_len);
-            json_write_array_begin(w);
-            for (size_t e = 0; e < json_len(m); e++) {
-                if (json_at(m, e)->type != JSON_OBJECT) continue;
-                json_write_object_begin(w);
-                write_projection(w, in, json_at(m, e), sub, sublen, nsub, 0);
-                json_write_object_end(w);
-            }
-            json_write_array_end(w);
+            write_projected_array(w, in, m, sub, sublen, nsub);
             wrote++;
         }
     }
@@ -559,7 +587,9 @@ static void list_docs(http_call *c, uint32_t db, const list_req *lr)
 typedef struct query_wait {
     h2o_linklist_t link;
     http_call call;
-    uint64_t min_txn, deadline_ns;
+    uint64_t min_txn, deadline_ns, held_ns;
+    int on_store;                /* waits for the store to apply min_txn, not for the index */
+    void (*resume)(http_call *c);   /* runs the request once min_txn is reached */
     struct query_wait **guard;   /* in the request's pool; points back here until released */
 } query_wait;
 
@@ -596,46 +626,102 @@ static void index_behind(http_call *c, uint64_t min_txn, uint64_t itxn)
     hanu_buf_free(&b);
 }
 
-static void run_query(http_call *c, int waited);
-
-static void on_query_wait_poll(h2o_timeout_entry_t *entry)
+/* 503 store_behind: this node has not applied min_txn within --min-txn-wait-ms. */
+static void store_behind(http_call *c, uint64_t min_txn, uint64_t applied)
 {
-    server *srv = H2O_STRUCT_FROM_MEMBER(server, query_wait_entry, entry);
-    uint64_t itxn = indexer_txn(srv->indexer), now = hanu_now_ns();
-    indexer_stats st;
-    indexer_get_stats(srv->indexer, &st);
+    char msg[160];
+    snprintf(msg, sizeof msg, "this node has applied txn %llu, below min_txn %llu, after %u ms (--min-txn-wait-ms)",
+             (unsigned long long)applied, (unsigned long long)min_txn, c->srv->opt.min_txn_wait_ms);
+    hanu_buf b = {0};
+    http_error_json(&b, "store_behind", msg);
+    if (b.len >= 2) {
+        b.len -= 2;   /* reopen the error object for its applied_txn */
+        char tail[48];
+        int n = snprintf(tail, sizeof tail, ",\"applied_txn\":%llu}}", (unsigned long long)applied);
+        hanu_buf_append(&b, tail, (size_t)n);
+    }
+    c->srv->errors++;
+    http_send(c, 503, (const char *)b.data, b.len);
+    hanu_buf_free(&b);
+}
+
+static void run_query(http_call *c, int waited);
+static void resume_query(http_call *c) { run_query(c, 1); }
+
+/* Answers every held request whose txn is reached, whose deadline passed, or whose
+   index failed (loop thread). */
+static void poll_waits(server *srv)
+{
+    uint64_t itxn = srv->indexer ? indexer_visible_txn(srv->indexer) : 0, now = hanu_now_ns();
+    uint64_t applied = store_last_txn(srv->store);
+    int failed = srv->indexer && indexer_failed(srv->indexer);
     h2o_linklist_t *anchor = &srv->query_waits;
     for (h2o_linklist_t *n = anchor->next; n != anchor;) {
         query_wait *qw = H2O_STRUCT_FROM_MEMBER(query_wait, link, n);
         n = n->next;
-        if (itxn < qw->min_txn && !st.failed && now < qw->deadline_ns) continue;
+        uint64_t at = qw->on_store ? applied : itxn;
+        int dead = !qw->on_store && failed;
+        if (at < qw->min_txn && !dead && now < qw->deadline_ns) continue;
         release_wait(qw);
         http_call c = qw->call;
         uint64_t min_txn = qw->min_txn;
+        int on_store = qw->on_store;
+        srv->query_held++;
+        srv->query_held_ns += now - qw->held_ns;
+        void (*resume)(http_call *) = qw->resume;
         free(qw);
-        if (itxn >= min_txn) run_query(&c, 1);
-        else if (st.failed) http_error(&c, 503, "index_failed", "the indexer stopped after a failed write; "
-                                       "restart the server");
+        if (at >= min_txn) resume(&c);
+        else if (dead) http_error(&c, 503, "index_failed", "the indexer stopped after a failed write; "
+                                  "restart the server");
+        else if (on_store) store_behind(&c, min_txn, applied);
         else index_behind(&c, min_txn, itxn);
     }
-    if (!h2o_linklist_is_empty(anchor))
+}
+
+static void on_query_wait_poll(h2o_timeout_entry_t *entry)
+{
+    server *srv = H2O_STRUCT_FROM_MEMBER(server, query_wait_entry, entry);
+    poll_waits(srv);
+    if (!h2o_linklist_is_empty(&srv->query_waits) && !h2o_timeout_is_linked(&srv->query_wait_entry))
         h2o_timeout_link(srv->loop, &srv->query_wait_timeout, &srv->query_wait_entry);
 }
 
-/* Holds c until the index reaches min_txn; 0 and an answer sent when it cannot. */
-static int hold_query(http_call *c, uint64_t min_txn)
+void http_query_wake(server *srv)
+{
+    if (srv->query_waits.next && !h2o_linklist_is_empty(&srv->query_waits)) poll_waits(srv);
+}
+
+/* Holds c until min_txn is reached (by the index's published snapshots, or with
+   on_store by the store), then calls resume(c); 0 and an answer sent when it cannot. */
+static int hold_until(http_call *c, uint64_t min_txn, int on_store, void (*resume)(http_call *c))
 {
     server *srv = c->srv;
     query_wait *qw = malloc(sizeof *qw);
     if (!qw) { http_error(c, 500, "internal", "out of memory"); return 0; }
-    *qw = (query_wait){ .call = *c, .min_txn = min_txn,
+    *qw = (query_wait){ .call = *c, .min_txn = min_txn, .on_store = on_store, .resume = resume,
+                        .held_ns = hanu_now_ns(),
                         .deadline_ns = c->start_ns + (uint64_t)srv->opt.min_txn_wait_ms * 1000000u };
     qw->guard = h2o_mem_alloc_shared(&c->req->pool, sizeof *qw->guard, on_wait_req_gone);
     *qw->guard = qw;
     h2o_linklist_insert(&srv->query_waits, &qw->link);
-    indexer_commit_now(srv->indexer);
+    if (!on_store) indexer_refresh_upto(srv->indexer, min_txn);
     if (!h2o_timeout_is_linked(&srv->query_wait_entry))
         h2o_timeout_link(srv->loop, &srv->query_wait_timeout, &srv->query_wait_entry);
+    return 1;
+}
+
+static int hold_query(http_call *c, uint64_t min_txn)
+{
+    return hold_until(c, min_txn, 0, resume_query);
+}
+
+int http_hold_for_store(http_call *c, uint64_t min_txn, void (*resume)(http_call *c))
+{
+    if (c->srv->stopping) {
+        http_error(c, 503, "shutting_down", "the server is shutting down");
+        return 1;
+    }
+    hold_until(c, min_txn, 1, resume);
     return 1;
 }
 
@@ -684,7 +770,7 @@ static void task_run(query_job *job)
     c.answer = &t->answer;
     if (c.route == ROUTE_DOC_LIST) { list_docs(&c, t->db, &t->list); return; }
     indexer *ix = c.srv->indexer;
-    uint64_t itxn = indexer_txn(ix);   /* read before the snapshot: it covers it */
+    uint64_t itxn = indexer_visible_txn(ix);   /* read before the snapshot: it covers it */
     index_snapshot *snap = index_snapshot_acquire(ix, t->db);
     if (c.route == ROUTE_FIND) run_find(&c, &t->r, itxn, snap);
     else if (c.route == ROUTE_SEARCH) run_search(&c, &t->r, itxn, snap);
@@ -809,6 +895,17 @@ static uint64_t body_min_txn(h2o_req_t *req)
     return (uint64_t)n;
 }
 
+/* The txn of the newest write that may have been acknowledged: the store's last
+   txn (a `none` answer leaves once its frame is written, `local` and `bucket` ones
+   later; on a follower, the last txn applied). Not above the newest record while
+   no write was made since the start: a start after a crash may number on above
+   txns that no record has, which the index never reaches until a write. */
+static uint64_t fresh_target(server *srv)
+{
+    uint64_t t = store_last_txn(srv->store);
+    return t > srv->fresh_start_txn ? t : HANU_MIN(t, srv->fresh_start_record);
+}
+
 static void run_query(http_call *c, int waited)
 {
     server *srv = c->srv;
@@ -817,6 +914,13 @@ static void run_query(http_call *c, int waited)
         return;
     }
     uint32_t db;
+    if (!waited && c->route == ROUTE_DOC_LIST) {
+        /* Read-your-writes on a follower: the listing reads the store, held until it
+           has applied min_txn. */
+        uint64_t min_txn;
+        if (!http_param_min_txn(c, &min_txn)) return;
+        if (min_txn > store_last_txn(srv->store)) { http_hold_for_store(c, min_txn, resume_query); return; }
+    }
     if (!waited && srv->indexer && c->route != ROUTE_DOC_LIST &&
         docs_collection_lookup(srv->store, c->col, strlen(c->col), &db) == HANU_ERR_NOT_FOUND) {
         /* A follower may not yet have replayed the collection's creation: with a
@@ -835,7 +939,7 @@ static void run_query(http_call *c, int waited)
             return;
         }
         uint64_t last = store_last_record_txn(srv->store);
-        if (!waited && indexer_txn(srv->indexer) < last) {
+        if (!waited && indexer_visible_txn(srv->indexer) < last) {
             if (srv->stopping) http_error(c, 503, "shutting_down", "the server is shutting down");
             else hold_query(c, last);
             return;
@@ -872,7 +976,11 @@ static void run_query(http_call *c, int waited)
     t->body[len] = '\0';
     if (!parse_query(c, &t->r, t->body, len)) { task_free(t); return; }
     uint64_t min_txn = t->r.min_txn;
-    if (min_txn > indexer_txn(srv->indexer) && !waited) {
+    if (t->r.fresh) {
+        uint64_t acked = fresh_target(srv);
+        if (acked > min_txn) min_txn = acked;
+    }
+    if (!waited && min_txn > indexer_visible_txn(srv->indexer)) {
         /* Held on the loop, not on a worker: a wait costs a list entry, never a thread. */
         task_free(t);
         if (srv->stopping) http_error(c, 503, "shutting_down", "the server is shutting down");
@@ -929,6 +1037,7 @@ void http_index_status(server *srv, json_writer *w)
     const server_json_field f[] = {
         { "index_txn", st.index_txn }, { "lag_txns", st.lag_txns }, { "segments", st.segments },
         { "bytes", st.bytes }, { "live_docs", st.live_docs }, { "commits", st.commits },
+        { "visible_txn", st.visible_txn }, { "refreshes", st.refreshes },
     };
     server_json_fields(w, f, sizeof f / sizeof *f);
     json_write_key(w, "failed", 6);
@@ -955,6 +1064,7 @@ void http_index_status(server *srv, json_writer *w)
         { "threads", qs.threads }, { "queue_cap", qs.queue_cap }, { "queued", qs.queued },
         { "running", qs.running }, { "jobs", qs.jobs }, { "rejected", qs.rejected },
         { "cancelled", qs.cancelled }, { "busy_ms", qs.busy_ns / 1000000 }, { "wait_ms", qs.wait_ns / 1000000 },
+        { "held", srv->query_held }, { "held_us", srv->query_held_ns / 1000 },
     };
     server_json_fields(w, q, sizeof q / sizeof *q);
     json_write_object_end(w);
@@ -985,14 +1095,16 @@ static void query_metrics(server *srv, hanu_buf *b)
         { "hanudb_query_rejected_total", "counter", "Queries answered 503 overloaded: the queue was full." },
         { "hanudb_query_cancelled_total", "counter", "Queries whose client left before the answer." },
         { "hanudb_query_inline_total", "counter", "Queries run on the event loop as cheap enough (--query-inline-postings)." },
+        { "hanudb_query_held_total", "counter", "Queries held until the index covered their writes (fresh or min_txn)." },
         { "hanudb_query_busy_seconds_total", "counter", "Time the workers spent running queries." },
         { "hanudb_query_wait_seconds_total", "counter", "Time queries spent waiting for a worker." },
+        { "hanudb_query_held_seconds_total", "counter", "Time queries spent held until the index covered their writes." },
     };
     const uint64_t v[] = { qs.threads, qs.queue_cap, qs.queued, qs.running, qs.jobs, qs.rejected, qs.cancelled,
-                           srv->query_inline };
+                           srv->query_inline, srv->query_held };
     u64_families(b, fam, v, sizeof v / sizeof *v);
-    const double secs[] = { (double)qs.busy_ns / 1e9, (double)qs.wait_ns / 1e9 };
-    for (size_t i = 0; i < 2; i++) {
+    const double secs[] = { (double)qs.busy_ns / 1e9, (double)qs.wait_ns / 1e9, (double)srv->query_held_ns / 1e9 };
+    for (size_t i = 0; i < 3; i++) {
         const metric_family *f = &fam[sizeof v / sizeof *v + i];
         char line[512];
         int len = snprintf(line, sizeof line, "# HELP %s %s\n# TYPE %s %s\n%s %.6f\n", f->name, f->help,
@@ -1012,13 +1124,16 @@ void http_index_metrics(server *srv, hanu_buf *b)
         { "hanudb_index_segments", "gauge", "Segments of the documents index, every collection." },
         { "hanudb_index_bytes", "gauge", "Bytes of the index's segments." },
         { "hanudb_index_commits_total", "counter", "Commits of the indexer since the start." },
+        { "hanudb_index_visible_txn", "gauge", "Every txn up to it is in the snapshots queries read (commits and refreshes)." },
+        { "hanudb_index_refreshes_total", "counter", "Publishes without a commit, asked by fresh queries." },
         { "hanudb_filter_cache_hits_total", "counter", "Filter bitmaps found in the cache." },
         { "hanudb_filter_cache_misses_total", "counter", "Filter bitmaps built from postings or columns." },
         { "hanudb_filter_cache_bytes", "gauge", "Bytes held by the filter bitmap cache." },
     };
     index_bitset_cache_stats cs;
     index_bitset_cache_get_stats(&cs);
-    const uint64_t v[] = { st.index_txn, st.lag_txns, st.segments, st.bytes, st.commits, cs.hits, cs.misses, cs.bytes };
+    const uint64_t v[] = { st.index_txn, st.lag_txns, st.segments, st.bytes, st.commits, st.visible_txn, st.refreshes,
+                           cs.hits, cs.misses, cs.bytes };
     u64_families(b, fam, v, sizeof v / sizeof *v);
     http_index_more_metrics(srv, b);
     query_metrics(srv, b);

@@ -54,6 +54,7 @@ static unsigned method_bit(h2o_req_t *req)
 
 #define DUR HTTP_PARAM_BIT(HTTP_PARAM_DURABILITY)
 #define RET HTTP_PARAM_BIT(HTTP_PARAM_RETURN)
+#define MIN_TXN HTTP_PARAM_BIT(HTTP_PARAM_MIN_TXN)
 #define READ_ONLY_METHODS .methods = M_GET | M_HEAD | M_OPTIONS, .allow = "GET, HEAD, OPTIONS"
 /* Each path: the methods it answers (its Allow header, the CORS preflight's methods),
    its pattern (in messages), and the query parameters each method accepts; anything
@@ -73,9 +74,9 @@ static const struct path_spec {
                           "/c/{collection}", .put = DUR, .del = DUR },
     [PATH_DOCS] = { M_GET | M_HEAD | M_POST | M_OPTIONS, "GET, HEAD, POST, OPTIONS", "/c/{collection}/docs",
                     .get = HTTP_PARAM_BIT(HTTP_PARAM_LIMIT) | HTTP_PARAM_BIT(HTTP_PARAM_AFTER) |
-                           HTTP_PARAM_BIT(HTTP_PARAM_FORMAT), .post = DUR },
+                           HTTP_PARAM_BIT(HTTP_PARAM_FORMAT) | MIN_TXN, .post = DUR },
     [PATH_DOC] = { M_GET | M_HEAD | M_PUT | M_PATCH | M_DELETE | M_OPTIONS, "GET, HEAD, PUT, PATCH, DELETE, OPTIONS",
-                   "/c/{collection}/docs/{id}", .put = DUR, .del = DUR, .patch = DUR | RET },
+                   "/c/{collection}/docs/{id}", .get = MIN_TXN, .put = DUR, .del = DUR, .patch = DUR | RET },
     [PATH_DOC_UPDATE] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/docs/{id}/_update", .post = DUR | RET },
     [PATH_UPDATE] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_update", .post = DUR },
     [PATH_DELETE_QUERY] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_delete", .post = DUR },
@@ -90,6 +91,7 @@ static const struct path_spec {
 };
 #undef DUR
 #undef RET
+#undef MIN_TXN
 
 /* The query parameters a method of a path accepts. */
 static unsigned params_of(const struct path_spec *p, unsigned m)

@@ -157,6 +157,16 @@ static void on_durable_from_log(void *ctx, uint64_t txn, int failed)
         h2o_multithread_send_message(&srv->durable_receiver, &srv->durable_msg);
 }
 
+/* Indexer thread: the index's snapshots cover more; wake the loop for the queries
+   held for it (the same message as the durable one). */
+static void on_index_published(void *ctx, uint64_t txn)
+{
+    server *srv = ctx;
+    (void)txn;
+    if (!atomic_exchange(&srv->durable_msg_pending, 1))
+        h2o_multithread_send_message(&srv->durable_receiver, &srv->durable_msg);
+}
+
 /* Sealer thread: the bucket holds every record up to txn; wake the loop. */
 void server_on_sealed(void *ctx, uint64_t txn)
 {
@@ -477,6 +487,7 @@ static void on_durable_messages(h2o_multithread_receiver_t *receiver, h2o_linkli
     atomic_store(&srv->durable_msg_pending, 0);
     server_role_tick(srv);
     server_poll_durable(srv);
+    http_query_wake(srv);   /* the index published: fresh queries held for it */
 }
 
 static void on_signal(h2o_socket_t *sock, const char *err)
@@ -516,6 +527,8 @@ static int open_index(server *srv, char *err, size_t errcap)
     io.merge_policy = srv->opt.merge_policy;
     io.max_segment_bytes = srv->opt.index_max_segment_bytes;
     io.doc_cache_bytes = srv->opt.doc_cache_bytes;
+    io.on_publish = on_index_published;
+    io.publish_ctx = srv;
     int rc = indexer_open(srv->store, &io, &srv->indexer, err, errcap);
     free(dir);
     return rc;
@@ -532,6 +545,8 @@ static int open_data(server *srv, const store_options *so, char *err, size_t err
     }
     atomic_store(&srv->durable_txn, store_durable_txn(srv->store));
     waiters_init(&srv->waits, store_durable_txn(srv->store));
+    srv->fresh_start_txn = store_last_txn(srv->store);
+    srv->fresh_start_record = store_last_record_txn(srv->store);
     if ((rc = open_index(srv, why, sizeof why)) != HANU_OK) {
         snprintf(err, errcap, "cannot open the index: %s", why);
         store_close(srv->store);

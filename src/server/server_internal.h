@@ -25,7 +25,7 @@ typedef struct kv_conn kv_conn;
 
 #define HTTP_LATENCY_BUCKETS 16
 #define HTTP_STATUS_SLOTS 20
-#define HTTP_ROUTE_SLOTS 24          /* at least ROUTE_COUNT (http_internal.h) */
+#define HTTP_ROUTE_SLOTS 32          /* at least ROUTE_COUNT (http_internal.h) */
 
 typedef struct server {
     server_options opt;
@@ -63,6 +63,9 @@ typedef struct server {
     int writer_live;                /* start-up refused: another writer extended the chain just now */
     uint64_t rebuild_started_ns;
     _Atomic int store_failed;
+    /* The store's last txn and newest record when it opened: fresh queries never wait
+       for the txns a restart numbered over (http_query.c, fresh_target). */
+    uint64_t fresh_start_txn, fresh_start_record;
     waiters waits;                  /* answers of both faces held for a watermark (loop thread) */
     auth_tokens tokens;             /* --tokens, for both faces (tokens.h); n 0: auth is off */
     struct resp_server *resp;       /* the Redis protocol (src/resp); NULL without --resp-addr */
@@ -135,6 +138,7 @@ typedef struct server {
     struct query_pool *query_pool;  /* the query workers (http_query.c); NULL: queries run on the loop */
     h2o_linklist_t query_tasks;     /* queries in the pool, checked for clients that left */
     uint64_t query_inline;          /* queries run on the loop as cheap enough (--query-inline-postings) */
+    uint64_t query_held, query_held_ns;   /* queries held for the index (fresh or min_txn), and how long */
     h2o_timeout_t query_check_timeout;
     h2o_timeout_entry_t query_check_entry;
     struct http_exports *exports;   /* exports running on their threads (http_export.c) */
@@ -255,6 +259,8 @@ void server_unlisten(h2o_socket_t **sock);
 int http_bind(server *srv, char *err, size_t errcap);
 int http_start(server *srv, char *err, size_t errcap);
 void http_shutdown_begin(server *srv);
+/* The index published more: answers the queries held for it (loop thread, http_query.c). */
+void http_query_wake(server *srv);
 size_t http_busy(server *srv);
 void http_stop(server *srv);
 

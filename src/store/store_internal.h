@@ -59,7 +59,7 @@ struct store {
     hanu_buf frame;            /* writer thread's reusable frame buffer */
     log_entry *entries;        /* the entries of that frame, applied after the append */
     size_t nentries, entries_cap;
-    uint64_t last_txn;
+    _Atomic uint64_t last_txn;   /* atomic: a follower's loop reads what its replay thread applied */
 
     /* What compaction must know of writes above the durable txn (the floor): the
        key directory holds them already, but a record they supersede may go only
