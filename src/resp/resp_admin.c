@@ -328,7 +328,8 @@ void resp_cmd_info(resp_conn *c, const resp_arg *argv, size_t argc)
         size_t n = store_db_list(srv->store, infos, 64);
         for (size_t i = 0; i < n && i < 64; i++) {
             int idx = db_index_of(infos[i].name);
-            if (idx >= 0 && infos[i].keys) addf(&b, "db%d:keys=%llu,expires=0,avg_ttl=0\r\n", idx, (unsigned long long)infos[i].keys);
+            if (idx >= 0 && infos[i].keys) addf(&b, "db%d:keys=%llu,expires=%llu,avg_ttl=0\r\n", idx, (unsigned long long)infos[i].keys,
+                                            (unsigned long long)infos[i].expiring);
         }
     }
     resp_w_verbatim(&c->out, c->proto, b.data, b.len);
@@ -585,7 +586,7 @@ void resp_cmd_flushdb(resp_conn *c, const resp_arg *argv, size_t argc)
             uint32_t l;
             memcpy(&l, keys.data + pos, sizeof l);
             const resp_arg k = { keys.data + pos + sizeof l, l };
-            rc = resp_stage(c, STORE_DELETE, &k, NULL, 0);
+            rc = resp_stage(c, STORE_DELETE, &k, NULL, 0, 0);
             pos += sizeof l + l;
         }
         hanu_buf_free(&keys);

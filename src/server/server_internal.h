@@ -72,6 +72,9 @@ typedef struct server {
     h2o_timeout_t idle_timeout;
     h2o_timeout_t sweep_timeout;
     h2o_timeout_entry_t sweep_entry;
+    h2o_timeout_t ttl_timeout;         /* the expiry sweep's tick (kv_server.c) */
+    h2o_timeout_entry_t ttl_entry;
+    uint64_t keys_expired;             /* keys the expiry sweep deleted */
 
     int stopping;
     hanu_buf scratch;

@@ -939,6 +939,13 @@ static kd_entry *live_get(store_db *d, const void *key, size_t key_len, uint64_t
 
 int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value, uint64_t *token)
 {
+    uint64_t expire;
+    return store_get_expiring(s, db, key, key_len, value, token, &expire);
+}
+
+int store_get_expiring(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value,
+                       uint64_t *token, uint64_t *expire_ms)
+{
     if (key_len == 0 || key_len > s->opt.max_key) return HANU_ERR_NOT_FOUND;
     uint64_t h = keydir_hash(key, key_len);
     pthread_mutex_lock(&s->mu);
@@ -950,7 +957,10 @@ int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *
         rc = entry_value(s, e, value, &v);
         /* Pending bytes were appended to value already. */
         if (rc == HANU_OK && value->len == before) rc = hanu_buf_append(value, v, e->value_len);
-        if (rc == HANU_OK) *token = e->txn;
+        if (rc == HANU_OK) {
+            *token = e->txn;
+            *expire_ms = kd_entry_expiry(e);
+        }
     }
     pthread_mutex_unlock(&s->mu);
     return rc;

@@ -97,6 +97,9 @@ size_t store_db_list(store *s, store_db_info *infos, size_t cap);
 /* ---- keys ---- */
 /* Appends the value to *value. NOT_FOUND when absent (value unchanged). */
 int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value, uint64_t *token);
+/* store_get that also says when the key expires (*expire_ms, 0: never). */
+int store_get_expiring(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value,
+                       uint64_t *token, uint64_t *expire_ms);
 
 /* store_get of several keys at one moment (one hold of the store's lock):
  * each item's value is appended to out at [off, off + len) with its token,
