@@ -86,6 +86,19 @@ class Conn:
             return st, struct.unpack("<Q", p[:8])[0], p[8:]
         return st, None, p
 
+    def set_ttl(self, key, value, ttl_ms, db="default", flags=LOCAL):
+        """SetTtl: db key u64 ttl_ms value."""
+        return self.call(OPS["SET_TTL"], db_field(db) + bytes_field(key) + struct.pack("<Q", ttl_ms)
+                         + bytes_field(value), flags)
+
+    def ttl(self, key, db="default"):
+        """Ttl: (status, token, expiry ms since the epoch or 0, ms left or 0); None fields
+        when the status is not Ok."""
+        st, p = self.call(OPS["TTL"], db_field(db) + bytes_field(key))
+        if st == OK and len(p) == 24:
+            return (st,) + struct.unpack("<QQQ", p)
+        return st, None, None, p
+
     def delete(self, key, db="default", flags=LOCAL):
         return self.call(OPS["DELETE"], db_field(db) + bytes_field(key), flags)
 

@@ -352,6 +352,62 @@ static void test_version1_log_opens(void)
     (void)err;
 }
 
+/* A data directory the version before op 6 wrote (tests/data/store-v1: version-1 log
+   files, a version-1 hint from its offline compaction, a second database) opens with
+   every key; a key with an expiry written into it survives a reopen, and a compaction
+   (version-2 files and hints beside the old, already compacted file 1, whose version-1
+   hint the last reopen still reads). */
+static void test_fixture_from_version1_opens(void)
+{
+    const char *dir = test_tmpdir("ttl-fixture");
+    char cmd[1400], path[700], v[300];
+    snprintf(cmd, sizeof cmd, "cp -r tests/data/store-v1/log tests/data/store-v1/meta '%s'/", dir);
+    REQUIRE(system(cmd) == 0);
+    snprintf(path, sizeof path, "%s/log/000001.hint", dir);
+    struct stat st;
+    REQUIRE(stat(path, &st) == 0);
+    memset(v, 'v', 200);
+    v[200] = '\0';
+    char want[310];
+    snprintf(want, sizeof want, "r2-%s", v);
+    uint64_t later = store_now_ms() + 3600 * 1000;
+    for (int round = 0; round < 3; round++) {
+        store *s = test_store_open(dir);
+        REQUIRE(s);
+        CHECK_EQ(info_of(s).keys, 160 + (round > 0));
+        char k[32];
+        for (int i = 1; i <= 150; i++) {
+            snprintf(k, sizeof k, "key%d", i);
+            hanu_buf b = {0};
+            uint64_t t;
+            int rc = store_get(s, 0, k, strlen(k), &b, &t);
+            CHECK_EQ(rc, i % 5 == 0 ? HANU_ERR_NOT_FOUND : HANU_OK);
+            if (rc == HANU_OK) CHECK(b.len == strlen(want) && memcmp(b.data, want, b.len) == 0);
+            hanu_buf_free(&b);
+        }
+        CHECK_EQ(get_rc(s, "single40"), HANU_OK);
+        uint32_t other;
+        CHECK_EQ(store_db_lookup(s, "other", 5, &other), HANU_OK);
+        uint64_t t;
+        CHECK_EQ(store_lookup(s, other, "ok", 2, &t), HANU_OK);
+        if (round == 0) CHECK_EQ(put_exp(s, "fresh", "f", later, NULL), HANU_OK);
+        CHECK_EQ(expiry_of(s, "fresh"), later);
+        if (round == 1) {   /* every sealed file rewritten, in the new version */
+            char err[256];
+            store_rotate(s);
+            CHECK_EQ(store_compact(s, 1, err, sizeof err), HANU_OK);
+        }
+        store_close(s);
+    }
+    uint8_t h[LOG_FILE_HEADER_SIZE];
+    snprintf(path, sizeof path, "%s/log/000001.log", dir);
+    int fd = open(path, O_RDONLY);
+    REQUIRE(fd >= 0);
+    REQUIRE(pread(fd, h, sizeof h, 0) == (ssize_t)sizeof h);
+    close(fd);
+    CHECK_EQ(h[8], 1);
+}
+
 /* The frame decoder refuses an op 6 whose value cannot hold the expiry. */
 static void test_short_expiring_put_is_damage(void)
 {
@@ -384,6 +440,7 @@ int main(void)
     RUN(test_compaction_and_hints_keep_expiry);
     RUN(test_replay_keeps_expiry);
     RUN(test_version1_log_opens);
+    RUN(test_fixture_from_version1_opens);
     RUN(test_short_expiring_put_is_damage);
     TEST_DONE();
 }
