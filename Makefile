@@ -89,7 +89,7 @@ asan:
 	BUILD=build-asan UNIT_ONLY=1 tests/run-tests.sh
 	@# The server itself under ASan+UBSan: protocol, key-value auth, HTTP API, semantics and framing, SIGKILL, no-space,
 	@# waiting, metrics, kinds, queries (on the loop and the pool) and the fault-injection tests (LD_PRELOAD shims: verify_asan_link_order=0).
-	BUILD=build-asan ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:verify_asan_link_order=0 E2E_ONLY="e2e_kv_protocol.py e2e_kv_auth.py e2e_http_api.py e2e_http_semantics.py e2e_http_framing.py e2e_http_params.py e2e_startup.py e2e_kv_kill.py e2e_http_kill.py e2e_kv_nospace.py e2e_waiters.py e2e_metrics.py e2e_none_ack.py e2e_kv_fsync_fail.py e2e_kinds.py e2e_bucket.py e2e_dump.py e2e_query.py e2e_query_pool.py e2e_doc_cache.py e2e_index_crash.py e2e_snapshot.py e2e_restore.py e2e_retain.py e2e_export.py e2e_twin.py e2e_follow.py e2e_behind.py e2e_takeover.py e2e_update.py e2e_log.py e2e_resp.py e2e_resp_kill.py" \
+	BUILD=build-asan ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:verify_asan_link_order=0 E2E_ONLY="e2e_kv_protocol.py e2e_kv_auth.py e2e_http_api.py e2e_http_semantics.py e2e_http_framing.py e2e_http_params.py e2e_startup.py e2e_kv_kill.py e2e_http_kill.py e2e_kv_nospace.py e2e_waiters.py e2e_metrics.py e2e_none_ack.py e2e_kv_fsync_fail.py e2e_kinds.py e2e_bucket.py e2e_dump.py e2e_query.py e2e_query_pool.py e2e_doc_cache.py e2e_index_crash.py e2e_snapshot.py e2e_restore.py e2e_retain.py e2e_export.py e2e_twin.py e2e_follow.py e2e_behind.py e2e_takeover.py e2e_update.py e2e_log.py e2e_resp.py e2e_resp_kill.py e2e_ttl.py" \
 	  tests/run-tests.sh
 
 # The targets are linked by their own rule (the second make), so that -j links them side by side.

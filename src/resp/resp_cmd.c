@@ -730,6 +730,11 @@ static void cmd_randomkey(resp_conn *c, const resp_arg *argv, size_t argc)
     key_walk w = { .out = &c->out, .skip = (uint64_t)random() % info.keys, .target = 1 };
     size_t start = c->out.len;
     int rc = store_scan(c->srv->store, db.id, walk_key, &w);
+    /* The count holds expired keys the scan hides: past the live ones, take the first. */
+    if (rc == HANU_OK && !w.rc && !w.found) {
+        w.skip = 0;
+        rc = store_scan(c->srv->store, db.id, walk_key, &w);
+    }
     if (rc == HANU_OK) rc = w.rc;
     if (rc) { c->out.len = start; store_error(c, rc); }
     else if (!w.found) resp_w_null(&c->out, c->proto);
