@@ -172,6 +172,45 @@ static void test_sweep_deletes_expired_keys(void)
     store_close(s);
 }
 
+/* The sweep moves from database to database (those without a key with an expiry are
+   passed over), survives a database dropped under it, and deletes in each database with
+   records of that database. */
+static void test_sweep_goes_round_the_databases(void)
+{
+    store *s = test_store_open(test_tmpdir("ttl-sweep-dbs"));
+    REQUIRE(s);
+    uint64_t txn, past = store_now_ms() - 5;
+    const char *names[] = { "a", "b", "c" };
+    uint32_t ids[3];
+    char k[32];
+    for (int d = 0; d < 3; d++) {
+        REQUIRE(store_db_create(s, names[d], 1, STORE_DB_KV, &txn) == HANU_OK);
+        REQUIRE(store_db_lookup(s, names[d], 1, &ids[d]) == HANU_OK);
+        for (int i = 0; i < 50; i++) {
+            snprintf(k, sizeof k, "k%d", i);
+            store_op op = { STORE_SET, k, strlen(k), "v", 1 };
+            uint64_t e = d == 1 ? 0 : past;   /* b holds no expiry */
+            CHECK_EQ(store_write_expiring(s, ids[d], &op, &e, 1, STORE_COND_NONE, 0, &txn, NULL), HANU_OK);
+        }
+    }
+    size_t deleted = 0, total = 0;
+    CHECK_EQ(store_expire_sweep(s, store_now_ms(), 10, 100, &deleted), HANU_OK);
+    total += deleted;
+    CHECK_EQ(store_db_drop(s, "a", 1, &txn), HANU_OK);   /* possibly the one being swept */
+    for (int i = 0; i < 100; i++) {
+        CHECK_EQ(store_expire_sweep(s, store_now_ms(), 10, 100, &deleted), HANU_OK);
+        total += deleted;
+    }
+    store_db_info info;
+    CHECK_EQ(store_db_info_get(s, ids[2], &info), HANU_OK);
+    CHECK_EQ(info.keys, 0);
+    CHECK_EQ(info.expiring, 0);
+    CHECK_EQ(store_db_info_get(s, ids[1], &info), HANU_OK);
+    CHECK_EQ(info.keys, 50);
+    CHECK(total >= 50 && total <= 100);   /* c's 50, and what it took of a before the drop */
+    store_close(s);
+}
+
 /* Compaction keeps the expiry in the records it copies and in the hints it writes;
    an expired key stays absent across compaction and restart (no older put of it
    comes back), before and after the sweep deleted it. */
@@ -437,6 +476,7 @@ int main(void)
     RUN(test_expired_key_is_absent_everywhere);
     RUN(test_expiry_lapses);
     RUN(test_sweep_deletes_expired_keys);
+    RUN(test_sweep_goes_round_the_databases);
     RUN(test_compaction_and_hints_keep_expiry);
     RUN(test_replay_keeps_expiry);
     RUN(test_version1_log_opens);

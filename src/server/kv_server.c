@@ -35,8 +35,8 @@
    the keys with an expiry and deletes the expired ones with one record, so it
    never holds the loop long (a few hundred microseconds at most). */
 #define KV_TTL_TICK_MS 100
-#define KV_TTL_SCAN_PER_TICK 4096
-#define KV_TTL_DELETE_PER_TICK 1000
+#define KV_TTL_SCAN_PER_TICK 2048
+#define KV_TTL_DELETE_PER_TICK 512
 
 typedef struct kv_gate {
     size_t start;          /* offset of the gated response in out */
