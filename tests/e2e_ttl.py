@@ -13,7 +13,9 @@ op 6) with real processes.
   compaction (`hanudb compact`, hint files) and a restart, which keep the other
   expiries exact too;
 - a rebuild from the bucket (data directory wiped, bucket-durable writes) holds the
-  same expiries and hides the same lapsed key.
+  same expiries and hides the same lapsed key;
+- a collection (the documents API's) takes no TTL: SetTtl answers InvalidRequest and a
+  RESP SET EX there the Redis-style error; nothing is written.
 """
 import json
 import os
@@ -25,6 +27,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hanukv import *  # noqa: E402,F401,F403
+import hanuresp  # noqa: E402
+from hanuhttp import HttpServer, Http  # noqa: E402
 
 HOUR = 3600 * 1000
 
@@ -168,6 +172,29 @@ def rebuild(tmp):
     srv.stop()
 
 
+def collections(tmp):
+    rport = free_port()
+    srv = HttpServer(os.path.join(tmp, "col"), ["--no-bucket", "--resp-addr", "127.0.0.1:%d" % rport])
+    srv.start()
+    try:
+        code, _, body = Http(srv.http_port).json("PUT", "/c/people/docs/ann", {"age": 31})
+        check(code in (200, 201), "a collection: %d %r" % (code, body))
+        c = Conn(srv.port)
+        st, p = c.set_ttl("bob", '{"age":40}', HOUR, db="people")
+        check(st == INVALID_REQUEST and p == b"a TTL is for key-value databases; this one is a collection",
+              "SetTtl into a collection: %d %r" % (st, p))
+        check(c.get("bob", db="people")[0] == KEY_NOT_FOUND, "nothing written")
+        c.close()
+        r = hanuresp.Conn(rport)
+        check(r.call("SELECT", "people") == b"+OK\r\n", "SELECT a collection by name")
+        got = r.call("SET", "bob", '{"age":40}', "EX", "100")
+        check(got == b'-ERR per-key TTL is for key-value databases: "people" is a collection\r\n', "RESP: %r" % got)
+        check(r.call("EXISTS", "bob") == b":0\r\n", "nothing written over RESP")
+        r.close()
+    finally:
+        srv.stop()
+
+
 def main():
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="hanudb-e2e-ttl-") as tmp:
@@ -180,6 +207,7 @@ def main():
             srv.stop()
         restarts(tmp)
         rebuild(tmp)
+        collections(tmp)
     print("e2e_ttl: ok in %.1f s" % (time.time() - t0))
 
 
