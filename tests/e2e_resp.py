@@ -206,7 +206,9 @@ def hanudb_only(port, kv_port):
         check(time.time() < deadline, "the sweep never deleted the lapsed key")
         time.sleep(0.05)
     st, payload = kv.call(hanukv.OPS["STATS"])
-    check(json.loads(payload)["keys_expired"] >= 1, "keys_expired counts it")
+    expired = json.loads(payload)["keys_expired"]
+    check(expired >= 1, "keys_expired counts it")
+    check(b"expired_keys:%d\r\n" % expired in c.call("INFO", "stats"), "INFO stats expired_keys")
     kv.close()
     check(c.call("FLUSHDB").startswith(b"-ERR FLUSHDB is disabled"), "FLUSHDB refused by default")
     check(c.call("LPUSH", "l", "a") == b"-ERR unknown command 'LPUSH', with args beginning with: 'l' 'a' \r\n", "LPUSH")

@@ -310,9 +310,9 @@ void resp_cmd_info(resp_conn *c, const resp_arg *argv, size_t argc)
     if (want_section(argv, argc, "stats", 1)) {
         section(&b, "Stats");
         addf(&b, "total_connections_received:%llu\r\ntotal_commands_processed:%llu\r\nrejected_connections:%llu\r\n"
-                 "total_error_replies:%llu\r\n", (unsigned long long)rs->connections_total,
+                 "expired_keys:%llu\r\ntotal_error_replies:%llu\r\n", (unsigned long long)rs->connections_total,
              (unsigned long long)rs->commands, (unsigned long long)rs->rejected_connections,
-             (unsigned long long)rs->errors);
+             (unsigned long long)srv->keys_expired, (unsigned long long)rs->errors);
     }
     if (want_section(argv, argc, "replication", 1)) {
         section(&b, "Replication");
