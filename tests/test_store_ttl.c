@@ -130,6 +130,12 @@ static void test_expiry_lapses(void)
     store_close(s);
 }
 
+static int count_op(void *ctx, const store_change *c)
+{
+    if (c->op < 8) ((int *)ctx)[c->op]++;
+    return 0;
+}
+
 /* The sweep deletes expired keys only, in bounded steps, with delete records that
    a reopen replays. */
 static void test_sweep_deletes_expired_keys(void)
@@ -156,6 +162,18 @@ static void test_sweep_deletes_expired_keys(void)
     CHECK_EQ(info_of(s).keys, 200);
     CHECK_EQ(info_of(s).expiring, 100);
     CHECK(store_last_txn(s) > before);
+    /* Ordinary delete records in the log, which the feed (the bucket, followers) carries. */
+    store_sync(s);
+    store_feed *f;
+    REQUIRE(store_feed_open(s, before + 1, &f) == HANU_OK);
+    int ops[8] = {0};
+    size_t got;
+    do {
+        CHECK_EQ(store_feed_next(f, 100, count_op, ops, &got), HANU_OK);
+    } while (got);
+    store_feed_close(f);
+    CHECK_EQ(ops[LOG_OP_DELETE], 100);
+    CHECK_EQ(ops[LOG_OP_PUT] + ops[LOG_OP_PUT_EXPIRING], 0);
     for (int i = 0; i < 300; i++) {
         snprintf(k, sizeof k, "k%03d", i);
         CHECK_EQ(get_rc(s, k), i % 3 == 0 ? HANU_ERR_NOT_FOUND : HANU_OK);
