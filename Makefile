@@ -89,7 +89,7 @@ ASAN_E2E += e2e_http_api.py e2e_http_semantics.py e2e_http_framing.py e2e_http_p
 ASAN_E2E += e2e_kinds.py e2e_query.py e2e_query_pool.py e2e_doc_cache.py e2e_index_crash.py e2e_update.py
 ASAN_E2E += e2e_bucket.py e2e_dump.py e2e_snapshot.py e2e_restore.py e2e_retain.py e2e_export.py e2e_twin.py
 ASAN_E2E += e2e_follow.py e2e_behind.py e2e_takeover.py
-ASAN_E2E += e2e_resp.py e2e_resp_kill.py
+ASAN_E2E += e2e_resp.py e2e_resp_kill.py e2e_ttl.py
 ASAN_E2E += e2e_ndjson.py e2e_expire.py
 ASAN_E2E += e2e_fresh.py
 

@@ -6,7 +6,9 @@
  * the data file, so the store always opens and every key reads back the value
  * last written, unless the input carries a valid checksum of its own (a forged
  * hint is not damage a checksum can catch; inputs of odd length get one). Nothing
- * may crash or read out of bounds.
+ * may crash or read out of bounds. A third of the keys carry an expiry (log op 6,
+ * whose expiry the hint leaves in the data file), some of them already past: each
+ * reads back with its expiry, or absent.
  */
 #include <assert.h>
 #include <fcntl.h>
@@ -42,6 +44,17 @@ static store *open_quiet(void)
 
 static void value_of(int i, char *v, size_t cap) { snprintf(v, cap, "value-%d-%0*d", i, i % 40, 7); }
 
+/* Key i's expiry after the last round: none, far ahead, or past (then it reads absent). */
+#define FAR_MS 4102444800000ull
+static uint64_t expiry_of(int i) { return i % 3 ? 0 : i % 2 ? 1000 + (uint64_t)i : FAR_MS + (uint64_t)i; }
+
+static int count_key(void *ctx, const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len)
+{
+    (void)key; (void)key_len; (void)value; (void)value_len;
+    (*(int *)ctx)++;
+    return 0;
+}
+
 static void remove_dir(void)
 {
     char cmd[200];
@@ -62,8 +75,8 @@ static void setup(void)
             snprintf(k, sizeof k, "key-%d", i);
             value_of(round == 2 ? i : -i, v, sizeof v);
             store_op op = { STORE_SET, k, strlen(k), v, strlen(v) };
-            uint64_t txn;
-            if (store_write(s, 0, &op, 1, STORE_COND_NONE, 0, &txn, NULL) != HANU_OK) abort();
+            uint64_t txn, expire = round == 2 ? expiry_of(i) : (uint64_t)(i % 2) * FAR_MS;
+            if (store_write_expiring(s, 0, &op, &expire, 1, STORE_COND_NONE, 0, &txn, NULL) != HANU_OK) abort();
         }
     store_rotate(s);
     store_sync(s);
@@ -98,15 +111,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     assert(s != NULL);
     char k[32], v[64];
     hanu_buf got = {0};
+    int live = 0, scanned = 0;
     for (int i = 0; i < KEYS; i++) {
         snprintf(k, sizeof k, "key-%d", i);
         got.len = 0;
-        uint64_t token = 0;
+        uint64_t token = 0, expire = 0;
         int rc = store_get(s, 0, k, strlen(k), &got, &token);
+        int erc = store_expiry(s, 0, k, strlen(k), &expire, &token);
         if (forged) continue;
+        uint64_t want = expiry_of(i);
+        if (want && want < FAR_MS) {
+            assert(rc == HANU_ERR_NOT_FOUND && erc == HANU_ERR_NOT_FOUND);
+            continue;
+        }
         value_of(i, v, sizeof v);
         assert(rc == HANU_OK && got.len == strlen(v) && memcmp(got.data, v, got.len) == 0);
+        assert(erc == HANU_OK && expire == want);
+        live++;
     }
+    assert(store_scan(s, 0, count_key, &scanned) == HANU_OK);
+    assert(forged || scanned == live);
     hanu_buf_free(&got);
     store_close(s);
     return 0;

@@ -26,6 +26,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (r.key) assert(r.key >= payload && r.key + r.key_len <= payload + len);
             if (r.value) assert(r.value >= payload && r.value + r.value_len <= payload + len);
             if (r.secret) assert(r.secret >= payload && r.secret + r.secret_len <= payload + len && r.secret_len > 0);
+            /* SetTtl's ttl is 1 ms to 100 years; no other op has one */
+            if (op == HKV_OP_SET_TTL) assert(r.ttl_ms >= 1 && r.ttl_ms <= HKV_TTL_MAX_MS && r.key && r.value);
+            else assert(r.ttl_ms == 0);
             size_t bp = 0, items = 0;
             uint8_t kind;
             const uint8_t *k, *v;

@@ -260,6 +260,14 @@ int hkv_compare_set(hkv_conn *c, const char *db, const void *key, size_t key_len
                     int durability, uint64_t *token);
 int hkv_delete(hkv_conn *c, const char *db, const void *key, size_t key_len,
                int durability, uint64_t *token);
+/* Set with a time to live of ttl_ms (1 .. HKV_TTL_MAX_MS): the key expires then
+   (the server's clock). A plain set of the key later clears its expiry. */
+int hkv_set_ttl(hkv_conn *c, const char *db, const void *key, size_t key_len, uint64_t ttl_ms,
+                const void *value, size_t value_len, int durability, uint64_t *token);
+/* A key's expiry: *expire_ms (ms since the epoch) and *left_ms, both 0 when it has
+   none; *token its token (any may be NULL). HKV_KEY_NOT_FOUND. */
+int hkv_ttl(hkv_conn *c, const char *db, const void *key, size_t key_len, uint64_t *expire_ms,
+            uint64_t *left_ms, uint64_t *token);
 int hkv_compare_delete(hkv_conn *c, const char *db, const void *key, size_t key_len,
                        uint64_t expected, int durability, uint64_t *token);
 /* All items in one record (one token), applied all or nothing; at most

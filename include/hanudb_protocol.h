@@ -24,6 +24,8 @@ enum hkv_op {
     HKV_OP_COMPARE_DELETE = 0x12,
     HKV_OP_WRITE_BATCH = 0x13,
     HKV_OP_AUTH = 0x14,          /* presents a --tokens token for the rest of the connection */
+    HKV_OP_SET_TTL = 0x15,       /* Set with a time to live: db key u64 ttl_ms value */
+    HKV_OP_TTL = 0x16,           /* a key's expiry: db key; Ok with HKV_TTL_PAYLOAD bytes */
 };
 
 enum hkv_wire_status {
@@ -55,5 +57,8 @@ enum hkv_durability {
 #define HKV_BATCH_MAX 10000u         /* server limit on WriteBatch items */
 #define HKV_AUTH_TOKEN_MAX 255u      /* bytes of the token an Auth op carries */
 #define HKV_DEFAULT_MAX_RESPONSE (16u * 1024 * 1024 + 64)
+#define HKV_TTL_MAX_MS 3153600000000ull   /* SetTtl's longest time to live: 100 years */
+#define HKV_TTL_PAYLOAD 24u          /* Ttl's answer: u64 token | u64 expiry (ms since the epoch,
+                                        0: none) | u64 ms left (0: none) */
 
 #endif

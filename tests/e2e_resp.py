@@ -5,13 +5,23 @@
   errors, SELECT, RESP3 after HELLO 3, pipelined batches) go to redis-server and to
   hanudb serve --resp-addr through raw sockets; every reply must be the same bytes,
   except the commands listed in NOT_COMPARED (with the reason);
-- what HanuDB answers differently on purpose: TTL options, FLUSHDB refused, AUTH with
+- per-key TTL in the mix: SET's EX/PX/EXAT/PXAT/KEEPTTL, GETEX, (P)EXPIRE(AT) with
+  NX/XX/GT/LT, PERSIST, TTL, PTTL, (P)EXPIRETIME, with every error. Relative times are
+  long (100 s and more) so nothing lapses during a sequence; times in the past only
+  where redis-server deletes the key at once (EXPIRE with a time <= now, EXPIREAT 1,
+  GETEX EXAT 1), never SET ... PXAT 1, whose key redis-server keeps (DBSIZE counts it)
+  until its active expiry, a timing neither side shares. TTL, PTTL and the
+  EXPIRETIMEs of relative times are compared with a tolerance (TIME_TOLERANCE): the
+  two servers read their clocks some milliseconds apart; -1 and -2 compare exactly;
+- what HanuDB answers differently on purpose: FLUSHDB refused, AUTH with
   --tokens and scopes, HANU.CAS tokens shared with the binary protocol, CLIENT
   DURABILITY, hostile framing closes with redis-server's error;
 - redis-benchmark -t set,get,incr,mset,lpush -n 2000 runs to completion.
 """
 import os
+import json
 import random
+import struct
 import subprocess
 import sys
 import tempfile
@@ -32,6 +42,9 @@ NOT_COMPARED = {
     "HELLO": "names the server (hanudb) and the connection id",
     "KEYS": "order of keys differs (compared as sets below)",
 }
+# Answers that hold a time read from the clock: equal within this many units.
+TIME_TOLERANCE = {"TTL": 1, "PTTL": 1000, "EXPIRETIME": 1, "PEXPIRETIME": 1000}
+FAR_S = 4102444800                    # 2100-01-01: EXAT and EXPIREAT times that never lapse here
 
 
 def rand_value(r):
@@ -53,10 +66,47 @@ def rand_command(r):
         ["RENAME", k, k2], ["RENAMENX", k, k2], ["DBSIZE"], ["ECHO", v], ["PING"], ["PING", v],
         ["TTL", k], ["PTTL", k], ["GET"], ["SET", k], ["INCR", k, k2], ["NOSUCHCMD", k, v], ["nosuch"],
         ["EXISTS"], ["KEYS", r.choice(["*", "k*", "k[0-2]", "?", "*:*"])], ["GETRANGE", k, "a", "1"],
-    ]
+    ] + ttl_commands(r, k, v)
     if n < 0.04:
         return ["SELECT", str(r.choice([0, 1, 2, 15, 16, -1]))]
     return r.choice(choices)
+
+
+def rand_ttl_option(r):
+    return r.choice([["EX", str(r.randint(100, 100000))], ["PX", str(r.randint(100000, 10 ** 8))],
+                     ["EXAT", str(FAR_S + r.randint(0, 10 ** 6))], ["PXAT", str(FAR_S * 1000 + r.randint(0, 10 ** 9))]])
+
+
+def ttl_commands(r, k, v):
+    """TTL commands for the mix: each is drawn as often as a string command."""
+    opt, opt2 = rand_ttl_option(r), rand_ttl_option(r)
+    bad = r.choice([["EX", "0"], ["PX", "-5"], ["EX", "abc"], ["EXAT", "-1"], ["EX", "9223372036854775807"],
+                    ["PX", "9223372036854775807"], ["EX"], ["EX", "10", "PX", "10"], ["EX", "10", "KEEPTTL"],
+                    ["KEEPTTL", "EX", "10"], ["PERSIST"], ["EX", "100", "EX", "200"]])
+    return [
+        ["SET", k, v] + opt, ["SET", k, v] + opt + ["NX"], ["SET", k, v, "XX"] + opt + ["GET"], ["SET", k, v, "KEEPTTL"],
+        ["SET", k, v, "KEEPTTL", "GET"], ["SET", k, v] + bad, ["GETEX", k], ["GETEX", k] + opt2,
+        ["GETEX", k, "PERSIST"], ["GETEX", k, "EXAT", "1"], ["GETEX", k] + bad, ["GETEX", k, "NX"],
+        ["EXPIRE", k, str(r.randint(100, 10 ** 6))] + r.choice([[], [], ["NX"], ["XX"], ["GT"], ["LT"]]),
+        ["EXPIRE", k, str(r.randint(-100, 0))], ["PEXPIRE", k, str(r.randint(10 ** 5, 10 ** 9))],
+        ["EXPIREAT", k, str(FAR_S + r.randint(0, 1000))] + r.choice([[], ["GT"], ["LT"], ["XX"]]),
+        ["EXPIREAT", k, "1"], ["PEXPIREAT", k, str(FAR_S * 1000 + r.randint(0, 10 ** 6))],
+        ["EXPIRE", k, "10", "NX", "XX"], ["EXPIRE", k, "10", "GT", "LT"], ["EXPIRE", k, "10", "BOGUS"],
+        ["EXPIRE", k, "x"], ["EXPIRE", k, "9223372036854775807"], ["EXPIREAT", k, "9223372036854775807"],
+        ["EXPIRE", k], ["PERSIST", k], ["PERSIST", k, k], ["TTL", k], ["PTTL", k], ["EXPIRETIME", k],
+        ["PEXPIRETIME", k],
+    ]
+
+
+def same_reply(name, a, b):
+    """Byte for byte, but a time within TIME_TOLERANCE of the other (not -1 or -2)."""
+    if a == b or name not in TIME_TOLERANCE:
+        return a == b
+    try:
+        x, y = int(a[1:-2]), int(b[1:-2])
+    except ValueError:
+        return False
+    return a[:1] == b[:1] == b":" and x >= 0 and y >= 0 and abs(x - y) <= TIME_TOLERANCE[name]
 
 
 def rand_sequence(r):
@@ -70,8 +120,10 @@ def rand_sequence(r):
             end = r.choice(["EXEC", "EXEC", "EXEC", "DISCARD"])
             if r.random() < 0.3:
                 seq.append(["WATCH", r.choice(KEYS)])
-            # no SELECT (refused inside MULTI by HanuDB) nor KEYS (order) in a transaction
-            seq += [["MULTI"]] + [c for c in body if c[0] not in ("SELECT", "KEYS")] + [[end]]
+            # no SELECT (refused inside MULTI by HanuDB), KEYS (order) nor times (EXEC's
+            # array is compared byte for byte) in a transaction
+            seq += [["MULTI"]] + [c for c in body if c[0] not in ("SELECT", "KEYS") and
+                                  c[0] not in TIME_TOLERANCE] + [[end]]
         elif x < 0.09:
             seq.append(["EXEC"])
         else:
@@ -109,7 +161,7 @@ def differential(port_h, port_r):
                     a, b = sorted_array(a), sorted_array(b)
                 elif name in NOT_COMPARED:
                     continue
-                check(a == b, "sequence %d (seed %d), %r:\n hanudb: %r\n redis:  %r\n sequence: %r"
+                check(same_reply(name, a, b), "sequence %d (seed %d), %r:\n hanudb: %r\n redis:  %r\n sequence: %r"
                       % (i, SEED, cmd, a, b, seq))
                 compared += 1
             # the same keys at the end, in every database used
@@ -120,6 +172,8 @@ def differential(port_h, port_r):
                 check(ka == kb, "sequence %d: keys of db %d differ: %r vs %r" % (i, db, ka, kb))
                 for key in kb:
                     check(ch.call("GET", key) == cr.call("GET", key), "sequence %d: value of %r" % (i, key))
+                    check(same_reply("PTTL", ch.call("PTTL", key), cr.call("PTTL", key)),
+                          "sequence %d: expiry of %r" % (i, key))
                 for c in (ch, cr):
                     if kb:
                         c.call("DEL", *kb)
@@ -131,13 +185,31 @@ def differential(port_h, port_r):
 
 def hanudb_only(port, kv_port):
     c = hanuresp.Conn(port)
-    # TTL options: a clear error until per-key TTL exists in the store
-    for opt in (["EX", "10"], ["PX", "100"], ["EXAT", "99999999999"], ["PXAT", "99999999999999"], ["KEEPTTL"]):
-        got = c.call("SET", "t", "v", *opt)
-        check(got.startswith(b"-ERR per-key TTL is not supported yet"), "SET %r: %r" % (opt, got))
-    check(c.call("SET", "t", "v", "EX", "0") == b"-ERR invalid expire time in 'set' command\r\n", "EX 0")
-    check(c.call("EXPIRE", "t", "10").startswith(b"-ERR per-key TTL"), "EXPIRE")
-    check(c.call("GET", "t") == b"$-1\r\n", "a refused SET wrote nothing")
+    # TTL: the expiry is in the record, which the binary protocol sees too; changing
+    # it writes the record again (a new token)
+    check(c.call("SET", "t", "v", "PXAT", str(FAR_S * 1000 + 7)) == b"+OK\r\n", "SET PXAT")
+    kv = hanukv.Conn(kv_port)
+    st, payload = kv.call(hanukv.OPS["TTL"], hanukv.db_field("default") + hanukv.bytes_field("t"))
+    check(st == hanukv.OK and struct.unpack("<QQQ", payload)[1] == FAR_S * 1000 + 7, "Ttl of the binary protocol")
+    t1 = int(c.call("HANU.GET", "t").split(b":")[1].split(b"\r\n")[0])
+    check(c.call("PERSIST", "t") == b":1\r\n" and c.call("TTL", "t") == b":-1\r\n", "PERSIST")
+    t2 = int(c.call("HANU.GET", "t").split(b":")[1].split(b"\r\n")[0])
+    check(t2 > t1, "PERSIST wrote a record: token %d after %d" % (t2, t1))
+    # a key that lapses: gone at once for every read, then deleted by the sweep
+    check(c.call("SET", "lapse", "v", "PX", "300") == b"+OK\r\n", "SET PX 300")
+    size = int(c.call("DBSIZE")[1:-2])
+    time.sleep(0.35)
+    check(c.call("GET", "lapse") == b"$-1\r\n" and c.call("EXISTS", "lapse") == b":0\r\n", "lapsed")
+    check(c.call("TTL", "lapse") == b":-2\r\n", "TTL of a lapsed key")
+    deadline = time.time() + 3
+    while int(c.call("DBSIZE")[1:-2]) != size - 1:
+        check(time.time() < deadline, "the sweep never deleted the lapsed key")
+        time.sleep(0.05)
+    st, payload = kv.call(hanukv.OPS["STATS"])
+    expired = json.loads(payload)["keys_expired"]
+    check(expired >= 1, "keys_expired counts it")
+    check(b"expired_keys:%d\r\n" % expired in c.call("INFO", "stats"), "INFO stats expired_keys")
+    kv.close()
     check(c.call("FLUSHDB").startswith(b"-ERR FLUSHDB is disabled"), "FLUSHDB refused by default")
     check(c.call("LPUSH", "l", "a") == b"-ERR unknown command 'LPUSH', with args beginning with: 'l' 'a' \r\n", "LPUSH")
     # compare-and-set with the binary protocol's tokens, both ways
@@ -263,9 +335,23 @@ def bucket_and_follower(tmp):
         f = hanuresp.Conn(fport)
         got = f.call("SET", "f", "3")
         check(got.startswith(b"-READONLY You can't write against a read only replica."), "follower: %r" % got)
+        # TTLs reach the follower in the record: the same absolute expiry; a key that
+        # lapses is hidden there at once, and the leader's sweep deletes it there too
+        check(c.call("SET", "far", "x", "EXAT", str(FAR_S)) == b"+OK\r\n", "EXAT on the leader")
+        check(c.call("SET", "soon", "x", "PX", "1500") == b"+OK\r\n", "PX on the leader")
+        check(c.call("SET", "mark", "m") == b"+OK\r\n", "bucket write after them")
         deadline = time.time() + 10
-        while f.call("GET", "f") != b"$1\r\n2\r\n":
+        while f.call("GET", "f") != b"$1\r\n2\r\n" or f.call("GET", "mark") != b"$1\r\nm\r\n":
             check(time.time() < deadline, "the follower never read the leader's write")
+            time.sleep(0.1)
+        check(f.call("EXPIRETIME", "far") == b":%d\r\n" % FAR_S, "the follower's expiry is the leader's")
+        check(f.call("PEXPIRETIME", "soon") == c.call("PEXPIRETIME", "soon"), "the same ms on both")
+        while f.call("GET", "soon") != b"$-1\r\n":
+            check(time.time() < deadline, "the follower still answers a lapsed key")
+            time.sleep(0.05)
+        deadline = time.time() + 10   # the sweep's delete is sealed within the 5 s interval
+        while b"expires=1," not in f.call("INFO", "keyspace"):
+            check(time.time() < deadline, "the leader's sweep never reached the follower: %r" % f.call("INFO", "keyspace"))
             time.sleep(0.1)
         check(b"role:slave" in f.call("INFO", "replication"), "INFO replication on a follower")
         f.close()

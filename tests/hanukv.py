@@ -10,7 +10,7 @@ import time
 
 OPS = dict(STATS=0x00, PING=0x01, CLOSE=0x02, CREATE=0x03, INFO=0x04, DROP=0x05, GET=0x06,
            SET=0x07, SET_IF_EXISTS=0x08, SET_IF_NOT_EXISTS=0x09, COMPARE_SET=0x10, DELETE=0x11,
-           COMPARE_DELETE=0x12, WRITE_BATCH=0x13, AUTH=0x14)
+           COMPARE_DELETE=0x12, WRITE_BATCH=0x13, AUTH=0x14, SET_TTL=0x15, TTL=0x16)
 OK, PONG, DB_NOT_FOUND, DB_ALREADY_EXISTS, KEY_VALUE_TOKEN, KEY_NOT_FOUND = 0, 1, 2, 3, 4, 5
 KEY_ALREADY_EXISTS, KEY_TOKEN_MISMATCH, INVALID_REQUEST, PAYLOAD_TOO_LARGE = 6, 7, 8, 9
 INTERNAL_ERROR, UNAUTHORIZED, FORBIDDEN = 0x10, 0x11, 0x12
@@ -85,6 +85,19 @@ class Conn:
         if st == KEY_VALUE_TOKEN:
             return st, struct.unpack("<Q", p[:8])[0], p[8:]
         return st, None, p
+
+    def set_ttl(self, key, value, ttl_ms, db="default", flags=LOCAL):
+        """SetTtl: db key u64 ttl_ms value."""
+        return self.call(OPS["SET_TTL"], db_field(db) + bytes_field(key) + struct.pack("<Q", ttl_ms)
+                         + bytes_field(value), flags)
+
+    def ttl(self, key, db="default"):
+        """Ttl: (status, token, expiry ms since the epoch or 0, ms left or 0); None fields
+        when the status is not Ok."""
+        st, p = self.call(OPS["TTL"], db_field(db) + bytes_field(key))
+        if st == OK and len(p) == 24:
+            return (st,) + struct.unpack("<QQQ", p)
+        return st, None, None, p
 
     def delete(self, key, db="default", flags=LOCAL):
         return self.call(OPS["DELETE"], db_field(db) + bytes_field(key), flags)

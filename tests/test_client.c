@@ -90,6 +90,13 @@ static void test_encode_protocol_examples(void)
                         .token = 41, .value = "world", .value_len = 5 };
     CHECK(encodes_to(&cas, "10 00 1f000000 07 64656661756c74 02000000 6b31 "
                            "2900000000000000 05000000 776f726c64"));
+
+    hkv_request set_ttl = { .op = HKV_OP_SET_TTL, .db = "default", .key = "k1", .key_len = 2,
+                            .token = 60000, .value = "hello", .value_len = 5 };
+    CHECK(encodes_to(&set_ttl, "15 00 1f000000 07 64656661756c74 02000000 6b31 "
+                               "60ea000000000000 05000000 68656c6c6f"));
+    hkv_request ttl = { .op = HKV_OP_TTL, .db = "default", .key = "k1", .key_len = 2 };
+    CHECK(encodes_to(&ttl, "16 00 0e000000 07 64656661756c74 02000000 6b31"));
 }
 
 /* ---- encoding: every other op, derived by hand from the field rules ---- */
@@ -242,6 +249,19 @@ static void test_decode_protocol_examples(void)
     CHECK_EQ(r.status, HKV_KEY_TOKEN_MISMATCH);
     CHECK(r.has_token);
     CHECK_EQ(r.token, 42);
+
+    /* Ttl: the token, then the expiry and the ms left in data */
+    CHECK_EQ(decode_hex(HKV_OP_TTL, "00 18000000 2a00000000000000 e803000000000000 6400000000000000", &r, s),
+             HKV_OK);
+    CHECK_EQ(r.status, HKV_OK);
+    CHECK_EQ(r.token, 42);
+    CHECK_EQ(r.data_len, 16);
+    CHECK_EQ(r.data[0], 0xe8);
+    CHECK_EQ(r.data[8], 0x64);
+    CHECK_EQ(decode_hex(HKV_OP_TTL, "05 00000000", &r, s), HKV_OK);
+    CHECK_EQ(r.status, HKV_KEY_NOT_FOUND);
+    CHECK_EQ(decode_hex(HKV_OP_SET_TTL, "00 08000000 2a00000000000000", &r, s), HKV_OK);
+    CHECK_EQ(r.token, 42);
 }
 
 static void test_decode_each_status(void)
@@ -318,6 +338,8 @@ static void test_decode_rejects_wrong_shapes(void)
         { HKV_OP_AUTH, "00 08000000 2a00000000000000" }, /* Auth's Ok is empty */
         { HKV_OP_AUTH, "12 00000000" },                  /* Auth is never Forbidden */
         { HKV_OP_AUTH, "02 00000000" },                  /* Auth names no database */
+        { HKV_OP_TTL, "00 08000000 2a00000000000000" },  /* Ttl's Ok is 24 bytes */
+        { HKV_OP_SET_TTL, "05 00000000" },               /* SetTtl never says KeyNotFound */
         { HKV_OP_PING, "0a 00000000" },                  /* unknown statuses */
         { HKV_OP_PING, "13 00000000" },
         { HKV_OP_PING, "ff 00000000" },

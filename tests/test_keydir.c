@@ -9,7 +9,7 @@
 
 #define NKEYS 5000
 
-typedef struct ref { int present; uint64_t txn; uint32_t off; } ref;
+typedef struct ref { int present; uint64_t txn; uint32_t off; uint64_t expire; } ref;
 
 static void key_of(int i, char *k, uint16_t *len)
 {
@@ -34,11 +34,14 @@ static void test_random_against_reference(void)
         uint64_t h = keydir_hash(k, len);
         kd_entry old;
         if (op < 2) {
-            REQUIRE(keydir_put(&kd, k, len, h, (uint64_t)step, 1, (uint32_t)step * 2, 5, &old) == HANU_OK);
+            /* A third of the puts carry an expiry: entries gain and lose it in place. */
+            uint64_t expire = (seed >> 40) % 3 == 0 ? 1700000000000ull + (uint64_t)step : 0;
+            REQUIRE(keydir_put(&kd, k, len, h, (uint64_t)step, 1, (uint32_t)step * 2, 5, expire, &old) == HANU_OK);
             CHECK_EQ(old.key_len != 0, r[i].present);
             if (r[i].present) CHECK_EQ(old.txn, r[i].txn);
+            if (r[i].present) CHECK_EQ((old.flags & KD_EXPIRES) != 0, r[i].expire != 0);
             if (!r[i].present) present++;
-            r[i] = (ref){ 1, (uint64_t)step, (uint32_t)step * 2 };
+            r[i] = (ref){ 1, (uint64_t)step, (uint32_t)step * 2, expire };
         } else {
             int had = keydir_delete(&kd, k, len, h, &old);
             CHECK_EQ(had, r[i].present);
@@ -50,7 +53,13 @@ static void test_random_against_reference(void)
                 key_of(j, k, &len);
                 kd_entry *e = keydir_get(&kd, k, len, keydir_hash(k, len));
                 CHECK_EQ(e != NULL, r[j].present);
-                if (e && r[j].present) { CHECK_EQ(e->txn, r[j].txn); CHECK_EQ(e->value_off, r[j].off); }
+                if (e && r[j].present) {
+                    CHECK_EQ(e->txn, r[j].txn);
+                    CHECK_EQ(e->value_off, r[j].off);
+                    CHECK_EQ(kd_entry_expiry(e), r[j].expire);
+                    CHECK_EQ(e->key_len, len);
+                    CHECK(memcmp(e->key, k, len) == 0);
+                }
             }
             CHECK_EQ(kd.count, present);
         }
@@ -71,7 +80,7 @@ static void test_reserve_and_binary_keys(void)
     kd_entry old;
     for (uint32_t i = 0; i < 100000; i++) {
         uint8_t k[8] = { 0, (uint8_t)i, 0, (uint8_t)(i >> 8), 0, (uint8_t)(i >> 16), 0xff, 0 };
-        REQUIRE(keydir_put(&kd, k, 8, keydir_hash(k, 8), i, 2, i, 0, &old) == HANU_OK);
+        REQUIRE(keydir_put(&kd, k, 8, keydir_hash(k, 8), i, 2, i, 0, 0, &old) == HANU_OK);
     }
     CHECK_EQ(kd.cap, cap);    /* no growth after the reservation */
     CHECK_EQ(kd.count, 100000);

@@ -140,6 +140,36 @@ static void test_auth(void)
     CHECK_EQ(r.secret_len, 255);
 }
 
+/* SetTtl and Ttl (docs/PROTOCOL.md's examples): every cut is invalid, and the ttl
+   must be 1 ms to 100 years. */
+static void test_set_ttl_and_ttl(void)
+{
+    uint8_t b[64];
+    size_t n = hex("15 00 1f000000 07 64656661756c74 02000000 6b31 60ea000000000000 05000000 68656c6c6f", b);
+    kv_request r;
+    const char *why = NULL;
+    uint32_t len = (uint32_t)(n - HKV_REQ_HEADER);
+    REQUIRE(kv_parse_request(b[0], b[1], b + 6, len, &LIM, &r, &why) == HANU_OK);
+    CHECK_EQ(r.ttl_ms, 60000);
+    CHECK(r.key_len == 2 && memcmp(r.key, "k1", 2) == 0);
+    CHECK(r.value_len == 5 && memcmp(r.value, "hello", 5) == 0);
+    CHECK(kv_op_writes(HKV_OP_SET_TTL));
+    CHECK(!kv_op_writes(HKV_OP_TTL));
+    for (uint32_t cut = 0; cut < len; cut++)
+        CHECK(kv_parse_request(b[0], b[1], b + 6, cut, &LIM, &r, &why) == HANU_ERR_INVALID);
+    const uint64_t bad[] = { 0, HKV_TTL_MAX_MS + 1, UINT64_MAX };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        hanu_put_u64(b + 6 + 8 + 6, bad[i]);
+        CHECK(kv_parse_request(b[0], b[1], b + 6, len, &LIM, &r, &why) == HANU_ERR_INVALID);
+        CHECK(strstr(why, "ttl must be 1 to") != NULL);
+    }
+    hanu_put_u64(b + 6 + 8 + 6, HKV_TTL_MAX_MS);
+    CHECK(kv_parse_request(b[0], b[1], b + 6, len, &LIM, &r, &why) == HANU_OK);
+    n = hex("16 00 0e000000 07 64656661756c74 02000000 6b31", b);
+    REQUIRE(kv_parse_request(b[0], b[1], b + 6, (uint32_t)(n - 6), &LIM, &r, &why) == HANU_OK);
+    CHECK(r.key_len == 2 && memcmp(r.key, "k1", 2) == 0);
+}
+
 int main(void)
 {
     RUN(test_protocol_md_set_example);
@@ -148,5 +178,6 @@ int main(void)
     RUN(test_limits);
     RUN(test_batch_items);
     RUN(test_auth);
+    RUN(test_set_ttl_and_ttl);
     TEST_DONE();
 }

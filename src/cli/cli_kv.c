@@ -1,6 +1,6 @@
 /*
  * cli_kv.c: `hanudb kv`, the command-line client of the key-value server.
- * One command per run (ping, get, set, del, create, drop, info, stats,
+ * One command per run (ping, get, set, del, ttl, create, drop, info, stats,
  * batch), built on the blocking calls of include/hanudb_client.h, after an
  * Auth when a token is given (--token or HANUDB_TOKEN).
  *
@@ -26,7 +26,9 @@ static void kv_usage(FILE *out)
 "commands:\n"
 "  ping            check that the server answers (prints \"pong\")\n"
 "  get KEY         print the value of KEY, then a newline\n"
-"  set KEY VALUE   store VALUE under KEY; print the write's token\n"
+"  set KEY VALUE   store VALUE under KEY; print the write's token (with --ttl the key\n"
+"                  expires after that time; without, a set clears any expiry)\n"
+"  ttl KEY         print the milliseconds KEY has left, or \"none\" when it does not expire\n"
 "  del KEY         delete KEY; print the delete's token\n"
 "  create DB       create database DB\n"
 "  drop DB         drop database DB\n"
@@ -40,6 +42,8 @@ static void kv_usage(FILE *out)
 "  --addr HOST:PORT     server (default $HANUDB_KV_ADDR, else " KV_DEFAULT_ADDR ")\n"
 "  --db NAME            database (default \"default\")\n"
 "  --durability LEVEL   local (default: after fdatasync), none, or bucket\n"
+"  --ttl DURATION       set: the key expires after DURATION: a number with a unit,\n"
+"                       ms, s, m, h or d (\"30s\", \"1500ms\"; a bare number is seconds)\n"
 "  --timeout MS         connect and I/O timeout (default 30000)\n"
 "  --token TOKEN        authenticate with TOKEN first (a server with --tokens needs\n"
 "                       one); default $HANUDB_TOKEN, which keeps it out of ps\n"
@@ -187,9 +191,31 @@ static int kv_read_batch(FILE *in, struct kv_batch *b)
 struct kv_args {
     const char *addr, *db, *token;
     int durability, timeout_ms;
+    uint64_t ttl_ms;          /* set --ttl; 0: none */
     const char *pos[4];       /* command and its arguments */
     int npos;
 };
+
+/* "30s", "1500ms", "5m", "2h", "1d" or a bare number of seconds, as ms: 0 when
+   malformed, zero or over the protocol's 100 years. */
+static uint64_t kv_parse_duration(const char *v)
+{
+    char *end;
+    if (v[0] < '0' || v[0] > '9')
+        return 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    static const struct { const char *unit; uint64_t ms; } units[] = {
+        { "", 1000 }, { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 }, { "d", 86400000 },
+    };
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(end, units[i].unit) != 0)
+            continue;
+        if (n == 0 || n > HKV_TTL_MAX_MS / units[i].ms)
+            return 0;
+        return n * units[i].ms;
+    }
+    return 0;
+}
 
 /* Value of --name VALUE or --name=VALUE at argv[*i]; NULL when absent. */
 static const char *kv_opt_value(int argc, char **argv, int *i, const char *name, int *err)
@@ -248,6 +274,11 @@ static int kv_parse_args(int argc, char **argv, struct kv_args *a)
             if (!v[0] || strlen(v) > HKV_AUTH_TOKEN_MAX)
                 return kv_bad_usage("--token wants 1 to 255 bytes", NULL);
             a->token = v;
+        } else if ((v = kv_opt_value(argc, argv, &i, "--ttl", &err)) != NULL) {
+            a->ttl_ms = kv_parse_duration(v);
+            if (!a->ttl_ms)
+                return kv_bad_usage("--ttl wants a duration such as 30s, 1500ms, 5m, 2h or 1d "
+                                    "(at most 100 years)", v);
         } else if ((v = kv_opt_value(argc, argv, &i, "--timeout", &err)) != NULL) {
             char *end;
             long ms = strtol(v, &end, 10);
@@ -264,6 +295,8 @@ static int kv_parse_args(int argc, char **argv, struct kv_args *a)
     }
     if (a->npos == 0)
         return kv_bad_usage("no command given", NULL);
+    if (a->ttl_ms && strcmp(a->pos[0], "set") != 0)
+        return kv_bad_usage("--ttl applies to set only, not", a->pos[0]);
     return 0;
 }
 
@@ -298,10 +331,20 @@ static int kv_run(hkv_conn *c, const struct kv_args *a)
         return kv_result(c, cmd, rc);
     }
     if (strcmp(cmd, "set") == 0) {
-        rc = hkv_set(c, a->db, a->pos[1], strlen(a->pos[1]), a->pos[2], strlen(a->pos[2]),
-                     a->durability, &tok);
+        size_t kl = strlen(a->pos[1]), vl = strlen(a->pos[2]);
+        rc = a->ttl_ms ? hkv_set_ttl(c, a->db, a->pos[1], kl, a->ttl_ms, a->pos[2], vl, a->durability, &tok)
+                       : hkv_set(c, a->db, a->pos[1], kl, a->pos[2], vl, a->durability, &tok);
         if (rc == HKV_OK)
             print_token(1, tok);
+        return kv_result(c, cmd, rc);
+    }
+    if (strcmp(cmd, "ttl") == 0) {
+        uint64_t expire = 0, left = 0;
+        rc = hkv_ttl(c, a->db, a->pos[1], strlen(a->pos[1]), &expire, &left, &tok);
+        if (rc == HKV_OK && expire)
+            printf("%" PRIu64 "\n", left);
+        else if (rc == HKV_OK)
+            puts("none");
         return kv_result(c, cmd, rc);
     }
     if (strcmp(cmd, "del") == 0) {
@@ -348,7 +391,7 @@ int cli_kv_main(int argc, char **argv)
     if (st != 0)
         return st < 0 ? 0 : st;
     static const struct { const char *name; int min, max; } cmds[] = {
-        { "ping", 0, 0 }, { "get", 1, 1 }, { "set", 2, 2 }, { "del", 1, 1 },
+        { "ping", 0, 0 }, { "get", 1, 1 }, { "set", 2, 2 }, { "del", 1, 1 }, { "ttl", 1, 1 },
         { "create", 1, 1 }, { "drop", 1, 1 }, { "info", 0, 1 }, { "stats", 0, 0 },
         { "batch", 0, 0 },
     };

@@ -10,6 +10,7 @@
  * that order (PROTOCOL.md), which is how hkv_decode knows each frame's shape.
  */
 #include "hanudb_client.h"
+#include "base/base.h"
 
 #include <errno.h>
 #include <netdb.h>
@@ -514,6 +515,29 @@ int hkv_delete(hkv_conn *c, const char *db, const void *key, size_t key_len,
                int durability, uint64_t *token)
 {
     return set_like(c, HKV_OP_DELETE, db, key, key_len, 0, NULL, 0, durability, token);
+}
+
+int hkv_set_ttl(hkv_conn *c, const char *db, const void *key, size_t key_len, uint64_t ttl_ms,
+                const void *value, size_t value_len, int durability, uint64_t *token)
+{
+    return set_like(c, HKV_OP_SET_TTL, db, key, key_len, ttl_ms, value, value_len, durability, token);
+}
+
+int hkv_ttl(hkv_conn *c, const char *db, const void *key, size_t key_len, uint64_t *expire_ms,
+            uint64_t *left_ms, uint64_t *token)
+{
+    hkv_request q = { .op = HKV_OP_TTL, .db = db, .key = key, .key_len = key_len };
+    hkv_response r;
+    int rc = call(c, &q, &r);
+    if (rc != HKV_OK)
+        return rc;
+    if (token)
+        *token = r.token;
+    if (expire_ms)
+        *expire_ms = hanu_get_u64(r.data);
+    if (left_ms)
+        *left_ms = hanu_get_u64(r.data + 8);
+    return HKV_OK;
 }
 
 int hkv_compare_delete(hkv_conn *c, const char *db, const void *key, size_t key_len,

@@ -92,10 +92,11 @@ static int op_fields(uint8_t op)
     switch (op) {
     case HKV_OP_STATS: case HKV_OP_PING: case HKV_OP_CLOSE: return 0;
     case HKV_OP_CREATE: case HKV_OP_INFO: case HKV_OP_DROP: return F_DB;
-    case HKV_OP_GET: case HKV_OP_DELETE: return F_DB | F_KEY;
+    case HKV_OP_GET: case HKV_OP_DELETE: case HKV_OP_TTL: return F_DB | F_KEY;
     case HKV_OP_SET: case HKV_OP_SET_IF_EXISTS: case HKV_OP_SET_IF_NOT_EXISTS:
         return F_DB | F_KEY | F_VALUE;
     case HKV_OP_COMPARE_SET: return F_DB | F_KEY | F_TOKEN | F_VALUE;
+    case HKV_OP_SET_TTL: return F_DB | F_KEY | F_TOKEN | F_VALUE;   /* the ttl in token */
     case HKV_OP_COMPARE_DELETE: return F_DB | F_KEY | F_TOKEN;
     case HKV_OP_WRITE_BATCH: return F_DB | F_BATCH;
     case HKV_OP_AUTH: return F_SECRET;      /* the token in key/key_len, u8-length-prefixed */
@@ -216,7 +217,7 @@ int hkv_encode(hkv_buf *out, const hkv_request *req)
 /* ---- decoding ---- */
 
 /* The success status of each op and the shape of its Ok payload. */
-enum ok_shape { OK_EMPTY, OK_TOKEN, OK_EMPTY_OR_TOKEN, OK_TEXT };
+enum ok_shape { OK_EMPTY, OK_TOKEN, OK_EMPTY_OR_TOKEN, OK_TEXT, OK_TTL };
 
 static int op_known(uint8_t op) { return op_fields(op) >= 0; }
 
@@ -234,7 +235,7 @@ static int status_allowed(uint8_t op, uint8_t st)
     case HKV_WIRE_DB_ALREADY_EXISTS: return op == HKV_OP_CREATE;
     case HKV_WIRE_KEY_NOT_FOUND:
         return op == HKV_OP_GET || op == HKV_OP_SET_IF_EXISTS || op == HKV_OP_COMPARE_SET ||
-               op == HKV_OP_DELETE || op == HKV_OP_COMPARE_DELETE;
+               op == HKV_OP_DELETE || op == HKV_OP_COMPARE_DELETE || op == HKV_OP_TTL;
     case HKV_WIRE_KEY_ALREADY_EXISTS: return op == HKV_OP_SET_IF_NOT_EXISTS;
     case HKV_WIRE_KEY_TOKEN_MISMATCH:
         return op == HKV_OP_COMPARE_SET || op == HKV_OP_COMPARE_DELETE;
@@ -252,6 +253,7 @@ static enum ok_shape ok_shape(uint8_t op)
     case HKV_OP_STATS: case HKV_OP_INFO: return OK_TEXT;
     case HKV_OP_CLOSE: case HKV_OP_AUTH: return OK_EMPTY;
     case HKV_OP_CREATE: case HKV_OP_DROP: return OK_EMPTY_OR_TOKEN;
+    case HKV_OP_TTL: return OK_TTL;
     default: return op_known(op) ? OK_TOKEN : OK_TEXT;
     }
 }
@@ -287,6 +289,13 @@ int hkv_decode(uint8_t op, const uint8_t *buf, size_t len, uint32_t max_payload,
         enum ok_shape shape = ok_shape(op);
         if (shape == OK_TEXT) {
             r.data_len = plen;
+        } else if (shape == OK_TTL) {   /* token, then expiry and ms left in data */
+            if (plen != HKV_TTL_PAYLOAD)
+                return HKV_ERR_PROTOCOL;
+            r.has_token = 1;
+            r.token = hanu_get_u64(p);
+            r.data = p + 8;
+            r.data_len = plen - 8;
         } else if (plen == 8 && shape != OK_EMPTY) {
             r.has_token = 1;
             r.token = hanu_get_u64(p);

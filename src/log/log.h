@@ -44,7 +44,9 @@
 #define LOG_FRAME_HEADER_SIZE 20
 #define LOG_ENTRY_HEADER_SIZE 11
 #define LOG_FILE_MAGIC "HANULOG"
-#define LOG_FORMAT_VERSION 1
+/* Version 2 added op 6 (LOG_OP_PUT_EXPIRING); version 1 files are read as before. */
+#define LOG_FORMAT_VERSION 2
+#define LOG_FORMAT_VERSION_MIN 1
 #define LOG_FLAG_COMPACTED 1u
 #define LOG_MAX_ENTRIES_PER_FRAME 100000u
 #define LOG_MAX_FRAME_BODY (256u << 20)
@@ -57,7 +59,13 @@ enum log_op {
     /* Written by older versions for their system records; never written now. It is
        a put: log_frame_next_entry delivers it as LOG_OP_PUT. */
     LOG_OP_OLD_SYSTEM_PUT = 5,
+    /* A put with an expiry (format version 2): the value is the value bytes followed
+       by a u64 expiry, ms since the epoch (LOG_EXPIRY_SIZE bytes; the decoder refuses
+       a shorter value). Delivered as itself: readers that copy records keep it whole. */
+    LOG_OP_PUT_EXPIRING = 6,
 };
+#define LOG_EXPIRY_SIZE 8
+#define LOG_OP_MAX LOG_OP_PUT_EXPIRING
 
 typedef struct log_file_header {
     uint8_t flags;
@@ -77,6 +85,10 @@ int log_file_header_decode(const uint8_t in[LOG_FILE_HEADER_SIZE], log_file_head
 int log_frame_begin(hanu_buf *b);   /* b is reset; reserves the header */
 int log_frame_add(hanu_buf *b, uint8_t op, uint32_t db, const void *key, uint16_t key_len,
                   const void *value, uint32_t value_len);
+/* The same, with an expiry when expire_ms is not 0: then the entry is an op 6
+   (LOG_OP_PUT_EXPIRING) whose value is value followed by the expiry. */
+int log_frame_add_put(hanu_buf *b, uint8_t op, uint32_t db, const void *key, uint16_t key_len,
+                      const void *value, uint32_t value_len, uint64_t expire_ms);
 /* Writes length, count, txn and checksum into the header. */
 void log_frame_finish(hanu_buf *b, uint64_t txn);
 /* Offset of the value of entry i within a frame (for locations), given entry sizes. */
@@ -89,6 +101,9 @@ typedef struct log_entry {
     const uint8_t *value;
     uint32_t value_len;
     uint32_t value_offset;   /* offset of value from the frame start */
+    /* Op 6: its expiry (value and value_len still include it, so a copy of the entry
+       is the same record); 0 for every other op. */
+    uint64_t expire_ms;
 } log_entry;
 
 typedef struct log_frame {

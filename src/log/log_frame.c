@@ -24,7 +24,7 @@ void log_file_header_encode(uint8_t out[LOG_FILE_HEADER_SIZE], const log_file_he
 int log_file_header_decode(const uint8_t in[LOG_FILE_HEADER_SIZE], log_file_header *h)
 {
     if (memcmp(in, LOG_FILE_MAGIC, 8) != 0) return HANU_ERR_CORRUPT;
-    if (in[8] != LOG_FORMAT_VERSION) return HANU_ERR_CORRUPT;
+    if (in[8] < LOG_FORMAT_VERSION_MIN || in[8] > LOG_FORMAT_VERSION) return HANU_ERR_CORRUPT;
     if (hanu_get_u32(in + 36) != hanu_checksum32(in, 36)) return HANU_ERR_CORRUPT;
     h->flags = in[9];
     h->file_id = hanu_get_u32(in + 12);
@@ -47,7 +47,16 @@ int log_frame_begin(hanu_buf *b)
 int log_frame_add(hanu_buf *b, uint8_t op, uint32_t db, const void *key, uint16_t key_len,
                   const void *value, uint32_t value_len)
 {
-    size_t need = LOG_ENTRY_HEADER_SIZE + (size_t)key_len + value_len;
+    return log_frame_add_put(b, op, db, key, key_len, value, value_len, 0);
+}
+
+int log_frame_add_put(hanu_buf *b, uint8_t op, uint32_t db, const void *key, uint16_t key_len,
+                      const void *value, uint32_t value_len, uint64_t expire_ms)
+{
+    if (expire_ms) op = LOG_OP_PUT_EXPIRING;
+    size_t suffix = expire_ms ? LOG_EXPIRY_SIZE : 0;
+    if (value_len > UINT32_MAX - suffix) return HANU_ERR_TOO_LARGE;
+    size_t need = LOG_ENTRY_HEADER_SIZE + (size_t)key_len + value_len + suffix;
     if (b->len - LOG_FRAME_HEADER_SIZE + need > LOG_MAX_FRAME_BODY) return HANU_ERR_TOO_LARGE;
     int rc = hanu_buf_reserve(b, need);
     if (rc) return rc;
@@ -55,9 +64,10 @@ int log_frame_add(hanu_buf *b, uint8_t op, uint32_t db, const void *key, uint16_
     p[0] = op;
     hanu_put_u32(p + 1, db);
     hanu_put_u16(p + 5, key_len);
-    hanu_put_u32(p + 7, value_len);
+    hanu_put_u32(p + 7, (uint32_t)(value_len + suffix));
     if (key_len) memcpy(p + 11, key, key_len);
     if (value_len) memcpy(p + 11 + key_len, value, value_len);
+    if (suffix) hanu_put_u64(p + 11 + key_len + value_len, expire_ms);
     b->len += need;
     uint32_t count = hanu_get_u32(b->data + 16);
     hanu_put_u32(b->data + 16, count + 1);
@@ -111,7 +121,8 @@ static inline int frame_decode(const uint8_t *p, size_t avail, log_frame *f, con
         if (size - pos < LOG_ENTRY_HEADER_SIZE) { *why = "entry header past frame end"; return LOG_FRAME_BAD; }
         uint8_t op = p[pos];
         size_t klen = hanu_get_u16(p + pos + 5), vlen = hanu_get_u32(p + pos + 7);
-        if (op < LOG_OP_PUT || op > LOG_OP_OLD_SYSTEM_PUT) { *why = "unknown entry op"; return LOG_FRAME_BAD; }
+        if (op < LOG_OP_PUT || op > LOG_OP_MAX) { *why = "unknown entry op"; return LOG_FRAME_BAD; }
+        if (op == LOG_OP_PUT_EXPIRING && vlen < LOG_EXPIRY_SIZE) { *why = "expiring put without its expiry"; return LOG_FRAME_BAD; }
         if (size - pos - LOG_ENTRY_HEADER_SIZE < klen + vlen) { *why = "entry past frame end"; return LOG_FRAME_BAD; }
         pos += LOG_ENTRY_HEADER_SIZE + klen + vlen;
     }
@@ -153,6 +164,8 @@ int log_frame_next_entry(const log_frame *f, uint32_t *pos, log_entry *e)
     e->key = p + LOG_ENTRY_HEADER_SIZE;
     e->value = e->key + e->key_len;
     e->value_offset = at + LOG_ENTRY_HEADER_SIZE + e->key_len;
+    /* The decoder checked that an expiring put's value holds its expiry. */
+    e->expire_ms = e->op == LOG_OP_PUT_EXPIRING ? hanu_get_u64(e->value + e->value_len - LOG_EXPIRY_SIZE) : 0;
     *pos = e->value_offset + e->value_len;
     return 1;
 }

@@ -310,9 +310,9 @@ void resp_cmd_info(resp_conn *c, const resp_arg *argv, size_t argc)
     if (want_section(argv, argc, "stats", 1)) {
         section(&b, "Stats");
         addf(&b, "total_connections_received:%llu\r\ntotal_commands_processed:%llu\r\nrejected_connections:%llu\r\n"
-                 "total_error_replies:%llu\r\n", (unsigned long long)rs->connections_total,
+                 "expired_keys:%llu\r\ntotal_error_replies:%llu\r\n", (unsigned long long)rs->connections_total,
              (unsigned long long)rs->commands, (unsigned long long)rs->rejected_connections,
-             (unsigned long long)rs->errors);
+             (unsigned long long)srv->keys_expired, (unsigned long long)rs->errors);
     }
     if (want_section(argv, argc, "replication", 1)) {
         section(&b, "Replication");
@@ -328,7 +328,8 @@ void resp_cmd_info(resp_conn *c, const resp_arg *argv, size_t argc)
         size_t n = store_db_list(srv->store, infos, 64);
         for (size_t i = 0; i < n && i < 64; i++) {
             int idx = db_index_of(infos[i].name);
-            if (idx >= 0 && infos[i].keys) addf(&b, "db%d:keys=%llu,expires=0,avg_ttl=0\r\n", idx, (unsigned long long)infos[i].keys);
+            if (idx >= 0 && infos[i].keys) addf(&b, "db%d:keys=%llu,expires=%llu,avg_ttl=0\r\n", idx, (unsigned long long)infos[i].keys,
+                                            (unsigned long long)infos[i].expiring);
         }
     }
     resp_w_verbatim(&c->out, c->proto, b.data, b.len);
@@ -585,7 +586,7 @@ void resp_cmd_flushdb(resp_conn *c, const resp_arg *argv, size_t argc)
             uint32_t l;
             memcpy(&l, keys.data + pos, sizeof l);
             const resp_arg k = { keys.data + pos + sizeof l, l };
-            rc = resp_stage(c, STORE_DELETE, &k, NULL, 0);
+            rc = resp_stage(c, STORE_DELETE, &k, NULL, 0, 0);
             pos += sizeof l + l;
         }
         hanu_buf_free(&keys);

@@ -14,7 +14,6 @@
 #define ERR_NOT_INT "ERR value is not an integer or out of range"
 #define ERR_SYNTAX "ERR syntax error"
 #define ERR_TOO_BIG "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
-#define ERR_TTL "ERR per-key TTL is not supported yet by HanuDB (EX, PX, EXAT, PXAT, KEEPTTL, EXPIRE...): see docs/RESP.md"
 
 /* ---- staging ---- */
 
@@ -35,6 +34,12 @@ static const resp_staged *staged_find(const resp_server *rs, const resp_arg *key
     for (size_t i = rs->nstaged; i-- > 0;)
         if (same_key(rs, &rs->staged[i], key)) return &rs->staged[i];
     return NULL;
+}
+
+/* Whether a staged write leaves the key absent (a delete, or a set already expired). */
+static int staged_absent(const resp_staged *s)
+{
+    return s->kind == STORE_DELETE || (s->expire && s->expire <= store_now_ms());
 }
 
 int resp_check_key(resp_conn *c, const resp_arg *key)
@@ -62,20 +67,24 @@ static void store_error(resp_conn *c, int rc)
     c->rs->errors++;
 }
 
-int resp_read(resp_conn *c, const resp_db *db, const resp_arg *key, const uint8_t **v, size_t *vlen)
+int resp_read(resp_conn *c, const resp_db *db, const resp_arg *key, const uint8_t **v, size_t *vlen,
+              uint64_t *expire)
 {
     resp_server *rs = c->rs;
     const resp_staged *s = staged_find(rs, key);
+    uint64_t ignored;
+    if (!expire) expire = &ignored;
     if (s) {
-        if (s->kind == STORE_DELETE) return 0;
+        if (staged_absent(s)) return 0;
         *v = rs->arena.data + s->voff;
         *vlen = s->vlen;
+        *expire = s->expire;
         return 1;
     }
     if (!db->exists || key->len == 0 || key->len > c->srv->limits.max_key) return 0;
     rs->val.len = 0;
     uint64_t token;
-    int rc = store_get(c->srv->store, db->id, key->p, key->len, &rs->val, &token);
+    int rc = store_get_expiring(c->srv->store, db->id, key->p, key->len, &rs->val, &token, expire);
     if (rc == HANU_ERR_NOT_FOUND) return 0;
     if (rc) { store_error(c, rc); return -1; }
     *v = rs->val.data;
@@ -86,10 +95,24 @@ int resp_read(resp_conn *c, const resp_db *db, const resp_arg *key, const uint8_
 int resp_exists(resp_conn *c, const resp_db *db, const resp_arg *key)
 {
     const resp_staged *s = staged_find(c->rs, key);
-    if (s) return s->kind != STORE_DELETE;
+    if (s) return !staged_absent(s);
     uint64_t token;
     if (!db->exists || key->len == 0 || key->len > c->srv->limits.max_key) return 0;
     return store_lookup(c->srv->store, db->id, key->p, key->len, &token) == HANU_OK;
+}
+
+int resp_key_expiry(resp_conn *c, const resp_db *db, const resp_arg *key, uint64_t *expire)
+{
+    const resp_staged *s = staged_find(c->rs, key);
+    *expire = 0;
+    if (s) {
+        if (staged_absent(s)) return 0;
+        *expire = s->expire;
+        return 1;
+    }
+    uint64_t token;
+    if (!db->exists || key->len == 0 || key->len > c->srv->limits.max_key) return 0;
+    return store_expiry(c->srv->store, db->id, key->p, key->len, expire, &token) == HANU_OK;
 }
 
 /* Appends p[0..n) to the arena; p may point into the arena itself. */
@@ -106,7 +129,7 @@ static int arena_put(hanu_buf *a, const void *p, size_t n, size_t *off)
     return HANU_OK;
 }
 
-int resp_stage(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, size_t vlen)
+int resp_stage(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, size_t vlen, uint64_t expire)
 {
     resp_server *rs = c->rs;
     if (rs->nstaged == rs->scap) {
@@ -116,7 +139,8 @@ int resp_stage(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, s
         rs->staged = ns;
         rs->scap = ncap;
     }
-    resp_staged s = { .kind = kind, .klen = key->len, .vlen = kind == STORE_DELETE ? 0 : vlen };
+    resp_staged s = { .kind = kind, .klen = key->len, .vlen = kind == STORE_DELETE ? 0 : vlen,
+                      .expire = kind == STORE_DELETE ? 0 : expire };
     if (arena_put(&rs->arena, key->p, key->len, &s.koff) != HANU_OK ||
         arena_put(&rs->arena, v, s.vlen, &s.voff) != HANU_OK)
         return HANU_ERR_NOMEM;
@@ -124,12 +148,18 @@ int resp_stage(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, s
     return HANU_OK;
 }
 
-/* Stages, or answers out of memory: 1 staged. */
-static int stage(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, size_t vlen)
+int resp_stage_or_answer(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, size_t vlen,
+                         uint64_t expire)
 {
-    if (resp_stage(c, kind, key, v, vlen) == HANU_OK) return 1;
+    if (resp_stage(c, kind, key, v, vlen, expire) == HANU_OK) return 1;
     resp_err(c, "ERR out of memory");
     return 0;
+}
+
+/* Stages a write that leaves the key without an expiry (SET, MSET, GETSET...). */
+static int stage(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, size_t vlen)
+{
+    return resp_stage_or_answer(c, kind, key, v, vlen, 0);
 }
 
 int resp_commit(resp_conn *c, size_t reply_start, uint64_t *txn)
@@ -140,14 +170,19 @@ int resp_commit(resp_conn *c, size_t reply_start, uint64_t *txn)
     if (!rs->nstaged) return HANU_OK;
     if (rs->nstaged > rs->ops_cap) {
         store_op *no = realloc(rs->ops, rs->nstaged * sizeof *no);
-        if (!no) { c->out.len = reply_start; resp_err(c, "ERR out of memory"); return HANU_ERR_NOMEM; }
-        rs->ops = no;
+        if (no) rs->ops = no;
+        uint64_t *ne = no ? realloc(rs->expires, rs->nstaged * sizeof *ne) : NULL;
+        if (!ne) { c->out.len = reply_start; resp_err(c, "ERR out of memory"); return HANU_ERR_NOMEM; }
+        rs->expires = ne;
         rs->ops_cap = rs->nstaged;
     }
+    int expiring = 0;
     for (size_t i = 0; i < rs->nstaged; i++) {
         const resp_staged *s = &rs->staged[i];
         rs->ops[i] = (store_op){ .kind = s->kind, .key = rs->arena.data + s->koff, .key_len = s->klen,
                                  .value = rs->arena.data + s->voff, .value_len = s->vlen };
+        rs->expires[i] = s->expire;
+        expiring |= s->expire != 0;
     }
     size_t nlen = strlen(c->db);
     uint32_t id;
@@ -158,7 +193,17 @@ int resp_commit(resp_conn *c, size_t reply_start, uint64_t *txn)
         if (rc == HANU_OK || rc == HANU_ERR_EXISTS) rc = store_db_lookup(st, c->db, nlen, &id);
     }
     docs_error refused = { 0 };
-    if (rc == HANU_OK)
+    uint8_t kind = STORE_DB_KV;
+    if (rc == HANU_OK && expiring && store_db_kind(st, id, &kind) == HANU_OK && kind != STORE_DB_KV) {
+        /* The documents API's index reads no expiry: collections hold documents for good. */
+        c->out.len = reply_start;
+        resp_w_errorf(&c->out, "ERR per-key TTL is for key-value databases: \"%s\" is a collection", c->db);
+        c->rs->errors++;
+        return HANU_ERR_INVALID;
+    }
+    if (rc == HANU_OK && expiring)
+        rc = store_write_expiring(st, id, rs->ops, rs->expires, rs->nstaged, STORE_COND_NONE, 0, txn, NULL);
+    else if (rc == HANU_OK)
         rc = docs_kv_write(st, id, rs->ops, rs->nstaged, STORE_COND_NONE, 0, c->srv->limits.max_value, txn, NULL,
                            &refused);
     if (rc == HANU_OK) {
@@ -190,7 +235,7 @@ static void reply_value(resp_conn *c, const resp_db *db, const resp_arg *key)
     if (c->rs->nstaged || !db->exists || key->len == 0 || key->len > c->srv->limits.max_key) {
         const uint8_t *v;
         size_t n;
-        int r = resp_read(c, db, key, &v, &n);
+        int r = resp_read(c, db, key, &v, &n, NULL);
         if (r > 0) resp_w_bulk(&c->out, v, n);
         else if (r == 0) resp_w_null(&c->out, c->proto);
         return;
@@ -232,57 +277,33 @@ static void cmd_mget(resp_conn *c, const resp_arg *argv, size_t argc)
     for (size_t i = 1; i < argc; i++) reply_value(c, &db, &argv[i]);
 }
 
-/* SET's options; 0 and an answer when they are wrong. */
-typedef struct set_opts { int nx, xx, get; } set_opts;
-
-static int parse_set_opts(resp_conn *c, const resp_arg *argv, size_t argc, size_t from, set_opts *o)
-{
-    int ttl = 0;
-    for (size_t i = from; i < argc; i++) {
-        const resp_arg *a = &argv[i];
-        if (resp_arg_is(a, "nx") && !o->xx) o->nx = 1;
-        else if (resp_arg_is(a, "xx") && !o->nx) o->xx = 1;
-        else if (resp_arg_is(a, "get")) o->get = 1;
-        else if (resp_arg_is(a, "keepttl") && !ttl) ttl = 1;
-        else if ((resp_arg_is(a, "ex") || resp_arg_is(a, "px") || resp_arg_is(a, "exat") || resp_arg_is(a, "pxat")) &&
-                 !ttl && i + 1 < argc) {
-            int64_t v;
-            if (!resp_parse_i64(argv[i + 1].p, argv[i + 1].len, &v)) { resp_err(c, ERR_NOT_INT); return 0; }
-            if (v <= 0) { resp_err(c, "ERR invalid expire time in 'set' command"); return 0; }
-            ttl = 2;
-            i++;
-        } else {
-            resp_err(c, ERR_SYNTAX);
-            return 0;
-        }
-    }
-    if (ttl) { resp_err(c, ERR_TTL); return 0; }
-    return 1;
-}
-
 static void cmd_set(resp_conn *c, const resp_arg *argv, size_t argc)
 {
-    set_opts o = { 0 };
-    if (!parse_set_opts(c, argv, argc, 3, &o)) return;
+    resp_xopts o;
+    uint64_t when;
+    if (!resp_parse_xopts(c, argv, argc, 3, 1, &o)) return;
+    /* redis-server checks the expiry before the key and value (setGenericCommand) */
+    if (!resp_xopts_when(c, &o, "set", &when)) return;
     if (!resp_check_key(c, &argv[1]) || !resp_check_value_len(c, argv[2].len)) return;
     resp_db db = resp_current_db(c);
     int exists;
-    if (o.get) {
+    if (o.flags & RESP_X_GET) {
         const uint8_t *v;
         size_t n;
-        exists = resp_read(c, &db, &argv[1], &v, &n);
+        exists = resp_read(c, &db, &argv[1], &v, &n, NULL);
         if (exists < 0) return;
         if (exists) resp_w_bulk(&c->out, v, n);
         else resp_w_null(&c->out, c->proto);
     } else {
-        exists = (o.nx || o.xx) ? resp_exists(c, &db, &argv[1]) : 0;
+        exists = (o.flags & (RESP_X_NX | RESP_X_XX)) ? resp_exists(c, &db, &argv[1]) : 0;
     }
-    if ((o.nx && exists) || (o.xx && !exists)) {
-        if (!o.get) resp_w_null(&c->out, c->proto);
+    if (((o.flags & RESP_X_NX) && exists) || ((o.flags & RESP_X_XX) && !exists)) {
+        if (!(o.flags & RESP_X_GET)) resp_w_null(&c->out, c->proto);
         return;
     }
-    if (!stage(c, STORE_SET, &argv[1], argv[2].p, argv[2].len)) return;
-    if (!o.get) resp_w_simple(&c->out, "OK");
+    uint64_t expire = resp_set_expiry(c, &db, &argv[1], &o, when);
+    if (!resp_stage_or_answer(c, STORE_SET, &argv[1], argv[2].p, argv[2].len, expire)) return;
+    if (!(o.flags & RESP_X_GET)) resp_w_simple(&c->out, "OK");
 }
 
 static void cmd_setnx(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -302,7 +323,7 @@ static void cmd_getset(resp_conn *c, const resp_arg *argv, size_t argc)
     size_t start = c->out.len;
     reply_value(c, &db, &argv[1]);
     if (c->out.len > start && c->out.data[start] == '-') return;
-    if (resp_stage(c, STORE_SET, &argv[1], argv[2].p, argv[2].len) != HANU_OK) {
+    if (resp_stage(c, STORE_SET, &argv[1], argv[2].p, argv[2].len, 0) != HANU_OK) {
         c->out.len = start;
         resp_err(c, "ERR out of memory");
     }
@@ -314,7 +335,7 @@ static void cmd_getdel(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_db db = resp_current_db(c);
     const uint8_t *v;
     size_t n;
-    int r = resp_read(c, &db, &argv[1], &v, &n);
+    int r = resp_read(c, &db, &argv[1], &v, &n, NULL);
     if (r < 0) return;
     if (!r) { resp_w_null(&c->out, c->proto); return; }
     resp_w_bulk(&c->out, v, n);
@@ -363,33 +384,14 @@ static void cmd_type(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_w_simple(&c->out, resp_exists(c, &db, &argv[1]) == 1 ? "string" : "none");
 }
 
-/* TTL and PTTL are right without TTLs: -1 for a key (none set), -2 for none. */
-static void cmd_ttl(resp_conn *c, const resp_arg *argv, size_t argc)
-{
-    (void)argc;
-    resp_db db = resp_current_db(c);
-    resp_w_int(&c->out, resp_exists(c, &db, &argv[1]) == 1 ? -1 : -2);
-}
-
-static void cmd_persist(resp_conn *c, const resp_arg *argv, size_t argc)
-{
-    (void)argv; (void)argc;
-    resp_w_int(&c->out, 0);   /* no key has a TTL to remove */
-}
-
-static void cmd_no_ttl(resp_conn *c, const resp_arg *argv, size_t argc)
-{
-    (void)argv; (void)argc;
-    resp_err(c, ERR_TTL);
-}
-
 static void incr_by(resp_conn *c, const resp_arg *key, int64_t by)
 {
     if (!resp_check_key(c, key)) return;
     resp_db db = resp_current_db(c);
     const uint8_t *v;
     size_t n;
-    int r = resp_read(c, &db, key, &v, &n);
+    uint64_t expire = 0;   /* INCR and its kin keep the key's expiry, as Redis does */
+    int r = resp_read(c, &db, key, &v, &n, &expire);
     if (r < 0) return;
     int64_t cur = 0;
     if (r && !resp_parse_i64(v, n, &cur)) { resp_err(c, ERR_NOT_INT); return; }
@@ -400,7 +402,7 @@ static void incr_by(resp_conn *c, const resp_arg *key, int64_t by)
     cur += by;
     char s[24];
     int sl = snprintf(s, sizeof s, "%lld", (long long)cur);
-    if (stage(c, STORE_SET, key, s, (size_t)sl)) resp_w_int(&c->out, cur);
+    if (resp_stage_or_answer(c, STORE_SET, key, s, (size_t)sl, expire)) resp_w_int(&c->out, cur);
 }
 
 static void cmd_incr(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -429,7 +431,8 @@ static void cmd_incrbyfloat(resp_conn *c, const resp_arg *argv, size_t argc)
     const uint8_t *v;
     size_t n;
     long double cur = 0, by;
-    int r = resp_read(c, &db, &argv[1], &v, &n);
+    uint64_t expire = 0;
+    int r = resp_read(c, &db, &argv[1], &v, &n, &expire);
     if (r < 0) return;
     if ((r && !resp_parse_ld(v, n, &cur)) || !resp_parse_ld(argv[2].p, argv[2].len, &by)) {
         resp_err(c, "ERR value is not a valid float");
@@ -440,7 +443,7 @@ static void cmd_incrbyfloat(resp_conn *c, const resp_arg *argv, size_t argc)
     char s[5200];
     size_t sl = resp_format_ld(cur, s, sizeof s);
     if (!sl) { resp_err(c, "ERR value is not a valid float"); return; }
-    if (stage(c, STORE_SET, &argv[1], s, sl)) resp_w_bulk(&c->out, s, sl);
+    if (resp_stage_or_answer(c, STORE_SET, &argv[1], s, sl, expire)) resp_w_bulk(&c->out, s, sl);
 }
 
 static void cmd_append(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -450,14 +453,15 @@ static void cmd_append(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_db db = resp_current_db(c);
     const uint8_t *v = NULL;
     size_t n = 0;
-    int r = resp_read(c, &db, &argv[1], &v, &n);
+    uint64_t expire = 0;
+    int r = resp_read(c, &db, &argv[1], &v, &n, &expire);
     if (r < 0 || !resp_check_value_len(c, n + argv[2].len)) return;
     /* old and new joined in the read buffer, which a store read may have filled */
     hanu_buf *t = &c->rs->val;
     if (r && v != t->data) { t->len = 0; if (hanu_buf_append(t, v, n) != HANU_OK) { resp_err(c, "ERR out of memory"); return; } }
     if (!r) t->len = 0;
     if (hanu_buf_append(t, argv[2].p, argv[2].len) != HANU_OK) { resp_err(c, "ERR out of memory"); return; }
-    if (stage(c, STORE_SET, &argv[1], t->data, t->len)) resp_w_int(&c->out, (int64_t)t->len);
+    if (resp_stage_or_answer(c, STORE_SET, &argv[1], t->data, t->len, expire)) resp_w_int(&c->out, (int64_t)t->len);
 }
 
 static void cmd_strlen(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -466,7 +470,7 @@ static void cmd_strlen(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_db db = resp_current_db(c);
     const uint8_t *v;
     size_t n = 0;
-    int r = resp_read(c, &db, &argv[1], &v, &n);
+    int r = resp_read(c, &db, &argv[1], &v, &n, NULL);
     if (r >= 0) resp_w_int(&c->out, r ? (int64_t)n : 0);
 }
 
@@ -481,7 +485,7 @@ static void cmd_getrange(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_db db = resp_current_db(c);
     const uint8_t *v;
     size_t n = 0;
-    int r = resp_read(c, &db, &argv[1], &v, &n);
+    int r = resp_read(c, &db, &argv[1], &v, &n, NULL);
     if (r < 0) return;
     /* redis-server's getrangeCommand */
     if (start < 0 && end < 0 && start > end) { resp_w_bulk(&c->out, "", 0); return; }
@@ -505,7 +509,8 @@ static void cmd_setrange(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_db db = resp_current_db(c);
     const uint8_t *v = NULL;
     size_t n = 0;
-    int r = resp_read(c, &db, &argv[1], &v, &n);
+    uint64_t expire = 0;
+    int r = resp_read(c, &db, &argv[1], &v, &n, &expire);
     if (r < 0) return;
     if (argv[3].len == 0) { resp_w_int(&c->out, r ? (int64_t)n : 0); return; }
     if ((uint64_t)off + argv[3].len > 512u * 1024 * 1024) { resp_err(c, ERR_TOO_BIG); return; }
@@ -518,7 +523,7 @@ static void cmd_setrange(resp_conn *c, const resp_arg *argv, size_t argc)
     if (total > t->len) memset(t->data + t->len, 0, total - t->len);
     memcpy(t->data + off, argv[3].p, argv[3].len);
     t->len = total;
-    if (stage(c, STORE_SET, &argv[1], t->data, t->len)) resp_w_int(&c->out, (int64_t)total);
+    if (resp_stage_or_answer(c, STORE_SET, &argv[1], t->data, t->len, expire)) resp_w_int(&c->out, (int64_t)total);
 }
 
 static void rename_key(resp_conn *c, const resp_arg *argv, int nx)
@@ -526,13 +531,16 @@ static void rename_key(resp_conn *c, const resp_arg *argv, int nx)
     resp_db db = resp_current_db(c);
     const uint8_t *v;
     size_t n;
-    int r = resp_read(c, &db, &argv[1], &v, &n);
+    uint64_t expire = 0;   /* the expiry moves with the key */
+    int r = resp_read(c, &db, &argv[1], &v, &n, &expire);
     if (r < 0) return;
     if (!r) { resp_err(c, "ERR no such key"); return; }
     if (!resp_check_key(c, &argv[2])) return;
     int same = argv[1].len == argv[2].len && !memcmp(argv[1].p, argv[2].p, argv[1].len);
     if (nx && (same || resp_exists(c, &db, &argv[2]) == 1)) { resp_w_int(&c->out, 0); return; }
-    if (!same && (!stage(c, STORE_SET, &argv[2], v, n) || !stage(c, STORE_DELETE, &argv[1], NULL, 0))) return;
+    if (!same && (!resp_stage_or_answer(c, STORE_SET, &argv[2], v, n, expire) ||
+                  !stage(c, STORE_DELETE, &argv[1], NULL, 0)))
+        return;
     if (nx) resp_w_int(&c->out, 1);
     else resp_w_simple(&c->out, "OK");
 }
@@ -614,7 +622,7 @@ static int walk_key(void *ctx, const uint8_t *key, size_t klen, const uint8_t *v
     if (w->staged && w->staged->nstaged) {
         const resp_arg k = { key, klen };
         const resp_staged *s = staged_find(w->staged, &k);
-        if (s && s->kind == STORE_DELETE) return 0;
+        if (s && staged_absent(s)) return 0;
     }
     if (resp_w_bulk(w->out, key, klen) != HANU_OK) { w->rc = HANU_ERR_NOMEM; return 1; }
     w->found++;
@@ -722,6 +730,11 @@ static void cmd_randomkey(resp_conn *c, const resp_arg *argv, size_t argc)
     key_walk w = { .out = &c->out, .skip = (uint64_t)random() % info.keys, .target = 1 };
     size_t start = c->out.len;
     int rc = store_scan(c->srv->store, db.id, walk_key, &w);
+    /* The count holds expired keys the scan hides: past the live ones, take the first. */
+    if (rc == HANU_OK && !w.rc && !w.found) {
+        w.skip = 0;
+        rc = store_scan(c->srv->store, db.id, walk_key, &w);
+    }
     if (rc == HANU_OK) rc = w.rc;
     if (rc) { c->out.len = start; store_error(c, rc); }
     else if (!w.found) resp_w_null(&c->out, c->proto);
@@ -789,12 +802,13 @@ const resp_command resp_commands[] = {
     { "echo", 2, 0, resp_cmd_echo, 0, 0, 0, "connection", "Returns the given string." },
     { "exec", 1, M, resp_cmd_exec, 0, 0, 0, "transactions", "Executes all commands in a transaction: one log record." },
     { "exists", -2, K, cmd_exists, 1, -1, 1, "generic", "Determines whether one or more keys exist." },
-    { "expire", -3, W | K, cmd_no_ttl, 1, 1, 1, "generic", "Not yet: per-key TTL." },
-    { "expireat", -3, W | K, cmd_no_ttl, 1, 1, 1, "generic", "Not yet: per-key TTL." },
+    { "expire", -3, W | K, resp_cmd_expire, 1, 1, 1, "generic", "Sets the expiration time of a key in seconds." },
+    { "expireat", -3, W | K, resp_cmd_expire, 1, 1, 1, "generic", "Sets the expiration time of a key to a Unix timestamp." },
+    { "expiretime", 2, K, resp_cmd_ttl, 1, 1, 1, "generic", "Returns the expiration time of a key as a Unix timestamp." },
     { "flushdb", -1, W | K, resp_cmd_flushdb, 0, 0, 0, "server", "Deletes every key of the database (--resp-allow-flushdb)." },
     { "get", 2, K, cmd_get, 1, 1, 1, "string", "Returns the string value of a key." },
     { "getdel", 2, W | K, cmd_getdel, 1, 1, 1, "string", "Returns the string value of a key after deleting the key." },
-    { "getex", -2, W | K, cmd_no_ttl, 1, 1, 1, "string", "Not yet: per-key TTL." },
+    { "getex", -2, W | K, resp_cmd_getex, 1, 1, 1, "string", "Returns the string value of a key after setting its expiration time." },
     { "getrange", 4, K, cmd_getrange, 1, 1, 1, "string", "Returns a substring of the string stored at a key." },
     { "getset", 3, W | K, cmd_getset, 1, 1, 1, "string", "Returns the previous string value of a key after setting it to a new value." },
     { "hanu.cad", 3, W | K, cmd_hanu_cas, 1, 1, 1, "hanudb", "Deletes a key only while its token is the given one." },
@@ -810,11 +824,12 @@ const resp_command resp_commands[] = {
     { "mset", -3, W | K, cmd_mset, 1, -1, 2, "string", "Atomically creates or modifies the string values of one or more keys." },
     { "msetnx", -3, W | K, cmd_mset, 1, -1, 2, "string", "Atomically sets keys only when none of them exist." },
     { "multi", 1, M, resp_cmd_multi, 0, 0, 0, "transactions", "Starts a transaction." },
-    { "persist", 2, W | K, cmd_persist, 1, 1, 1, "generic", "Removes the expiration time of a key (none has one yet)." },
-    { "pexpire", -3, W | K, cmd_no_ttl, 1, 1, 1, "generic", "Not yet: per-key TTL." },
-    { "pexpireat", -3, W | K, cmd_no_ttl, 1, 1, 1, "generic", "Not yet: per-key TTL." },
+    { "persist", 2, W | K, resp_cmd_persist, 1, 1, 1, "generic", "Removes the expiration time of a key." },
+    { "pexpire", -3, W | K, resp_cmd_expire, 1, 1, 1, "generic", "Sets the expiration time of a key in milliseconds." },
+    { "pexpireat", -3, W | K, resp_cmd_expire, 1, 1, 1, "generic", "Sets the expiration time of a key to a Unix milliseconds timestamp." },
+    { "pexpiretime", 2, K, resp_cmd_ttl, 1, 1, 1, "generic", "Returns the expiration time of a key as a Unix milliseconds timestamp." },
     { "ping", -1, 0, resp_cmd_ping, 0, 0, 0, "connection", "Returns the server's liveliness response." },
-    { "pttl", 2, K, cmd_ttl, 1, 1, 1, "generic", "Returns the expiration time in milliseconds of a key." },
+    { "pttl", 2, K, resp_cmd_ttl, 1, 1, 1, "generic", "Returns the expiration time in milliseconds of a key." },
     { "quit", -1, N | M, resp_cmd_quit, 0, 0, 0, "connection", "Closes the connection." },
     { "randomkey", 1, K, cmd_randomkey, 0, 0, 0, "generic", "Returns a random key name from the database." },
     { "rename", 3, W | K, cmd_rename, 1, 2, 1, "generic", "Renames a key and overwrites the destination." },
@@ -826,7 +841,7 @@ const resp_command resp_commands[] = {
     { "setnx", 3, W | K, cmd_setnx, 1, 1, 1, "string", "Set the string value of a key only when the key doesn't exist." },
     { "setrange", 4, W | K, cmd_setrange, 1, 1, 1, "string", "Overwrites a part of a string value with another by an offset." },
     { "strlen", 2, K, cmd_strlen, 1, 1, 1, "string", "Returns the length of a string value." },
-    { "ttl", 2, K, cmd_ttl, 1, 1, 1, "generic", "Returns the expiration time in seconds of a key." },
+    { "ttl", 2, K, resp_cmd_ttl, 1, 1, 1, "generic", "Returns the expiration time in seconds of a key." },
     { "type", 2, K, cmd_type, 1, 1, 1, "generic", "Determines the type of value stored at a key." },
     { "unlink", -2, W | K, cmd_del, 1, -1, 1, "generic", "Deletes one or more keys." },
     { "unwatch", 1, M, resp_cmd_unwatch, 0, 0, 0, "transactions", "Forgets about watched keys of a transaction." },

@@ -35,6 +35,7 @@ typedef struct resp_gate {
 typedef struct resp_staged {
     uint8_t kind;          /* STORE_SET or STORE_DELETE */
     size_t koff, klen, voff, vlen;   /* into the staging arena */
+    uint64_t expire;       /* a set's expiry, wall-clock ms since the epoch (0: none) */
 } resp_staged;
 
 typedef struct resp_watch {
@@ -99,6 +100,7 @@ struct resp_server {
     hanu_buf arena;
     hanu_buf val;                        /* a value read from the store */
     store_op *ops;
+    uint64_t *expires;                   /* the ops' expiries (ops_cap of them) */
     size_t ops_cap;
     int dirty_db;                        /* a database was created for the staged writes */
 };
@@ -144,9 +146,18 @@ int resp_glob(const uint8_t *p, size_t pn, const uint8_t *s, size_t sn);
 void resp_err_arity(resp_conn *c, const char *name);
 
 /* Staging (resp_cmd.c): reads of key see what the command staged before. */
-/* 1 found (*v valid until the next read or stage), 0 absent, -1 error answered. */
-int resp_read(resp_conn *c, const resp_db *db, const resp_arg *key, const uint8_t **v, size_t *vlen);
-int resp_stage(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, size_t vlen);
+/* 1 found (*v valid until the next read or stage), 0 absent, -1 error answered.
+   *expire (unless NULL) gets the key's expiry, 0 when it has none. An expired key
+   is absent (the store's lazy expiry; a staged set's expiry the same). */
+int resp_read(resp_conn *c, const resp_db *db, const resp_arg *key, const uint8_t **v, size_t *vlen,
+              uint64_t *expire);
+/* expire: a set's expiry (0: none; a set without one clears the key's, as SET does). */
+int resp_stage(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, size_t vlen, uint64_t expire);
+/* Stages, or answers out of memory: 1 staged. */
+int resp_stage_or_answer(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, size_t vlen,
+                         uint64_t expire);
+/* The key's expiry (0: none) without its value: 1 found, 0 absent. */
+int resp_key_expiry(resp_conn *c, const resp_db *db, const resp_arg *key, uint64_t *expire);
 /* Whether key exists (staged or in the store): 1, 0, or -1 (error answered). */
 int resp_exists(resp_conn *c, const resp_db *db, const resp_arg *key);
 /* A key or value past the server's limits: answered, returns 0. */
@@ -182,6 +193,26 @@ void resp_cmd_watch(resp_conn *c, const resp_arg *argv, size_t argc);
 void resp_cmd_unwatch(resp_conn *c, const resp_arg *argv, size_t argc);
 void resp_cmd_dbsize(resp_conn *c, const resp_arg *argv, size_t argc);
 void resp_cmd_flushdb(resp_conn *c, const resp_arg *argv, size_t argc);
+
+/* resp_ttl.c: per-key expiry (SET's options, GETEX, EXPIRE..., TTL, PERSIST) */
+enum resp_xflags {
+    RESP_X_NX = 1, RESP_X_XX = 2, RESP_X_GET = 4, RESP_X_KEEPTTL = 8, RESP_X_PERSIST = 16,
+    RESP_X_EX = 32, RESP_X_PX = 64, RESP_X_EXAT = 128, RESP_X_PXAT = 256,
+};
+typedef struct resp_xopts {
+    int flags;                 /* enum resp_xflags */
+    const resp_arg *expire;    /* the argument after EX, PX, EXAT or PXAT */
+} resp_xopts;
+/* SET's (is_set) or GETEX's options from argv[from]: 1, or 0 with the error answered. */
+int resp_parse_xopts(resp_conn *c, const resp_arg *argv, size_t argc, size_t from, int is_set, resp_xopts *o);
+/* The options' expiry as wall-clock ms (0: none asked): 1, or 0 with the error answered. */
+int resp_xopts_when(resp_conn *c, const resp_xopts *o, const char *cmd, uint64_t *when);
+/* SET's expiry for a key: when asked, the key's own under KEEPTTL, else none. */
+uint64_t resp_set_expiry(resp_conn *c, const resp_db *db, const resp_arg *key, const resp_xopts *o, uint64_t when);
+void resp_cmd_getex(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_expire(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_ttl(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_persist(resp_conn *c, const resp_arg *argv, size_t argc);
 /* Gates the answer at start on the connection's durability for txn. */
 void resp_gate_write(resp_conn *c, size_t start, uint64_t txn);
 int resp_add_gate(resp_conn *c, resp_gate g);

@@ -601,6 +601,7 @@ void resp_stop(server *srv)
     if (h2o_timeout_is_linked(&rs->wait_entry)) h2o_timeout_unlink(&rs->wait_entry);
     free(rs->staged);
     free(rs->ops);
+    free(rs->expires);
     hanu_buf_free(&rs->arena);
     hanu_buf_free(&rs->val);
     free(rs);

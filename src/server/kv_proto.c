@@ -87,6 +87,19 @@ static int take_token(cursor *c, kv_request *r, const char **why)
     return HANU_OK;
 }
 
+static int take_ttl(cursor *c, kv_request *r, const char **why)
+{
+    if (c->left < 8) { *why = "missing ttl"; return HANU_ERR_INVALID; }
+    r->ttl_ms = hanu_get_u64(c->p);
+    c->p += 8;
+    c->left -= 8;
+    if (r->ttl_ms == 0 || r->ttl_ms > HKV_TTL_MAX_MS) {
+        *why = "ttl must be 1 to 3153600000000 ms (100 years)";
+        return HANU_ERR_INVALID;
+    }
+    return HANU_OK;
+}
+
 static int take_batch(cursor *c, kv_request *r, const kv_limits *lim, const char **why)
 {
     if (c->left < 4) { *why = "missing batch count"; return HANU_ERR_INVALID; }
@@ -128,7 +141,7 @@ int kv_parse_request(uint8_t op, uint8_t flags, const uint8_t *payload, uint32_t
     case HKV_OP_CREATE: case HKV_OP_INFO: case HKV_OP_DROP:
         rc = take_db(&c, req, why);
         break;
-    case HKV_OP_GET: case HKV_OP_DELETE:
+    case HKV_OP_GET: case HKV_OP_DELETE: case HKV_OP_TTL:
         rc = take_db(&c, req, why);
         if (!rc) rc = take_key(&c, req, lim, why);
         break;
@@ -141,6 +154,12 @@ int kv_parse_request(uint8_t op, uint8_t flags, const uint8_t *payload, uint32_t
         rc = take_db(&c, req, why);
         if (!rc) rc = take_key(&c, req, lim, why);
         if (!rc) rc = take_token(&c, req, why);
+        if (!rc) rc = take_value(&c, req, lim, why);
+        break;
+    case HKV_OP_SET_TTL:
+        rc = take_db(&c, req, why);
+        if (!rc) rc = take_key(&c, req, lim, why);
+        if (!rc) rc = take_ttl(&c, req, why);
         if (!rc) rc = take_value(&c, req, lim, why);
         break;
     case HKV_OP_COMPARE_DELETE:

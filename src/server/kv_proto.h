@@ -27,6 +27,7 @@ typedef struct kv_request {
     const uint8_t *value;
     uint32_t value_len;
     uint64_t token;
+    uint64_t ttl_ms;        /* SetTtl: 1 .. HKV_TTL_MAX_MS */
     const uint8_t *secret;  /* Auth: the token's bytes */
     uint8_t secret_len;
     uint32_t batch_count;
@@ -37,7 +38,8 @@ typedef struct kv_request {
 /* Ops that write (refused by followers, read-only tokens, a stopping server). */
 static inline int kv_op_writes(uint8_t op)
 {
-    return op == HKV_OP_CREATE || op == HKV_OP_DROP || (op >= HKV_OP_SET && op <= HKV_OP_WRITE_BATCH);
+    return op == HKV_OP_CREATE || op == HKV_OP_DROP || (op >= HKV_OP_SET && op <= HKV_OP_WRITE_BATCH) ||
+           op == HKV_OP_SET_TTL;
 }
 
 /* Reads a request header: 0 with op/flags/len filled, or 1 when fewer than 6 bytes. */

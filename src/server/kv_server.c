@@ -31,6 +31,12 @@
    for a client that has not shown a token. */
 #define KV_PREAUTH_PAYLOAD_MAX (1u + HKV_AUTH_TOKEN_MAX)
 #define KV_MSG_AUTH_FIRST "authenticate first: this server has --tokens; send Auth (op 0x14) with a token"
+/* The expiry sweep (store_expire_sweep): every tick it looks at a bounded slice of
+   the keys with an expiry and deletes the expired ones with one record, so it
+   never holds the loop long (a few hundred microseconds at most). */
+#define KV_TTL_TICK_MS 100
+#define KV_TTL_SCAN_PER_TICK 2048
+#define KV_TTL_DELETE_PER_TICK 512
 
 typedef struct kv_gate {
     size_t start;          /* offset of the gated response in out */
@@ -252,7 +258,7 @@ static void respond_stats(kv_conn *c)
         { "compaction_lock_max_us", st.compaction_lock_max_us }, { "last_txn", st.last_txn },
         { "durable_txn", st.durable_txn }, { "startup_ms", st.startup_ms }, { "connections", srv->nconns },
         { "connections_total", srv->connections_total }, { "requests", srv->requests },
-        { "errors", srv->errors }
+        { "errors", srv->errors }, { "keys_expired", srv->keys_expired }
     };
     server_json_fields(&w, f, sizeof f / sizeof *f);
     json_write_key(&w, "store_failed", 12);
@@ -275,7 +281,8 @@ static void respond_info(kv_conn *c, uint32_t id)
     json_write_key(&w, "name", 4);
     json_write_string(&w, info.name, strlen(info.name));
     const server_json_field f[] = {
-        { "id", info.id }, { "keys", info.keys }, { "bytes", info.bytes }, { "memory", info.memory }
+        { "id", info.id }, { "keys", info.keys }, { "expiring", info.expiring }, { "bytes", info.bytes },
+        { "memory", info.memory }
     };
     server_json_fields(&w, f, sizeof f / sizeof *f);
     json_write_object_end(&w);
@@ -426,6 +433,31 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
         respond_written(c, txn, r.durability);
         return;
     }
+    case HKV_OP_SET_TTL: {
+        uint8_t kind = STORE_DB_KV;
+        if (store_db_kind(st, db, &kind) == HANU_OK && kind != STORE_DB_KV) {
+            respond_msg(c, HKV_WIRE_INVALID_REQUEST, "a TTL is for key-value databases; this one is a collection");
+            return;
+        }
+        store_op sop = { STORE_SET, r.key, r.key_len, r.value, r.value_len };
+        uint64_t expire = store_now_ms() + r.ttl_ms;
+        rc = store_write_expiring(st, db, &sop, &expire, 1, STORE_COND_NONE, 0, &txn, NULL);
+        if (rc) { respond_store_error(c, &r, rc, 1); return; }
+        respond_written(c, txn, r.durability);
+        return;
+    }
+    case HKV_OP_TTL: {
+        uint64_t expire = 0;
+        rc = store_expiry(st, db, r.key, r.key_len, &expire, &txn);
+        if (rc) { respond_store_error(c, &r, rc, 1); return; }
+        uint64_t now = store_now_ms();
+        uint8_t p[HKV_TTL_PAYLOAD];
+        hanu_put_u64(p, txn);
+        hanu_put_u64(p + 8, expire);
+        hanu_put_u64(p + 16, expire ? (expire > now ? expire - now : 1) : 0);
+        kv_respond(&c->out, HKV_WIRE_OK, p, sizeof p);
+        return;
+    }
     case HKV_OP_WRITE_BATCH: {
         if (ensure_ops(srv, r.batch_count)) { respond_store_error(c, &r, HANU_ERR_NOMEM, 1); return; }
         store_op *ops = srv->ops_scratch;
@@ -536,15 +568,33 @@ int kv_bind(server *srv, const char *addr, char *err, size_t errcap)
     return HANU_OK;
 }
 
+static void on_ttl_tick(h2o_timeout_entry_t *entry);
+
 int kv_listen(server *srv, char *err, size_t errcap)
 {
+    h2o_timeout_init(srv->loop, &srv->ttl_timeout, KV_TTL_TICK_MS);
+    srv->ttl_entry.cb = on_ttl_tick;
+    h2o_timeout_link(srv->loop, &srv->ttl_timeout, &srv->ttl_entry);
     if (server_listen(srv, &srv->kv_fd, on_conn, &srv->kv_listener) == HANU_OK) return HANU_OK;
     snprintf(err, errcap, "out of memory");
     return HANU_ERR_NOMEM;
 }
 
+/* The expiry sweep's tick: on the writer only (a follower hides expired keys on reads
+   and replays its leader's deletes; it never deletes on its own). */
+static void on_ttl_tick(h2o_timeout_entry_t *entry)
+{
+    server *srv = H2O_STRUCT_FROM_MEMBER(server, ttl_entry, entry);
+    size_t n = 0;
+    if (!srv->stopping && server_accepts_writes(srv) &&
+        store_expire_sweep(srv->store, store_now_ms(), KV_TTL_SCAN_PER_TICK, KV_TTL_DELETE_PER_TICK, &n) == HANU_OK)
+        srv->keys_expired += n;
+    if (!srv->stopping) h2o_timeout_link(srv->loop, &srv->ttl_timeout, &srv->ttl_entry);
+}
+
 void kv_shutdown_begin(server *srv)
 {
+    if (h2o_timeout_is_linked(&srv->ttl_entry)) h2o_timeout_unlink(&srv->ttl_entry);
     server_unlisten(&srv->kv_listener);
     for (h2o_linklist_t *n = srv->conns.next; n != &srv->conns; n = n->next) {
         kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, link, n);

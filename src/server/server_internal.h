@@ -79,6 +79,9 @@ typedef struct server {
     h2o_linklist_t imports;         /* http_import.c: imports between two chunks */
     h2o_timeout_t import_timeout;   /* 1 ms: an import's next step, after other work */
     uint64_t expired_docs;          /* deleted by the expiry sweep */
+    h2o_timeout_t ttl_timeout;         /* the expiry sweep's tick (kv_server.c) */
+    h2o_timeout_entry_t ttl_entry;
+    uint64_t keys_expired;             /* keys the expiry sweep deleted */
 
     int stopping;
     hanu_buf scratch;

@@ -34,6 +34,17 @@ static void copy_location(kd_entry *dst, const kd_entry *src)
     dst->value_off = src->value_off;
     dst->value_len = src->value_len;
     dst->hash_lo = src->hash_lo;
+    dst->flags = src->flags;
+}
+
+static size_t entry_size(uint16_t key_len, uint64_t expire_ms)
+{
+    return offsetof(kd_entry, key) + key_len + (expire_ms ? sizeof expire_ms : 0);
+}
+
+static size_t entry_size_of(const kd_entry *e)
+{
+    return entry_size(e->key_len, e->flags & KD_EXPIRES);
 }
 
 static size_t find_slot(const keydir *kd, const void *key, uint16_t len, uint64_t hash, int *found)
@@ -100,7 +111,8 @@ int keydir_reserve(keydir *kd, size_t n)
 }
 
 int keydir_put(keydir *kd, const void *key, uint16_t len, uint64_t hash, uint64_t txn,
-               uint32_t file_id, uint32_t value_off, uint32_t value_len, kd_entry *old)
+               uint32_t file_id, uint32_t value_off, uint32_t value_len, uint64_t expire_ms,
+               kd_entry *old)
 {
     old->key_len = 0;
     if ((kd->count + 1) * 4 > kd->cap * 3) {   /* load factor <= 0.75 */
@@ -114,8 +126,19 @@ int keydir_put(keydir *kd, const void *key, uint16_t len, uint64_t hash, uint64_
         e = slot_entry(kd->slots[i]);
         copy_location(old, e);
         old->key_len = len ? len : 1;
+        if (!(e->flags & KD_EXPIRES) != !expire_ms) {   /* the entry gains or loses its expiry */
+            size_t was = entry_size_of(e), now = entry_size(len, expire_ms);
+            kd_entry *n = malloc(now);
+            if (!n) return HANU_ERR_NOMEM;
+            if ((uintptr_t)n & ~KD_PTR_MASK) { free(n); return HANU_ERR_NOMEM; }
+            memcpy(n, e, was < now ? was : now);
+            free(e);
+            e = n;
+            kd->slots[i] = (KD_TAG(hash) << 48) | (uint64_t)(uintptr_t)e;
+            kd->entry_bytes += now - was;
+        }
     } else {
-        e = malloc(offsetof(kd_entry, key) + len);
+        e = malloc(entry_size(len, expire_ms));
         if (!e) return HANU_ERR_NOMEM;
         if ((uintptr_t)e & ~KD_PTR_MASK) { free(e); return HANU_ERR_NOMEM; }
         e->key_len = len;
@@ -123,8 +146,10 @@ int keydir_put(keydir *kd, const void *key, uint16_t len, uint64_t hash, uint64_
         memcpy(e->key, key, len);
         kd->slots[i] = (KD_TAG(hash) << 48) | (uint64_t)(uintptr_t)e;
         kd->count++;
-        kd->entry_bytes += offsetof(kd_entry, key) + len;
+        kd->entry_bytes += entry_size(len, expire_ms);
     }
+    e->flags = expire_ms ? KD_EXPIRES : 0;
+    if (expire_ms) memcpy(e->key + len, &expire_ms, sizeof expire_ms);
     e->txn = txn;
     e->file_id = file_id;
     e->value_off = value_off;
@@ -140,7 +165,7 @@ int keydir_delete(keydir *kd, const void *key, uint16_t len, uint64_t hash, kd_e
     if (!found) return 0;
     kd_entry *e = slot_entry(kd->slots[i]);
     if (old) { copy_location(old, e); old->key_len = len; }
-    kd->entry_bytes -= offsetof(kd_entry, key) + e->key_len;
+    kd->entry_bytes -= entry_size_of(e);
     free(e);
     kd->count--;
     /* Backward-shift deletion keeps every probe run unbroken. */

@@ -21,8 +21,26 @@ typedef struct kd_entry {
     uint32_t value_len;
     uint32_t hash_lo;       /* low half of the key's hash: rehash without rehashing keys */
     uint16_t key_len;
+    uint8_t flags;          /* KD_EXPIRES: the key's expiry follows its bytes */
     uint8_t key[];
 } kd_entry;
+
+/* An entry of a key with an expiry carries it (u64, ms since the epoch) right after
+   the key bytes, so a key without one pays nothing for the feature but this byte. */
+#define KD_EXPIRES 1u
+
+static inline uint64_t kd_entry_expiry(const kd_entry *e)
+{
+    if (!(e->flags & KD_EXPIRES)) return 0;
+    uint64_t v;
+    __builtin_memcpy(&v, e->key + e->key_len, sizeof v);
+    return v;
+}
+/* Whether the entry's key has expired at now_ms (never when it has no expiry). */
+static inline int kd_entry_expired(const kd_entry *e, uint64_t now_ms)
+{
+    return (e->flags & KD_EXPIRES) && kd_entry_expiry(e) <= now_ms;
+}
 
 typedef struct keydir {
     uint64_t *slots;
@@ -54,10 +72,11 @@ static inline void keydir_prefetch_entry(const keydir *kd, uint64_t hash)
     uint64_t s = kd->slots[hash & (kd->cap - 1)];
     if (s) __builtin_prefetch((const void *)(uintptr_t)(s & ((1ull << 48) - 1)));
 }
-/* Inserts or updates. *old gets a copy of the previous location (old->key_len = 0 when new).
-   Returns 0 or HANU_ERR_NOMEM. */
+/* Inserts or updates; expire_ms 0: no expiry. *old gets a copy of the previous location
+   and flags (old->key_len = 0 when new). Returns 0 or HANU_ERR_NOMEM. */
 int keydir_put(keydir *kd, const void *key, uint16_t len, uint64_t hash, uint64_t txn,
-               uint32_t file_id, uint32_t value_off, uint32_t value_len, kd_entry *old);
+               uint32_t file_id, uint32_t value_off, uint32_t value_len, uint64_t expire_ms,
+               kd_entry *old);
 /* Removes; returns 1 and copies the location to *old when the key was there, else 0. */
 int keydir_delete(keydir *kd, const void *key, uint16_t len, uint64_t hash, kd_entry *old);
 /* Iteration: *pos starts at 0; returns the next entry or NULL at the end. */

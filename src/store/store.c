@@ -88,7 +88,7 @@ static void db_remove(store *s, store_db *d)
     size_t pos = 0;
     kd_entry *e;
     while ((e = keydir_next(&d->kd, &pos)) != NULL)
-        store_mark_dead(s, e->file_id, store_entry_bytes(e->key_len, e->value_len));
+        store_mark_dead(s, e->file_id, store_kd_record_bytes(e->key_len, e));
     keydir_free(&d->kd);
     for (size_t i = 0; i < s->ndbs; i++) {
         if (s->dbs[i] == d) {
@@ -168,17 +168,25 @@ int store_apply_entry(store *s, const log_entry *e, uint64_t txn, uint32_t file_
     if (f) f->record_bytes += own;
     store_db *d;
     switch (e->op) {
-    case LOG_OP_PUT: {
+    case LOG_OP_PUT:
+    case LOG_OP_PUT_EXPIRING: {
         d = store_db_by_id(s, e->db);
         if (!d) { store_mark_dead(s, file_id, own); return HANU_OK; }
+        /* The key directory points at the value bytes; an expiry after them is kept
+           in the entry itself, so reads check it without touching the file. */
+        uint64_t expire = e->op == LOG_OP_PUT_EXPIRING ? e->expire_ms : 0;
+        uint32_t vlen = e->value_len - (e->op == LOG_OP_PUT_EXPIRING ? LOG_EXPIRY_SIZE : 0);
+        if (e->op == LOG_OP_PUT_EXPIRING && !expire) expire = 1;   /* 0 would read as none */
         kd_entry old;
         int rc = keydir_put(&d->kd, e->key, e->key_len, keydir_hash(e->key, e->key_len), txn,
-                            file_id, value_off, e->value_len, &old);
+                            file_id, value_off, vlen, expire, &old);
         if (rc) return rc;
-        d->bytes += e->key_len + e->value_len;
+        d->bytes += e->key_len + vlen;
+        d->expiring += expire != 0;
         if (old.key_len) {
-            store_mark_dead(s, old.file_id, store_entry_bytes(e->key_len, old.value_len));
+            store_mark_dead(s, old.file_id, store_kd_record_bytes(e->key_len, &old));
             d->bytes -= e->key_len + old.value_len;
+            d->expiring -= (old.flags & KD_EXPIRES) != 0;
         }
         return HANU_OK;
     }
@@ -188,8 +196,9 @@ int store_apply_entry(store *s, const log_entry *e, uint64_t txn, uint32_t file_
         if (!d) return HANU_OK;
         kd_entry old;
         if (keydir_delete(&d->kd, e->key, e->key_len, keydir_hash(e->key, e->key_len), &old)) {
-            store_mark_dead(s, old.file_id, store_entry_bytes(e->key_len, old.value_len));
+            store_mark_dead(s, old.file_id, store_kd_record_bytes(e->key_len, &old));
             d->bytes -= e->key_len + old.value_len;
+            d->expiring -= (old.flags & KD_EXPIRES) != 0;
         }
         return HANU_OK;
     }
@@ -909,13 +918,38 @@ static int entry_value(store *s, const kd_entry *e, hanu_buf *scratch, const uin
     return HANU_OK;
 }
 
+uint64_t store_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The entry if its key is live: an expired key reads as absent (lazy expiry). Keys
+   without an expiry pay one flag test; only keys with one read the clock. */
+static inline kd_entry *live_entry(kd_entry *e)
+{
+    return e && (e->flags & KD_EXPIRES) && kd_entry_expiry(e) <= store_now_ms() ? NULL : e;
+}
+
+static kd_entry *live_get(store_db *d, const void *key, size_t key_len, uint64_t h)
+{
+    return d ? live_entry(keydir_get(&d->kd, key, (uint16_t)key_len, h)) : NULL;
+}
+
 int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value, uint64_t *token)
+{
+    uint64_t expire;
+    return store_get_expiring(s, db, key, key_len, value, token, &expire);
+}
+
+int store_get_expiring(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value,
+                       uint64_t *token, uint64_t *expire_ms)
 {
     if (key_len == 0 || key_len > s->opt.max_key) return HANU_ERR_NOT_FOUND;
     uint64_t h = keydir_hash(key, key_len);
     pthread_mutex_lock(&s->mu);
-    store_db *d = store_db_by_id(s, db);
-    kd_entry *e = d ? keydir_get(&d->kd, key, (uint16_t)key_len, h) : NULL;
+    kd_entry *e = live_get(store_db_by_id(s, db), key, key_len, h);
     int rc = HANU_ERR_NOT_FOUND;
     if (e) {
         size_t before = value->len;
@@ -923,7 +957,10 @@ int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *
         rc = entry_value(s, e, value, &v);
         /* Pending bytes were appended to value already. */
         if (rc == HANU_OK && value->len == before) rc = hanu_buf_append(value, v, e->value_len);
-        if (rc == HANU_OK) *token = e->txn;
+        if (rc == HANU_OK) {
+            *token = e->txn;
+            *expire_ms = kd_entry_expiry(e);
+        }
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
@@ -951,7 +988,7 @@ int store_get_many(store *s, uint32_t db, store_get_item *items, size_t n, hanu_
         for (size_t i = 0; d && i < m; i++) keydir_prefetch_entry(&d->kd, h[i]);
         for (size_t i = 0; i < m; i++) {
             int ok = d && it[i].key_len && it[i].key_len <= s->opt.max_key;
-            e[i] = ok ? keydir_get(&d->kd, it[i].key, (uint16_t)it[i].key_len, h[i]) : NULL;
+            e[i] = ok ? live_get(d, it[i].key, it[i].key_len, h[i]) : NULL;
             store_file *f = e[i] ? store_file_get(s, e[i]->file_id) : NULL;
             if (f && f->map && (uint64_t)e[i]->value_off + e[i]->value_len <= f->map_len)
                 for (uint32_t k = 0; k < e[i]->value_len && k < GET_MANY_PREFETCH; k += 64)
@@ -983,9 +1020,23 @@ int store_lookup(store *s, uint32_t db, const void *key, size_t key_len, uint64_
     if (key_len == 0 || key_len > s->opt.max_key) return HANU_ERR_NOT_FOUND;
     uint64_t h = keydir_hash(key, key_len);
     pthread_mutex_lock(&s->mu);
-    store_db *d = store_db_by_id(s, db);
-    kd_entry *e = d ? keydir_get(&d->kd, key, (uint16_t)key_len, h) : NULL;
+    kd_entry *e = live_get(store_db_by_id(s, db), key, key_len, h);
     if (e) *token = e->txn;
+    pthread_mutex_unlock(&s->mu);
+    return e ? HANU_OK : HANU_ERR_NOT_FOUND;
+}
+
+int store_expiry(store *s, uint32_t db, const void *key, size_t key_len, uint64_t *expire_ms,
+                 uint64_t *token)
+{
+    if (key_len == 0 || key_len > s->opt.max_key) return HANU_ERR_NOT_FOUND;
+    uint64_t h = keydir_hash(key, key_len);
+    pthread_mutex_lock(&s->mu);
+    kd_entry *e = live_get(store_db_by_id(s, db), key, key_len, h);
+    if (e) {
+        *expire_ms = kd_entry_expiry(e);
+        *token = e->txn;
+    }
     pthread_mutex_unlock(&s->mu);
     return e ? HANU_OK : HANU_ERR_NOT_FOUND;
 }
@@ -1004,7 +1055,7 @@ static void wake_compactor(store *s)
 /* Adds an entry to the frame in s->frame and remembers it for the apply that
    follows the append (the frame is not decoded again). */
 static int frame_add(store *s, uint8_t op, uint32_t db, const void *key, uint16_t key_len,
-                     const void *value, uint32_t value_len)
+                     const void *value, uint32_t value_len, uint64_t expire_ms)
 {
     if (s->nentries == s->entries_cap) {
         size_t ncap = s->entries_cap ? s->entries_cap * 2 : 64;
@@ -1014,9 +1065,13 @@ static int frame_add(store *s, uint8_t op, uint32_t db, const void *key, uint16_
         s->entries_cap = ncap;
     }
     uint32_t value_offset = (uint32_t)(s->frame.len + LOG_ENTRY_HEADER_SIZE + key_len);
-    int rc = log_frame_add(&s->frame, op, db, key, key_len, value, value_len);
+    int rc = log_frame_add_put(&s->frame, op, db, key, key_len, value, value_len, expire_ms);
     if (rc) return rc;
-    s->entries[s->nentries++] = (log_entry){ op, db, key, key_len, value, value_len, value_offset };
+    /* value does not hold an op 6's expiry: apply reads expire_ms, never the value. */
+    if (expire_ms) op = LOG_OP_PUT_EXPIRING;
+    uint32_t suffix = expire_ms ? LOG_EXPIRY_SIZE : 0;
+    s->entries[s->nentries++] = (log_entry){ op, db, key, key_len, value, value_len + suffix, value_offset,
+                                             expire_ms };
     return HANU_OK;
 }
 
@@ -1072,6 +1127,12 @@ static int append_and_apply(store *s, uint64_t at, uint64_t *txn)
 int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
                 uint64_t cond_token, uint64_t *txn, uint64_t *current)
 {
+    return store_write_expiring(s, db, ops, NULL, n, cond, cond_token, txn, current);
+}
+
+int store_write_expiring(store *s, uint32_t db, const store_op *ops, const uint64_t *expire_ms, size_t n,
+                         int cond, uint64_t cond_token, uint64_t *txn, uint64_t *current)
+{
     if (n == 0) return HANU_ERR_INVALID;
     if (n > LOG_MAX_ENTRIES_PER_FRAME) return HANU_ERR_TOO_LARGE;
     if (log_writer_failed(s->log)) return HANU_ERR_STOPPED;
@@ -1087,8 +1148,7 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
     /* A delete of a missing key is no error in itself (a batch may hold one); a
        caller that wants NOT_FOUND for it asks with STORE_COND_EXISTS. */
     if (cond != STORE_COND_NONE) {
-        kd_entry *e = keydir_get(&d->kd, ops[0].key, (uint16_t)ops[0].key_len,
-                                 keydir_hash(ops[0].key, ops[0].key_len));
+        kd_entry *e = live_get(d, ops[0].key, ops[0].key_len, keydir_hash(ops[0].key, ops[0].key_len));
         int rc = HANU_OK;
         if (cond == STORE_COND_NOT_EXISTS && e) rc = HANU_ERR_EXISTS;
         else if (cond != STORE_COND_NOT_EXISTS && !e) rc = HANU_ERR_NOT_FOUND;
@@ -1106,7 +1166,8 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
         int sys = ops[i].kind == STORE_SYSTEM_SET || ops[i].kind == STORE_SYSTEM_DELETE;
         rc = frame_add(s, del ? LOG_OP_DELETE : LOG_OP_PUT,
                            sys ? STORE_SYSTEM_DB_ID : db, ops[i].key, (uint16_t)ops[i].key_len,
-                           del ? NULL : ops[i].value, del ? 0 : (uint32_t)ops[i].value_len);
+                           del ? NULL : ops[i].value, del ? 0 : (uint32_t)ops[i].value_len,
+                           del || !expire_ms ? 0 : expire_ms[i]);
     }
     if (rc) return rc;
     return append_and_apply(s, 0, txn);
@@ -1119,11 +1180,13 @@ int store_replay(store *s, uint64_t txn, const store_change *entries, size_t n)
     if (log_writer_failed(s->log)) return HANU_ERR_STOPPED;
     for (size_t i = 0; i < n; i++) {
         const store_change *c = &entries[i];
-        if (c->txn != txn || c->op < LOG_OP_PUT || c->op > LOG_OP_OLD_SYSTEM_PUT) return HANU_ERR_INVALID;
+        if (c->txn != txn || c->op < LOG_OP_PUT || c->op > LOG_OP_MAX) return HANU_ERR_INVALID;
+        if (c->op == LOG_OP_PUT_EXPIRING && c->value_len < LOG_EXPIRY_SIZE) return HANU_ERR_INVALID;
         if (c->key_len == 0 || c->key_len > UINT16_MAX) return HANU_ERR_INVALID;
         if (c->key_len > s->opt.max_key && c->op != LOG_OP_CREATE_DB && c->op != LOG_OP_DROP_DB)
             return HANU_ERR_TOO_LARGE;
-        if (c->value_len > s->opt.max_value || c->value_len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
+        size_t vlen = c->value_len - (c->op == LOG_OP_PUT_EXPIRING ? LOG_EXPIRY_SIZE : 0);
+        if (vlen > s->opt.max_value || c->value_len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
     }
     pthread_mutex_lock(&s->mu);
     uint64_t held = s->last_txn;
@@ -1133,7 +1196,13 @@ int store_replay(store *s, uint64_t txn, const store_change *entries, size_t n)
     for (size_t i = 0; rc == HANU_OK && i < n; i++) {
         const store_change *c = &entries[i];
         uint8_t op = c->op == LOG_OP_OLD_SYSTEM_PUT ? LOG_OP_PUT : c->op;
-        rc = frame_add(s, op, c->db, c->key, (uint16_t)c->key_len, c->value, (uint32_t)c->value_len);
+        if (op == LOG_OP_PUT_EXPIRING) {   /* kept as the writer wrote it: value, then expiry */
+            uint32_t vlen = (uint32_t)c->value_len - LOG_EXPIRY_SIZE;
+            uint64_t expire = hanu_get_u64(c->value + vlen);
+            rc = frame_add(s, LOG_OP_PUT, c->db, c->key, (uint16_t)c->key_len, c->value, vlen, expire ? expire : 1);
+        } else {
+            rc = frame_add(s, op, c->db, c->key, (uint16_t)c->key_len, c->value, (uint32_t)c->value_len, 0);
+        }
     }
     if (rc) return rc;
     uint64_t at;
@@ -1154,7 +1223,9 @@ int store_scan(store *s, uint32_t db, store_scan_fn fn, void *ctx)
     int rc = d ? HANU_OK : HANU_ERR_NOT_FOUND;
     size_t pos = 0;
     kd_entry *e;
+    uint64_t now = d && d->expiring ? store_now_ms() : 0;
     while (rc == HANU_OK && (e = keydir_next(&d->kd, &pos)) != NULL) {
+        if (kd_entry_expired(e, now)) continue;
         const uint8_t *v;
         hanu_buf_reset(&pending);
         rc = entry_value(s, e, &pending, &v);
@@ -1178,7 +1249,7 @@ int store_db_create(store *s, const char *name, size_t len, uint8_t kind, uint64
     if (exists) return HANU_ERR_EXISTS;
     if (full) return HANU_ERR_TOO_LARGE;
     int rc = frame_begin(s);
-    if (rc == HANU_OK) rc = frame_add(s, LOG_OP_CREATE_DB, id, name, (uint16_t)len, &kind, 1);
+    if (rc == HANU_OK) rc = frame_add(s, LOG_OP_CREATE_DB, id, name, (uint16_t)len, &kind, 1, 0);
     if (rc == HANU_OK) rc = append_and_apply(s, 0, txn);
     return rc;
 }
@@ -1194,7 +1265,7 @@ int store_db_drop(store *s, const char *name, size_t len, uint64_t *txn)
     pthread_mutex_unlock(&s->mu);
     if (!d) return HANU_ERR_NOT_FOUND;
     int rc = frame_begin(s);
-    if (rc == HANU_OK) rc = frame_add(s, LOG_OP_DROP_DB, id, name, (uint16_t)len, NULL, 0);
+    if (rc == HANU_OK) rc = frame_add(s, LOG_OP_DROP_DB, id, name, (uint16_t)len, NULL, 0, 0);
     if (rc == HANU_OK) rc = append_and_apply(s, 0, txn);
     return rc;
 }
@@ -1207,6 +1278,7 @@ static void fill_info(store_db *d, store_db_info *info)
     info->id = d->id;
     info->kind = d->kind;
     info->keys = d->kd.count;
+    info->expiring = d->expiring;
     info->bytes = d->bytes;
     info->memory = keydir_memory(&d->kd);
 }
@@ -1307,4 +1379,73 @@ void store_get_stats(store *s, store_stats *st)
     st->compaction_lock_max_us = atomic_load(&s->compaction_lock_max_us);
     st->durable_txn = log_writer_durable_txn(s->log);
     st->startup_ms = s->startup_ms;
+}
+
+/* ---- the expiry sweep (writer thread) ---- */
+
+/* The expired keys of one database, copied out under the lock. */
+typedef struct sweep_batch {
+    hanu_buf keys;        /* the key bytes, one after another */
+    store_op *ops;
+    size_t n, cap;
+} sweep_batch;
+
+static int sweep_collect(sweep_batch *b, const kd_entry *e)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 64;
+        store_op *o = realloc(b->ops, cap * sizeof *o);
+        if (!o) return HANU_ERR_NOMEM;
+        b->ops = o;
+        b->cap = cap;
+    }
+    size_t at = b->keys.len;
+    int rc = hanu_buf_append(&b->keys, e->key, e->key_len);
+    if (rc) return rc;
+    /* The key pointer is set once the buffer stops moving (store_expire_sweep). */
+    b->ops[b->n++] = (store_op){ .kind = STORE_DELETE, .key = (const void *)(uintptr_t)at, .key_len = e->key_len };
+    return HANU_OK;
+}
+
+int store_expire_sweep(store *s, uint64_t now_ms, size_t max_scan, size_t max_delete, size_t *deleted)
+{
+    *deleted = 0;
+    sweep_batch b = {0};
+    int rc = HANU_OK;
+    uint32_t db = 0;
+    size_t scanned = 0;
+    pthread_mutex_lock(&s->mu);
+    /* Resume where the last call stopped, else start the next database (by position,
+       round the list) that holds keys with an expiry: one without any costs nothing. */
+    store_db *d = NULL;
+    size_t at = 0;
+    for (size_t i = 0; i < s->ndbs; i++)
+        if (s->dbs[i]->id == s->sweep_db) at = i;
+    if (at < s->ndbs && s->dbs[at]->id == s->sweep_db && s->dbs[at]->expiring && s->sweep_pos < s->dbs[at]->kd.cap)
+        d = s->dbs[at];
+    for (size_t k = 1; !d && k <= s->ndbs; k++) {
+        store_db *c = s->dbs[(at + k) % s->ndbs];
+        if (c->expiring) { d = c; s->sweep_pos = 0; }
+    }
+    if (d) {
+        db = d->id;
+        size_t pos = s->sweep_pos;
+        kd_entry *e = NULL;
+        while (scanned < max_scan && b.n < max_delete && (e = keydir_next(&d->kd, &pos)) != NULL) {
+            scanned++;
+            if (kd_entry_expired(e, now_ms) && (rc = sweep_collect(&b, e)) != HANU_OK) break;
+        }
+        s->sweep_db = d->id;
+        s->sweep_pos = pos;   /* at the table's end: the next call moves on */
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (rc == HANU_OK && b.n) {
+        for (size_t i = 0; i < b.n; i++) b.ops[i].key = b.keys.data + (uintptr_t)b.ops[i].key;
+        uint64_t txn;
+        rc = store_write(s, db, b.ops, b.n, STORE_COND_NONE, 0, &txn, NULL);
+        if (rc == HANU_OK) *deleted = b.n;
+    }
+    free(b.ops);
+    hanu_buf_free(&b.keys);
+    return rc;
 }

@@ -83,7 +83,8 @@ typedef struct store_db_info {
     char name[STORE_DB_NAME_MAX + 1];
     uint32_t id;
     uint8_t kind;          /* enum store_db_kind */
-    uint64_t keys;
+    uint64_t keys;         /* with expired keys the sweep has not deleted yet */
+    uint64_t expiring;     /* keys with an expiry (expired or not) */
     uint64_t bytes;        /* key + value bytes of live records */
     uint64_t memory;       /* key directory bytes */
 } store_db_info;
@@ -96,6 +97,9 @@ size_t store_db_list(store *s, store_db_info *infos, size_t cap);
 /* ---- keys ---- */
 /* Appends the value to *value. NOT_FOUND when absent (value unchanged). */
 int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value, uint64_t *token);
+/* store_get that also says when the key expires (*expire_ms, 0: never). */
+int store_get_expiring(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value,
+                       uint64_t *token, uint64_t *expire_ms);
 
 /* store_get of several keys at one moment (one hold of the store's lock):
  * each item's value is appended to out at [off, off + len) with its token,
@@ -136,6 +140,23 @@ int store_scan(store *s, uint32_t db, store_scan_fn fn, void *ctx);
 /* Token of a key without copying its value: OK, or NOT_FOUND. */
 int store_lookup(store *s, uint32_t db, const void *key, size_t key_len, uint64_t *token);
 
+/* ---- expiry (per-key TTL) ----
+ * A key whose expiry (store_write_expiring) is at or before the wall clock is expired:
+ * every read (store_get, store_get_many, store_lookup, store_expiry, store_scan) and
+ * every write condition treat it as absent at once (lazy expiry), on a follower too.
+ * Its records stay until the writer's sweep (store_expire_sweep) deletes it with an
+ * ordinary delete record; until then it is still counted in store_db_info.keys. */
+uint64_t store_now_ms(void);
+/* The key's expiry (0: none) and token: OK, or NOT_FOUND (absent or expired). */
+int store_expiry(store *s, uint32_t db, const void *key, size_t key_len, uint64_t *expire_ms,
+                 uint64_t *token);
+/* The active sweep (writer thread, the leader only: a follower never deletes on its
+   own). Looks at up to max_scan keys of the databases that hold keys with an expiry,
+   resuming where the last call stopped, and deletes those expired at now_ms with one
+   delete record per database (at most max_delete keys in all). *deleted gets how many.
+   Errors of store_write. */
+int store_expire_sweep(store *s, uint64_t now_ms, size_t max_scan, size_t max_delete, size_t *deleted);
+
 enum store_cond {
     STORE_COND_NONE = 0,
     STORE_COND_EXISTS,       /* the single op's key must exist (NOT_FOUND) */
@@ -148,6 +169,12 @@ enum store_cond {
    MISMATCH. Errors: INVALID, TOO_LARGE, NOSPACE, IO, STOPPED, NOMEM. */
 int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
                 uint64_t cond_token, uint64_t *txn, uint64_t *current);
+/* store_write with expiries: expire_ms[i] is when the key of ops[i] (a STORE_SET)
+   expires, wall-clock ms since the epoch, 0 for never (NULL: none has one). The
+   expiry is part of the record (log op 6), so followers, rebuilds and restarts agree;
+   a set without one clears the key's expiry. */
+int store_write_expiring(store *s, uint32_t db, const store_op *ops, const uint64_t *expire_ms, size_t n,
+                         int cond, uint64_t cond_token, uint64_t *txn, uint64_t *current);
 
 /* ---- durability and maintenance ---- */
 uint64_t store_durable_txn(store *s);

@@ -19,7 +19,7 @@
  * place but before the others are deleted leaves files whose txns the merged
  * file already covers: recovery deletes them (store.c).
  *
- * Hint file (docs/FORMATS.md): 40-byte header "HANUHNT\0" | u8 version=1 |
+ * Hint file (docs/FORMATS.md): 40-byte header "HANUHNT\0" | u8 version=2 (1 read) |
  * u8 0 | u16 0 | u32 file_id | u32 generation | u32 count | u64 used |
  * u64 0, then count entries u8 op | u32 db | u16 key_len | u32 value_len |
  * u64 txn | u32 value_off | key, then u32 checksum of all that precedes.
@@ -42,6 +42,9 @@
 #define HINT_MAGIC "HANUHNT"
 #define HINT_HEADER_SIZE 40
 #define HINT_ENTRY_SIZE 23
+/* Version 2 may hold op 6 (a put with an expiry: its value, and so its value length
+   and offset, include the expiry after the value bytes); version 1 hints are read. */
+#define HINT_VERSION 2
 
 typedef struct relocation {
     uint64_t hash;          /* of the key, computed before the store lock is taken */
@@ -111,7 +114,7 @@ int store_hint_load(store *s, store_file *f, char *err, size_t errcap)
     }
     close(fd);
     size_t n = (size_t)st.st_size;
-    if (rc == HANU_OK && (memcmp(buf, HINT_MAGIC, 8) != 0 || buf[8] != 1 ||
+    if (rc == HANU_OK && (memcmp(buf, HINT_MAGIC, 8) != 0 || buf[8] < 1 || buf[8] > HINT_VERSION ||
                           hanu_get_u32(buf + n - 4) != hanu_checksum32(buf, n - 4) ||
                           hanu_get_u32(buf + 12) != f->id || hanu_get_u32(buf + 16) != f->generation))
         rc = HANU_ERR_CORRUPT;
@@ -130,6 +133,7 @@ int store_hint_load(store *s, store_file *f, char *err, size_t errcap)
         uint16_t kl = hanu_get_u16(buf + pos + 5);
         uint32_t vl = hanu_get_u32(buf + pos + 7), off = hanu_get_u32(buf + pos + 19);
         if (n - 4 - pos - HINT_ENTRY_SIZE < kl || (uint64_t)off + vl > f->map_len) { rc = HANU_ERR_CORRUPT; break; }
+        if (buf[pos] == LOG_OP_PUT_EXPIRING && vl < LOG_EXPIRY_SIZE) { rc = HANU_ERR_CORRUPT; break; }
         pos += HINT_ENTRY_SIZE + kl;
     }
     if (rc == HANU_OK && pos != n - 4) rc = HANU_ERR_CORRUPT;
@@ -157,6 +161,8 @@ int store_hint_load(store *s, store_file *f, char *err, size_t errcap)
             .value = f->map + hanu_get_u32(buf + pos + 19),
         };
         if (e.op == LOG_OP_OLD_SYSTEM_PUT) e.op = LOG_OP_PUT;
+        if (e.op == LOG_OP_PUT_EXPIRING)   /* the expiry is in the data file, after the value */
+            e.expire_ms = hanu_get_u64(e.value + e.value_len - LOG_EXPIRY_SIZE);
         uint64_t txn = hanu_get_u64(buf + pos + 11);
         if (!f->first_txn) f->first_txn = txn;
         f->last_txn = txn;
@@ -178,7 +184,11 @@ static int entry_live(store *s, uint32_t fid, uint32_t out_fid, const log_entry 
     /* Its database was dropped, but the drop is not durable yet. */
     if (!d && s->db_change_txn > floor) return 1;
     switch (e->op) {
-    case LOG_OP_PUT: {
+    case LOG_OP_PUT:
+    case LOG_OP_PUT_EXPIRING: {
+        /* An expired put is kept like any other: only the sweep's delete, once at or
+           below the floor, lets it go (dropping it on its expiry alone could let an
+           older put of the key resurface on a follower or after a crash). */
         if (!d) return 0;
         uint64_t h = keydir_hash(e->key, e->key_len);
         kd_entry *k = keydir_get(&d->kd, e->key, e->key_len, h);
@@ -323,7 +333,7 @@ static int copy_frame(store *s, compaction *r, uint32_t src_fid, const log_frame
         r->record_bytes += store_entry_bytes(e.key_len, e.value_len);
         if (e.op == LOG_OP_DELETE || e.op == LOG_OP_DROP_DB)
             r->tomb_bytes += store_entry_bytes(e.key_len, e.value_len);
-        if (rc == HANU_OK && e.op == LOG_OP_PUT)
+        if (rc == HANU_OK && (e.op == LOG_OP_PUT || e.op == LOG_OP_PUT_EXPIRING))
             rc = remember_relocation(r, &e, src_fid, (uint32_t)off + e.value_offset, new_voff);
     }
     pthread_mutex_unlock(&s->mu);
@@ -387,7 +397,7 @@ static int run_write(store *s, compaction *r)
         uint8_t *hd = r->hint.data;
         memcpy(hd, HINT_MAGIC, 8);
         memset(hd + 8, 0, HINT_HEADER_SIZE - 8);
-        hd[8] = 1;
+        hd[8] = HINT_VERSION;
         hanu_put_u32(hd + 12, r->fid);
         hanu_put_u32(hd + 16, r->h.generation);
         hanu_put_u32(hd + 20, r->hint_count);

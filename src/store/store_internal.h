@@ -38,6 +38,7 @@ typedef struct store_db {
     uint64_t create_txn;
     uint8_t kind;              /* enum store_db_kind, from the create record */
     uint64_t bytes;
+    uint64_t expiring;         /* keys whose entry carries an expiry */
     keydir kd;
 } store_db;
 
@@ -71,6 +72,10 @@ struct store {
     uint64_t unsettled_overflow_txn;     /* deletes not listed (ring full) up to this txn */
     uint64_t db_change_txn;              /* newest create or drop of a database */
 
+    /* Where the expiry sweep stopped (writer thread): a database id and a slot. */
+    uint32_t sweep_db;
+    size_t sweep_pos;
+
     store_watermark watermarks[STORE_MAX_WATERMARKS];   /* mu held */
     size_t nwatermarks;
 
@@ -95,6 +100,11 @@ void store_mark_dead(store *s, uint32_t file_id, uint64_t bytes);
 static inline uint64_t store_entry_bytes(size_t klen, size_t vlen)
 {
     return LOG_ENTRY_HEADER_SIZE + klen + vlen;
+}
+/* The bytes of the record a key directory entry points to (an expiry follows the value). */
+static inline uint64_t store_kd_record_bytes(size_t klen, const kd_entry *e)
+{
+    return store_entry_bytes(klen, e->value_len) + ((e->flags & KD_EXPIRES) ? LOG_EXPIRY_SIZE : 0);
 }
 
 /* Records the entries of a live write above the floor (mu held). */
