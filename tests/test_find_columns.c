@@ -33,7 +33,8 @@ static unsigned rnd(void)
 
 static store *store_at(void) { return test_index_store_open(data_dir, 1 << 20); }
 
-static indexer *indexer_at(store *st) { return test_indexer_open(st, index_dir, INDEX_MERGE_DEFAULT); }
+static int merge_policy = INDEX_MERGE_DEFAULT;
+static indexer *indexer_at(store *st) { return test_indexer_open(st, index_dir, merge_policy); }
 
 static int wait_all(store *st, indexer *ix)
 {
@@ -313,6 +314,24 @@ static int hit_is(const index_hit *h, int i)
     char id[16];
     snprintf(id, sizeof id, "k%04d", i);
     return strcmp(h->id, id) == 0 && h->doc_len == strlen(docs[i]) && memcmp(h->doc, docs[i], h->doc_len) == 0;
+}
+
+/* One find of offset and limit: the oracle's slice of want and its total;
+ * *sorted gets how many matches had their sort values read. */
+static int find_equals(store *st, const index_snapshot *snap, const filter *f, const sort_spec *sort, size_t offset,
+                       size_t limit, const int *want, size_t nwant, size_t *sorted)
+{
+    index_find_opts o = { .sort = sort, .offset = offset, .limit = limit };
+    index_hits h;
+    query_error fe;
+    if (index_find_ex(st, snap, f, &o, &h, NULL, NULL, &fe) != HANU_OK) return 0;
+    size_t from = offset < nwant ? offset : nwant, to = limit && from + limit < nwant ? from + limit : nwant;
+    int same = h.n == to - from && h.total == nwant;
+    for (size_t k = 0; same && k < h.n; k++) same = hit_is(&h.hits[k], want[from + k]);
+    if (!same) fprintf(stderr, "  offset %zu limit %zu: %zu hits, want %zu\n", offset, limit, h.n, to - from);
+    *sorted = h.sorted;
+    index_hits_free(&h);
+    return same;
 }
 
 /* Pages of `limit` with the after cursor: concatenated, the oracle's order. */
@@ -687,21 +706,13 @@ static void test_ties_across_segments(void)
             CHECK(nwant > 20);
             for (size_t oi = 0; oi < sizeof offsets / sizeof *offsets; oi++)
                 for (size_t li = 0; li < sizeof limits / sizeof *limits; li++) {
-                    size_t offset = offsets[oi], limit = limits[li];
-                    index_find_opts o = { .sort = &sort, .offset = offset, .limit = limit };
-                    index_hits h;
-                    query_error fe;
-                    REQUIRE(index_find_ex(st, snap, f, &o, &h, NULL, NULL, &fe) == HANU_OK);
-                    size_t from = offset < nwant ? offset : nwant, to = limit && from + limit < nwant ? from + limit : nwant;
-                    int same = h.n == to - from && h.total == nwant;
-                    for (size_t k = 0; same && k < h.n; k++) same = hit_is(&h.hits[k], want[from + k]);
+                    size_t sorted;
+                    int same = find_equals(st, snap, f, &sort, offsets[oi], limits[li], want, nwant, &sorted);
                     if (!same)
-                        fprintf(stderr, "  filter %s sort %s,%s offset %zu limit %zu: %zu hits, want %zu\n", filters[fi],
-                                sorts[si][0] ? sorts[si][0] : "_id", sorts[si][1] ? sorts[si][1] : "", offset, limit,
-                                h.n, to - from);
+                        fprintf(stderr, "  filter %s sort %s,%s\n", filters[fi], sorts[si][0] ? sorts[si][0] : "_id",
+                                sorts[si][1] ? sorts[si][1] : "");
                     CHECK(same);
                     compared++;
-                    index_hits_free(&h);
                 }
             for (size_t page = 1; page <= 16; page++) {
                 int pages;
@@ -714,6 +725,96 @@ static void test_ties_across_segments(void)
         filter_free(f);
     }
     CHECK_EQ(compared, 3u * 8 * 10 * 7);
+    free(want);
+    free(bv);
+    index_snapshot_release(snap);
+    indexer_close(ix);
+    store_close(st);
+}
+
+/* Early termination: a one-key sort on a column of exact numbers that grows
+ * with insertion (ts), and the _id order, stop reading a segment's matches
+ * once the heap is full and a match sorts after its worst on the first key;
+ * segments whose best value cannot enter are skipped. Eight segments: ts
+ * rising in triples of equal values (ties broken by _id, ids written out of
+ * order in one round), one round with ts shuffled (bounded, not ordered), one
+ * with a document without ts (neither), one overwriting and deleting earlier
+ * documents. Every answer and every page equals the brute force, and a top 20
+ * reads far fewer matches than there are. */
+static void test_sorted_find_stops_early(void)
+{
+    store *st;
+    indexer *ix;
+    uint32_t db;
+    uint64_t txn;
+    merge_policy = INDEX_MERGE_NONE;   /* a segment per round */
+    REQUIRE(open_collection("find-early", "t", &st, &ix, &db));
+    merge_policy = INDEX_MERGE_DEFAULT;
+    memset(docs, 0, sizeof docs);
+    int seq = 0;
+    for (int round = 0; round < 8; round++) {
+        for (int j = 0; j < 60; j++) {
+            int i = round == 3 ? 180 + (j * 17) % 60 : round == 7 ? (j * 37) % 420 : round * 60 + j;
+            int ts = round == 5 ? 3000 + (j * 23) % 60 : 10 + seq++ / 3;
+            char id[16];
+            snprintf(id, sizeof id, "k%04d", i);
+            int del = round == 7 && j % 4 == 1;
+            if (!del && round == 6 && j == 30) snprintf(docs[i], DOC_MAX, "{\"_id\":\"%s\",\"user\":\"u%d\"}", id, i % 4);
+            else if (!del) snprintf(docs[i], DOC_MAX, "{\"_id\":\"%s\",\"user\":\"u%d\",\"ts\":%d}", id, i % 4, ts);
+            store_op op = { del ? STORE_DELETE : STORE_SET, id, strlen(id), docs[i], del ? 0 : strlen(docs[i]) };
+            CHECK_EQ(store_write(st, db, &op, 1, STORE_COND_NONE, 0, &txn, NULL), HANU_OK);
+            if (del) docs[i][0] = '\0';
+        }
+        CHECK_EQ(wait_all(st, ix), HANU_OK);
+    }
+    index_snapshot *snap = index_snapshot_acquire(ix, db);
+    REQUIRE(snap);
+    CHECK(snap->nsegments >= 4);
+    static const char *const sorts[] = { "-ts", "ts", NULL };
+    static const char *const filters[] = { "{}", "{\"user\":\"u1\"}", "{\"ts\":{\"$gte\":100}}" };
+    static const size_t offsets[] = { 0, 3, 19, 20 }, limits[] = { 0, 1, 2, 3, 20 };
+    int *want = malloc(DOCS * sizeof *want);
+    brute_doc *bv = calloc(DOCS, sizeof *bv);
+    size_t compared = 0;
+    for (size_t fi = 0; fi < sizeof filters / sizeof *filters; fi++) {
+        filter *f;
+        query_error qe;
+        REQUIRE(filter_parse(filters[fi], strlen(filters[fi]), "filter", &f, &qe) == HANU_OK);
+        for (size_t si = 0; si < sizeof sorts / sizeof *sorts; si++) {
+            sort_spec sort = {0};
+            if (sorts[si]) {
+                sort.keys[0].descending = sorts[si][0] == '-';
+                snprintf(sort.keys[0].path, sizeof sort.keys[0].path, "%s", sorts[si] + (sorts[si][0] == '-'));
+                sort.n = 1;
+            }
+            size_t nwant;
+            REQUIRE(brute(f, &sort, want, &nwant, bv) == HANU_OK);
+            CHECK(nwant > 40);
+            for (size_t oi = 0; oi < sizeof offsets / sizeof *offsets; oi++)
+                for (size_t li = 0; li < sizeof limits / sizeof *limits; li++) {
+                    size_t sorted;
+                    int same = find_equals(st, snap, f, &sort, offsets[oi], limits[li], want, nwant, &sorted);
+                    if (!same) fprintf(stderr, "  filter %s sort %s\n", filters[fi], sorts[si] ? sorts[si] : "_id");
+                    CHECK(same);
+                    /* the top 20 of everything: the segment without ts (60) and about 20
+                       matches of the few others whose values reach the heap */
+                    if (fi == 0 && offsets[oi] == 0 && limits[li] == 20) {
+                        if (getenv("DEBUG_SORT")) fprintf(stderr, "  sort %s: %zu of %zu read\n", sorts[si] ? sorts[si] : "_id", sorted, nwant);
+                        CHECK(sorted <= 150);
+                    }
+                    compared++;
+                }
+            for (size_t page = 1; page <= 21; page += 4) {
+                int pages;
+                int ok = pages_equal(st, snap, f, &sort, page, want, nwant, &pages);
+                if (!ok) fprintf(stderr, "  filter %s sort %zu: pages of %zu differ\n", filters[fi], si, page);
+                CHECK(ok);
+            }
+            brute_free(bv, nwant);
+        }
+        filter_free(f);
+    }
+    CHECK_EQ(compared, 3u * 3 * 4 * 5);
     free(want);
     free(bv);
     index_snapshot_release(snap);
@@ -894,6 +995,7 @@ int main(void)
     RUN(test_columns_equal_brute_force);
     RUN(test_pages_under_writes);
     RUN(test_ties_across_segments);
+    RUN(test_sorted_find_stops_early);
     RUN(test_page_leaves_out_deleted_since_snapshot);
     RUN(test_estimates);
     TEST_DONE();

@@ -26,7 +26,7 @@
 #include <roaring/roaring.h>
 #include <stdlib.h>
 
-#define EXACT_LIMIT 9007199254740992.0   /* 2^53: doubles hold every integer below it */
+#define EXACT_LIMIT INDEX_EXACT_LIMIT      /* 2^53: doubles hold every integer below it */
 #define KEY_SCALAR_SET 0xfe              /* cache key type byte: "scalar at path" */
 #define FIND_BATCH 64                    /* matches whose columns are prefetched together */
 
@@ -561,16 +561,22 @@ static int column_key_cmp(const entry *a, const entry *b, size_t i)
     }
 }
 
+/* Key i of two entries in the sort's direction: below 0 when a comes first. */
+static int entry_key_cmp(const heap *h, const entry *a, const entry *b, size_t i)
+{
+    int an = a->nulls >> i & 1, bn = b->nulls >> i & 1, c;
+    if (an || bn) c = bn - an;   /* null (or missing) sorts first */
+    else if (a->from_cols && b->from_cols) c = column_key_cmp(a, b, i);
+    else c = query_value_compare(&a->keys[i], &b->keys[i]);
+    return h->sort->keys[i].descending ? -c : c;
+}
+
 /* sort_compare over entries: the keys, then the _id (read now if not yet). */
 static int entry_cmp(const heap *h, entry *a, entry *b)
 {
-    int cols = a->from_cols && b->from_cols;
     for (size_t i = 0; i < h->nkeys; i++) {
-        int an = a->nulls >> i & 1, bn = b->nulls >> i & 1, c;
-        if (an || bn) c = bn - an;   /* null (or missing) sorts first */
-        else if (cols) c = column_key_cmp(a, b, i);
-        else c = query_value_compare(&a->keys[i], &b->keys[i]);
-        if (c) return h->sort->keys[i].descending ? -c : c;
+        int c = entry_key_cmp(h, a, b, i);
+        if (c) return c;
     }
     entry_id(h, a);
     entry_id(h, b);
@@ -642,6 +648,11 @@ static void set_key(entry *e, size_t i, const json_value *v)
     e->keys[i].key = NULL;
 }
 
+static json_value number_value(double d)
+{
+    return (json_value){ .type = JSON_NUMBER, .is_int = d == floor(d), .u.num = { d, (int64_t)d } };
+}
+
 /* The sort values of one matching document, from the columns where they
  * tell; 1 when the document is gone from the store (skip it). */
 static int entry_keys(store *st, const heap *h, const index_column *const *cols, entry *e, query_error *err)
@@ -662,7 +673,7 @@ static int entry_keys(store *st, const heap *h, const index_column *const *cols,
         case INDEX_COL_NUMBER: {
             double d = index_column_number(cols[i], e->ord);
             if (fabs(d) >= EXACT_LIMIT) { need_doc = 1; break; }
-            v = (json_value){ .type = JSON_NUMBER, .is_int = d == floor(d), .u.num = { d, (int64_t)d } };
+            v = number_value(d);
             break;
         }
         case INDEX_COL_STRING: {
@@ -744,6 +755,91 @@ static int entry_cursor(const heap *h, entry *e, uint64_t txn, index_cursor *c, 
     return HANU_OK;
 }
 
+/* ---- early termination (docs/QUERY.md, "How _find and _aggs run") ---- */
+
+/* How one segment's matches are walked for a sort. Only where no match of the
+ * segment can need its stored document (a one-key sort on a column of exact
+ * numbers, or the _id order), so that skipping matches changes no count. */
+typedef struct seg_plan {
+    uint32_t s;
+    int ordered;        /* 1: the matches come in sort order forward, -1 backward, 0: any order */
+    int bounded;        /* best: the best first key any document of the segment has */
+    double best;
+} seg_plan;
+
+static seg_plan plan_segment(const index_segment *seg, uint32_t s, const sort_spec *sort)
+{
+    seg_plan p = { .s = s };
+    if (sort->n == 0) {
+        p.ordered = index_segment_ids_ascending(seg) ? 1 : 0;
+        return p;
+    }
+    const index_column *c = sort->n == 1 ? exact_column(seg, sort->keys[0].path, strlen(sort->keys[0].path)) : NULL;
+    double lo, hi;
+    unsigned order = c ? index_column_number_order(c, &lo, &hi) : 0;
+    if (!(order & INDEX_COL_ALL_NUMBERS)) return p;
+    int desc = sort->keys[0].descending;
+    p.bounded = 1;
+    p.best = desc ? hi : lo;
+    unsigned forward = desc ? INDEX_COL_NONINCREASING : INDEX_COL_NONDECREASING;
+    unsigned backward = desc ? INDEX_COL_NONDECREASING : INDEX_COL_NONINCREASING;
+    p.ordered = order & forward ? 1 : order & backward ? -1 : 0;
+    return p;
+}
+
+/* Bounded segments first, best bound first: the heap fills with the best
+ * values early and the other segments are skipped or cut short. */
+static int plan_cmp(const void *a, const void *b, void *sort)
+{
+    const seg_plan *x = a, *y = b;
+    if (x->bounded != y->bounded) return y->bounded - x->bounded;
+    if (x->bounded && x->best != y->best) {
+        int c = x->best < y->best ? -1 : 1;
+        return ((const sort_spec *)sort)->keys[0].descending ? -c : c;
+    }
+    return (x->s > y->s) - (x->s < y->s);
+}
+
+static seg_plan *plan_segments(const index_snapshot *snap, const sort_spec *sort, const matches *m)
+{
+    seg_plan *plans = calloc(m->n ? m->n : 1, sizeof *plans);
+    if (!plans) return NULL;
+    for (uint32_t s = 0; s < m->n; s++) plans[s] = plan_segment(snap->segments[s].seg, s, sort);
+    if (sort->n == 1) qsort_r(plans, m->n, sizeof *plans, plan_cmp, (void *)sort);
+    return plans;
+}
+
+/* Whether e sorts after the full heap's worst hit, and every match after e in
+ * an ordered segment with it: on the first key alone (a tie on it may still
+ * enter by _id), or on the _id when that is the order. */
+static int entry_worse(heap *h, entry *e)
+{
+    entry *top = heap_at(h, 0);
+    return h->nkeys ? entry_key_cmp(h, e, top, 0) > 0 : entry_cmp(h, e, top) > 0;
+}
+
+/* Whether a first key of best sorts after the full heap's worst hit. */
+static int bound_worse(const heap *h, double best)
+{
+    union { entry e; char bytes[sizeof(entry) + sizeof(json_value)]; } probe = {0};
+    probe.e.seg = NO_SEG;
+    probe.e.from_cols = 1;
+    probe.e.keys[0] = number_value(best);
+    return entry_key_cmp(h, &probe.e, heap_at(h, 0), 0) > 0;
+}
+
+/* The next batch of a segment's matches, forward or backward. */
+static uint32_t read_batch(roaring_uint32_iterator_t *it, int backward, uint32_t *ords)
+{
+    if (!backward) return roaring_read_uint32_iterator(it, ords, FIND_BATCH);
+    uint32_t n = 0;
+    while (n < FIND_BATCH && it->has_value) {
+        ords[n++] = it->current_value;
+        roaring_previous_uint32_iterator(it);
+    }
+    return n;
+}
+
 /* ---- find ---- */
 
 /* The stored documents of the page's entries [from, h->n), in one batch;
@@ -796,16 +892,27 @@ int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const 
     }
     rc = e && (after || !o->after) ? HANU_OK : HANU_ERR_NOMEM;
     size_t remaining = 0;   /* matches after the cursor */
-    for (uint32_t s = 0; s < m.n && !rc; s++) {
+    size_t sorted = 0;      /* matches whose sort values were read */
+    seg_plan *plans = rc ? NULL : plan_segments(snap, sort, &m);
+    if (!rc && !plans) rc = HANU_ERR_NOMEM;
+    for (uint32_t p = 0; p < m.n && !rc; p++) {
+        const seg_plan *pl = &plans[p];
+        uint32_t s = pl->s;
+        if (pl->bounded && h.n == k && bound_worse(&h, pl->best)) {
+            remaining += roaring_bitmap_get_cardinality(m.seg[s]);   /* all after the heap's worst, so after the cursor */
+            continue;
+        }
         const index_segment *seg = snap->segments[s].seg;
         const index_column *cols[SORT_MAX_KEYS];
         for (size_t i = 0; i < sort->n; i++) cols[i] = exact_column(seg, sort->keys[i].path, strlen(sort->keys[i].path));
         roaring_uint32_iterator_t it;
-        roaring_init_iterator(m.seg[s], &it);
+        if (pl->ordered < 0) roaring_init_iterator_last(m.seg[s], &it);
+        else roaring_init_iterator(m.seg[s], &it);
         uint32_t ords[FIND_BATCH], n;
+        int stop = 0;
         /* matches a batch at a time: their column values are sparse in the
            mapping, one cache miss each, so they are all asked for first */
-        while (!rc && (n = roaring_read_uint32_iterator(&it, ords, FIND_BATCH)) > 0) {
+        while (!rc && !stop && (n = read_batch(&it, pl->ordered < 0, ords)) > 0) {
             for (uint32_t b = 0; b < n; b++)
                 for (size_t i = 0; i < sort->n; i++)
                     if (cols[i]) index_column_prefetch(cols[i], ords[b]);
@@ -813,15 +920,25 @@ int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const 
                 e->seg = s;
                 e->ord = ords[b];
                 e->id = NULL;
+                sorted++;
                 int r = entry_keys(st, &h, cols, e, err);
                 if (r == 1) { out->total--; continue; }
                 if (r) { rc = r; break; }
+                if (pl->ordered && h.n == k && entry_worse(&h, e)) {
+                    /* every later match of the segment is as bad: count them, stop */
+                    uint64_t upto = roaring_bitmap_rank(m.seg[s], ords[b]);
+                    remaining += pl->ordered > 0 ? roaring_bitmap_get_cardinality(m.seg[s]) - upto + 1 : upto;
+                    stop = 1;
+                    break;
+                }
                 if (after && entry_cmp(&h, e, after) <= 0) { json_doc_free(e->doc); e->doc = NULL; continue; }
                 remaining++;
                 rc = heap_offer(&h, e, k);
             }
         }
     }
+    free(plans);
+    out->sorted = sorted;
     for (size_t i = 0; i < h.n; i++) entry_id(&h, at(&h, i));
     if (!rc && h.n) qsort_r(h.v, h.n, h.esize, cmp_entries, &h);
     size_t from = o->offset < h.n ? o->offset : h.n;

@@ -205,6 +205,16 @@ uint32_t index_column_dict_find(const index_column *c, const char *s, size_t len
 /* Token count of the field's text (0 when none); path "" = the whole text. */
 uint32_t index_column_text_length(const index_column *c, uint32_t ord);
 uint64_t index_column_text_total(const index_column *c);   /* sum over docs */
+/* What a sort on the column may skip (known at open): INDEX_COL_ALL_NUMBERS
+ * when every document's value is a number below INDEX_EXACT_LIMIT in
+ * magnitude (then *min and *max are set), with INDEX_COL_NONDECREASING and/or
+ * INDEX_COL_NONINCREASING when the values never fall / never rise from one
+ * ordinal to the next (a column that grows with insertion, like a timestamp). */
+#define INDEX_EXACT_LIMIT 9007199254740992.0   /* 2^53: doubles hold every integer below it */
+#define INDEX_COL_ALL_NUMBERS 1u
+#define INDEX_COL_NONDECREASING 2u
+#define INDEX_COL_NONINCREASING 4u
+unsigned index_column_number_order(const index_column *c, double *min, double *max);
 
 /* For merges (merge.c): a posting of an earlier document, ord below the
  * document count and above the term's last ordinal. */
@@ -459,6 +469,7 @@ typedef struct index_hits {
     char *block;                    /* set by index_hits_take: every hit's id and doc live in it */
     size_t total;                   /* matches before offset and limit */
     size_t checked;                 /* candidates read from the store and checked */
+    size_t sorted;                  /* matches whose sort values were read (find: the rest were skipped) */
 } index_hits;
 int index_find(store *st, const index_snapshot *snap, const filter *f, const sort_spec *sort,
                size_t offset, size_t limit, index_hits *out, query_error *err);

@@ -7,6 +7,7 @@
 #include "index/segment_format.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,8 @@ struct index_column {
     uint32_t path_len, dict_n;
     const uint8_t *dict_off, *dict_bytes;
     uint64_t text_total;
+    unsigned number_order;          /* INDEX_COL_ORDER_* flags (number_order at open) */
+    double number_min, number_max;  /* when INDEX_COL_ALL_NUMBERS */
     codec_desc desc[SEG_PARTS];
     const uint8_t *part[SEG_PARTS];
 };
@@ -123,6 +126,31 @@ static int check_terms(index_segment *s, char *err, size_t cap)
     return HANU_OK;
 }
 
+/* Whether every value of the column is a number a double holds exactly, its
+ * least and largest, and whether the values never fall or never rise from one
+ * ordinal to the next: what lets a find sorted on the column stop early or skip
+ * the segment (find.c). A constant column is both. */
+static void number_order(index_column *c, uint32_t docs)
+{
+    c->number_order = 0;
+    if (!docs || codec_get(c->desc[SEG_PART_TAGS], c->part[SEG_PART_TAGS], 0) != INDEX_COL_NUMBER) return;
+    unsigned order = INDEX_COL_ALL_NUMBERS | INDEX_COL_NONDECREASING | INDEX_COL_NONINCREASING;
+    double prev = index_column_number(c, 0), lo = prev, hi = prev;
+    for (uint32_t d = 0; d < docs; d++) {
+        if (index_column_tag(c, d) != INDEX_COL_NUMBER) return;
+        double v = index_column_number(c, d);
+        if (!(fabs(v) < INDEX_EXACT_LIMIT)) return;
+        if (v < prev) order &= ~(unsigned)INDEX_COL_NONDECREASING;
+        if (v > prev) order &= ~(unsigned)INDEX_COL_NONINCREASING;
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+        prev = v;
+    }
+    c->number_order = order;
+    c->number_min = lo;
+    c->number_max = hi;
+}
+
 static int check_columns(index_segment *s, char *err, size_t cap)
 {
     uint64_t table = hanu_get_u64(s->map + SEG_H_COLUMN_TABLE);
@@ -168,6 +196,7 @@ static int check_columns(index_segment *s, char *err, size_t cap)
             if (codec_get(c->desc[SEG_PART_LENGTHS], c->part[SEG_PART_LENGTHS], d) > UINT32_MAX)
                 return fail(err, cap, "column %u: text length out of range", i);
         }
+        number_order(c, s->docs);
     }
     return HANU_OK;
 }
@@ -499,4 +528,11 @@ uint32_t index_column_text_length(const index_column *c, uint32_t ord)
 }
 
 uint64_t index_column_text_total(const index_column *c) { return c->text_total; }
+
+unsigned index_column_number_order(const index_column *c, double *min, double *max)
+{
+    *min = c->number_min;
+    *max = c->number_max;
+    return c->number_order;
+}
 
