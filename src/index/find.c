@@ -763,8 +763,10 @@ static int entry_cursor(const heap *h, entry *e, uint64_t txn, index_cursor *c, 
 typedef struct seg_plan {
     uint32_t s;
     int ordered;        /* 1: the matches come in sort order forward, -1 backward, 0: any order */
+    int backward;       /* walk the matches from the last ordinal */
     int bounded;        /* best: the best first key any document of the segment has */
     double best;
+    const index_column_blocks *blocks;   /* per-block bounds of the sort column, or NULL */
 } seg_plan;
 
 static seg_plan plan_segment(const index_segment *seg, uint32_t s, const sort_spec *sort)
@@ -784,6 +786,12 @@ static seg_plan plan_segment(const index_segment *seg, uint32_t s, const sort_sp
     unsigned forward = desc ? INDEX_COL_NONINCREASING : INDEX_COL_NONDECREASING;
     unsigned backward = desc ? INDEX_COL_NONDECREASING : INDEX_COL_NONINCREASING;
     p.ordered = order & forward ? 1 : order & backward ? -1 : 0;
+    p.blocks = index_column_number_blocks(c);
+    p.backward = p.ordered < 0;
+    if (!p.ordered && p.blocks) {   /* nearly sorted: start from the end whose block is best */
+        const index_column_blocks *bk = p.blocks;
+        p.backward = desc ? bk->max[bk->n - 1] > bk->max[0] : bk->min[bk->n - 1] < bk->min[0];
+    }
     return p;
 }
 
@@ -826,6 +834,22 @@ static int bound_worse(const heap *h, double best)
     probe.e.from_cols = 1;
     probe.e.keys[0] = number_value(best);
     return entry_key_cmp(h, &probe.e, heap_at(h, 0), 0) > 0;
+}
+
+/* Whether the block of ord (a segment with per-block bounds) cannot enter
+ * the full heap: its best value sorts after the worst hit's first key. */
+static int block_worse(heap *h, size_t k, const index_column_blocks *bk, uint32_t ord)
+{
+    if (!bk || h->n != k) return 0;
+    uint32_t b = ord / INDEX_COL_BLOCK;
+    int desc = h->sort->keys[0].descending;
+    double best = desc ? bk->max[b] : bk->min[b];
+    const entry *top = heap_at(h, 0);
+    if (top->from_cols && !(top->nulls & 1) && top->keys[0].type == JSON_NUMBER) {   /* the usual case, no probe */
+        double worst = top->keys[0].u.num.d;
+        return desc ? best < worst : best > worst;
+    }
+    return bound_worse(h, best);
 }
 
 /* The next batch of a segment's matches, forward or backward. */
@@ -906,17 +930,21 @@ int index_find_ex(store *st, const index_snapshot *snap, const filter *f, const 
         const index_column *cols[SORT_MAX_KEYS];
         for (size_t i = 0; i < sort->n; i++) cols[i] = exact_column(seg, sort->keys[i].path, strlen(sort->keys[i].path));
         roaring_uint32_iterator_t it;
-        if (pl->ordered < 0) roaring_init_iterator_last(m.seg[s], &it);
+        if (pl->backward) roaring_init_iterator_last(m.seg[s], &it);
         else roaring_init_iterator(m.seg[s], &it);
         uint32_t ords[FIND_BATCH], n;
         int stop = 0;
         /* matches a batch at a time: their column values are sparse in the
            mapping, one cache miss each, so they are all asked for first */
-        while (!rc && !stop && (n = read_batch(&it, pl->ordered < 0, ords)) > 0) {
+        while (!rc && !stop && (n = read_batch(&it, pl->backward, ords)) > 0) {
             for (uint32_t b = 0; b < n; b++)
                 for (size_t i = 0; i < sort->n; i++)
-                    if (cols[i]) index_column_prefetch(cols[i], ords[b]);
+                    if (cols[i] && !block_worse(&h, k, pl->blocks, ords[b])) index_column_prefetch(cols[i], ords[b]);
             for (uint32_t b = 0; b < n && !rc; b++) {
+                if (block_worse(&h, k, pl->blocks, ords[b])) {   /* its block cannot enter: after the cursor too */
+                    remaining++;
+                    continue;
+                }
                 e->seg = s;
                 e->ord = ords[b];
                 e->id = NULL;

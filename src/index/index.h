@@ -215,6 +215,16 @@ uint64_t index_column_text_total(const index_column *c);   /* sum over docs */
 #define INDEX_COL_NONDECREASING 2u
 #define INDEX_COL_NONINCREASING 4u
 unsigned index_column_number_order(const index_column *c, double *min, double *max);
+/* Of such a column: the least and largest value of each block of
+ * INDEX_COL_BLOCK ordinals, and the block numbers by largest value descending
+ * and by least value ascending (ties by block). NULL for other columns. */
+#define INDEX_COL_BLOCK 128
+typedef struct index_column_blocks {
+    uint32_t n;
+    const double *min, *max;
+    const uint32_t *by_max_desc, *by_min_asc;
+} index_column_blocks;
+const index_column_blocks *index_column_number_blocks(const index_column *c);
 
 /* For merges (merge.c): a posting of an earlier document, ord below the
  * document count and above the term's last ordinal. */
