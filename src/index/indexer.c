@@ -49,6 +49,7 @@
 
 #define WATERMARK "index"
 #define FEED_BATCH 512                 /* records per store_feed_next */
+#define UNCOMMITTED_BYTES_MAX (64u << 20) /* commit early past this much indexed since the last commit */
 #define PENDING_CUT_DEFAULT (8u << 20) /* write pending documents out as a segment past this much text */
 #define PENDING_ENTRY_BYTES 64        /* what a pending version holds besides its text and id */
 #define STAGE_BYTES_MAX (4u << 20)     /* one feed step stops after the record that passes this */
@@ -241,6 +242,7 @@ struct indexer {
     uint64_t consumed;           /* every record up to it is in the working state */
     uint64_t next_file;
     uint64_t pending_bytes;      /* pending versions' text, ids and entries (PENDING_ENTRY_BYTES) */
+    uint64_t uncommitted_bytes;  /* pending_bytes summed since the last commit (cuts included) */
     int stage_full;              /* the last feed step stopped at STAGE_BYTES_MAX */
     uint64_t last_commit_ns;
     staged *stage;
@@ -771,6 +773,7 @@ static int cut(indexer *ix)
                      "restart resumes from the last commit)", ix->consumed, hanu_status_str(rc));
         return rc;
     }
+    ix->uncommitted_bytes += ix->pending_bytes;
     ix->pending_bytes = 0;
     pthread_mutex_lock(&ix->mu);
     ix->cuts++;
@@ -1363,6 +1366,7 @@ static int commit(indexer *ix)
     pthread_mutex_unlock(&ix->mu);
     rebuild_progress(ix, txn);
     ix->pending_bytes = 0;
+    ix->uncommitted_bytes = 0;
     ix->last_commit_ns = hanu_now_ns();
     published_upto(ix, txn);
     return HANU_OK;
@@ -1541,6 +1545,7 @@ static int refresh(indexer *ix)
     }
     if (!rc) rc = publish_dirty(ix, txn);
     if (!rc) {
+        ix->uncommitted_bytes += ix->pending_bytes;
         ix->pending_bytes = 0;
         pthread_mutex_lock(&ix->mu);
         ix->refreshes++;
@@ -1583,6 +1588,7 @@ static void *indexer_main(void *arg)
         int due = !ix->committing &&
                   ((ix->consumed > ix->committed_txn &&
                     (waited || ix->commit_asked ||
+                     ix->uncommitted_bytes + ix->pending_bytes > UNCOMMITTED_BYTES_MAX ||
                      hanu_now_ns() - ix->last_commit_ns >= interval_ns)) ||
                    ix->job_state == JOB_DONE);   /* a finished merge goes in with a commit */
         /* A refresh once the feed reaches what a reader waits for (or has no more). */
