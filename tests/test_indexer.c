@@ -464,6 +464,79 @@ static void test_commit_triggers(void)
     store_close(st);
 }
 
+/* The pending bound (pending_cut_bytes): an indexer that reads far more than the
+ * bound in one go (it opens behind the whole churn) writes the pending versions out
+ * as segments each time they pass it, so what it holds never exceeds the bound by
+ * more than one record; the segments are published and synced by the commit as a
+ * refresh's are, overwrites and deletes across them stay exact, and a stop before
+ * the commit (as a crash) finds the index at its last commit and indexes the rest
+ * again. With no bound (the code before it) the commit wrote one segment. */
+static indexer *indexer_bounded(store *st, uint64_t cut)
+{
+    indexer_options o;
+    indexer_options_default(&o);
+    o.dir = index_dir;
+    o.commit_interval_ms = 600000;   /* only a waiter commits */
+    o.quiet = 1;
+    o.merge_policy = INDEX_MERGE_NONE;   /* the segments the cuts wrote stay countable */
+    o.pending_cut_bytes = cut;
+    char err[512] = "";
+    indexer *ix = NULL;
+    if (indexer_open(st, &o, &ix, err, sizeof err) != HANU_OK) fprintf(stderr, "  indexer: %s\n", err);
+    return ix;
+}
+
+static void test_pending_bound(void)
+{
+    enum { CUT = 4096, RECORD_MAX = 256 };   /* one put's id, text and entry: well under RECORD_MAX */
+    set_dirs("indexer-bound");
+    store *st = store_at();
+    REQUIRE(st);
+    model col = { .db = create(st, "a", STORE_DB_COLLECTION) };
+    uint32_t kv = create(st, "k", STORE_DB_KV);
+    churn(st, &col, 1, kv, 3000);   /* about 2250 puts: some 50 times the bound */
+    indexer *ix = indexer_bounded(st, CUT);
+    REQUIRE(ix);
+    CHECK_EQ(wait_all(st, ix), HANU_OK);
+    check_equal(st, ix, &col);
+    indexer_stats s;
+    indexer_get_stats(ix, &s);
+    CHECK(s.cuts >= 20);
+    CHECK(s.pending_bytes_peak >= CUT);
+    CHECK(s.pending_bytes_peak < CUT + RECORD_MAX);
+    CHECK_EQ(s.refreshes, 0);
+    uint32_t nsegs;
+    uint64_t live, bytes;
+    indexer_collection_stats(ix, col.db, &nsegs, &live, &bytes);
+    CHECK(nsegs > 1);
+    uint64_t committed = indexer_txn(ix);
+    CHECK_EQ(committed, store_last_txn(st));
+    /* More than the bound again, then a stop before any commit: the cut segments are
+       files COMMIT does not name, removed at the open, and their records read again. */
+    churn(st, &col, 1, kv, 1000);
+    store_flush(st);
+    for (int i = 0; i < 2000; i++) {
+        indexer_get_stats(ix, &s);
+        if (s.cuts >= 30) break;
+        usleep(1000);
+    }
+    CHECK(s.cuts >= 30);
+    CHECK_EQ(indexer_txn(ix), committed);
+    indexer_close(ix);
+    ix = indexer_bounded(st, CUT);
+    REQUIRE(ix);
+    CHECK_EQ(indexer_txn(ix), committed);
+    CHECK_EQ(wait_all(st, ix), HANU_OK);
+    check_equal(st, ix, &col);
+    indexer_close(ix);
+    ix = indexer_at(st);   /* the default bound: a restart finds the same */
+    REQUIRE(ix);
+    CHECK_EQ(indexer_txn(ix), store_last_txn(st));
+    check_equal(st, ix, &col);
+    indexer_close(ix);
+    store_close(st);
+}
+
 /* A refresh publishes without a commit: readers see the churn (puts and deletes)
  * while COMMIT and the watermark stay where they were; the refresh's segments
  * are made durable by the next commit, and a restart before it (a crash) finds
@@ -833,6 +906,7 @@ int main(void)
     RUN(test_watermark_holds_compaction);
     RUN(test_commit_triggers);
     RUN(test_refresh_publishes_without_commit);
+    RUN(test_pending_bound);
     RUN(test_find_equals_filter_match);
     TEST_DONE();
 }

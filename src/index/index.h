@@ -349,6 +349,10 @@ typedef struct indexer_options {
        the txn the snapshots now cover: a server wakes the readers held for it. */
     void (*on_publish)(void *ctx, uint64_t txn);
     void *publish_ctx;
+    /* Pending document bytes past which the indexer writes them out as a segment at
+       once (unsynced, published by the next refresh or commit) instead of holding
+       them until then: what bounds its memory while it is behind (default 8 MiB). */
+    uint64_t pending_cut_bytes;
 } indexer_options;
 
 void indexer_options_default(indexer_options *o);
@@ -402,6 +406,8 @@ typedef struct indexer_stats {
     char failure[256];              /* when failed: why, as logged ("" otherwise) */
     uint64_t visible_txn;           /* published: queries see every record up to it */
     uint64_t refreshes;             /* publishes without a commit (indexer_refresh_upto) */
+    uint64_t cuts;                  /* segments written because pending_cut_bytes was passed */
+    uint64_t pending_bytes_peak;    /* the most pending document bytes held at once */
 } indexer_stats;
 void indexer_get_stats(indexer *ix, indexer_stats *st);
 /* Segments, live documents and bytes of collection db (0s when none). */

@@ -49,7 +49,10 @@
 
 #define WATERMARK "index"
 #define FEED_BATCH 512                 /* records per store_feed_next */
-#define PENDING_BYTES_MAX (64u << 20)  /* commit early past this much pending document text */
+#define UNCOMMITTED_BYTES_MAX (64u << 20) /* commit early past this much indexed since the last commit */
+#define PENDING_CUT_DEFAULT (8u << 20) /* write pending documents out as a segment past this much text */
+#define PENDING_ENTRY_BYTES 64        /* what a pending version holds besides its text and id */
+#define STAGE_BYTES_MAX (4u << 20)     /* one feed step stops after the record that passes this */
 #define IDLE_POLL_MS 5                 /* the feed has no wake-up: poll it once caught up */
 #define KIND_UNKNOWN (-1)
 #define MERGE_NICE 10                  /* merges run at this lower priority */
@@ -238,7 +241,9 @@ struct indexer {
     store_feed *feed;
     uint64_t consumed;           /* every record up to it is in the working state */
     uint64_t next_file;
-    uint64_t pending_bytes;
+    uint64_t pending_bytes;      /* pending versions' text, ids and entries (PENDING_ENTRY_BYTES) */
+    uint64_t uncommitted_bytes;  /* pending_bytes summed since the last commit (cuts included) */
+    int stage_full;              /* the last feed step stopped at STAGE_BYTES_MAX */
     uint64_t last_commit_ns;
     staged *stage;
     size_t nstage, stagecap;
@@ -262,7 +267,7 @@ struct indexer {
     uint64_t committed_txn, commits, segments, bytes, live_docs;
     uint64_t wanted_txn;         /* the highest txn a waiter waits for */
     uint64_t refresh_wanted;     /* publish at least up to here as soon as the feed has it */
-    uint64_t refreshes;
+    uint64_t refreshes, cuts, pending_bytes_peak;
     int waiters, commit_asked, stop, rebuilt, rebuilding;
     _Atomic int failed;          /* set under mu; read without it by indexer_failed (every query) */
     pthread_t thread;
@@ -678,7 +683,9 @@ static int stage_change(void *ctx, const store_change *c)
     s->val_off = ix->stage_arena.len;
     if (hanu_buf_append(&ix->stage_arena, c->value, c->value_len)) return ix->stage_failed = 1;
     ix->nstage++;
-    return 0;
+    /* Bounded batches: the feed stops after this record (a record is never split). */
+    if (ix->stage_arena.len >= STAGE_BYTES_MAX) ix->stage_full = 1;
+    return ix->stage_full;
 }
 
 /* The newest version of id wins; a delete replaces a pending put. */
@@ -713,7 +720,8 @@ static int pending_set(indexer *ix, dbstate *d, const char *id, size_t id_len, u
     p->is_delete = is_delete;
     p->doc_off = d->arena.len;
     p->doc_len = doc_len;
-    ix->pending_bytes += doc_len;
+    /* Deletes count too (their id, entry and map slot): a flood of them is bounded as well. */
+    ix->pending_bytes += doc_len + id_len + PENDING_ENTRY_BYTES;
     return hanu_buf_append(&d->arena, doc, doc_len);
 }
 
@@ -749,25 +757,66 @@ static int apply_staged(indexer *ix, const staged *s)
     }
 }
 
-/* Reads up to one batch of the feed into the working state; *got records. */
+static int apply_pending(indexer *ix, dbstate *d);
+
+/* Writes the pending documents out as segments now, as a refresh does but without
+ * publishing (the next refresh or commit publishes them, the commit syncs them): a
+ * segment builder's memory grows with the documents it holds, so an indexer that is
+ * behind would otherwise hold everything it read since the last commit. */
+static int cut(indexer *ix)
+{
+    int rc = HANU_OK;
+    for (size_t i = 0; i < ix->ndbs && !rc; i++)
+        if (ix->dbs[i]->npending) rc = apply_pending(ix, ix->dbs[i]);
+    if (rc) {
+        note_failure(ix, "writing pending documents at txn %" PRIu64 " failed: %s; the indexer stops (a "
+                     "restart resumes from the last commit)", ix->consumed, hanu_status_str(rc));
+        return rc;
+    }
+    ix->uncommitted_bytes += ix->pending_bytes;
+    ix->pending_bytes = 0;
+    pthread_mutex_lock(&ix->mu);
+    ix->cuts++;
+    pthread_mutex_unlock(&ix->mu);
+    return HANU_OK;
+}
+
+static int bound_pending(indexer *ix)
+{
+    if (ix->pending_bytes > ix->pending_bytes_peak) {
+        pthread_mutex_lock(&ix->mu);
+        ix->pending_bytes_peak = ix->pending_bytes;
+        pthread_mutex_unlock(&ix->mu);
+    }
+    return ix->pending_bytes >= ix->opt.pending_cut_bytes ? cut(ix) : HANU_OK;
+}
+
+/* Reads up to one batch of the feed into the working state (at most FEED_BATCH records
+ * and about STAGE_BYTES_MAX of them); *got records. */
 static int feed_step(indexer *ix, size_t *got)
 {
     ix->nstage = 0;
     ix->stage_failed = 0;
+    ix->stage_full = 0;
     hanu_buf_reset(&ix->stage_arena);
     uint64_t skipped0, skipped1;
     store_feed_get_stats(ix->feed, NULL, &skipped0);
     int rc = store_feed_next(ix->feed, FEED_BATCH, stage_change, ix, got);
     store_feed_get_stats(ix->feed, NULL, &skipped1);
     /* A full batch, or the most one call skips: the feed holds more at once. */
-    ix->feed_more = *got >= FEED_BATCH || skipped1 - skipped0 >= STORE_FEED_SKIP_MAX;
+    ix->feed_more = *got >= FEED_BATCH || skipped1 - skipped0 >= STORE_FEED_SKIP_MAX || ix->stage_full;
     if (!rc && ix->stage_failed) rc = HANU_ERR_NOMEM;   /* a record half staged: never skip it */
     if (rc) {
         note_failure(ix, "the change feed failed at txn %" PRIu64 ": %s", store_feed_position(ix->feed),
                      hanu_status_str(rc));
         return rc;
     }
-    for (size_t i = 0; i < ix->nstage && !rc; i++) rc = apply_staged(ix, &ix->stage[i]);
+    for (size_t i = 0; i < ix->nstage && !rc; i++) {
+        rc = apply_staged(ix, &ix->stage[i]);
+        /* At the end of each record: past the bound, the pending documents become a
+           segment, so they never exceed it by more than one record. */
+        if (!rc && (i + 1 == ix->nstage || ix->stage[i + 1].txn != ix->stage[i].txn)) rc = bound_pending(ix);
+    }
     if (rc) return rc;
     uint64_t pos = store_feed_position(ix->feed);
     if (pos > 0 && pos - 1 > ix->consumed) ix->consumed = pos - 1;
@@ -1317,6 +1366,7 @@ static int commit(indexer *ix)
     pthread_mutex_unlock(&ix->mu);
     rebuild_progress(ix, txn);
     ix->pending_bytes = 0;
+    ix->uncommitted_bytes = 0;
     ix->last_commit_ns = hanu_now_ns();
     published_upto(ix, txn);
     return HANU_OK;
@@ -1495,6 +1545,7 @@ static int refresh(indexer *ix)
     }
     if (!rc) rc = publish_dirty(ix, txn);
     if (!rc) {
+        ix->uncommitted_bytes += ix->pending_bytes;
         ix->pending_bytes = 0;
         pthread_mutex_lock(&ix->mu);
         ix->refreshes++;
@@ -1536,7 +1587,8 @@ static void *indexer_main(void *arg)
         int waited = ix->waiters && ix->wanted_txn > ix->committed_txn && ix->consumed >= ix->wanted_txn;
         int due = !ix->committing &&
                   ((ix->consumed > ix->committed_txn &&
-                    (waited || ix->commit_asked || ix->pending_bytes > PENDING_BYTES_MAX ||
+                    (waited || ix->commit_asked ||
+                     ix->uncommitted_bytes + ix->pending_bytes > UNCOMMITTED_BYTES_MAX ||
                      hanu_now_ns() - ix->last_commit_ns >= interval_ns)) ||
                    ix->job_state == JOB_DONE);   /* a finished merge goes in with a commit */
         /* A refresh once the feed reaches what a reader waits for (or has no more). */
@@ -1644,10 +1696,9 @@ void indexer_get_stats(indexer *ix, indexer_stats *st)
                            ix->segments, ix->bytes, ix->live_docs, ix->commits, ix->rebuilt, ix->failed,
                            ix->merges, ix->merges_abandoned, ix->merge_bytes, ix->merge_docs,
                            ix->merge_ns / 1000000, ix->job_state != JOB_NONE, ix->rebuilding,
-                           ix->rebuild_target, "", 0, 0 };
+                           ix->rebuild_target, "", atomic_load(&ix->visible_txn), ix->refreshes, ix->cuts,
+                           ix->pending_bytes_peak };
     snprintf(st->failure, sizeof st->failure, "%s", ix->failure);
-    st->visible_txn = atomic_load(&ix->visible_txn);
-    st->refreshes = ix->refreshes;
     pthread_mutex_unlock(&ix->mu);
 }
 
@@ -1671,7 +1722,8 @@ void indexer_collection_stats(indexer *ix, uint32_t db, uint32_t *segments, uint
 void indexer_options_default(indexer_options *o)
 {
     *o = (indexer_options){ .commit_interval_ms = 500, .merge_policy = INDEX_MERGE_DEFAULT,
-                            .max_segment_bytes = 256u << 20, .doc_cache_bytes = 64u << 20 };
+                            .max_segment_bytes = 256u << 20, .doc_cache_bytes = 64u << 20,
+                            .pending_cut_bytes = PENDING_CUT_DEFAULT };
 }
 
 int index_doc_get(indexer *ix, uint32_t db, const char *id, size_t len, hanu_buf *out, uint64_t *txn)
@@ -1802,6 +1854,7 @@ int indexer_open(store *st, const indexer_options *o, indexer **out, char *err, 
     ix->st = st;
     ix->opt = *o;
     if (!ix->opt.commit_interval_ms) ix->opt.commit_interval_ms = 500;
+    if (!ix->opt.pending_cut_bytes) ix->opt.pending_cut_bytes = PENDING_CUT_DEFAULT;
     if (!ix->opt.max_segment_bytes) ix->opt.max_segment_bytes = 256u << 20;
     const char *delay = getenv("HANUDB_TEST_MERGE_DELAY_MS");   /* tests only: see merge_run */
     if (delay && !ix->opt.merge_delay_ms) ix->opt.merge_delay_ms = (uint32_t)strtoul(delay, NULL, 10);
