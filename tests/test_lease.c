@@ -190,6 +190,8 @@ static void test_a_slow_promotion_keeps_the_lease(void)
         CHECK_EQ(lease_keeper_may_write(k, hanu_now_ns()), !fail);
         lease_keeper_stop_and_release(k, 1);   /* a standby takes the released lease at once */
         CHECK_EQ(wait_promotions(2), 2);
+        /* promote() returned: the keeper marks HOLDING when its promoter thread ends */
+        for (int i = 0; i < 400 && state_of(rival) != LEASE_HOLDING; i++) usleep(5000);
         CHECK_EQ(state_of(rival), LEASE_HOLDING);
         lease_keeper_stop_and_release(rival, 1);
     }
