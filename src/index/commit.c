@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -224,4 +225,16 @@ void index_commit_free(index_commit *c)
 {
     free(c->segments);
     memset(c, 0, sizeof *c);
+}
+
+void index_commit_segment_file(const index_commit_segment *s, char *out, size_t cap)
+{
+    snprintf(out, cap, "seg-%" PRIu64 ".hix", s->segment);
+}
+
+int index_commit_deletes_file(const index_commit_segment *s, char *out, size_t cap)
+{
+    if (!s->del_generation) return 0;
+    snprintf(out, cap, "del-%" PRIu64 "-%" PRIu32, s->segment, s->del_generation);
+    return 1;
 }

@@ -318,6 +318,10 @@ int index_commit_write(const char *dir, const index_commit *c);
 /* HANU_ERR_NOT_FOUND when DIR has no commit (a fresh index). */
 int index_commit_read(const char *dir, index_commit *out, char *err, size_t errcap);
 void index_commit_free(index_commit *c);
+/* The file names a commit's segment stands for in DIR: its segment file, and its
+   deletion list (0 when it has none; 1 when written). */
+void index_commit_segment_file(const index_commit_segment *s, char *out, size_t cap);
+int index_commit_deletes_file(const index_commit_segment *s, char *out, size_t cap);
 
 /* ------------------------------------------------------------ the indexer */
 

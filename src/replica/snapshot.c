@@ -241,17 +241,28 @@ static int pin_index(snapshotter *sn, pin_set *ps, uint64_t *index_txn, char *er
     hanu_buf before = { 0 }, after = { 0 }, linked = { 0 };
     int rc = hanu_read_file(commit, 64u << 20, &before);
     if (rc == HANU_ERR_NOT_FOUND) { *index_txn = 0; return HANU_OK; }   /* no index yet */
-    snap_names names = { 0 };
-    if (rc == HANU_OK) rc = snap_list_dir(dir, &names);
-    for (size_t i = 0; i < names.n && rc == HANU_OK; i++) {
-        size_t l = strlen(names.v[i]);
-        if (l > 4 && strcmp(names.v[i] + l - 4, ".tmp") == 0) continue;
-        rc = pin_link(sn, "index", names.v[i], ps);
-        /* Gone meanwhile: a refresh segment merged away (no COMMIT names those), or a
-           file a newer commit dropped, which the comparison of COMMIT below sees. */
-        if (rc == HANU_ERR_NOT_FOUND) rc = HANU_OK;
+    /* Only COMMIT and the files it names: they are complete and never written again.
+       Any other file may still be being written (a merge's output, a refresh's
+       segment), and one linked mid-write was hashed before its last bytes came: the
+       bucket then held an object whose SHA-256 is not its name (found by
+       e2e_lease_faults' audit). A newer COMMIT meanwhile is seen below and retried. */
+    index_commit named = { 0 };
+    if (rc == HANU_OK) rc = pin_link(sn, "index", "COMMIT", ps);
+    if (rc == HANU_OK) {
+        char pin_index_dir[PATH_MAX + 16];
+        snprintf(pin_index_dir, sizeof pin_index_dir, "%s/" SNAPSHOT_PIN_DIR "/index", sn->data_dir);
+        rc = index_commit_read(pin_index_dir, &named, err, errcap);
     }
-    snap_names_free(&names);
+    for (uint32_t i = 0; i < named.nsegments && rc == HANU_OK; i++) {
+        char name[64];
+        index_commit_segment_file(&named.segments[i], name, sizeof name);
+        rc = pin_link(sn, "index", name, ps);
+        if (rc == HANU_OK && index_commit_deletes_file(&named.segments[i], name, sizeof name))
+            rc = pin_link(sn, "index", name, ps);
+        /* Gone meanwhile: a newer commit dropped it; the comparison below retries. */
+        if (rc == HANU_ERR_NOT_FOUND) rc = HANU_ERR_BUSY;
+    }
+    index_commit_free(&named);
     if (rc == HANU_OK) rc = hanu_read_file(commit, 64u << 20, &after);
     if (rc == HANU_OK) rc = hanu_read_file(pinned_commit, 64u << 20, &linked);
     if (rc == HANU_OK && (before.len != after.len || memcmp(before.data, after.data, before.len) ||
