@@ -3,7 +3,8 @@
 # seconds of docbench writes (32 clients on CPU 1, durability local); then the index
 # catches up (lag_txns 0). Prints writes/s, live documents in the index, the server's CPU
 # microseconds per document during the writes, and the hanu-indexer thread's CPU
-# microseconds per document up to the end of the catch-up.
+# microseconds per document up to the end of the catch-up, the write p99, the index's lag
+# (txns) when the writes end and the seconds it takes to catch up after them.
 #   BUILD=build bench/docs-cpu.sh LABEL [DURATION] [-- server args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,19 +34,23 @@ c0=$(cpu); i0=$(icpu)
 out=$(taskset -c 1 "$BUILD/bench/docbench" --url "$url" --phase write --duration "$duration" --json 2>/dev/null)
 c1=$(cpu)
 st() { curl -sf "$url/_status"; }
+lag() { st | python3 -c 'import json,sys; print(json.load(sys.stdin).get("index", {}).get("lag_txns", 0))'; }
+lag_end=$(lag) t_end=$(date +%s.%N)
 for _ in $(seq 1200); do
-  [ "$(st | python3 -c 'import json,sys; print(json.load(sys.stdin).get("index", {}).get("lag_txns", 0))')" = 0 ] && break
+  [ "$(lag)" = 0 ] && break
   sleep 0.1
 done
+t_done=$(date +%s.%N)
 i1=$(icpu)
 live=$(st | python3 -c 'import json,sys; print(json.load(sys.stdin).get("index", {}).get("live_docs", "-"))')
 kill "$pid"; wait "$pid" || true
-python3 - "$label" "$out" "$(getconf CLK_TCK)" "$c0" "$c1" "$i0" "$i1" "$live" <<'PY'
+python3 - "$label" "$out" "$(getconf CLK_TCK)" "$c0" "$c1" "$i0" "$i1" "$live" "$lag_end" "$t_end" "$t_done" <<'PY'
 import json, sys
 label, o, tick = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 c0, c1, i0, i1 = map(int, sys.argv[4:8])
 docs = max(1, o["docs_written"])
-print("| %s | %.0f | %d | %s | %.1f | %.1f |" % (label, o["writes_per_s"], docs, sys.argv[8],
-      (c1 - c0) * 1e6 / tick / docs, (i1 - i0) * 1e6 / tick / docs))
+print("| %s | %.0f | %d | %s | %.1f | %.1f | %.2f | %s | %.1f |" % (label, o["writes_per_s"], docs, sys.argv[8],
+      (c1 - c0) * 1e6 / tick / docs, (i1 - i0) * 1e6 / tick / docs, o["write_p99_us"] / 1000,
+      sys.argv[9], float(sys.argv[11]) - float(sys.argv[10])))
 PY
 rm -rf "$dir" "$dir.bucket" "$dir.log"
