@@ -19,7 +19,9 @@
  *          of the file): the file's data ends here, whatever bytes follow.
  *
  * Every file but the active one ends with a seal, written and synced before
- * the next file gets its first frame; at start-up the newest file is sealed at
+ * the next file gets its first frame on disk (a preallocated log holds the new
+ * file's frames in memory until the commit thread has synced the old file, so
+ * rotating never waits for the device); at start-up the newest file is sealed at
  * its last complete frame and writing goes on in a new file. So stale or torn
  * bytes after a seal are never read again, and anything else that fails to
  * decode before a seal is damage.
@@ -256,8 +258,15 @@ uint64_t log_writer_durable_txn(const log_writer *w);
 uint64_t log_writer_written_txn(log_writer *w);
 uint32_t log_writer_active_id(const log_writer *w);
 int log_writer_failed(const log_writer *w);
-/* Seals the active file now and starts the next one (used by snapshots, tests). */
+/* Seals the active file now and starts the next one (used by snapshots, tests). In a
+   preallocated log it returns before the sealed file is synced (the commit thread
+   syncs it; log_writer_wait_complete waits for that); in append mode after. */
 int log_writer_rotate(log_writer *w, uint32_t *sealed_id);
+/* Files with lower ids are sealed and whole on disk: the active file's id, or the
+   sealed file whose sync is still owed. */
+uint32_t log_writer_complete_below(log_writer *w);
+/* Blocks until every sealed file is synced: OK, or STOPPED when a sync failed. */
+int log_writer_wait_complete(log_writer *w);
 /* Blocks until txn is durable: OK, or STOPPED when the log failed first. */
 int log_writer_wait_durable(log_writer *w, uint64_t txn);
 /* Blocks until every appended txn is durable (or the log failed). */

@@ -325,6 +325,10 @@ static int pin_files(snapshotter *sn, uint64_t *txn, uint64_t *index_txn, pin_se
     rc = sn->o.rotate ? sn->o.rotate(sn->o.ctx, txn, &active) : snapshot_rotate_here(sn->st, txn, &active);
     *rotate_us = (hanu_now_ns() - rotate_start) / 1000;
     if (rc) snap_fail(rc, err, errcap, "snapshot: cannot seal the active log file: %s", hanu_status_str(rc));
+    /* The rotation returned before the sealed file's sync (the writer does not wait
+       for the device); everything this snapshot links must be whole on disk. */
+    if (rc == HANU_OK && (rc = store_wait_log_complete(sn->st)) != HANU_OK)
+        snap_fail(rc, err, errcap, "snapshot: the sealed log file could not be synced: %s", hanu_status_str(rc));
     if (rc == HANU_OK && sn->o.index_commit && sn->index_dir) {
         rc = sn->o.index_commit(sn->o.ctx, *txn);
         if (rc) snap_fail(rc, err, errcap, "snapshot: the index did not commit txn %" PRIu64 ": %s", *txn,

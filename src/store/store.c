@@ -1343,6 +1343,8 @@ int store_rotate(store *s)
     return rc;
 }
 
+int store_wait_log_complete(store *s) { return log_writer_wait_complete(s->log); }
+
 uint32_t store_active_file(store *s)
 {
     return log_writer_active_id(s->log);

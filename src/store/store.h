@@ -200,7 +200,10 @@ int store_compact(store *s, int force, char *err, size_t errcap);
    its own goes on (its id keeps exactly its own txns). */
 void store_merges_hold(store *s);
 void store_merges_release(store *s);
-int store_rotate(store *s);               /* seal the active file now */
+int store_rotate(store *s);               /* seal the active file now (its sync may follow) */
+/* Blocks until every sealed log file is whole on disk (store_rotate does not wait for
+   the sealed file's sync): OK, or STOPPED after a failed sync. Any thread. */
+int store_wait_log_complete(store *s);
 /* The id of the log file being written (writer thread: right after store_rotate,
    every file with a lower id is sealed). */
 uint32_t store_active_file(store *s);

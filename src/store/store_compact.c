@@ -274,7 +274,7 @@ static int run_claim(store *s, compaction *r)
     if (log_writer_failed(s->log)) return HANU_ERR_STOPPED;
     int rc = HANU_OK;
     pthread_mutex_lock(&s->mu);
-    uint32_t active = log_writer_active_id(s->log);
+    uint32_t active = log_writer_complete_below(s->log);   /* sealed and whole on disk below it */
     uint64_t durable = log_writer_durable_txn(s->log);
     for (size_t i = 0; i < r->n && rc == HANU_OK; i++) {
         store_file *f = store_file_get(s, r->ids[i]);
@@ -571,6 +571,9 @@ void store_merges_release(store *s)
 
 int store_compact_file(store *s, uint32_t fid, char *err, size_t errcap)
 {
+    /* A file a rotation just sealed may still wait for its sync: that takes a few ms. */
+    if (fid >= log_writer_complete_below(s->log) && fid < log_writer_active_id(s->log))
+        (void)log_writer_wait_complete(s->log);
     return compact_run(s, &fid, 1, err, errcap);
 }
 
@@ -581,7 +584,7 @@ static size_t pick_merge(store *s, uint32_t *ids, size_t cap)
     size_t n = 0;
     uint64_t total = 0, limit = s->opt.file_size ? s->opt.file_size : (64ull << 20);
     pthread_mutex_lock(&s->mu);
-    uint32_t active = s->merge_holds ? 0 : log_writer_active_id(s->log);   /* held: no merge */
+    uint32_t active = s->merge_holds ? 0 : log_writer_complete_below(s->log);   /* held: no merge */
     uint64_t durable = log_writer_durable_txn(s->log);
     for (uint32_t i = 1; i < s->files_cap && i < active; i++) {
         store_file *f = s->files[i];
@@ -610,7 +613,7 @@ static uint32_t pick_file(store *s, int force, uint32_t after)
     uint32_t best = 0;
     double best_ratio = 0;
     pthread_mutex_lock(&s->mu);
-    uint32_t active = log_writer_active_id(s->log);
+    uint32_t active = log_writer_complete_below(s->log);   /* sealed and whole on disk below it */
     uint64_t durable = log_writer_durable_txn(s->log);
     for (uint32_t i = after + 1; i < s->files_cap && i < active; i++) {
         store_file *f = s->files[i];
