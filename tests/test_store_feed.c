@@ -81,6 +81,7 @@ static void test_feed_in_txn_order_across_files(void)
     store_op batch[2] = { { STORE_SET, "b", 1, "2", 1 }, { STORE_DELETE, "a", 1, NULL, 0 } };
     CHECK_EQ(store_write(s, 0, batch, 2, STORE_COND_NONE, 0, &t2, NULL), HANU_OK);
     CHECK_EQ(put(s, users, "alice", "{}", NULL), HANU_OK);
+    CHECK_EQ(store_wait_log_complete(s), HANU_OK);   /* until then the new file's frames are held */
     CHECK_EQ(store_flush(s), HANU_OK);
     store_feed *f;
     CHECK_EQ(store_feed_open(s, 1, &f), HANU_OK);

@@ -41,6 +41,10 @@ typedef struct docs_error {
     char message[256];
 } docs_error;
 
+/* Fills e (status, code, message) and returns TOO_LARGE for 413, else INVALID. */
+int docs_fail(docs_error *e, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* ---- collections (docs_collection.c) ---- */
 
 /* OK with *db, NOT_FOUND, or MISMATCH when name is a key-value database. */

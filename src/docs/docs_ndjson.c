@@ -50,19 +50,6 @@ int docs_ndjson_next(docs_ndjson_reader *r, const char **line, size_t *len)
     return 0;
 }
 
-static int fail(docs_error *e, int status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(docs_error *e, int status, const char *code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    e->status = status;
-    e->code = code;
-    return status == 413 ? HANU_ERR_TOO_LARGE : HANU_ERR_INVALID;
-}
-
 static size_t skip_ws(const char *s, size_t i, size_t end)
 {
     while (i < end && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
@@ -130,15 +117,15 @@ int docs_ndjson_prepare(const char *line, size_t len, uint32_t max_doc, char id[
 {
     *id_len = 0;
     if (len > (size_t)max_doc + 300)   /* before any parse: the line is not read */
-        return fail(e, 413, "too_large", "line of %zu bytes; a document may have %u", len, max_doc);
+        return docs_fail(e, 413, "too_large", "line of %zu bytes; a document may have %u", len, max_doc);
     int rc = docs_prepare(line, len, max_doc, id, id_len, new_id, ctx, out, e);
     if (rc != HANU_ERR_INVALID || strcmp(e->code, "invalid_id") != 0) return rc;
     /* "_id" is not a string (or not a valid id): an integer or an ObjectId is taken. */
     int crc = convert_id(line, len, scratch);
-    if (crc == HANU_ERR_NOMEM) return fail(e, 413, "too_large", "out of memory");
+    if (crc == HANU_ERR_NOMEM) return docs_fail(e, 413, "too_large", "out of memory");
     if (crc != HANU_OK) {
         if (strstr(e->message, "must be a string"))
-            return fail(e, 400, "invalid_id", "\"_id\" must be a string, an integer or {\"$oid\":\"<24 hex digits>\"}");
+            return docs_fail(e, 400, "invalid_id", "\"_id\" must be a string, an integer or {\"$oid\":\"<24 hex digits>\"}");
         return rc;
     }
     *id_len = 0;

@@ -273,7 +273,9 @@ int log_writer_wait_durable(log_writer *w, uint64_t txn);
 int log_writer_sync(log_writer *w);
 /* Someone waits for txn to be durable: the commit thread syncs it without delay. */
 void log_writer_want_durable(log_writer *w, uint64_t txn);
-/* Writes pending frames to the file (one pwrite); call once per batch of appends. */
+/* Writes pending frames to the file (one pwrite); call once per batch of appends. While a
+   sealed file's sync is owed (a rotation just happened) the frames stay pending: the
+   commit thread writes them once it has synced that file. */
 int log_writer_flush(log_writer *w);
 /* Readers of a frame that may still sit in the pending buffer (not in the file yet):
    appends bytes [off, off + len) of file_id to out and returns 1 when they are

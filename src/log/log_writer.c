@@ -72,6 +72,7 @@ struct log_writer {
        (flush_locked keeps the frames pending). Under mu. */
     int sealing_fd;
     uint32_t sealing_id;
+    uint64_t sealing_end, sealing_size;   /* its seal's end, its preallocated size */
     int commit_waiting;           /* commit thread sleeps on work_cv; under mu */
     /* Rotation asks the commit thread for a sync of the file it seals instead of
        calling fdatasync itself: one thread syncs the active file, so a writeback
@@ -334,12 +335,17 @@ static void *commit_main(void *arg)
         if (atomic_load(&w->failed)) continue;
         atomic_store(&w->durable_txn, target);
         w->syncs_done = request;
+        int punch_fd = -1;
+        uint64_t punch_from = 0, punch_to = 0;
         if (sealing) {
             /* The old file is whole on disk: the new one's frames may go now. */
-            close(w->sealing_fd);
+            punch_fd = w->sealing_fd;
+            punch_from = (w->sealing_end + 4095) & ~4095ull;
+            punch_to = w->sealing_size;
             w->sealing_fd = -1;
             w->sealing_id = 0;
             if (flush_locked(w) != HANU_OK) {
+                close(punch_fd);
                 pthread_mutex_unlock(&w->mu);
                 if (w->opt.on_durable) w->opt.on_durable(w->opt.ctx, atomic_load(&w->durable_txn), 1);
                 pthread_mutex_lock(&w->mu);
@@ -349,6 +355,14 @@ static void *commit_main(void *arg)
         pthread_cond_broadcast(&w->durable_cv);
         pthread_mutex_unlock(&w->mu);
         if (w->opt.on_durable) w->opt.on_durable(w->opt.ctx, target, 0);
+        if (punch_fd >= 0) {
+            /* The preallocated space after the seal is never read: give it back (a
+               snapshot seals files that are mostly empty). Best effort. */
+            if (punch_to > punch_from)
+                (void)fallocate(punch_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)punch_from,
+                                (off_t)(punch_to - punch_from));
+            close(punch_fd);
+        }
         pthread_mutex_lock(&w->mu);
     }
     pthread_mutex_unlock(&w->mu);
@@ -556,6 +570,7 @@ static int rotate(log_writer *w, uint32_t *sealed_id, int wait)
     pthread_mutex_lock(&w->mu);
     int old_fd = w->fd;
     uint32_t old_id = w->active_id;
+    uint64_t seal_end = w->write_offset + LOG_FRAME_HEADER_SIZE, old_limit = w->active_limit;
     if (sealed_id) *sealed_id = old_id;
     w->fd = new_fd;
     w->active_id = new_id;
@@ -569,6 +584,8 @@ static int rotate(log_writer *w, uint32_t *sealed_id, int wait)
            the seal, so it is synced again) and closes it. */
         w->sealing_fd = old_fd;
         w->sealing_id = old_id;
+        w->sealing_end = seal_end;
+        w->sealing_size = old_limit;
         w->sync_requests++;
         pthread_cond_signal(&w->work_cv);
     } else if (w->syncing_fd == old_fd) {

@@ -189,7 +189,8 @@ int store_sync(store *s);                 /* wait until all writes are durable *
 void store_want_durable(store *s, uint64_t txn);   /* a caller waits for txn: sync it now */
 /* Writes what this thread appended since the last flush to the log file with one
    pwrite. The server calls it once per event-loop iteration; reads and syncs flush
-   what they need by themselves, so it is only a matter of batching. */
+   what they need by themselves, so it is only a matter of batching. Right after a
+   rotation the frames wait for the sealed file's sync (log_writer_flush). */
 int store_flush(store *s);
 /* Compacts every sealed file worth it (ratio), or all sealed files when force. */
 int store_compact(store *s, int force, char *err, size_t errcap);
