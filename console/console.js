@@ -281,7 +281,7 @@ async function viewQuery(preset) {
     inputs.replaceChildren(...QUERY_MODES[modeSel.value].fields.map(([name, init]) => {
       const id = "q-" + name;
       const box = name === "q" || name === "limit" ? el("input", { id, type: "text", value: init })
-        : el("textarea", { id, spellcheck: "false", rows: name === "aggs" ? 5 : 2 });
+        : el("textarea", { id, spellcheck: "false", rows: name === "aggs" ? 3 : 1 });
       if (box.tagName === "TEXTAREA") box.value = init;
       boxes[name] = box;
       const hint = { filter: "JSON, e.g. {\"age\": {\"$gte\": 30}}", sort: "JSON, e.g. {\"age\": -1} or a list",
