@@ -198,19 +198,19 @@ async function viewDoc(col, id, message) {
   const result = el("div", { id: "save-result", role: "status", "aria-live": "polite" });
   const editArea = el("div", { hidden: true }, el("div", { class: "field" }, editor),
     el("div", { class: "row" },
-      el("button", { type: "button", class: "primary", id: "save-doc", onclick: () => save(d.etag) },
+      el("button", { type: "button", class: "primary", id: "save-doc", onclick: () => save({ "If-Match": d.etag }) },
         "Save (PUT with If-Match: " + d.etag + ")"),
       el("button", { type: "button", onclick: () => viewDoc(col, id).catch(failed) }, "Cancel")),
     result);
   const view = el("pre", { id: "doc-json", tabindex: "0", text: pretty(d.text) });
 
-  async function save(etag) {
+  async function save(conditions) {
     let body;
     try { body = JSON.stringify(JSON.parse(editor.value)); } catch (e) {
       result.replaceChildren(el("p", { class: "err", text: "Not JSON: " + e.message + ". Nothing was sent." }));
       return;
     }
-    const r = await call("PUT", path, body, { "If-Match": etag });
+    const r = await call("PUT", path, body, conditions);
     if (r.status === 200 || r.status === 201) {
       viewDoc(col, id, "Saved at txn " + r.body.txn + ".").catch(failed);
     } else if (r.status === 412) {
@@ -234,8 +234,10 @@ async function viewDoc(col, id, message) {
         el("div", {}, el("h4", { text: cur ? "Current (txn " + cur.txn + ")" : "Current: deleted" }),
           el("pre", { id: "conflict-theirs", text: cur ? pretty(cur.text) : "(none)" }))),
       el("div", { class: "row" },
-        cur ? el("button", { type: "button", class: "primary", id: "keep-mine", onclick: () => save(cur.etag) },
-          "Keep mine (overwrite " + cur.etag + ")") : null,
+        cur ? el("button", { type: "button", class: "primary", id: "keep-mine", onclick: () => save({ "If-Match": cur.etag }) },
+          "Keep mine (overwrite " + cur.etag + ")")
+          : el("button", { type: "button", class: "primary", id: "keep-mine", onclick: () => save({ "If-None-Match": "*" }) },
+            "Write mine again (create, If-None-Match: *)"),
         el("button", { type: "button", id: "take-theirs", onclick: () => viewDoc(col, id, "Took the current version.").catch(failed) },
           "Discard mine, reload")));
     result.replaceChildren(box);

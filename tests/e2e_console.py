@@ -15,7 +15,8 @@ _search (q, fields) and checks the rendered rows against the expected ids, draws
 an aggregation as SVG bars, edits a document (PUT with If-Match: saved), then
 edits one that another client changed meanwhile: the 412 shows as a conflict
 with both versions and nothing is written, and "keep mine" writes it over the
-new version. The live and bucket views render from /metrics and /_status. Every
+new version; one deleted meanwhile shows as deleted, and "write mine again"
+creates it (If-None-Match: *). The live and bucket views render from /metrics and /_status. Every
 request the page made went to the server's own origin (recorded by the
 protocol's Network domain). Screenshots go to BUILD/console-screenshots/.
 
@@ -352,6 +353,21 @@ def main():
         puts = [s for s, u in b.responses if u.endswith("/c/users/docs/u06")]
         check(puts.count(412) == 1, "one 412 for u06 seen by the browser: %r" % puts)
 
+        # A conflict with a delete: "write mine again" creates it (If-None-Match: *).
+        b.go(base + "/_console/#/c/users/doc/u07")
+        b.wait("document.getElementById('doc-etag')", "the document view of u07")
+        check(api.json("DELETE", "/c/users/docs/u07")[0] == 200, "the other client's delete")
+        b.js("document.getElementById('edit-doc').click()")
+        mine = dict(_id="u07", **dict(docs["u07"], name="Back"))
+        b.js(set_value("#doc-editor", json.dumps(mine)))
+        b.js("document.getElementById('save-doc').click()")
+        b.wait("document.getElementById('conflict')", "the conflict with a delete")
+        check(b.js("document.getElementById('conflict-theirs').textContent") == "(none)", "shown as deleted")
+        check(api.call("GET", "/c/users/docs/u07")[0] == 404, "nothing written on 412")
+        b.js("document.getElementById('keep-mine').click()")
+        b.wait("document.querySelector('main p.ok')", "written again")
+        check(api.json("GET", "/c/users/docs/u07")[2] == mine, "u07 is mine")
+
         # Live and bucket views.
         b.go(base + "/_console/#/live")
         b.wait("document.querySelectorAll('#live figure').length == 9 && "
@@ -361,6 +377,8 @@ def main():
             time.sleep(0.7)
         b.wait("document.querySelectorAll('#live polyline')[0].getAttribute('points').split(' ').length >= 2",
                "two samples plotted", timeout=8)
+        writes = b.js("document.querySelector('#live figure figcaption span').textContent")
+        check(re.search(r"\(max (0\.[1-9]|[1-9])", writes), "writes/s moved: %r" % writes)
         b.screenshot(os.path.join(shots, "live.png"))
         b.go(base + "/_console/#/bucket")
         b.wait("/last segment/.test(document.getElementById('main').textContent)", "the bucket view")
