@@ -64,7 +64,7 @@ static void add_header(h2o_req_t *req, const char *name, const char *value)
     h2o_add_header_by_str(&req->pool, &req->res.headers, name, strlen(name), 0, NULL, value, strlen(value));
 }
 
-static void send_json_error(h2o_req_t *req, int status, const char *reason, const char *code, const char *msg)
+static size_t send_json_error(h2o_req_t *req, int status, const char *reason, const char *code, const char *msg)
 {
     char body[256];
     int n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code, msg);
@@ -73,10 +73,12 @@ static void send_json_error(h2o_req_t *req, int status, const char *reason, cons
     req->res.content_length = (size_t)n;
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, H2O_STRLIT("application/json"));
     h2o_send_inline(req, body, (size_t)n);   /* copied into the pool */
+    return (size_t)n;
 }
 
-int console_answer(h2o_req_t *req)
+int console_answer(h2o_req_t *req, size_t *bytes)
 {
+    *bytes = 0;
     size_t plen = req->query_at != SIZE_MAX ? req->query_at : req->path.len;
     const char *path = req->path.base;
     if (!console_owns(path, plen)) return 0;
@@ -84,9 +86,9 @@ int console_answer(h2o_req_t *req)
     int head = req->method.len == 4 && !memcmp(req->method.base, "HEAD", 4);
     if (!get && !head) {
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, H2O_STRLIT("GET, HEAD"));
-        send_json_error(req, 405, "Method Not Allowed", "method_not_allowed",
-                        "the console's files answer GET and HEAD");
-        return 1;
+        *bytes = send_json_error(req, 405, "Method Not Allowed", "method_not_allowed",
+                                 "the console's files answer GET and HEAD");
+        return 405;
     }
     if (plen == sizeof CONSOLE_PREFIX - 1) {   /* relative links need the slash */
         req->res.status = 308;
@@ -94,12 +96,13 @@ int console_answer(h2o_req_t *req)
         add_header(req, "location", CONSOLE_PREFIX "/");
         req->res.content_length = 0;
         h2o_send_inline(req, "", 0);
-        return 1;
+        return 308;
     }
     const console_file *f = console_lookup(path, plen);
     if (!f) {
-        send_json_error(req, 404, "Not Found", "not_found", "no such file of the console; the console is at /_console/");
-        return 1;
+        *bytes = send_json_error(req, 404, "Not Found", "not_found",
+                                 "no such file of the console; the console is at /_console/");
+        return 404;
     }
     add_header(req, "content-security-policy", CSP);
     add_header(req, "x-content-type-options", "nosniff");
@@ -112,7 +115,7 @@ int console_answer(h2o_req_t *req)
         req->res.status = 304;
         req->res.reason = "Not Modified";
         h2o_send_inline(req, "", 0);
-        return 1;
+        return 304;
     }
     req->res.status = 200;
     req->res.reason = "OK";
@@ -124,5 +127,6 @@ int console_answer(h2o_req_t *req)
     h2o_start_response(req, &generator);
     h2o_iovec_t body = h2o_iovec_init(f->data, f->len);
     h2o_send(req, head ? NULL : &body, head ? 0 : 1, H2O_SEND_STATE_FINAL);   /* h2o leaves HEAD to us here */
-    return 1;
+    *bytes = head ? 0 : f->len;
+    return 200;
 }

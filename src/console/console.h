@@ -41,9 +41,10 @@ int console_etag_matches(const char *value, size_t len, const char *etag);
 #include <h2o.h>
 /* Answers a request whose path console_owns: GET and HEAD of a file (200, or
    304 on a matching If-None-Match), "/_console" redirected to "/_console/",
-   404 and 405 with the API's JSON error body. 0 when the path is not the
-   console's (nothing answered). */
-int console_answer(h2o_req_t *req);
+   404 and 405 with the API's JSON error body. The status sent (and *bytes, the
+   body's length, for the metrics and the access log), or 0 when the path is not
+   the console's (nothing answered). */
+int console_answer(h2o_req_t *req, size_t *bytes);
 #endif
 
 #endif
