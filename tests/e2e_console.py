@@ -164,6 +164,11 @@ def set_value(sel, value):
            "return true; })()" % (json.dumps(sel), json.dumps(value))
 
 
+def doc_shown(doc_id):
+    """The document view of doc_id is on the page (not the previous document's view)."""
+    return "JSON.parse(document.getElementById('doc-json').textContent)._id === %s" % json.dumps(doc_id)
+
+
 def rows(table_sel, col=0):
     return "Array.from(document.querySelectorAll('%s tbody tr')).map(r => r.cells[%d].textContent)" % (table_sel, col)
 
@@ -317,7 +322,7 @@ def main():
         st, hd, _ = api.call("GET", "/c/users/docs/u05")
         old_etag = hd["etag"]
         b.go(base + "/_console/#/c/users/doc/u05")
-        b.wait("document.getElementById('doc-etag')", "the document view")
+        b.wait(doc_shown("u05"), "the document view of u05")
         check(b.js("document.getElementById('doc-etag').textContent") == old_etag, "ETag shown")
         check(b.js("document.getElementById('doc-txn').textContent") == hd["hanu-txn"], "txn shown")
         check(json.loads(b.js("document.getElementById('doc-json').textContent")) == dict(_id="u05", **docs["u05"]),
@@ -333,7 +338,7 @@ def main():
 
         # A conflict: another client writes between load and save.
         b.go(base + "/_console/#/c/users/doc/u06")
-        b.wait("document.getElementById('doc-etag')", "the document view of u06")
+        b.wait(doc_shown("u06"), "the document view of u06")
         loaded = b.js("document.getElementById('doc-etag').textContent")
         theirs = dict(_id="u06", **dict(docs["u06"], city="Quito"))
         st, _, w = api.json("PUT", "/c/users/docs/u06", theirs)
@@ -358,7 +363,7 @@ def main():
 
         # A conflict with a delete: "write mine again" creates it (If-None-Match: *).
         b.go(base + "/_console/#/c/users/doc/u07")
-        b.wait("document.getElementById('doc-etag')", "the document view of u07")
+        b.wait(doc_shown("u07"), "the document view of u07")
         check(api.json("DELETE", "/c/users/docs/u07")[0] == 200, "the other client's delete")
         b.js("document.getElementById('edit-doc').click()")
         mine = dict(_id="u07", **dict(docs["u07"], name="Back"))
