@@ -400,7 +400,8 @@ function plot(label, values, format) {
     el("span", { text: last === null ? "-" : format(last) + " (max " + format(Math.max(...known)) + ")" })),
     svg("svg", { class: "plot", viewBox: "0 0 " + w + " " + h, preserveAspectRatio: "none", role: "img",
       "aria-label": label + ": " + (last === null ? "no data" : format(last)) },
-      svg("line", { class: "axis", x1: 0, y1: h - 1, x2: w, y2: h - 1 }), svg("polyline", { points: pts.join(" ") })));
+      svg("line", { class: "axis", x1: 0, y1: h - 1, x2: w, y2: h - 1 }), svg("polyline", { points: pts.join(" ") }),
+      ...(pts.length ? [svg("circle", { cx: pts[pts.length - 1].split(",")[0], cy: pts[pts.length - 1].split(",")[1], r: 2 })] : [])));
 }
 
 /* ---- live: /metrics and /_status every 2 s ---- */
