@@ -32,6 +32,11 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 HEADERS   := $(wildcard include/*.h src/*/*.h tests/*.h)
 
+# The web console's static files (console/), embedded into the library as a
+# generated C file (src/console/console.h; scripts/embed-files.py).
+CONSOLE_FILES := $(sort $(wildcard console/*.html console/*.css console/*.js console/*.svg))
+LIB_OBJ   += $(BUILD)/obj/gen/console_files.o
+
 .PHONY: all test asan fuzz fuzz-targets fuzz-smoke check clean libs install uninstall examples-check
 FAULT_LIB := $(BUILD)/tests/libfault_fsync.so
 CRASH_BIN := $(BUILD)/tests/libcrash_record.so $(BUILD)/tests/crash_check
@@ -54,6 +59,13 @@ $(BUILD)/tests/crash_check: tests/crash/crash_check.c tests/crash/crash_trace.h 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/gen/console_files.c: $(CONSOLE_FILES) scripts/embed-files.py
+	@mkdir -p $(dir $@)
+	python3 scripts/embed-files.py $@ console $(CONSOLE_FILES)
+$(BUILD)/obj/gen/console_files.o: $(BUILD)/gen/console_files.c src/console/console.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DCONSOLE_NO_H2O -c $< -o $@
 
 $(BUILD)/libhanudb.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -92,6 +104,7 @@ ASAN_E2E += e2e_follow.py e2e_behind.py e2e_takeover.py
 ASAN_E2E += e2e_resp.py e2e_resp_kill.py e2e_ttl.py
 ASAN_E2E += e2e_ndjson.py e2e_expire.py
 ASAN_E2E += e2e_fresh.py
+ASAN_E2E += e2e_console.py
 
 asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 \

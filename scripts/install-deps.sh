@@ -7,7 +7,7 @@ packages=(
   build-essential make pkg-config clang libclang-rt-14-dev
   libh2o-evloop-dev libssl-dev libzstd-dev liblz4-dev libxxhash-dev
   libroaring-dev libutf8proc-dev libcurl4-openssl-dev libjemalloc-dev
-  liburing-dev python3 util-linux procps bc openssl groff-base
+  liburing-dev python3 util-linux procps bc openssl groff-base   # python3: the tests, and the build (scripts/embed-files.py)
   libsqlite3-dev   # bench/peer_sqlite.c: the same workload on SQLite (FTS5), for scale
   libpq-dev postgresql  # bench/peer_pg.c, bench/peers.sh: the same workload on PostgreSQL, for scale
   chromium   # tests/e2e_http_browser.py: the API from a real browser (CORS, no-cors, dot segments)

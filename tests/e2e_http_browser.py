@@ -112,14 +112,6 @@ run().finally(done);
 """ % {"token": TOKEN}
 
 
-def find_chromium():
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
-
-
 class Pages:
     """Serves one directory over HTTP on a free port, in a thread."""
 

@@ -67,6 +67,16 @@ class Http:
         self.c.close()
 
 
+def find_chromium():
+    """The headless browser of the browser tests (Debian's chromium), or None."""
+    import shutil
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
 def error_code(body):
     check(isinstance(body, dict) and "error" in body and "code" in body["error"] and
           body["error"].get("message"), "error body shape: %r" % body)

@@ -175,6 +175,7 @@ int cli_serve_main(int argc, char **argv)
         { "http-idle-timeout-ms", CLI_U64, &http_idle_ms, "HTTP: close keep-alive connections idle this long (default 75000)" },
         { "idempotency-ttl", CLI_U64, &idem_ttl, "seconds an Idempotency-Key is remembered (default 86400)" },
         { "open-metrics", CLI_FLAG, &o.open_metrics, "serve /metrics and /_status without a token" },
+        { "no-console", CLI_FLAG, &o.no_console, "no web console at /_console/ (its files answer 404)" },
         { "bucket", CLI_STR_TWICE, &buckets, "seal the log into this bucket: file:///path or s3://bucket/prefix "
                                              "(docs/BUCKET.md); default file://DATA.bucket beside --data; twice: "
                                              "twin buckets, every object written to both" },

@@ -8,6 +8,7 @@
 #include "server/http_internal.h"
 #include "docs/docs.h"
 #include "server/http_guard.h"
+#include "console/console.h"
 
 #include <stdio.h>
 
@@ -270,6 +271,9 @@ int http_on_req(server *srv, h2o_req_t *req)
     int path = http_match_path(req->path.base, req->query_at != SIZE_MAX ? req->query_at : req->path.len,
                                seg, segl);
     unsigned m = method_bit(req);
+    size_t console_bytes = 0;   /* the web console's files (src/console), counted as route "other" */
+    int console_status = path == PATH_UNKNOWN && !srv->opt.no_console ? console_answer(req, &console_bytes) : 0;
+    if (console_status) { http_answered(c, console_status, console_bytes); return 0; }
     if (path == PATH_UNKNOWN) {
         http_error(c, 404, "not_found", "no such route; see docs/API.md");
         return 0;

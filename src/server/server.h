@@ -34,6 +34,7 @@ typedef struct server_options {
     uint32_t http_idle_timeout_ms;    /* keep-alive connection between requests: closed; default 75 000 */
     uint64_t idempotency_ttl_s;     /* default 86 400 */
     int open_metrics;               /* /metrics and /_status without a token */
+    int no_console;                 /* --no-console: no web console at /_console/ (src/console) */
     /* the bucket (docs/BUCKET.md): NULL = none (hanudb serve passes file://DATA.bucket
        unless --bucket or --no-bucket); an empty DATA with a non-empty bucket is rebuilt */
     const char *bucket_url;         /* file:///path or s3://bucket/prefix */
