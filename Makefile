@@ -60,7 +60,7 @@ $(BUILD)/libhanudb.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 # The executable exports the parser functions and h2o_send_error_generic so that libh2o
-# uses src/server/http_guard.c's (see http_guard.h).
+# uses src/http/http_guard.c's (see http_guard.h).
 $(BUILD)/hanudb: $(CLI_OBJ) $(BUILD)/libhanudb.a
 	$(CC) $(CFLAGS) $^ -o $@ -Wl,--export-dynamic-symbol=phr_parse_request -Wl,--export-dynamic-symbol=phr_decode_chunked \
 	  -Wl,--export-dynamic-symbol=phr_decode_chunked_is_in_data -Wl,--export-dynamic-symbol=h2o_send_error_generic $(LDLIBS) -ldl

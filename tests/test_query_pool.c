@@ -7,7 +7,7 @@
  * what is queued behind it is known by ordering, not by timing.
  */
 #include "test.h"
-#include "server/query_pool.h"
+#include "http/query_pool.h"
 
 #include <pthread.h>
 #include <unistd.h>

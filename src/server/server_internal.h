@@ -9,7 +9,7 @@
 #include <h2o.h>
 #include <h2o/multithread.h>
 #include "server/server.h"
-#include "server/kv_proto.h"
+#include "kv/kv_proto.h"
 #include "server/waiters.h"
 #include "server/tokens.h"
 #include "bucket/bucket.h"

@@ -9,9 +9,9 @@
  * HTTP/2 is never registered and upgrades are off: Debian's h2o 2.2.5 predates
  * the fix for HTTP/2 "rapid reset" (CVE-2023-44487).
  */
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 #include "hlog/hlog.h"
-#include "server/http_guard.h"
+#include "http/http_guard.h"
 #include "docs/docs.h"
 
 #include <arpa/inet.h>
