@@ -19,6 +19,7 @@ CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -DH2O_USE_LIBU
 LDLIBS  += $(PKG_LIBS) -lroaring -pthread -lm $(EXTRA_LDLIBS)
 
 # MODULES limits the library to some modules (e.g. while another is half-written).
+# hanudb serve links the server core (src/server) and its faces: src/http, src/kv, src/resp.
 MODULES   ?= *
 LIB_SRC   := $(filter-out src/cli/%,$(wildcard $(MODULES:%=src/%/*.c)))
 CLI_SRC   := $(wildcard src/cli/*.c)
