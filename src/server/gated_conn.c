@@ -69,6 +69,7 @@ static void arm_gates(gated_conn *c)
             if (c->wait.txn == g->txn && c->wait.mark == g->mark) return;
             waiters_cancel(&c->srv->waits, &c->wait);
         }
+        /* pass_open_gates passed every reached gate: only PENDING or FAILED here */
         int st = waiters_add(&c->srv->waits, &c->wait, g->mark, g->txn, g->deadline_ns, on_gate_released);
         if (st == WAITER_PENDING) return;
         if (!g->soft) { fail_closed_gates(c); return; }
