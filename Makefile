@@ -19,6 +19,7 @@ CFLAGS  += -std=c11 $(OPT) -g -Wall -Wextra -Werror -D_GNU_SOURCE -DH2O_USE_LIBU
 LDLIBS  += $(PKG_LIBS) -lroaring -pthread -lm $(EXTRA_LDLIBS)
 
 # MODULES limits the library to some modules (e.g. while another is half-written).
+# hanudb serve links the server core (src/server) and its faces: src/http, src/kv, src/resp.
 MODULES   ?= *
 LIB_SRC   := $(filter-out src/cli/%,$(wildcard $(MODULES:%=src/%/*.c)))
 CLI_SRC   := $(wildcard src/cli/*.c)
@@ -72,7 +73,7 @@ $(BUILD)/libhanudb.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 # The executable exports the parser functions and h2o_send_error_generic so that libh2o
-# uses src/server/http_guard.c's (see http_guard.h).
+# uses src/http/http_guard.c's (see http_guard.h).
 $(BUILD)/hanudb: $(CLI_OBJ) $(BUILD)/libhanudb.a
 	$(CC) $(CFLAGS) $^ -o $@ -Wl,--export-dynamic-symbol=phr_parse_request -Wl,--export-dynamic-symbol=phr_decode_chunked \
 	  -Wl,--export-dynamic-symbol=phr_decode_chunked_is_in_data -Wl,--export-dynamic-symbol=h2o_send_error_generic $(LDLIBS) -ldl

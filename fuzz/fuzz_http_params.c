@@ -1,6 +1,6 @@
 /*
  * fuzz_http_params.c: libFuzzer target for the query-string split of
- * src/server/http_params.c (http_query_split), which every route runs on the
+ * src/http/http_params.c (http_query_split), which every route runs on the
  * request's query before anything else reads it.
  *
  * The first byte picks the mask of accepted parameters; the rest is the query.
@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 
 static void encode(char *out, size_t *n, const char *s, size_t len)
 {

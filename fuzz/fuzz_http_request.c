@@ -1,7 +1,7 @@
 /*
  * fuzz_http_request.c: libFuzzer target for HTTP/1 request framing: raw bytes
  * as a client would send them on one connection, read the way h2o 2.2.5 reads
- * them, through src/server/http_guard.c: the head by phr_parse_request (the
+ * them, through src/http/http_guard.c: the head by phr_parse_request (the
  * library's parser, then the guard's checks), the body by Content-Length or by
  * the guard's chunked decoder, then the next pipelined request, until a head
  * is refused (the server answers and closes) or the input ends.
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "server/http_guard.h"
+#include "http/http_guard.h"
 
 static int hexv(unsigned char c)
 {

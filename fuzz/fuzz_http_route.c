@@ -1,6 +1,6 @@
 /*
  * fuzz_http_route.c: libFuzzer target for what the router reads from a request
- * besides its framing (src/server/http_route.c, http_auth.c): the path split
+ * besides its framing (src/http/http_route.c, http_auth.c): the path split
  * into segments and named, each segment percent-decoded, and the Host value
  * split into name and port.
  *
@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 
 static const size_t segments_of[PATH_COUNT] = {
     [PATH_HEALTH] = 1, [PATH_STATUS] = 1, [PATH_METRICS] = 1, [PATH_COLLECTIONS] = 1,

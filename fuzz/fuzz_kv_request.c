@@ -6,7 +6,7 @@
 #include <assert.h>
 #include <stdint.h>
 #include <stddef.h>
-#include "server/kv_proto.h"
+#include "kv/kv_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

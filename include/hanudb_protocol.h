@@ -2,7 +2,7 @@
  * hanudb_protocol.h: the wire constants of HanuDB's binary key-value protocol
  * (docs/PROTOCOL.md, version 1): op codes, response statuses, durability flags,
  * frame header sizes and limits. The one definition, shared by the server
- * (src/server/kv_proto.h) and the client library (hanudb_client.h).
+ * (src/kv/kv_proto.h) and the client library (hanudb_client.h).
  */
 #ifndef HANUDB_PROTOCOL_H
 #define HANUDB_PROTOCOL_H

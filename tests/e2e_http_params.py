@@ -10,7 +10,7 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 from hanuhttp import *  # noqa
 
-# Every route of src/server/http_route.c: method, path, body, the parameters it accepts.
+# Every route of src/http/http_route.c: method, path, body, the parameters it accepts.
 ROUTES = [
     ("GET", "/_health", None, ()),
     ("HEAD", "/_health", None, ()),

@@ -3,7 +3,7 @@
  * exact bytes: the examples of docs/PROTOCOL.md, every field cut short, limits.
  */
 #include "test.h"
-#include "server/kv_proto.h"
+#include "kv/kv_proto.h"
 
 static const kv_limits LIM = { 1024, 1u << 20, 16u << 20 };
 

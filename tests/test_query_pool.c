@@ -1,5 +1,5 @@
 /*
- * test_query_pool.c: the query workers' contract (src/server/query_pool.h)
+ * test_query_pool.c: the query workers' contract (src/http/query_pool.h)
  * with real threads and a real h2o event loop: FIFO order, the bounded queue
  * (BUSY past its capacity, counted), a job cancelled before it starts is not
  * run, done is called once per job and on the loop's thread, and close hands
@@ -7,7 +7,7 @@
  * what is queued behind it is known by ordering, not by timing.
  */
 #include "test.h"
-#include "server/query_pool.h"
+#include "http/query_pool.h"
 
 #include <pthread.h>
 #include <unistd.h>

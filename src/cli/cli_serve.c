@@ -11,6 +11,9 @@
 #include "log/log.h"
 #include "replica/snapshot.h"
 #include "server/server.h"
+#include "http/http.h"
+#include "kv/kv.h"
+#include "resp/resp.h"
 #include "hanudb_protocol.h"
 #include "hlog/hlog.h"
 
@@ -400,7 +403,9 @@ int cli_serve_main(int argc, char **argv)
     o.query_threads = (uint32_t)query_threads;
     o.query_queue = (uint32_t)query_queue;
     o.query_inline_postings = query_inline;
-    return server_run(&o);
+    /* The faces, in start order: their ports bind and accept in it (docs/ARCHITECTURE.md). */
+    static const server_face *const faces[] = { &http_face, &kv_face, &resp_face };
+    return server_run(&o, faces, sizeof faces / sizeof *faces);
 }
 
 typedef struct compact_progress {

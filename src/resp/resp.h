@@ -3,14 +3,19 @@
  * on the serve process's event loop, over the same store, databases, tokens
  * and waiters as the binary key-value protocol. Off unless --resp-addr.
  *
- * What src/server calls; everything else is the module's own (resp_internal.h).
+ * What src/server's caller plugs in (resp_face) and its ops; everything else is
+ * the module's own (resp_internal.h).
  */
 #ifndef HANU_RESP_H
 #define HANU_RESP_H
 
 #include <stddef.h>
 
+#include "server/server.h"
+
 struct server;
+
+extern const server_face resp_face;
 
 /* Binds --resp-addr (nothing without one); before anything is made on disk. */
 int resp_bind(struct server *srv, char *err, size_t errcap);

@@ -15,20 +15,20 @@
 void resp_cmd_ping(resp_conn *c, const resp_arg *argv, size_t argc)
 {
     if (argc > 2) { resp_err_arity(c, "ping"); return; }
-    if (argc == 2) resp_w_bulk(&c->out, argv[1].p, argv[1].len);
-    else resp_w_simple(&c->out, "PONG");
+    if (argc == 2) resp_w_bulk(&c->gc.out, argv[1].p, argv[1].len);
+    else resp_w_simple(&c->gc.out, "PONG");
 }
 
 void resp_cmd_echo(resp_conn *c, const resp_arg *argv, size_t argc)
 {
     (void)argc;
-    resp_w_bulk(&c->out, argv[1].p, argv[1].len);
+    resp_w_bulk(&c->gc.out, argv[1].p, argv[1].len);
 }
 
 /* A --tokens token (user "default" only): 1 accepted; else the answer is sent. */
 static int try_auth(resp_conn *c, const resp_arg *user, const resp_arg *pass)
 {
-    server *srv = c->srv;
+    server *srv = c->gc.srv;
     if (!srv->tokens.n) {
         if (!user) {
             resp_err(c, "ERR AUTH <password> called without any password configured for the default user. "
@@ -46,14 +46,14 @@ static int try_auth(resp_conn *c, const resp_arg *user, const resp_arg *pass)
     }
     resp_err(c, "WRONGPASS invalid username-password pair or user is disabled.");
     /* guessing costs a connection every few tries, as on the binary protocol */
-    if (++c->auth_failures >= RESP_AUTH_MAX_FAILURES) c->close_after_flush = 1;
+    if (++c->auth_failures >= RESP_AUTH_MAX_FAILURES) c->gc.close_after_flush = 1;
     return 0;
 }
 
 void resp_cmd_auth(resp_conn *c, const resp_arg *argv, size_t argc)
 {
     if (argc > 3) { resp_err(c, "ERR syntax error"); return; }
-    if (try_auth(c, argc == 3 ? &argv[1] : NULL, &argv[argc - 1])) resp_w_simple(&c->out, "OK");
+    if (try_auth(c, argc == 3 ? &argv[1] : NULL, &argv[argc - 1])) resp_w_simple(&c->gc.out, "OK");
 }
 
 static int valid_client_name(const resp_arg *a)
@@ -89,7 +89,7 @@ void resp_cmd_hello(resp_conn *c, const resp_arg *argv, size_t argc)
         } else if (resp_arg_is(&argv[i], "setname") && i + 1 < argc) {
             name = &argv[++i];
         } else {
-            resp_w_errorf(&c->out, "ERR Syntax error in HELLO option '%.*s'", (int)HANU_MIN(argv[i].len, 64),
+            resp_w_errorf(&c->gc.out, "ERR Syntax error in HELLO option '%.*s'", (int)HANU_MIN(argv[i].len, 64),
                           (const char *)argv[i].p);
             c->rs->errors++;
             return;
@@ -110,7 +110,7 @@ void resp_cmd_hello(resp_conn *c, const resp_arg *argv, size_t argc)
         set_name(c, name);
     }
     c->proto = (int)ver;
-    hanu_buf *o = &c->out;
+    hanu_buf *o = &c->gc.out;
     resp_w_map(o, c->proto, 7);
     resp_w_bulk_str(o, "server");
     resp_w_bulk_str(o, "hanudb");
@@ -123,7 +123,7 @@ void resp_cmd_hello(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_w_bulk_str(o, "mode");
     resp_w_bulk_str(o, "standalone");
     resp_w_bulk_str(o, "role");
-    resp_w_bulk_str(o, server_accepts_writes(c->srv) ? "master" : "replica");
+    resp_w_bulk_str(o, server_accepts_writes(c->gc.srv) ? "master" : "replica");
     resp_w_bulk_str(o, "modules");
     resp_w_array(o, 0);
 }
@@ -139,19 +139,19 @@ void resp_cmd_select(resp_conn *c, const resp_arg *argv, size_t argc)
         if (n == 0) snprintf(c->db, sizeof c->db, "default");
         else snprintf(c->db, sizeof c->db, "db%d", (int)n);
         c->db_index = (int)n;
-        resp_w_simple(&c->out, "OK");
+        resp_w_simple(&c->gc.out, "OK");
         return;
     }
     uint32_t id;
     if (!store_db_name_valid((const char *)argv[1].p, argv[1].len) ||
-        store_db_lookup(c->srv->store, (const char *)argv[1].p, argv[1].len, &id) != HANU_OK) {
+        store_db_lookup(c->gc.srv->store, (const char *)argv[1].p, argv[1].len, &id) != HANU_OK) {
         resp_err(c, "ERR value is not an integer or out of range");
         return;
     }
     memcpy(c->db, argv[1].p, argv[1].len);
     c->db[argv[1].len] = '\0';
     c->db_index = -1;
-    resp_w_simple(&c->out, "OK");
+    resp_w_simple(&c->gc.out, "OK");
 }
 
 /* The SELECT index of a database name, or -1. */
@@ -177,11 +177,11 @@ static void client_line(resp_conn *c, hanu_buf *b)
     int n = snprintf(line, sizeof line,
                      "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=%d multi=%d "
                      "qbuf=%zu obl=0 oll=0 omem=%zu cmd=%s user=default redir=-1 resp=%d db-name=%s durability=%s\n",
-                     (unsigned long long)c->id, c->addr, c->laddr, h2o_socket_get_fd(c->sock), c->name,
+                     (unsigned long long)c->id, c->addr, c->laddr, h2o_socket_get_fd(c->gc.sock), c->name,
                      (unsigned long long)((now - c->created_ns) / 1000000000ull),
                      (unsigned long long)((now - c->last_active_ns) / 1000000000ull), c->in_multi ? "x" : "N",
                      c->db_index < 0 ? 0 : c->db_index, c->in_multi ? (int)c->nqueued : -1,
-                     c->sock->input ? c->sock->input->size : 0, c->out.len, c->last_cmd, c->proto, c->db,
+                     c->gc.sock->input ? c->gc.sock->input->size : 0, c->gc.out.len, c->last_cmd, c->proto, c->db,
                      durability_name(c->durability));
     hanu_buf_append(b, line, (size_t)HANU_MIN(n, (int)sizeof line - 1));
 }
@@ -195,40 +195,40 @@ void resp_cmd_client(resp_conn *c, const resp_arg *argv, size_t argc)
             return;
         }
         set_name(c, &argv[2]);
-        resp_w_simple(&c->out, "OK");
+        resp_w_simple(&c->gc.out, "OK");
     } else if (resp_arg_is(sub, "getname") && argc == 2) {
-        if (c->name[0]) resp_w_bulk_str(&c->out, c->name);
-        else resp_w_null(&c->out, c->proto);
+        if (c->name[0]) resp_w_bulk_str(&c->gc.out, c->name);
+        else resp_w_null(&c->gc.out, c->proto);
     } else if (resp_arg_is(sub, "id") && argc == 2) {
-        resp_w_int(&c->out, (int64_t)c->id);
+        resp_w_int(&c->gc.out, (int64_t)c->id);
     } else if ((resp_arg_is(sub, "info") && argc == 2) || (resp_arg_is(sub, "list") && argc == 2)) {
         hanu_buf b = { 0 };
         if (resp_arg_is(sub, "info")) client_line(c, &b);
         else
             for (h2o_linklist_t *n = c->rs->conns.next; n != &c->rs->conns; n = n->next)
-                client_line(H2O_STRUCT_FROM_MEMBER(resp_conn, link, n), &b);
-        resp_w_verbatim(&c->out, c->proto, b.data, b.len);
+                client_line(H2O_STRUCT_FROM_MEMBER(resp_conn, gc.link, n), &b);
+        resp_w_verbatim(&c->gc.out, c->proto, b.data, b.len);
         hanu_buf_free(&b);
     } else if (resp_arg_is(sub, "durability") && argc <= 3) {
-        if (argc == 2) { resp_w_bulk_str(&c->out, durability_name(c->durability)); return; }
+        if (argc == 2) { resp_w_bulk_str(&c->gc.out, durability_name(c->durability)); return; }
         uint8_t d;
         if (resp_arg_is(&argv[2], "none")) d = HKV_DUR_NONE;
         else if (resp_arg_is(&argv[2], "local")) d = HKV_DUR_LOCAL;
         else if (resp_arg_is(&argv[2], "bucket")) d = HKV_DUR_BUCKET;
         else { resp_err(c, "ERR CLIENT DURABILITY is none, local or bucket"); return; }
-        if (d == HKV_DUR_BUCKET && !c->srv->sealer) {
+        if (d == HKV_DUR_BUCKET && !c->gc.srv->sealer) {
             resp_err(c, "ERR bucket durability is not available (start the server with --bucket URL)");
             return;
         }
         c->durability = d;
-        resp_w_simple(&c->out, "OK");
+        resp_w_simple(&c->gc.out, "OK");
     } else if (resp_arg_is(sub, "setname") || resp_arg_is(sub, "getname") || resp_arg_is(sub, "id") ||
                resp_arg_is(sub, "info") || resp_arg_is(sub, "list")) {
-        resp_w_errorf(&c->out, "ERR wrong number of arguments for 'client|%.*s' command", (int)HANU_MIN(sub->len, 32),
+        resp_w_errorf(&c->gc.out, "ERR wrong number of arguments for 'client|%.*s' command", (int)HANU_MIN(sub->len, 32),
                       (const char *)sub->p);
         c->rs->errors++;
     } else {
-        resp_w_errorf(&c->out, "ERR unknown subcommand '%.*s'. Try CLIENT HELP.", (int)HANU_MIN(sub->len, 128),
+        resp_w_errorf(&c->gc.out, "ERR unknown subcommand '%.*s'. Try CLIENT HELP.", (int)HANU_MIN(sub->len, 128),
                       (const char *)sub->p);
         c->rs->errors++;
     }
@@ -276,7 +276,7 @@ static void section(hanu_buf *b, const char *title)
 
 void resp_cmd_info(resp_conn *c, const resp_arg *argv, size_t argc)
 {
-    server *srv = c->srv;
+    server *srv = c->gc.srv;
     resp_server *rs = c->rs;
     store_stats st;
     store_get_stats(srv->store, &st);
@@ -332,7 +332,7 @@ void resp_cmd_info(resp_conn *c, const resp_arg *argv, size_t argc)
                                             (unsigned long long)infos[i].expiring);
         }
     }
-    resp_w_verbatim(&c->out, c->proto, b.data, b.len);
+    resp_w_verbatim(&c->gc.out, c->proto, b.data, b.len);
     hanu_buf_free(&b);
 }
 
@@ -374,7 +374,7 @@ static void command_docs(hanu_buf *o, int proto, const resp_command *cmd)
 
 void resp_cmd_command(resp_conn *c, const resp_arg *argv, size_t argc)
 {
-    hanu_buf *o = &c->out;
+    hanu_buf *o = &c->gc.out;
     if (argc == 1) {
         resp_w_array(o, resp_ncommands);
         for (size_t i = 0; i < resp_ncommands; i++) command_entry(o, c->proto, &resp_commands[i]);
@@ -412,13 +412,13 @@ void resp_cmd_command(resp_conn *c, const resp_arg *argv, size_t argc)
 void resp_cmd_config(resp_conn *c, const resp_arg *argv, size_t argc)
 {
     if (!resp_arg_is(&argv[1], "get")) {
-        resp_w_errorf(&c->out, "ERR unknown subcommand '%.*s'. Try CONFIG HELP.", (int)HANU_MIN(argv[1].len, 128),
+        resp_w_errorf(&c->gc.out, "ERR unknown subcommand '%.*s'. Try CONFIG HELP.", (int)HANU_MIN(argv[1].len, 128),
                       (const char *)argv[1].p);
         c->rs->errors++;
         return;
     }
     if (argc < 3) { resp_err_arity(c, "config|get"); return; }
-    server *srv = c->srv;
+    server *srv = c->gc.srv;
     char maxclients[16], port[16], bulk[16];
     snprintf(maxclients, sizeof maxclients, "%u", srv->opt.max_connections);
     const char *colon = strrchr(srv->opt.resp_addr, ':');
@@ -447,11 +447,11 @@ void resp_cmd_config(resp_conn *c, const resp_arg *argv, size_t argc)
                 n++;
                 break;
             }
-    resp_w_map(&c->out, c->proto, n);
+    resp_w_map(&c->gc.out, c->proto, n);
     for (size_t i = 0; i < nitems; i++)
         if (hit[i]) {
-            resp_w_bulk_str(&c->out, items[i][0]);
-            resp_w_bulk_str(&c->out, items[i][1]);
+            resp_w_bulk_str(&c->gc.out, items[i][0]);
+            resp_w_bulk_str(&c->gc.out, items[i][1]);
         }
 }
 
@@ -467,16 +467,16 @@ void resp_cmd_wait(resp_conn *c, const resp_arg *argv, size_t argc)
         return;
     }
     if (timeout < 0) { resp_err(c, "ERR timeout is negative"); return; }
-    server *srv = c->srv;
-    if (!srv->sealer) { resp_w_int(&c->out, 0); return; }
+    server *srv = c->gc.srv;
+    if (!srv->sealer) { resp_w_int(&c->gc.out, 0); return; }
     uint64_t txn = c->last_write_txn;
     int there = txn == 0 || server_reached(srv, WAIT_BUCKET, txn);
-    if (there || want <= 0 || c->in_exec) { resp_w_int(&c->out, there); return; }
-    size_t start = c->out.len;
-    resp_w_int(&c->out, 1);
-    resp_gate g = { .start = start, .txn = txn, .mark = WAIT_BUCKET, .wait_reply = 1,
+    if (there || want <= 0 || c->in_exec) { resp_w_int(&c->gc.out, there); return; }
+    size_t start = c->gc.out.len;
+    resp_w_int(&c->gc.out, 1);
+    gated_gate g = { .start = start, .txn = txn, .mark = WAIT_BUCKET, .soft = 1,
                     .deadline_ns = timeout ? hanu_now_ns() + (uint64_t)timeout * 1000000ull : 0 };
-    if (resp_add_gate(c, g) != HANU_OK) { c->out.len = start; resp_err(c, "ERR out of memory"); return; }
+    if (gated_add_gate(&c->gc, g) != HANU_OK) { c->gc.out.len = start; resp_err(c, "ERR out of memory"); return; }
     if (g.deadline_ns) resp_arm_wait_check(c->rs);
     server_want_mark(srv, WAIT_BUCKET, txn);
 }
@@ -484,8 +484,8 @@ void resp_cmd_wait(resp_conn *c, const resp_arg *argv, size_t argc)
 void resp_cmd_quit(resp_conn *c, const resp_arg *argv, size_t argc)
 {
     (void)argv; (void)argc;
-    resp_w_simple(&c->out, "OK");
-    c->close_after_flush = 1;
+    resp_w_simple(&c->gc.out, "OK");
+    c->gc.close_after_flush = 1;
 }
 
 void resp_cmd_reset(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -497,10 +497,10 @@ void resp_cmd_reset(resp_conn *c, const resp_arg *argv, size_t argc)
     snprintf(c->db, sizeof c->db, "default");
     c->db_index = 0;
     c->name[0] = '\0';
-    c->durability = c->srv->opt.resp_durability;
-    c->authed = c->srv->tokens.n == 0;
+    c->durability = c->gc.srv->opt.resp_durability;
+    c->authed = c->gc.srv->tokens.n == 0;
     c->token = NULL;
-    resp_w_simple(&c->out, "RESET");
+    resp_w_simple(&c->gc.out, "RESET");
 }
 
 /* ---- WATCH ---- */
@@ -515,7 +515,7 @@ void resp_cmd_unwatch(resp_conn *c, const resp_arg *argv, size_t argc)
 {
     (void)argv; (void)argc;
     resp_unwatch_all(c);
-    resp_w_simple(&c->out, "OK");
+    resp_w_simple(&c->gc.out, "OK");
 }
 
 void resp_cmd_watch(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -536,12 +536,12 @@ void resp_cmd_watch(resp_conn *c, const resp_arg *argv, size_t argc)
         w->koff = c->watch_keys.len;
         w->klen = argv[i].len;
         w->token = 0;
-        w->present = db.exists && argv[i].len && argv[i].len <= c->srv->limits.max_key &&
-                     store_lookup(c->srv->store, db.id, argv[i].p, argv[i].len, &w->token) == HANU_OK;
+        w->present = db.exists && argv[i].len && argv[i].len <= c->gc.srv->limits.max_key &&
+                     store_lookup(c->gc.srv->store, db.id, argv[i].p, argv[i].len, &w->token) == HANU_OK;
         if (hanu_buf_append(&c->watch_keys, argv[i].p, argv[i].len) != HANU_OK) { resp_err(c, "ERR out of memory"); return; }
         c->nwatches++;
     }
-    resp_w_simple(&c->out, "OK");
+    resp_w_simple(&c->gc.out, "OK");
 }
 
 void resp_cmd_dbsize(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -549,8 +549,8 @@ void resp_cmd_dbsize(resp_conn *c, const resp_arg *argv, size_t argc)
     (void)argv; (void)argc;
     resp_db db = resp_current_db(c);
     store_db_info info;
-    int64_t n = db.exists && store_db_info_get(c->srv->store, db.id, &info) == HANU_OK ? (int64_t)info.keys : 0;
-    resp_w_int(&c->out, n + resp_staged_key_delta(c, &db));
+    int64_t n = db.exists && store_db_info_get(c->gc.srv->store, db.id, &info) == HANU_OK ? (int64_t)info.keys : 0;
+    resp_w_int(&c->gc.out, n + resp_staged_key_delta(c, &db));
 }
 
 /* ---- FLUSHDB: deletes in records of at most FLUSH_CHUNK keys (not one atomic record) ---- */
@@ -571,14 +571,14 @@ void resp_cmd_flushdb(resp_conn *c, const resp_arg *argv, size_t argc)
         resp_err(c, "ERR syntax error");
         return;
     }
-    server *srv = c->srv;
+    server *srv = c->gc.srv;
     if (!srv->opt.resp_allow_flushdb) {
         resp_err(c, "ERR FLUSHDB is disabled on this server (start it with --resp-allow-flushdb)");
         return;
     }
     resp_db db = resp_current_db(c);
-    size_t start = c->out.len;
-    if (!db.exists) { resp_w_simple(&c->out, "OK"); return; }
+    size_t start = c->gc.out.len;
+    if (!db.exists) { resp_w_simple(&c->gc.out, "OK"); return; }
     hanu_buf keys = { 0 };
     int rc = store_scan(srv->store, db.id, collect_key, &keys);
     if (c->in_exec) {   /* inside EXEC: the deletes join the transaction's one record */
@@ -590,8 +590,8 @@ void resp_cmd_flushdb(resp_conn *c, const resp_arg *argv, size_t argc)
             pos += sizeof l + l;
         }
         hanu_buf_free(&keys);
-        if (rc) resp_w_errorf(&c->out, "ERR FLUSHDB failed: %s", hanu_status_str(rc));
-        else resp_w_simple(&c->out, "OK");
+        if (rc) resp_w_errorf(&c->gc.out, "ERR FLUSHDB failed: %s", hanu_status_str(rc));
+        else resp_w_simple(&c->gc.out, "OK");
         return;
     }
     store_op *ops = calloc(FLUSH_CHUNK, sizeof *ops);
@@ -610,10 +610,10 @@ void resp_cmd_flushdb(resp_conn *c, const resp_arg *argv, size_t argc)
     }
     free(ops);
     hanu_buf_free(&keys);
-    if (rc) { resp_w_errorf(&c->out, "ERR FLUSHDB failed: %s", hanu_status_str(rc)); c->rs->errors++; return; }
-    resp_w_simple(&c->out, "OK");
+    if (rc) { resp_w_errorf(&c->gc.out, "ERR FLUSHDB failed: %s", hanu_status_str(rc)); c->rs->errors++; return; }
+    resp_w_simple(&c->gc.out, "OK");
     if (txn) {
         c->last_write_txn = txn;
-        resp_gate_write(c, start, txn);
+        gated_gate_write(&c->gc, start, txn, c->durability);
     }
 }

@@ -45,9 +45,9 @@ static int staged_absent(const resp_staged *s)
 int resp_check_key(resp_conn *c, const resp_arg *key)
 {
     if (key->len == 0) { resp_err(c, "ERR HanuDB keys are at least one byte long"); return 0; }
-    if (key->len > c->srv->limits.max_key) {
-        resp_w_errorf(&c->out, "ERR key of %zu bytes exceeds the server's --max-key of %u bytes", key->len,
-                      c->srv->limits.max_key);
+    if (key->len > c->gc.srv->limits.max_key) {
+        resp_w_errorf(&c->gc.out, "ERR key of %zu bytes exceeds the server's --max-key of %u bytes", key->len,
+                      c->gc.srv->limits.max_key);
         c->rs->errors++;
         return 0;
     }
@@ -56,14 +56,14 @@ int resp_check_key(resp_conn *c, const resp_arg *key)
 
 int resp_check_value_len(resp_conn *c, size_t len)
 {
-    if (len <= c->srv->limits.max_value) return 1;
+    if (len <= c->gc.srv->limits.max_value) return 1;
     resp_err(c, ERR_TOO_BIG);
     return 0;
 }
 
 static void store_error(resp_conn *c, int rc)
 {
-    resp_w_errorf(&c->out, "ERR %s", hanu_status_str(rc));
+    resp_w_errorf(&c->gc.out, "ERR %s", hanu_status_str(rc));
     c->rs->errors++;
 }
 
@@ -81,10 +81,10 @@ int resp_read(resp_conn *c, const resp_db *db, const resp_arg *key, const uint8_
         *expire = s->expire;
         return 1;
     }
-    if (!db->exists || key->len == 0 || key->len > c->srv->limits.max_key) return 0;
+    if (!db->exists || key->len == 0 || key->len > c->gc.srv->limits.max_key) return 0;
     rs->val.len = 0;
     uint64_t token;
-    int rc = store_get_expiring(c->srv->store, db->id, key->p, key->len, &rs->val, &token, expire);
+    int rc = store_get_expiring(c->gc.srv->store, db->id, key->p, key->len, &rs->val, &token, expire);
     if (rc == HANU_ERR_NOT_FOUND) return 0;
     if (rc) { store_error(c, rc); return -1; }
     *v = rs->val.data;
@@ -97,8 +97,8 @@ int resp_exists(resp_conn *c, const resp_db *db, const resp_arg *key)
     const resp_staged *s = staged_find(c->rs, key);
     if (s) return !staged_absent(s);
     uint64_t token;
-    if (!db->exists || key->len == 0 || key->len > c->srv->limits.max_key) return 0;
-    return store_lookup(c->srv->store, db->id, key->p, key->len, &token) == HANU_OK;
+    if (!db->exists || key->len == 0 || key->len > c->gc.srv->limits.max_key) return 0;
+    return store_lookup(c->gc.srv->store, db->id, key->p, key->len, &token) == HANU_OK;
 }
 
 int resp_key_expiry(resp_conn *c, const resp_db *db, const resp_arg *key, uint64_t *expire)
@@ -111,8 +111,8 @@ int resp_key_expiry(resp_conn *c, const resp_db *db, const resp_arg *key, uint64
         return 1;
     }
     uint64_t token;
-    if (!db->exists || key->len == 0 || key->len > c->srv->limits.max_key) return 0;
-    return store_expiry(c->srv->store, db->id, key->p, key->len, expire, &token) == HANU_OK;
+    if (!db->exists || key->len == 0 || key->len > c->gc.srv->limits.max_key) return 0;
+    return store_expiry(c->gc.srv->store, db->id, key->p, key->len, expire, &token) == HANU_OK;
 }
 
 /* Appends p[0..n) to the arena; p may point into the arena itself. */
@@ -165,14 +165,14 @@ static int stage(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v,
 int resp_commit(resp_conn *c, size_t reply_start, uint64_t *txn)
 {
     resp_server *rs = c->rs;
-    store *st = c->srv->store;
+    store *st = c->gc.srv->store;
     *txn = 0;
     if (!rs->nstaged) return HANU_OK;
     if (rs->nstaged > rs->ops_cap) {
         store_op *no = realloc(rs->ops, rs->nstaged * sizeof *no);
         if (no) rs->ops = no;
         uint64_t *ne = no ? realloc(rs->expires, rs->nstaged * sizeof *ne) : NULL;
-        if (!ne) { c->out.len = reply_start; resp_err(c, "ERR out of memory"); return HANU_ERR_NOMEM; }
+        if (!ne) { c->gc.out.len = reply_start; resp_err(c, "ERR out of memory"); return HANU_ERR_NOMEM; }
         rs->expires = ne;
         rs->ops_cap = rs->nstaged;
     }
@@ -196,27 +196,27 @@ int resp_commit(resp_conn *c, size_t reply_start, uint64_t *txn)
     uint8_t kind = STORE_DB_KV;
     if (rc == HANU_OK && expiring && store_db_kind(st, id, &kind) == HANU_OK && kind != STORE_DB_KV) {
         /* The documents API's index reads no expiry: collections hold documents for good. */
-        c->out.len = reply_start;
-        resp_w_errorf(&c->out, "ERR per-key TTL is for key-value databases: \"%s\" is a collection", c->db);
+        c->gc.out.len = reply_start;
+        resp_w_errorf(&c->gc.out, "ERR per-key TTL is for key-value databases: \"%s\" is a collection", c->db);
         c->rs->errors++;
         return HANU_ERR_INVALID;
     }
     if (rc == HANU_OK && expiring)
         rc = store_write_expiring(st, id, rs->ops, rs->expires, rs->nstaged, STORE_COND_NONE, 0, txn, NULL);
     else if (rc == HANU_OK)
-        rc = docs_kv_write(st, id, rs->ops, rs->nstaged, STORE_COND_NONE, 0, c->srv->limits.max_value, txn, NULL,
+        rc = docs_kv_write(st, id, rs->ops, rs->nstaged, STORE_COND_NONE, 0, c->gc.srv->limits.max_value, txn, NULL,
                            &refused);
     if (rc == HANU_OK) {
         c->last_write_txn = *txn;
         return HANU_OK;
     }
-    c->out.len = reply_start;
-    if (refused.code) resp_w_errorf(&c->out, "ERR %s", refused.message);
+    c->gc.out.len = reply_start;
+    if (refused.code) resp_w_errorf(&c->gc.out, "ERR %s", refused.message);
     else if (rc == HANU_ERR_TOO_LARGE)
-        resp_w_errorf(&c->out, "ERR one write holds at most %u keys and values within the server's limits",
+        resp_w_errorf(&c->gc.out, "ERR one write holds at most %u keys and values within the server's limits",
                       LOG_MAX_ENTRIES_PER_FRAME);
     else {
-        resp_w_errorf(&c->out, "ERR write failed: %s", hanu_status_str(rc));
+        resp_w_errorf(&c->gc.out, "ERR write failed: %s", hanu_status_str(rc));
         char what[100];
         snprintf(what, sizeof what, "database \"%s\"", c->db);
         if (rc != HANU_ERR_NOMEM) server_log_write_failure("resp", what, rc);
@@ -232,22 +232,22 @@ int resp_commit(resp_conn *c, size_t reply_start, uint64_t *txn)
    nothing is staged. */
 static void reply_value(resp_conn *c, const resp_db *db, const resp_arg *key)
 {
-    if (c->rs->nstaged || !db->exists || key->len == 0 || key->len > c->srv->limits.max_key) {
+    if (c->rs->nstaged || !db->exists || key->len == 0 || key->len > c->gc.srv->limits.max_key) {
         const uint8_t *v;
         size_t n;
         int r = resp_read(c, db, key, &v, &n, NULL);
-        if (r > 0) resp_w_bulk(&c->out, v, n);
-        else if (r == 0) resp_w_null(&c->out, c->proto);
+        if (r > 0) resp_w_bulk(&c->gc.out, v, n);
+        else if (r == 0) resp_w_null(&c->gc.out, c->proto);
         return;
     }
     /* the value lands after room for the longest header, which then moves next to it */
-    hanu_buf *o = &c->out;
+    hanu_buf *o = &c->gc.out;
     size_t start = o->len;
     const size_t room = 16;
     if (hanu_buf_reserve(o, room) != HANU_OK) { resp_err(c, "ERR out of memory"); return; }
     o->len += room;
     uint64_t token;
-    int rc = store_get(c->srv->store, db->id, key->p, key->len, o, &token);
+    int rc = store_get(c->gc.srv->store, db->id, key->p, key->len, o, &token);
     if (rc) {
         o->len = start;
         if (rc == HANU_ERR_NOT_FOUND) resp_w_null(o, c->proto);
@@ -273,7 +273,7 @@ static void cmd_get(resp_conn *c, const resp_arg *argv, size_t argc)
 static void cmd_mget(resp_conn *c, const resp_arg *argv, size_t argc)
 {
     resp_db db = resp_current_db(c);
-    resp_w_array(&c->out, argc - 1);
+    resp_w_array(&c->gc.out, argc - 1);
     for (size_t i = 1; i < argc; i++) reply_value(c, &db, &argv[i]);
 }
 
@@ -292,18 +292,18 @@ static void cmd_set(resp_conn *c, const resp_arg *argv, size_t argc)
         size_t n;
         exists = resp_read(c, &db, &argv[1], &v, &n, NULL);
         if (exists < 0) return;
-        if (exists) resp_w_bulk(&c->out, v, n);
-        else resp_w_null(&c->out, c->proto);
+        if (exists) resp_w_bulk(&c->gc.out, v, n);
+        else resp_w_null(&c->gc.out, c->proto);
     } else {
         exists = (o.flags & (RESP_X_NX | RESP_X_XX)) ? resp_exists(c, &db, &argv[1]) : 0;
     }
     if (((o.flags & RESP_X_NX) && exists) || ((o.flags & RESP_X_XX) && !exists)) {
-        if (!(o.flags & RESP_X_GET)) resp_w_null(&c->out, c->proto);
+        if (!(o.flags & RESP_X_GET)) resp_w_null(&c->gc.out, c->proto);
         return;
     }
     uint64_t expire = resp_set_expiry(c, &db, &argv[1], &o, when);
     if (!resp_stage_or_answer(c, STORE_SET, &argv[1], argv[2].p, argv[2].len, expire)) return;
-    if (!(o.flags & RESP_X_GET)) resp_w_simple(&c->out, "OK");
+    if (!(o.flags & RESP_X_GET)) resp_w_simple(&c->gc.out, "OK");
 }
 
 static void cmd_setnx(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -311,8 +311,8 @@ static void cmd_setnx(resp_conn *c, const resp_arg *argv, size_t argc)
     (void)argc;
     if (!resp_check_key(c, &argv[1]) || !resp_check_value_len(c, argv[2].len)) return;
     resp_db db = resp_current_db(c);
-    if (resp_exists(c, &db, &argv[1])) { resp_w_int(&c->out, 0); return; }
-    if (stage(c, STORE_SET, &argv[1], argv[2].p, argv[2].len)) resp_w_int(&c->out, 1);
+    if (resp_exists(c, &db, &argv[1])) { resp_w_int(&c->gc.out, 0); return; }
+    if (stage(c, STORE_SET, &argv[1], argv[2].p, argv[2].len)) resp_w_int(&c->gc.out, 1);
 }
 
 static void cmd_getset(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -320,11 +320,11 @@ static void cmd_getset(resp_conn *c, const resp_arg *argv, size_t argc)
     (void)argc;
     if (!resp_check_key(c, &argv[1]) || !resp_check_value_len(c, argv[2].len)) return;
     resp_db db = resp_current_db(c);
-    size_t start = c->out.len;
+    size_t start = c->gc.out.len;
     reply_value(c, &db, &argv[1]);
-    if (c->out.len > start && c->out.data[start] == '-') return;
+    if (c->gc.out.len > start && c->gc.out.data[start] == '-') return;
     if (resp_stage(c, STORE_SET, &argv[1], argv[2].p, argv[2].len, 0) != HANU_OK) {
-        c->out.len = start;
+        c->gc.out.len = start;
         resp_err(c, "ERR out of memory");
     }
 }
@@ -337,8 +337,8 @@ static void cmd_getdel(resp_conn *c, const resp_arg *argv, size_t argc)
     size_t n;
     int r = resp_read(c, &db, &argv[1], &v, &n, NULL);
     if (r < 0) return;
-    if (!r) { resp_w_null(&c->out, c->proto); return; }
-    resp_w_bulk(&c->out, v, n);
+    if (!r) { resp_w_null(&c->gc.out, c->proto); return; }
+    resp_w_bulk(&c->gc.out, v, n);
     stage(c, STORE_DELETE, &argv[1], NULL, 0);
 }
 
@@ -349,12 +349,12 @@ static void cmd_mset(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_db db = resp_current_db(c);
     for (size_t i = 1; i < argc; i += 2) {
         if (!resp_check_key(c, &argv[i]) || !resp_check_value_len(c, argv[i + 1].len)) return;
-        if (nx && resp_exists(c, &db, &argv[i])) { resp_w_int(&c->out, 0); return; }
+        if (nx && resp_exists(c, &db, &argv[i])) { resp_w_int(&c->gc.out, 0); return; }
     }
     for (size_t i = 1; i < argc; i += 2)
         if (!stage(c, STORE_SET, &argv[i], argv[i + 1].p, argv[i + 1].len)) return;
-    if (nx) resp_w_int(&c->out, 1);
-    else resp_w_simple(&c->out, "OK");
+    if (nx) resp_w_int(&c->gc.out, 1);
+    else resp_w_simple(&c->gc.out, "OK");
 }
 
 static void cmd_del(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -366,7 +366,7 @@ static void cmd_del(resp_conn *c, const resp_arg *argv, size_t argc)
         if (!stage(c, STORE_DELETE, &argv[i], NULL, 0)) return;
         n++;
     }
-    resp_w_int(&c->out, n);
+    resp_w_int(&c->gc.out, n);
 }
 
 static void cmd_exists(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -374,14 +374,14 @@ static void cmd_exists(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_db db = resp_current_db(c);
     int64_t n = 0;
     for (size_t i = 1; i < argc; i++) n += resp_exists(c, &db, &argv[i]) == 1;
-    resp_w_int(&c->out, n);
+    resp_w_int(&c->gc.out, n);
 }
 
 static void cmd_type(resp_conn *c, const resp_arg *argv, size_t argc)
 {
     (void)argc;
     resp_db db = resp_current_db(c);
-    resp_w_simple(&c->out, resp_exists(c, &db, &argv[1]) == 1 ? "string" : "none");
+    resp_w_simple(&c->gc.out, resp_exists(c, &db, &argv[1]) == 1 ? "string" : "none");
 }
 
 static void incr_by(resp_conn *c, const resp_arg *key, int64_t by)
@@ -402,7 +402,7 @@ static void incr_by(resp_conn *c, const resp_arg *key, int64_t by)
     cur += by;
     char s[24];
     int sl = snprintf(s, sizeof s, "%lld", (long long)cur);
-    if (resp_stage_or_answer(c, STORE_SET, key, s, (size_t)sl, expire)) resp_w_int(&c->out, cur);
+    if (resp_stage_or_answer(c, STORE_SET, key, s, (size_t)sl, expire)) resp_w_int(&c->gc.out, cur);
 }
 
 static void cmd_incr(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -443,7 +443,7 @@ static void cmd_incrbyfloat(resp_conn *c, const resp_arg *argv, size_t argc)
     char s[5200];
     size_t sl = resp_format_ld(cur, s, sizeof s);
     if (!sl) { resp_err(c, "ERR value is not a valid float"); return; }
-    if (resp_stage_or_answer(c, STORE_SET, &argv[1], s, sl, expire)) resp_w_bulk(&c->out, s, sl);
+    if (resp_stage_or_answer(c, STORE_SET, &argv[1], s, sl, expire)) resp_w_bulk(&c->gc.out, s, sl);
 }
 
 static void cmd_append(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -461,7 +461,7 @@ static void cmd_append(resp_conn *c, const resp_arg *argv, size_t argc)
     if (r && v != t->data) { t->len = 0; if (hanu_buf_append(t, v, n) != HANU_OK) { resp_err(c, "ERR out of memory"); return; } }
     if (!r) t->len = 0;
     if (hanu_buf_append(t, argv[2].p, argv[2].len) != HANU_OK) { resp_err(c, "ERR out of memory"); return; }
-    if (resp_stage_or_answer(c, STORE_SET, &argv[1], t->data, t->len, expire)) resp_w_int(&c->out, (int64_t)t->len);
+    if (resp_stage_or_answer(c, STORE_SET, &argv[1], t->data, t->len, expire)) resp_w_int(&c->gc.out, (int64_t)t->len);
 }
 
 static void cmd_strlen(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -471,7 +471,7 @@ static void cmd_strlen(resp_conn *c, const resp_arg *argv, size_t argc)
     const uint8_t *v;
     size_t n = 0;
     int r = resp_read(c, &db, &argv[1], &v, &n, NULL);
-    if (r >= 0) resp_w_int(&c->out, r ? (int64_t)n : 0);
+    if (r >= 0) resp_w_int(&c->gc.out, r ? (int64_t)n : 0);
 }
 
 static void cmd_getrange(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -488,15 +488,15 @@ static void cmd_getrange(resp_conn *c, const resp_arg *argv, size_t argc)
     int r = resp_read(c, &db, &argv[1], &v, &n, NULL);
     if (r < 0) return;
     /* redis-server's getrangeCommand */
-    if (start < 0 && end < 0 && start > end) { resp_w_bulk(&c->out, "", 0); return; }
+    if (start < 0 && end < 0 && start > end) { resp_w_bulk(&c->gc.out, "", 0); return; }
     int64_t len = (int64_t)n;
     if (start < 0) start = len + start;
     if (end < 0) end = len + end;
     if (start < 0) start = 0;
     if (end < 0) end = 0;
     if (end >= len) end = len - 1;
-    if (!r || start > end || len == 0) { resp_w_bulk(&c->out, "", 0); return; }
-    resp_w_bulk(&c->out, v + start, (size_t)(end - start + 1));
+    if (!r || start > end || len == 0) { resp_w_bulk(&c->gc.out, "", 0); return; }
+    resp_w_bulk(&c->gc.out, v + start, (size_t)(end - start + 1));
 }
 
 static void cmd_setrange(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -512,7 +512,7 @@ static void cmd_setrange(resp_conn *c, const resp_arg *argv, size_t argc)
     uint64_t expire = 0;
     int r = resp_read(c, &db, &argv[1], &v, &n, &expire);
     if (r < 0) return;
-    if (argv[3].len == 0) { resp_w_int(&c->out, r ? (int64_t)n : 0); return; }
+    if (argv[3].len == 0) { resp_w_int(&c->gc.out, r ? (int64_t)n : 0); return; }
     if ((uint64_t)off + argv[3].len > 512u * 1024 * 1024) { resp_err(c, ERR_TOO_BIG); return; }
     size_t total = HANU_MAX(n, (size_t)off + argv[3].len);
     if (!resp_check_value_len(c, total)) return;
@@ -523,7 +523,7 @@ static void cmd_setrange(resp_conn *c, const resp_arg *argv, size_t argc)
     if (total > t->len) memset(t->data + t->len, 0, total - t->len);
     memcpy(t->data + off, argv[3].p, argv[3].len);
     t->len = total;
-    if (resp_stage_or_answer(c, STORE_SET, &argv[1], t->data, t->len, expire)) resp_w_int(&c->out, (int64_t)total);
+    if (resp_stage_or_answer(c, STORE_SET, &argv[1], t->data, t->len, expire)) resp_w_int(&c->gc.out, (int64_t)total);
 }
 
 static void rename_key(resp_conn *c, const resp_arg *argv, int nx)
@@ -537,12 +537,12 @@ static void rename_key(resp_conn *c, const resp_arg *argv, int nx)
     if (!r) { resp_err(c, "ERR no such key"); return; }
     if (!resp_check_key(c, &argv[2])) return;
     int same = argv[1].len == argv[2].len && !memcmp(argv[1].p, argv[2].p, argv[1].len);
-    if (nx && (same || resp_exists(c, &db, &argv[2]) == 1)) { resp_w_int(&c->out, 0); return; }
+    if (nx && (same || resp_exists(c, &db, &argv[2]) == 1)) { resp_w_int(&c->gc.out, 0); return; }
     if (!same && (!resp_stage_or_answer(c, STORE_SET, &argv[2], v, n, expire) ||
                   !stage(c, STORE_DELETE, &argv[1], NULL, 0)))
         return;
-    if (nx) resp_w_int(&c->out, 1);
-    else resp_w_simple(&c->out, "OK");
+    if (nx) resp_w_int(&c->gc.out, 1);
+    else resp_w_simple(&c->gc.out, "OK");
 }
 
 static void cmd_rename(resp_conn *c, const resp_arg *argv, size_t argc) { (void)argc; rename_key(c, argv, 0); }
@@ -641,7 +641,7 @@ static int64_t staged_keys(resp_conn *c, const resp_db *db, uint8_t kind, int pr
         const resp_arg k = { rs->arena.data + s->koff, s->klen };
         uint64_t token;
         if (staged_find(rs, &k) != s || s->kind != kind) continue;   /* its newest write only */
-        int held = db->exists && store_lookup(c->srv->store, db->id, k.p, k.len, &token) == HANU_OK;
+        int held = db->exists && store_lookup(c->gc.srv->store, db->id, k.p, k.len, &token) == HANU_OK;
         if (held != present || (pattern && !resp_glob(pattern->p, pattern->len, k.p, k.len))) continue;
         if (out && resp_w_bulk(out, k.p, k.len) != HANU_OK) return -1;
         n++;
@@ -667,14 +667,14 @@ static void cmd_keys(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_db db = resp_current_db(c);
     hanu_buf keys = { 0 };
     key_walk w = { .out = &keys, .pattern = is_all(&argv[1]) ? NULL : &argv[1], .staged = c->rs };
-    int rc = db.exists ? store_scan(c->srv->store, db.id, walk_key, &w) : HANU_OK;
+    int rc = db.exists ? store_scan(c->gc.srv->store, db.id, walk_key, &w) : HANU_OK;
     if (rc == HANU_OK) rc = w.rc;
     /* keys the transaction created before this KEYS */
     int64_t created = resp_staged_new_keys(c, &db, w.pattern, &keys);
     if (created < 0) rc = HANU_ERR_NOMEM;
     else w.found += (size_t)created;
     if (rc) store_error(c, rc);
-    else if (resp_w_array(&c->out, w.found) == HANU_OK) hanu_buf_append(&c->out, keys.data, keys.len);
+    else if (resp_w_array(&c->gc.out, w.found) == HANU_OK) hanu_buf_append(&c->gc.out, keys.data, keys.len);
     hanu_buf_free(&keys);
 }
 
@@ -704,17 +704,17 @@ static void cmd_scan(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_db db = resp_current_db(c);
     hanu_buf keys = { 0 };
     w.out = &keys;
-    int rc = db.exists ? store_scan(c->srv->store, db.id, walk_key, &w) : HANU_OK;
+    int rc = db.exists ? store_scan(c->gc.srv->store, db.id, walk_key, &w) : HANU_OK;
     if (rc == HANU_OK) rc = w.rc;
     if (rc) { store_error(c, rc); hanu_buf_free(&keys); return; }
     /* the walk stopped one past its count when keys remain */
     uint64_t next = w.visited > w.visit ? (uint64_t)cursor + w.visit : 0;
     char cur[24];
     int cl = snprintf(cur, sizeof cur, "%llu", (unsigned long long)next);
-    resp_w_array(&c->out, 2);
-    resp_w_bulk(&c->out, cur, (size_t)cl);
-    resp_w_array(&c->out, w.found);
-    hanu_buf_append(&c->out, keys.data, keys.len);
+    resp_w_array(&c->gc.out, 2);
+    resp_w_bulk(&c->gc.out, cur, (size_t)cl);
+    resp_w_array(&c->gc.out, w.found);
+    hanu_buf_append(&c->gc.out, keys.data, keys.len);
     hanu_buf_free(&keys);
 }
 
@@ -723,21 +723,21 @@ static void cmd_randomkey(resp_conn *c, const resp_arg *argv, size_t argc)
     (void)argv; (void)argc;
     resp_db db = resp_current_db(c);
     store_db_info info;
-    if (!db.exists || store_db_info_get(c->srv->store, db.id, &info) != HANU_OK || info.keys == 0) {
-        resp_w_null(&c->out, c->proto);
+    if (!db.exists || store_db_info_get(c->gc.srv->store, db.id, &info) != HANU_OK || info.keys == 0) {
+        resp_w_null(&c->gc.out, c->proto);
         return;
     }
-    key_walk w = { .out = &c->out, .skip = (uint64_t)random() % info.keys, .target = 1 };
-    size_t start = c->out.len;
-    int rc = store_scan(c->srv->store, db.id, walk_key, &w);
+    key_walk w = { .out = &c->gc.out, .skip = (uint64_t)random() % info.keys, .target = 1 };
+    size_t start = c->gc.out.len;
+    int rc = store_scan(c->gc.srv->store, db.id, walk_key, &w);
     /* The count holds expired keys the scan hides: past the live ones, take the first. */
     if (rc == HANU_OK && !w.rc && !w.found) {
         w.skip = 0;
-        rc = store_scan(c->srv->store, db.id, walk_key, &w);
+        rc = store_scan(c->gc.srv->store, db.id, walk_key, &w);
     }
     if (rc == HANU_OK) rc = w.rc;
-    if (rc) { c->out.len = start; store_error(c, rc); }
-    else if (!w.found) resp_w_null(&c->out, c->proto);
+    if (rc) { c->gc.out.len = start; store_error(c, rc); }
+    else if (!w.found) resp_w_null(&c->gc.out, c->proto);
 }
 
 /* ---- compare-and-set with the binary protocol's tokens (HANU.*) ---- */
@@ -751,13 +751,13 @@ static void cmd_hanu_get(resp_conn *c, const resp_arg *argv, size_t argc)
     if (s) { resp_err(c, "ERR HANU.GET of a key written earlier in this transaction has no token yet"); return; }
     c->rs->val.len = 0;
     uint64_t token;
-    int rc = db.exists && argv[1].len && argv[1].len <= c->srv->limits.max_key
-           ? store_get(c->srv->store, db.id, argv[1].p, argv[1].len, &c->rs->val, &token) : HANU_ERR_NOT_FOUND;
-    if (rc == HANU_ERR_NOT_FOUND) { resp_w_null_array(&c->out, c->proto); return; }
+    int rc = db.exists && argv[1].len && argv[1].len <= c->gc.srv->limits.max_key
+           ? store_get(c->gc.srv->store, db.id, argv[1].p, argv[1].len, &c->rs->val, &token) : HANU_ERR_NOT_FOUND;
+    if (rc == HANU_ERR_NOT_FOUND) { resp_w_null_array(&c->gc.out, c->proto); return; }
     if (rc) { store_error(c, rc); return; }
-    resp_w_array(&c->out, 2);
-    resp_w_bulk(&c->out, c->rs->val.data, c->rs->val.len);
-    resp_w_int(&c->out, (int64_t)token);
+    resp_w_array(&c->gc.out, 2);
+    resp_w_bulk(&c->gc.out, c->rs->val.data, c->rs->val.len);
+    resp_w_int(&c->gc.out, (int64_t)token);
 }
 
 /* HANU.CAS key token value / HANU.CAD key token: the write happens only while the
@@ -771,17 +771,17 @@ static void cmd_hanu_cas(resp_conn *c, const resp_arg *argv, size_t argc)
     if (staged_find(c->rs, &argv[1])) { resp_err(c, "MISMATCH the key was written earlier in this transaction"); return; }
     resp_db db = resp_current_db(c);
     uint64_t token;
-    if (!db.exists || store_lookup(c->srv->store, db.id, argv[1].p, argv[1].len, &token) != HANU_OK) {
+    if (!db.exists || store_lookup(c->gc.srv->store, db.id, argv[1].p, argv[1].len, &token) != HANU_OK) {
         resp_err(c, "NOTFOUND no such key");
         return;
     }
     if (token != (uint64_t)want) {
-        resp_w_errorf(&c->out, "MISMATCH the key's token is %llu", (unsigned long long)token);
+        resp_w_errorf(&c->gc.out, "MISMATCH the key's token is %llu", (unsigned long long)token);
         c->rs->errors++;
         return;
     }
     if (stage(c, del ? STORE_DELETE : STORE_SET, &argv[1], del ? NULL : argv[3].p, del ? 0 : argv[3].len))
-        resp_w_simple(&c->out, "OK");
+        resp_w_simple(&c->gc.out, "OK");
 }
 
 /* ---- the table ---- */

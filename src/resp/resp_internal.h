@@ -14,7 +14,7 @@
 #ifndef HANU_RESP_INTERNAL_H
 #define HANU_RESP_INTERNAL_H
 
-#include "server/server_internal.h"
+#include "server/gated_conn.h"
 #include "resp/resp.h"
 #include "resp/resp_proto.h"
 
@@ -23,14 +23,6 @@
 #define RESP_MULTI_MAX 100000u         /* commands queued in one MULTI */
 #define RESP_WATCH_MAX 10000u          /* keys WATCHed by one connection */
 #define RESP_AUTH_MAX_FAILURES 3       /* failed AUTHs before the connection closes */
-
-typedef struct resp_gate {
-    size_t start;          /* offset of the gated answer in out */
-    uint64_t txn;
-    int mark;              /* enum waiter_mark */
-    uint64_t deadline_ns;  /* WAIT's timeout (0: none) */
-    int wait_reply;        /* WAIT: the answer ":1" becomes ":0" when the mark is not reached */
-} resp_gate;
 
 typedef struct resp_staged {
     uint8_t kind;          /* STORE_SET or STORE_DELETE */
@@ -47,15 +39,12 @@ typedef struct resp_watch {
 
 typedef struct resp_server resp_server;
 
+/* A connection: the core's gated output (server/gated_conn.h; WAIT's answer is a
+   soft gate there: ":1" becomes ":0" when the bucket does not hold the write in
+   time), then the face's own state. */
 typedef struct resp_conn {
-    server *srv;
+    gated_conn gc;              /* first: sock->data points at both */
     resp_server *rs;
-    h2o_socket_t *sock;
-    h2o_linklist_t link;
-    waiter wait;
-    hanu_buf out, sending;
-    resp_gate *gates;
-    size_t ghead, ngates, gcap;
     resp_request req;
     size_t need;                /* input bytes the parser wants before trying again */
     uint64_t id;
@@ -78,8 +67,6 @@ typedef struct resp_conn {
     uint64_t created_ns, last_active_ns;
     char addr[64], laddr[64];
     char last_cmd[24];
-    int close_after_flush;
-    int read_paused;
 } resp_conn;
 
 struct resp_server {
@@ -213,9 +200,6 @@ void resp_cmd_getex(resp_conn *c, const resp_arg *argv, size_t argc);
 void resp_cmd_expire(resp_conn *c, const resp_arg *argv, size_t argc);
 void resp_cmd_ttl(resp_conn *c, const resp_arg *argv, size_t argc);
 void resp_cmd_persist(resp_conn *c, const resp_arg *argv, size_t argc);
-/* Gates the answer at start on the connection's durability for txn. */
-void resp_gate_write(resp_conn *c, size_t start, uint64_t txn);
-int resp_add_gate(resp_conn *c, resp_gate g);
 /* A WAIT with a deadline was gated: its expiry is checked every 100 ms meanwhile. */
 void resp_arm_wait_check(resp_server *rs);
 void resp_unwatch_all(resp_conn *c);

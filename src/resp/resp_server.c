@@ -5,10 +5,11 @@
  * answers in order to the connection's output (pipelining: the writes of one
  * read all reach the log before the loop's one store_flush and share its
  * group commit). The answer to a write is a gate, as on the binary protocol
- * (kv_server.c): it and everything after it wait until the write reaches the
+ * (src/kv): it and everything after it wait until the write reaches the
  * connection's durability (CLIENT DURABILITY, default --resp-durability):
  * `none` its pwrite, `local` its fdatasync, `bucket` the sealer's segment.
- * A connection holds one waiter (waiters.h), queued on its first closed gate.
+ * The gates, the output and its flow control are the core's
+ * (server/gated_conn.h, shared with the binary protocol).
  */
 #include "resp/resp_internal.h"
 #include "hlog/hlog.h"
@@ -19,169 +20,52 @@
 #include <stdlib.h>
 #include <strings.h>
 
-#define RESP_OUT_HIGH_WATER (8u << 20)   /* stop reading a client that does not read */
 #define RESP_WAIT_CHECK_MS 100
 
-static void conn_flush(resp_conn *c);
 static void on_read(h2o_socket_t *sock, const char *err);
 static void process_input(resp_conn *c);
 
 static resp_server *rs_of(server *srv) { return srv->resp; }
 
-static void conn_close(resp_conn *c)
+static void conn_free(gated_conn *gc)
 {
-    resp_server *rs = c->rs;
-    waiters_cancel(&c->srv->waits, &c->wait);
-    h2o_linklist_unlink(&c->link);
-    rs->nconns--;
-    c->sock->data = NULL;
-    h2o_socket_close(c->sock);
-    hanu_buf_free(&c->out);
-    hanu_buf_free(&c->sending);
+    resp_conn *c = (resp_conn *)gc;
+    c->rs->nconns--;
     hanu_buf_free(&c->queued);
     hanu_buf_free(&c->watch_keys);
     resp_request_free(&c->req);
     free(c->watches);
-    free(c->gates);
     free(c);
 }
 
-static int conn_has_gates(const resp_conn *c) { return c->ghead < c->ngates; }
-
-static void pass_open_gates(resp_conn *c)
+/* Commands read before a pause: run them once the parser has what it asked for. */
+static void conn_resume(gated_conn *gc)
 {
-    while (c->ghead < c->ngates && server_reached(c->srv, c->gates[c->ghead].mark, c->gates[c->ghead].txn))
-        c->ghead++;
+    resp_conn *c = (resp_conn *)gc;
+    if (gc->sock->input->size >= c->need) process_input(c);
 }
 
-/* A failed sync: what waited for it is never acknowledged; the connection
-   answers what it could and closes (the client sees an unknown outcome). */
-static void fail_closed_gates(resp_conn *c)
+/* WAIT: the answer says whether the bucket holds the write; never a failure. */
+static void wait_done(gated_conn *gc, gated_gate *g, int reached)
 {
-    pass_open_gates(c);
-    if (conn_has_gates(c)) c->out.len = c->gates[c->ghead].start;
-    c->ghead = c->ngates = 0;
-    c->close_after_flush = 1;
+    resp_conn *c = (resp_conn *)gc;
+    if (g->deadline_ns) c->rs->timed_waits--;
+    if (!reached) gc->out.data[g->start + 1] = '0';
 }
 
-static void on_gate_released(waiter *w, int outcome)
-{
-    resp_conn *c = H2O_STRUCT_FROM_MEMBER(resp_conn, wait, w);
-    resp_gate *g = conn_has_gates(c) ? &c->gates[c->ghead] : NULL;
-    if (g && g->wait_reply) {
-        /* WAIT: the answer says whether the bucket holds the write; never a failure */
-        if (g->deadline_ns) c->rs->timed_waits--;
-        if (outcome != WAITER_REACHED) c->out.data[g->start + 1] = '0';
-        c->ghead++;
-    } else if (outcome != WAITER_REACHED) {
-        fail_closed_gates(c);
-    }
-    conn_flush(c);
-}
-
-static void arm_gates(resp_conn *c)
-{
-    for (;;) {
-        pass_open_gates(c);
-        if (!conn_has_gates(c)) { waiters_cancel(&c->srv->waits, &c->wait); return; }
-        const resp_gate *g = &c->gates[c->ghead];
-        if (c->wait.queued) {
-            if (c->wait.txn == g->txn && c->wait.mark == g->mark) return;
-            waiters_cancel(&c->srv->waits, &c->wait);
-        }
-        int st = waiters_add(&c->srv->waits, &c->wait, g->mark, g->txn, g->deadline_ns, on_gate_released);
-        if (st == WAITER_PENDING) return;
-        if (!g->wait_reply) { fail_closed_gates(c); return; }
-        c->out.data[g->start + 1] = '0';   /* WAIT on a failed bucket: not there */
-        if (g->deadline_ns) c->rs->timed_waits--;
-        c->ghead++;
-    }
-}
-
-static void on_write_done(h2o_socket_t *sock, const char *err)
-{
-    resp_conn *c = sock->data;
-    if (!c) return;
-    if (err) { conn_close(c); return; }
-    c->sending.len = 0;
-    conn_flush(c);
-}
-
-static void conn_flush(resp_conn *c)
-{
-    arm_gates(c);
-    if (h2o_socket_is_writing(c->sock)) return;
-    size_t releasable = conn_has_gates(c) ? c->gates[c->ghead].start : c->out.len;
-    if (releasable == 0) {
-        if (!conn_has_gates(c)) {
-            c->ghead = c->ngates = 0;
-            if (c->close_after_flush) { conn_close(c); return; }
-        }
-        goto resume;
-    }
-    if (releasable == c->out.len) {
-        hanu_buf t = c->sending;
-        c->sending = c->out;
-        c->out = t;
-        c->out.len = 0;
-    } else {
-        c->sending.len = 0;
-        if (hanu_buf_append(&c->sending, c->out.data, releasable) != HANU_OK) { conn_close(c); return; }
-        hanu_buf_consume(&c->out, releasable);
-    }
-    for (size_t i = c->ghead; i < c->ngates; i++) c->gates[i].start -= releasable;
-    if (!conn_has_gates(c)) c->ghead = c->ngates = 0;
-    h2o_iovec_t iov = h2o_iovec_init(c->sending.data, c->sending.len);
-    h2o_socket_write(c->sock, &iov, 1, on_write_done);
-resume:
-    if (c->read_paused && !c->close_after_flush && c->out.len < RESP_OUT_HIGH_WATER / 2 && !c->srv->stopping) {
-        c->read_paused = 0;
-        h2o_socket_read_start(c->sock, on_read);
-        /* commands read before the pause wait in the input: no new read would run them */
-        if (c->sock->input->size >= HANU_MAX(c->need, (size_t)1)) process_input(c);
-    }
-}
-
-int resp_add_gate(resp_conn *c, resp_gate g)
-{
-    if (c->ngates == c->gcap) {
-        if (c->ghead > 0) {
-            memmove(c->gates, c->gates + c->ghead, (c->ngates - c->ghead) * sizeof *c->gates);
-            c->ngates -= c->ghead;
-            c->ghead = 0;
-        } else {
-            size_t ncap = c->gcap ? c->gcap * 2 : 8;
-            resp_gate *ng = realloc(c->gates, ncap * sizeof *ng);
-            if (!ng) return HANU_ERR_NOMEM;
-            c->gates = ng;
-            c->gcap = ncap;
-        }
-    }
-    c->gates[c->ngates++] = g;
-    return HANU_OK;
-}
-
-void resp_gate_write(resp_conn *c, size_t start, uint64_t txn)
-{
-    int mark = server_wait_mark(c->durability);
-    if (server_reached(c->srv, mark, txn)) return;
-    if (resp_add_gate(c, (resp_gate){ .start = start, .txn = txn, .mark = mark }) != HANU_OK) {
-        c->out.len = start;
-        c->close_after_flush = 1;
-        return;
-    }
-    server_want_mark(c->srv, mark, txn);
-}
+static const gated_ops resp_conn_ops = {
+    .on_read = on_read, .resume = conn_resume, .soft_done = wait_done, .close = conn_free,
+};
 
 void resp_err(resp_conn *c, const char *msg)
 {
-    resp_w_error(&c->out, msg);
+    resp_w_error(&c->gc.out, msg);
     c->rs->errors++;
 }
 
 void resp_err_arity(resp_conn *c, const char *name)
 {
-    resp_w_errorf(&c->out, "ERR wrong number of arguments for '%s' command", name);
+    resp_w_errorf(&c->gc.out, "ERR wrong number of arguments for '%s' command", name);
     c->rs->errors++;
 }
 
@@ -194,7 +78,7 @@ int resp_arg_is(const resp_arg *a, const char *lower)
 resp_db resp_current_db(resp_conn *c)
 {
     resp_db d = { 0, 0 };
-    d.exists = store_db_lookup(c->srv->store, c->db, strlen(c->db), &d.id) == HANU_OK;
+    d.exists = store_db_lookup(c->gc.srv->store, c->db, strlen(c->db), &d.id) == HANU_OK;
     return d;
 }
 
@@ -234,18 +118,18 @@ static int queue_command(resp_conn *c, const resp_arg *argv, size_t argc)
 
 static int write_refused(resp_conn *c, const resp_command *cmd)
 {
-    server *srv = c->srv;
+    server *srv = c->gc.srv;
     if (c->token && !c->token->read_write) {
-        resp_w_errorf(&c->out, "NOPERM this user has no permissions to run the '%s' command", cmd->name);
+        resp_w_errorf(&c->gc.out, "NOPERM this user has no permissions to run the '%s' command", cmd->name);
         c->rs->errors++;
         return 1;
     }
     if (!server_accepts_writes(srv)) {
         char url[LEASE_URL_MAX + 1];
         if (server_leader_url(srv, url, sizeof url))
-            resp_w_errorf(&c->out, "READONLY You can't write against a read only replica. The leader is %s", url);
+            resp_w_errorf(&c->gc.out, "READONLY You can't write against a read only replica. The leader is %s", url);
         else
-            resp_w_error(&c->out, "READONLY You can't write against a read only replica.");
+            resp_w_error(&c->gc.out, "READONLY You can't write against a read only replica.");
         c->rs->errors++;
         return 1;
     }
@@ -260,7 +144,7 @@ static int write_refused(resp_conn *c, const resp_command *cmd)
 static int scope_refused(resp_conn *c)
 {
     if (!c->token || auth_token_allows(c->token, c->db, strlen(c->db), 0)) return 0;
-    resp_w_errorf(&c->out, "NOPERM the token does not cover the database \"%s\"", c->db);
+    resp_w_errorf(&c->gc.out, "NOPERM the token does not cover the database \"%s\"", c->db);
     c->rs->errors++;
     return 1;
 }
@@ -301,7 +185,7 @@ void resp_run(resp_conn *c, const resp_arg *argv, size_t argc)
             c->multi_failed = 1;
             return;
         }
-        resp_w_simple(&c->out, "QUEUED");
+        resp_w_simple(&c->gc.out, "QUEUED");
         return;
     }
     cmd->fn(c, argv, argc);
@@ -311,11 +195,11 @@ void resp_run(resp_conn *c, const resp_arg *argv, size_t argc)
 static void run_one(resp_conn *c, const resp_arg *argv, size_t argc)
 {
     resp_server *rs = c->rs;
-    size_t start = c->out.len;
+    size_t start = c->gc.out.len;
     resp_stage_reset(rs);
     resp_run(c, argv, argc);
     uint64_t txn = 0;
-    if (rs->nstaged && resp_commit(c, start, &txn) == HANU_OK && txn) resp_gate_write(c, start, txn);
+    if (rs->nstaged && resp_commit(c, start, &txn) == HANU_OK && txn) gated_gate_write(&c->gc, start, txn, c->durability);
     resp_stage_reset(rs);
 }
 
@@ -331,7 +215,7 @@ void resp_cmd_multi(resp_conn *c, const resp_arg *argv, size_t argc)
     (void)argv; (void)argc;
     if (c->in_multi) { resp_err(c, "ERR MULTI calls can not be nested"); return; }
     c->in_multi = 1;
-    resp_w_simple(&c->out, "OK");
+    resp_w_simple(&c->gc.out, "OK");
 }
 
 void resp_cmd_discard(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -340,13 +224,13 @@ void resp_cmd_discard(resp_conn *c, const resp_arg *argv, size_t argc)
     if (!c->in_multi) { resp_err(c, "ERR DISCARD without MULTI"); return; }
     resp_multi_clear(c);
     resp_unwatch_all(c);
-    resp_w_simple(&c->out, "OK");
+    resp_w_simple(&c->gc.out, "OK");
 }
 
 /* Whether every WATCHed key still has the token (or absence) it had. */
 static int watches_hold(resp_conn *c)
 {
-    store *st = c->srv->store;
+    store *st = c->gc.srv->store;
     for (size_t i = 0; i < c->nwatches; i++) {
         const resp_watch *w = &c->watches[i];
         uint32_t id;
@@ -374,10 +258,10 @@ void resp_cmd_exec(resp_conn *c, const resp_arg *argv, size_t argc)
     if (!watches_hold(c)) {
         resp_multi_clear(c);
         resp_unwatch_all(c);
-        resp_w_null_array(&c->out, c->proto);
+        resp_w_null_array(&c->gc.out, c->proto);
         return;
     }
-    size_t n = c->nqueued, start = c->out.len;
+    size_t n = c->nqueued, start = c->gc.out.len;
     hanu_buf q = c->queued;   /* taken: commands run below may not queue more (in_multi is off) */
     c->queued = (hanu_buf){0};
     resp_multi_clear(c);
@@ -385,7 +269,7 @@ void resp_cmd_exec(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_arg *args = NULL;
     size_t acap = 0, pos = 0;
     resp_stage_reset(rs);
-    resp_w_array(&c->out, n);
+    resp_w_array(&c->gc.out, n);
     c->in_exec = 1;   /* nothing inside gates its own answer: the EXEC's answer is one */
     for (size_t i = 0; i < n; i++) {
         uint64_t na;
@@ -393,7 +277,7 @@ void resp_cmd_exec(resp_conn *c, const resp_arg *argv, size_t argc)
         pos += sizeof na;
         if (na > acap) {
             resp_arg *nv = realloc(args, na * sizeof *nv);
-            if (!nv) { c->out.len = start; resp_err(c, "ERR out of memory"); goto done; }
+            if (!nv) { c->gc.out.len = start; resp_err(c, "ERR out of memory"); goto done; }
             args = nv;
             acap = na;
         }
@@ -407,7 +291,7 @@ void resp_cmd_exec(resp_conn *c, const resp_arg *argv, size_t argc)
         resp_run(c, args, na);
     }
     uint64_t txn = 0;
-    if (rs->nstaged && resp_commit(c, start, &txn) == HANU_OK && txn) resp_gate_write(c, start, txn);
+    if (rs->nstaged && resp_commit(c, start, &txn) == HANU_OK && txn) gated_gate_write(&c->gc, start, txn, c->durability);
 done:
     c->in_exec = 0;
     resp_stage_reset(rs);
@@ -421,21 +305,21 @@ static void protocol_error(resp_conn *c, const char *err)
     char msg[160];
     snprintf(msg, sizeof msg, "%s%s", strncmp(err, "ERR ", 4) ? "ERR " : "", err);
     resp_err(c, msg);
-    c->close_after_flush = 1;
+    c->gc.close_after_flush = 1;
 }
 
 /* Runs every whole command in the socket's input, up to the output's high water. */
 static void process_input(resp_conn *c)
 {
-    server *srv = c->srv;
-    h2o_socket_t *sock = c->sock;
+    server *srv = c->gc.srv;
+    h2o_socket_t *sock = c->gc.sock;
     h2o_buffer_t *in = sock->input;
     resp_limits lim = {
         .max_args = RESP_DEFAULT_MAX_ARGS, .max_bulk = srv->limits.max_frame,
         .max_inline = RESP_DEFAULT_MAX_INLINE, .max_request = srv->limits.max_frame,
     };
     size_t pos = 0;
-    while (!c->close_after_flush && c->out.len <= RESP_OUT_HIGH_WATER && in->size - pos >= c->need) {
+    while (!c->gc.close_after_flush && c->gc.out.len <= GATED_OUT_HIGH_WATER && in->size - pos >= c->need) {
         lim.unauthenticated = !c->authed;
         size_t used = 0, need = 0;
         const char *perr = NULL;
@@ -446,22 +330,18 @@ static void process_input(resp_conn *c)
         if (c->req.argc) run_one(c, c->req.argv, c->req.argc);
         pos += used;
     }
-    if (c->close_after_flush) pos = in->size;
+    if (c->gc.close_after_flush) pos = in->size;
     /* need was counted from the first unparsed byte, which is now the buffer's start */
     h2o_buffer_consume(&sock->input, pos);
-    if ((c->out.len > RESP_OUT_HIGH_WATER || c->close_after_flush) && !c->read_paused) {
-        c->read_paused = 1;
-        h2o_socket_read_stop(sock);
-    }
-    conn_flush(c);
+    gated_after_input(&c->gc);
 }
 
 static void on_read(h2o_socket_t *sock, const char *err)
 {
     resp_conn *c = sock->data;
     if (!c) return;
-    if (err) { conn_close(c); return; }
-    server_poll_durable(c->srv);
+    if (err) { gated_close(&c->gc); return; }
+    server_poll_durable(c->gc.srv);
     if (!(c = sock->data)) return;   /* a failed sync closed it */
     c->last_active_ns = hanu_now_ns();
     process_input(c);
@@ -488,9 +368,7 @@ static void on_conn(server *srv, h2o_socket_t *sock)
     resp_server *rs = rs_of(srv);
     resp_conn *c = rs->nconns < srv->opt.max_connections ? calloc(1, sizeof *c) : NULL;
     if (!c) { rs->rejected_connections++; h2o_socket_close(sock); return; }
-    c->srv = srv;
     c->rs = rs;
-    c->sock = sock;
     c->id = ++rs->next_id;
     c->proto = 2;
     c->authed = srv->tokens.n == 0;
@@ -500,11 +378,9 @@ static void on_conn(server *srv, h2o_socket_t *sock)
     snprintf(c->last_cmd, sizeof c->last_cmd, "NULL");
     sock_name(sock, 1, c->addr, sizeof c->addr);
     sock_name(sock, 0, c->laddr, sizeof c->laddr);
-    sock->data = c;
-    h2o_linklist_insert(&rs->conns, &c->link);
     rs->nconns++;
     rs->connections_total++;
-    h2o_socket_read_start(sock, on_read);
+    gated_open(&c->gc, srv, sock, &resp_conn_ops, &rs->conns);
 }
 
 static void on_wait_check(h2o_timeout_entry_t *entry)
@@ -567,35 +443,21 @@ void resp_shutdown_begin(server *srv)
     resp_server *rs = rs_of(srv);
     if (!rs) return;
     server_unlisten(&rs->listener);
-    for (h2o_linklist_t *n = rs->conns.next; n != &rs->conns; n = n->next) {
-        resp_conn *c = H2O_STRUCT_FROM_MEMBER(resp_conn, link, n);
-        if (!c->read_paused) {
-            h2o_socket_read_stop(c->sock);
-            c->read_paused = 1;
-        }
-    }
+    gated_pause_all(&rs->conns);
 }
 
 size_t resp_busy(server *srv)
 {
     resp_server *rs = rs_of(srv);
-    size_t busy = 0;
-    if (!rs) return 0;
-    for (h2o_linklist_t *n = rs->conns.next; n != &rs->conns; n = n->next) {
-        resp_conn *c = H2O_STRUCT_FROM_MEMBER(resp_conn, link, n);
-        /* a WAIT for the bucket does not hold the shutdown */
-        int waiting = conn_has_gates(c) && !c->gates[c->ghead].wait_reply;
-        if (waiting || (c->out.len && !conn_has_gates(c)) || h2o_socket_is_writing(c->sock)) busy++;
-    }
-    return busy;
+    /* a WAIT for the bucket (a soft gate) does not hold the shutdown */
+    return rs ? gated_busy_count(&rs->conns) : 0;
 }
 
 void resp_stop(server *srv)
 {
     resp_server *rs = rs_of(srv);
     if (!rs) return;
-    while (!h2o_linklist_is_empty(&rs->conns))
-        conn_close(H2O_STRUCT_FROM_MEMBER(resp_conn, link, rs->conns.next));
+    gated_close_all(&rs->conns);
     server_unlisten(&rs->listener);
     if (rs->fd >= 0) close(rs->fd);
     if (h2o_timeout_is_linked(&rs->wait_entry)) h2o_timeout_unlink(&rs->wait_entry);
@@ -607,3 +469,8 @@ void resp_stop(server *srv)
     free(rs);
     srv->resp = NULL;
 }
+
+const server_face resp_face = {
+    .name = "resp", .bind = resp_bind, .listen = resp_listen, .shutdown_begin = resp_shutdown_begin,
+    .busy = resp_busy, .stop = resp_stop, .unbind = resp_stop,
+};

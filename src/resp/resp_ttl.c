@@ -57,7 +57,7 @@ int resp_parse_xopts(resp_conn *c, const resp_arg *argv, size_t argc, size_t fro
 
 static void err_expire_time(resp_conn *c, const char *cmd)
 {
-    resp_w_errorf(&c->out, "ERR invalid expire time in '%s' command", cmd);
+    resp_w_errorf(&c->gc.out, "ERR invalid expire time in '%s' command", cmd);
     c->rs->errors++;
 }
 
@@ -107,16 +107,16 @@ void resp_cmd_getex(resp_conn *c, const resp_arg *argv, size_t argc)
     uint64_t expire = 0, when = 0;
     int r = resp_read(c, &db, &argv[1], &v, &n, &expire);
     if (r < 0) return;
-    if (!r) { resp_w_null(&c->out, c->proto); return; }
+    if (!r) { resp_w_null(&c->gc.out, c->proto); return; }
     if (!resp_xopts_when(c, &o, "getex", &when)) return;
     /* The value is answered before the write, which may move the bytes v points to. */
-    size_t start = c->out.len;
-    resp_w_bulk(&c->out, v, n);
+    size_t start = c->gc.out.len;
+    resp_w_bulk(&c->gc.out, v, n);
     int rc = HANU_OK;
     if (when) rc = restage(c, &argv[1], v, n, when);
     else if ((o.flags & RESP_X_PERSIST) && expire) rc = restage(c, &argv[1], v, n, 0);
     if (rc) {
-        c->out.len = start;
+        c->gc.out.len = start;
         resp_err(c, "ERR out of memory");
     }
 }
@@ -131,7 +131,7 @@ static int parse_expire_flags(resp_conn *c, const resp_arg *argv, size_t argc, i
         else if (resp_arg_is(a, "gt")) *gt = 1;
         else if (resp_arg_is(a, "lt")) *lt = 1;
         else {
-            resp_w_errorf(&c->out, "ERR Unsupported option %.*s", (int)a->len, (const char *)a->p);
+            resp_w_errorf(&c->gc.out, "ERR Unsupported option %.*s", (int)a->len, (const char *)a->p);
             c->rs->errors++;
             return 0;
         }
@@ -173,17 +173,17 @@ void resp_cmd_expire(resp_conn *c, const resp_arg *argv, size_t argc)
     uint64_t current = 0;
     int r = resp_read(c, &db, &argv[1], &v, &n, &current);
     if (r < 0) return;
-    if (!r) { resp_w_int(&c->out, 0); return; }
+    if (!r) { resp_w_int(&c->gc.out, 0); return; }
     /* Without an expiry the key counts as expiring never (GT never passes, LT always). */
     int64_t cur = current ? (int64_t)current : -1;
     if ((nx && cur != -1) || (xx && cur == -1) || (gt && (when <= cur || cur == -1)) ||
         (lt && cur != -1 && when >= cur)) {
-        resp_w_int(&c->out, 0);
+        resp_w_int(&c->gc.out, 0);
         return;
     }
     /* A time at or before the epoch is already past: the key goes. */
     if (restage(c, &argv[1], v, n, when > 0 ? (uint64_t)when : 1) != HANU_OK) resp_err(c, "ERR out of memory");
-    else resp_w_int(&c->out, 1);
+    else resp_w_int(&c->gc.out, 1);
 }
 
 /* ttlGenericCommand and expiretimeGenericCommand: -2 no key, -1 no expiry. */
@@ -195,12 +195,12 @@ void resp_cmd_ttl(resp_conn *c, const resp_arg *argv, size_t argc)
     int absolute = name->len > 4;   /* (p)expiretime */
     resp_db db = resp_current_db(c);
     uint64_t expire;
-    if (!resp_key_expiry(c, &db, &argv[1], &expire)) { resp_w_int(&c->out, -2); return; }
-    if (!expire) { resp_w_int(&c->out, -1); return; }
-    if (absolute) { resp_w_int(&c->out, (int64_t)(ms ? expire : expire / 1000)); return; }
+    if (!resp_key_expiry(c, &db, &argv[1], &expire)) { resp_w_int(&c->gc.out, -2); return; }
+    if (!expire) { resp_w_int(&c->gc.out, -1); return; }
+    if (absolute) { resp_w_int(&c->gc.out, (int64_t)(ms ? expire : expire / 1000)); return; }
     uint64_t now = store_now_ms();
     int64_t left = expire > now ? (int64_t)(expire - now) : 0;
-    resp_w_int(&c->out, ms ? left : (left + 500) / 1000);
+    resp_w_int(&c->gc.out, ms ? left : (left + 500) / 1000);
 }
 
 void resp_cmd_persist(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -212,6 +212,6 @@ void resp_cmd_persist(resp_conn *c, const resp_arg *argv, size_t argc)
     uint64_t expire = 0;
     int r = resp_read(c, &db, &argv[1], &v, &n, &expire);
     if (r < 0) return;
-    if (!r || !expire) { resp_w_int(&c->out, 0); return; }
-    if (resp_stage_or_answer(c, STORE_SET, &argv[1], v, n, 0)) resp_w_int(&c->out, 1);
+    if (!r || !expire) { resp_w_int(&c->gc.out, 0); return; }
+    if (resp_stage_or_answer(c, STORE_SET, &argv[1], v, n, 0)) resp_w_int(&c->gc.out, 1);
 }

@@ -1,11 +1,11 @@
 /*
- * server.c: the hanudb serve process: event loop, store, durable
- * notifications from the commit thread, signals and graceful shutdown.
+ * server.c: the core of the hanudb serve process: event loop, store, durable
+ * notifications from the commit thread, signals, the faces' start and graceful
+ * shutdown (through their server_face tables).
  */
 #include "server/server_internal.h"
 #include "hlog/hlog.h"
 #include "replica/chain.h"
-#include "resp/resp.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -487,7 +487,9 @@ static void on_durable_messages(h2o_multithread_receiver_t *receiver, h2o_linkli
     atomic_store(&srv->durable_msg_pending, 0);
     server_role_tick(srv);
     server_poll_durable(srv);
-    http_query_wake(srv);   /* the index published: fresh queries held for it */
+    /* the index published: e.g. fresh queries held for it */
+    for (size_t i = 0; i < srv->nfaces; i++)
+        if (srv->faces[i]->wake) srv->faces[i]->wake(srv);
 }
 
 static void on_signal(h2o_socket_t *sock, const char *err)
@@ -607,18 +609,40 @@ void server_check_behind(server *srv)
 }
 
 /* Ports bound but never accepted on (a start-up that failed). */
-static void close_bound(server *srv)
+static void unbind_faces(server *srv)
 {
-    if (srv->kv_fd >= 0) close(srv->kv_fd);
-    if (srv->http_fd >= 0) close(srv->http_fd);
-    srv->kv_fd = srv->http_fd = -1;
+    for (size_t i = 0; i < srv->nfaces; i++) srv->faces[i]->unbind(srv);
 }
 
-int server_run(const server_options *o)
+/* Each face in turn; the first failure's err stops the rest. */
+static int bind_faces(server *srv, char *err, size_t errcap)
+{
+    int rc = HANU_OK;
+    for (size_t i = 0; rc == HANU_OK && i < srv->nfaces; i++) rc = srv->faces[i]->bind(srv, err, errcap);
+    return rc;
+}
+
+static int listen_faces(server *srv, char *err, size_t errcap)
+{
+    int rc = HANU_OK;
+    for (size_t i = 0; rc == HANU_OK && i < srv->nfaces; i++) rc = srv->faces[i]->listen(srv, err, errcap);
+    return rc;
+}
+
+static size_t faces_busy(server *srv)
+{
+    size_t busy = 0;
+    for (size_t i = 0; i < srv->nfaces; i++) busy += srv->faces[i]->busy(srv);
+    return busy;
+}
+
+int server_run(const server_options *o, const server_face *const *faces, size_t nfaces)
 {
     server *srv = calloc(1, sizeof *srv);
     if (!srv) return 2;
     srv->opt = *o;
+    srv->faces = faces;
+    srv->nfaces = nfaces;
     srv->limits = (kv_limits){ o->store.max_key ? o->store.max_key : 1024,
                                o->store.max_value ? o->store.max_value : (1u << 20), o->max_frame };
     h2o_linklist_init_anchor(&srv->conns);
@@ -649,14 +673,11 @@ int server_run(const server_options *o)
     srv->kv_fd = srv->http_fd = -1;
     /* Tokens guard both faces, so they load whether HTTP is on or not. */
     int rc = auth_tokens_load(&srv->tokens, o->tokens_file, o->tokens, err, sizeof err);
-    if (rc == HANU_OK) rc = http_bind(srv, err, sizeof err);
-    if (rc == HANU_OK) rc = kv_bind(srv, o->kv_addr, err, sizeof err);
-    if (rc == HANU_OK) rc = resp_bind(srv, err, sizeof err);
+    if (rc == HANU_OK) rc = bind_faces(srv, err, sizeof err);
     if (rc == HANU_OK) rc = store_lock_check(so.data_dir ? so.data_dir : ".", err, sizeof err);
     if (rc) {
         hlog_error("server", "%s", err);
-        close_bound(srv);
-        resp_stop(srv);
+        unbind_faces(srv);
         return 2;
     }
     int rebuilding = 0;
@@ -697,8 +718,7 @@ int server_run(const server_options *o)
         store_close(srv->store);
         return 2;
     }
-    if (http_start(srv, err, sizeof err) != HANU_OK || kv_listen(srv, err, sizeof err) != HANU_OK ||
-        resp_listen(srv, err, sizeof err) != HANU_OK) {
+    if (listen_faces(srv, err, sizeof err) != HANU_OK) {
         hlog_error("server", "%s", err);
         auth_tokens_free(&srv->tokens);
         server_role_close(srv);
@@ -713,8 +733,6 @@ int server_run(const server_options *o)
     h2o_socket_t *sig = h2o_evloop_socket_create(srv->loop, sfd, 0);
     sig->data = srv;
     h2o_socket_read_start(sig, on_signal);
-    hlog_info("server", "key-value protocol listening on %s%s", o->kv_addr,
-            srv->tokens.n ? ", tokens required (the Auth op)" : "");
 
     uint64_t sealer_checked_ns = 0;
     while (!srv->stopping) {
@@ -735,20 +753,16 @@ int server_run(const server_options *o)
     }
 
     /* Graceful shutdown: no new connections or requests, answer what was asked. */
-    kv_shutdown_begin(srv);
-    resp_shutdown_begin(srv);
-    http_shutdown_begin(srv);
+    for (size_t i = nfaces; i-- > 0;) faces[i]->shutdown_begin(srv);
     store_sync(srv->store);
     /* Bucket answers can still go; not after the lease was lost (another node may write now). */
     if (srv->sealer && !srv->fenced && !srv->lease_lost) sealer_seal_upto(srv->sealer, store_written_txn(srv->store));
     uint64_t deadline = hanu_now_ns() + 5000000000ull;
-    while ((kv_busy_connections(srv) || resp_busy(srv) || http_busy(srv)) && hanu_now_ns() < deadline)
+    while (faces_busy(srv) && hanu_now_ns() < deadline)
         h2o_evloop_run(srv->loop, 50);
     /* Let h2o flush the answers it was handed. */
     for (int i = 0; i < 10; i++) h2o_evloop_run(srv->loop, 10);
-    kv_close_all(srv);
-    resp_stop(srv);
-    http_stop(srv);
+    for (size_t i = nfaces; i-- > 0;) faces[i]->stop(srv);
     h2o_socket_read_stop(sig);
     h2o_socket_close(sig);
     h2o_evloop_run(srv->loop, 0);

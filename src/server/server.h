@@ -1,12 +1,14 @@
 /*
- * server: the hanudb serve process: one h2o event loop thread that serves
- * every client socket (the binary key-value protocol now, HTTP later), the
- * store underneath, and the glue that turns the log's durable notifications
- * into responses.
+ * server: the core of the hanudb serve process: one h2o event loop thread, the
+ * listeners, the store underneath, roles and the lease, and the waiters that turn
+ * the log's (and the bucket's) watermarks into answers. The faces that speak to
+ * clients (src/http, src/kv, src/resp) plug in through a server_face each;
+ * the core knows them only through that table.
  */
 #ifndef HANU_SERVER_H
 #define HANU_SERVER_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "store/store.h"
 
@@ -99,9 +101,35 @@ typedef struct server_options {
 #define SERVER_BEHIND_GRACE_MS 3000u
 #define SERVER_TAKEOVER_WINDOW_MS 10000u
 
+struct server;
+
+/* A face of the serve process: how the core starts, wakes, drains and stops it
+   (docs/ARCHITECTURE.md, "The server core"). Each op runs on the loop thread,
+   never per request: a face's connections are its own (a plain socket face uses
+   server/gated_conn.h for its output). */
+typedef struct server_face {
+    const char *name;
+    /* Binds the face's port (off: nothing) and checks its options, before anything
+       is made on disk; err says what failed. */
+    int (*bind)(struct server *srv, char *err, size_t errcap);
+    /* Accepts on the bound port, once the store is open. */
+    int (*listen)(struct server *srv, char *err, size_t errcap);
+    /* A watermark moved or the index published (NULL: nothing held for them). */
+    void (*wake)(struct server *srv);
+    /* Shutdown: no new connections nor requests; what was read is still answered. */
+    void (*shutdown_begin)(struct server *srv);
+    /* Status: how many answers (connections, held requests) are still owed. */
+    size_t (*busy)(struct server *srv);
+    /* Closes every connection and frees the face's state. */
+    void (*stop)(struct server *srv);
+    /* A start-up that failed after bind, before listen: releases the port. */
+    void (*unbind)(struct server *srv);
+} server_face;
+
 void server_options_default(server_options *o);
-/* Runs until SIGINT/SIGTERM, then shuts down gracefully. Returns the exit status;
+/* Runs faces[0..nfaces) until SIGINT/SIGTERM, then shuts down gracefully: binds and
+   accepts in that order, drains and stops in the reverse. Returns the exit status;
    prints what went wrong on stderr. */
-int server_run(const server_options *o);
+int server_run(const server_options *o, const server_face *const *faces, size_t nfaces);
 
 #endif

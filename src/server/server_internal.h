@@ -1,6 +1,6 @@
 /*
- * server_internal.h: state shared by the faces of the serve process (server.c,
- * kv_server.c, the http_*.c files) and the waiters they share.
+ * server_internal.h: the serve process's state, shared by the core (src/server)
+ * and its faces (src/http, src/kv, src/resp), and the core's calls for them.
  */
 #ifndef HANU_SERVER_INTERNAL_H
 #define HANU_SERVER_INTERNAL_H
@@ -9,7 +9,7 @@
 #include <h2o.h>
 #include <h2o/multithread.h>
 #include "server/server.h"
-#include "server/kv_proto.h"
+#include "kv/kv_proto.h"
 #include "server/waiters.h"
 #include "server/tokens.h"
 #include "bucket/bucket.h"
@@ -69,6 +69,8 @@ typedef struct server {
     waiters waits;                  /* answers of both faces held for a watermark (loop thread) */
     auth_tokens tokens;             /* --tokens, for both faces (tokens.h); n 0: auth is off */
     struct resp_server *resp;       /* the Redis protocol (src/resp); NULL without --resp-addr */
+    const server_face *const *faces;   /* server_run's, in start order */
+    size_t nfaces;
 
     h2o_linklist_t conns;           /* every kv connection */
     size_t nconns;
@@ -180,9 +182,6 @@ void server_role_status(server *srv, json_writer *w);
    the chain's last txn as then seen minus the applied one. */
 uint64_t server_follower_lag_txns(server *srv, const follower_stats *fs);
 
-/* Binds the key-value port (kv_bind), then accepts on it (kv_listen). */
-int kv_bind(server *srv, const char *addr, char *err, size_t errcap);
-int kv_listen(server *srv, char *err, size_t errcap);
 /* Releases answers gated on syncs that completed since the last call; the
  * kv read path calls it too, so that a busy loop answers without waiting
  * for the commit thread's message (measured: 73-79 us later on average). */
@@ -195,10 +194,6 @@ int server_bucket_open(server *srv, char *err, size_t errcap);
 /* Starts the snapshotter once srv->sealer runs (at start-up, or on the loop thread
    when a standby is promoted); OK and nothing done without a sealer. */
 int server_snapshots_open(server *srv, char *err, size_t errcap);
-void kv_shutdown_begin(server *srv);
-size_t kv_busy_connections(server *srv);
-void kv_close_all(server *srv);
-void kv_sweep_idle(server *srv);
 
 /* Whether txn has reached mark: the loop's view, or for the log's own marks the
    durable txn as the commit thread last published it (fresher than the view). */
@@ -255,16 +250,5 @@ int server_bind(const struct sockaddr_storage *ss, socklen_t sl, const char *sho
 int server_listen(server *srv, int *fd, void (*on_conn)(server *srv, h2o_socket_t *sock), h2o_socket_t **out);
 /* Stops accepting and closes the listener, if any. */
 void server_unlisten(h2o_socket_t **sock);
-
-/* The documents API over HTTP (http_listen.c and the other http_*.c): http_bind
-   checks what can be wrong with the options (tokens, TLS) and binds the port,
-   http_start starts the rest and accepts. */
-int http_bind(server *srv, char *err, size_t errcap);
-int http_start(server *srv, char *err, size_t errcap);
-void http_shutdown_begin(server *srv);
-/* The index published more: answers the queries held for it (loop thread, http_query.c). */
-void http_query_wake(server *srv);
-size_t http_busy(server *srv);
-void http_stop(server *srv);
 
 #endif

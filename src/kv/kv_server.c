@@ -9,21 +9,23 @@
  * gated too, until the frame is in the page cache: in a preallocated file the
  * frame waits in the log's buffer until the loop's store_flush at the end of
  * the iteration, so a process crash cannot lose an answered write and a failed
- * pwrite never yields Ok. A connection holds one waiter (waiters.h), queued on
- * its first closed gate. Nothing here blocks the loop.
+ * pwrite never yields Ok. The gates, the output and its flow control are the
+ * core's (server/gated_conn.h, shared with the Redis face). Nothing here blocks
+ * the loop.
  *
  * With --tokens a connection must present a token (the Auth op) before anything
  * but Ping and Close; the token's scope and read-only flag then apply to every op,
  * as tokens.h rules them for HTTP too.
  */
-#include "server/server_internal.h"
+#include "kv/kv.h"
+#include "server/gated_conn.h"
 #include "hlog/hlog.h"
 #include "docs/docs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
-#define KV_OUT_HIGH_WATER (8u << 20)   /* stop reading a client that does not read */
 /* Failed Auth ops a connection may make; the last one's answer closes it, so that
    guessing costs a connection (and its handshake) every few tries. */
 #define KV_AUTH_MAX_FAILURES 3
@@ -38,157 +40,31 @@
 #define KV_TTL_SCAN_PER_TICK 2048
 #define KV_TTL_DELETE_PER_TICK 512
 
-typedef struct kv_gate {
-    size_t start;          /* offset of the gated response in out */
-    uint64_t txn;
-    int mark;              /* enum waiter_mark: server_wait_mark of the durability asked */
-} kv_gate;
-
 struct kv_conn {
-    server *srv;
-    h2o_socket_t *sock;
-    h2o_linklist_t link;        /* srv->conns */
-    waiter wait;                /* queued on the first closed gate while there is one */
-    hanu_buf out;               /* responses not yet handed to the socket */
-    hanu_buf sending;           /* bytes the socket is writing now */
-    kv_gate *gates;
-    size_t ghead, ngates, gcap;
+    gated_conn gc;              /* first: sock->data points at both */
     uint64_t discard;           /* payload bytes of a refused frame still to skip */
     const auth_token *token;    /* the Auth op's token; NULL before it or without --tokens */
     unsigned auth_failures;
     uint64_t last_active_ns;
-    int close_after_flush;
-    int read_paused;
 };
 
-static void conn_flush(kv_conn *c);
 static void on_read(h2o_socket_t *sock, const char *err);
 static void process_input(kv_conn *c);
 
-static void conn_close(kv_conn *c)
+static void conn_free(gated_conn *gc)
 {
-    server *srv = c->srv;
-    waiters_cancel(&srv->waits, &c->wait);
-    h2o_linklist_unlink(&c->link);
-    srv->nconns--;
-    c->sock->data = NULL;
-    h2o_socket_close(c->sock);
-    hanu_buf_free(&c->out);
-    hanu_buf_free(&c->sending);
-    free(c->gates);
-    free(c);
+    gc->srv->nconns--;
+    free(gc);
 }
 
-static int conn_has_gates(const kv_conn *c) { return c->ghead < c->ngates; }
+static void conn_resume(gated_conn *gc) { process_input((kv_conn *)gc); }
 
-/* Skips the gates whose condition holds: txn synced (local) or written (none). */
-static void pass_open_gates(kv_conn *c)
-{
-    while (c->ghead < c->ngates && server_reached(c->srv, c->gates[c->ghead].mark, c->gates[c->ghead].txn))
-        c->ghead++;
-}
-
-/* fsyncgate: what waited for a failed sync is never acknowledged. Keeps what was
-   answerable and closes after it, so the client sees an unknown outcome, not a success. */
-static void fail_closed_gates(kv_conn *c)
-{
-    pass_open_gates(c);
-    if (conn_has_gates(c)) c->out.len = c->gates[c->ghead].start;
-    c->ghead = c->ngates = 0;
-    c->close_after_flush = 1;
-}
-
-static void on_gate_released(waiter *w, int outcome)
-{
-    kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, wait, w);
-    if (outcome != WAITER_REACHED) fail_closed_gates(c);
-    conn_flush(c);
-}
-
-/* Passes the open gates and queues the connection's waiter on the first closed one. */
-static void arm_gates(kv_conn *c)
-{
-    pass_open_gates(c);
-    if (!conn_has_gates(c)) { waiters_cancel(&c->srv->waits, &c->wait); return; }
-    const kv_gate *g = &c->gates[c->ghead];
-    if (c->wait.queued) {
-        if (c->wait.txn == g->txn && c->wait.mark == g->mark) return;
-        waiters_cancel(&c->srv->waits, &c->wait);
-    }
-    if (waiters_add(&c->srv->waits, &c->wait, g->mark, g->txn, 0, on_gate_released) == WAITER_FAILED)
-        fail_closed_gates(c);
-}
-
-static void on_write_done(h2o_socket_t *sock, const char *err)
-{
-    kv_conn *c = sock->data;
-    if (!c) return;
-    if (err) { conn_close(c); return; }
-    c->sending.len = 0;
-    conn_flush(c);
-}
-
-/* Hands every releasable response to the socket (one write in flight at a time). */
-static void conn_flush(kv_conn *c)
-{
-    server *srv = c->srv;
-    arm_gates(c);
-    if (h2o_socket_is_writing(c->sock)) return;
-    size_t releasable = conn_has_gates(c) ? c->gates[c->ghead].start : c->out.len;
-    if (releasable == 0) {
-        if (!conn_has_gates(c)) {
-            c->ghead = c->ngates = 0;
-            if (c->close_after_flush) { conn_close(c); return; }
-        }
-        goto resume;
-    }
-    if (releasable == c->out.len) {
-        hanu_buf t = c->sending;
-        c->sending = c->out;
-        c->out = t;
-        c->out.len = 0;
-    } else {
-        c->sending.len = 0;
-        if (hanu_buf_append(&c->sending, c->out.data, releasable) != HANU_OK) { conn_close(c); return; }
-        hanu_buf_consume(&c->out, releasable);
-    }
-    for (size_t i = c->ghead; i < c->ngates; i++) c->gates[i].start -= releasable;
-    if (!conn_has_gates(c)) c->ghead = c->ngates = 0;
-    h2o_iovec_t iov = h2o_iovec_init(c->sending.data, c->sending.len);
-    h2o_socket_write(c->sock, &iov, 1, on_write_done);
-resume:
-    if (c->read_paused && !c->close_after_flush && c->out.len < KV_OUT_HIGH_WATER / 2 && !srv->stopping) {
-        c->read_paused = 0;
-        h2o_socket_read_start(c->sock, on_read);
-        /* frames read before the pause wait in the input: no new read would run them */
-        if (c->sock->input->size) process_input(c);
-    }
-}
-
-/* Gates the response at start; conn_flush queues the waiter. */
-static int add_gate(kv_conn *c, size_t start, uint64_t txn, int mark)
-{
-    if (c->ngates == c->gcap) {
-        if (c->ghead > 0) {
-            memmove(c->gates, c->gates + c->ghead, (c->ngates - c->ghead) * sizeof *c->gates);
-            c->ngates -= c->ghead;
-            c->ghead = 0;
-        } else {
-            size_t ncap = c->gcap ? c->gcap * 2 : 8;
-            kv_gate *ng = realloc(c->gates, ncap * sizeof *ng);
-            if (!ng) return HANU_ERR_NOMEM;
-            c->gates = ng;
-            c->gcap = ncap;
-        }
-    }
-    c->gates[c->ngates++] = (kv_gate){ start, txn, mark };
-    return HANU_OK;
-}
+static const gated_ops kv_conn_ops = { .on_read = on_read, .resume = conn_resume, .close = conn_free };
 
 static void respond_msg(kv_conn *c, uint8_t status, const char *msg)
 {
-    kv_respond(&c->out, status, msg, strlen(msg));
-    c->srv->errors++;
+    kv_respond(&c->gc.out, status, msg, strlen(msg));
+    c->gc.srv->errors++;
 }
 
 /* Maps a store error to the protocol's answer. */
@@ -196,10 +72,10 @@ static void respond_store_error(kv_conn *c, const kv_request *r, int rc, int key
 {
     switch (rc) {
     case HANU_ERR_NOT_FOUND:
-        kv_respond(&c->out, key_op ? HKV_WIRE_KEY_NOT_FOUND : HKV_WIRE_DB_NOT_FOUND, NULL, 0);
+        kv_respond(&c->gc.out, key_op ? HKV_WIRE_KEY_NOT_FOUND : HKV_WIRE_DB_NOT_FOUND, NULL, 0);
         return;
     case HANU_ERR_EXISTS:
-        kv_respond(&c->out, key_op ? HKV_WIRE_KEY_ALREADY_EXISTS : HKV_WIRE_DB_ALREADY_EXISTS, NULL, 0);
+        kv_respond(&c->gc.out, key_op ? HKV_WIRE_KEY_ALREADY_EXISTS : HKV_WIRE_DB_ALREADY_EXISTS, NULL, 0);
         return;
     case HANU_ERR_TOO_LARGE: respond_msg(c, HKV_WIRE_PAYLOAD_TOO_LARGE, "request exceeds a size limit"); return;
     case HANU_ERR_INVALID: respond_msg(c, HKV_WIRE_INVALID_REQUEST, "invalid request"); return;
@@ -223,26 +99,22 @@ static void respond_refused(kv_conn *c, const docs_error *e)
 /* Answers a successful write: Ok + token, gated on durability when asked. */
 static void respond_written(kv_conn *c, uint64_t txn, uint8_t durability)
 {
-    size_t start = c->out.len;
-    kv_respond_token(&c->out, HKV_WIRE_OK, txn);
-    /* `none` is released after the loop's pwrite (no lock taken here). */
-    int mark = server_wait_mark(durability);
-    if (server_reached(c->srv, mark, txn)) return;
-    if (add_gate(c, start, txn, mark) != HANU_OK) { c->out.len = start; c->close_after_flush = 1; return; }
-    server_want_mark(c->srv, mark, txn);
+    size_t start = c->gc.out.len;
+    kv_respond_token(&c->gc.out, HKV_WIRE_OK, txn);
+    gated_gate_write(&c->gc, start, txn, durability);
 }
 
 /* Sends the JSON object built in srv->scratch, or an internal error. */
 static void respond_json(kv_conn *c, const json_writer *w)
 {
-    hanu_buf *b = &c->srv->scratch;
+    hanu_buf *b = &c->gc.srv->scratch;
     if (json_writer_status(w) != HANU_OK) respond_msg(c, HKV_WIRE_INTERNAL_ERROR, "cannot build the answer");
-    else kv_respond(&c->out, HKV_WIRE_OK, (const char *)b->data, b->len);
+    else kv_respond(&c->gc.out, HKV_WIRE_OK, (const char *)b->data, b->len);
 }
 
 static void respond_stats(kv_conn *c)
 {
-    server *srv = c->srv;
+    server *srv = c->gc.srv;
     store_stats st;
     store_get_stats(srv->store, &st);
     json_writer w;
@@ -270,13 +142,13 @@ static void respond_stats(kv_conn *c)
 static void respond_info(kv_conn *c, uint32_t id)
 {
     store_db_info info;
-    if (store_db_info_get(c->srv->store, id, &info) != HANU_OK) {
-        kv_respond(&c->out, HKV_WIRE_DB_NOT_FOUND, NULL, 0);
+    if (store_db_info_get(c->gc.srv->store, id, &info) != HANU_OK) {
+        kv_respond(&c->gc.out, HKV_WIRE_DB_NOT_FOUND, NULL, 0);
         return;
     }
     json_writer w;
-    c->srv->scratch.len = 0;
-    json_writer_init(&w, &c->srv->scratch);
+    c->gc.srv->scratch.len = 0;
+    json_writer_init(&w, &c->gc.srv->scratch);
     json_write_object_begin(&w);
     json_write_key(&w, "name", 4);
     json_write_string(&w, info.name, strlen(info.name));
@@ -295,13 +167,13 @@ static void respond_info(kv_conn *c, uint32_t id)
    token itself is never logged nor echoed. */
 static void respond_auth(kv_conn *c, const kv_request *r)
 {
-    server *srv = c->srv;
-    if (!srv->tokens.n) { kv_respond(&c->out, HKV_WIRE_OK, NULL, 0); return; }
+    server *srv = c->gc.srv;
+    if (!srv->tokens.n) { kv_respond(&c->gc.out, HKV_WIRE_OK, NULL, 0); return; }
     c->token = auth_tokens_find(&srv->tokens, r->secret, r->secret_len);
-    if (c->token) { kv_respond(&c->out, HKV_WIRE_OK, NULL, 0); return; }
+    if (c->token) { kv_respond(&c->gc.out, HKV_WIRE_OK, NULL, 0); return; }
     if (++c->auth_failures < KV_AUTH_MAX_FAILURES) { respond_msg(c, HKV_WIRE_UNAUTHORIZED, "unknown token"); return; }
     respond_msg(c, HKV_WIRE_UNAUTHORIZED, "unknown token; too many failed Auth ops, closing the connection");
-    c->close_after_flush = 1;
+    c->gc.close_after_flush = 1;
 }
 
 /* Whether the connection's token lets op at r's database through; else the
@@ -333,7 +205,7 @@ static int ensure_ops(server *srv, size_t n)
 
 static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t *payload, uint32_t len)
 {
-    server *srv = c->srv;
+    server *srv = c->gc.srv;
     store *st = srv->store;
     kv_request r;
     const char *why = "invalid request";
@@ -376,7 +248,7 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
             if (op == HKV_OP_DROP && !store_db_name_valid((const char *)r.db, r.db_len))
                 respond_msg(c, HKV_WIRE_INVALID_REQUEST, "database names use only A-Z a-z 0-9 _ . -");
             else
-                kv_respond(&c->out, HKV_WIRE_DB_NOT_FOUND, NULL, 0);
+                kv_respond(&c->gc.out, HKV_WIRE_DB_NOT_FOUND, NULL, 0);
             return;
         }
     }
@@ -384,10 +256,10 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
     docs_error refused;   /* a write into a collection that is no document (docs.h) */
     switch (op) {
     case HKV_OP_STATS: respond_stats(c); return;
-    case HKV_OP_PING: kv_respond(&c->out, HKV_WIRE_PONG, NULL, 0); return;
+    case HKV_OP_PING: kv_respond(&c->gc.out, HKV_WIRE_PONG, NULL, 0); return;
     case HKV_OP_CLOSE:
-        kv_respond(&c->out, HKV_WIRE_OK, NULL, 0);
-        c->close_after_flush = 1;
+        kv_respond(&c->gc.out, HKV_WIRE_OK, NULL, 0);
+        c->gc.close_after_flush = 1;
         return;
     case HKV_OP_INFO: respond_info(c, db); return;
     case HKV_OP_CREATE:
@@ -403,18 +275,18 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
         respond_written(c, txn, r.durability);
         return;
     case HKV_OP_GET: {
-        size_t start = c->out.len;
-        if (hanu_buf_reserve(&c->out, HKV_RESP_HEADER + 8) != HANU_OK) { respond_store_error(c, &r, HANU_ERR_NOMEM, 1); return; }
-        c->out.len += HKV_RESP_HEADER + 8;
-        rc = store_get(st, db, r.key, r.key_len, &c->out, &txn);
+        size_t start = c->gc.out.len;
+        if (hanu_buf_reserve(&c->gc.out, HKV_RESP_HEADER + 8) != HANU_OK) { respond_store_error(c, &r, HANU_ERR_NOMEM, 1); return; }
+        c->gc.out.len += HKV_RESP_HEADER + 8;
+        rc = store_get(st, db, r.key, r.key_len, &c->gc.out, &txn);
         if (rc) {
-            c->out.len = start;
+            c->gc.out.len = start;
             respond_store_error(c, &r, rc, 1);
             return;
         }
-        uint8_t *h = c->out.data + start;
+        uint8_t *h = c->gc.out.data + start;
         h[0] = HKV_WIRE_KEY_VALUE_TOKEN;
-        hanu_put_u32(h + 1, (uint32_t)(c->out.len - start - HKV_RESP_HEADER));
+        hanu_put_u32(h + 1, (uint32_t)(c->gc.out.len - start - HKV_RESP_HEADER));
         hanu_put_u64(h + 5, txn);
         return;
     }
@@ -428,7 +300,7 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
                  : STORE_COND_NONE;
         rc = docs_kv_write(st, db, &sop, 1, cond, r.token, srv->limits.max_value, &txn, &current, &refused);
         if (rc && refused.code) { respond_refused(c, &refused); return; }
-        if (rc == HANU_ERR_MISMATCH) { kv_respond_token(&c->out, HKV_WIRE_KEY_TOKEN_MISMATCH, current); return; }
+        if (rc == HANU_ERR_MISMATCH) { kv_respond_token(&c->gc.out, HKV_WIRE_KEY_TOKEN_MISMATCH, current); return; }
         if (rc) { respond_store_error(c, &r, rc, 1); return; }
         respond_written(c, txn, r.durability);
         return;
@@ -455,7 +327,7 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
         hanu_put_u64(p, txn);
         hanu_put_u64(p + 8, expire);
         hanu_put_u64(p + 16, expire ? (expire > now ? expire - now : 1) : 0);
-        kv_respond(&c->out, HKV_WIRE_OK, p, sizeof p);
+        kv_respond(&c->gc.out, HKV_WIRE_OK, p, sizeof p);
         return;
     }
     case HKV_OP_WRITE_BATCH: {
@@ -481,11 +353,11 @@ static void handle_request(kv_conn *c, uint8_t op, uint8_t flags, const uint8_t 
 /* Runs every whole frame in the socket's input, up to the output's high water. */
 static void process_input(kv_conn *c)
 {
-    server *srv = c->srv;
-    h2o_socket_t *sock = c->sock;
+    server *srv = c->gc.srv;
+    h2o_socket_t *sock = c->gc.sock;
     for (;;) {
         h2o_buffer_t *in = sock->input;
-        if (c->close_after_flush) { h2o_buffer_consume(&sock->input, in->size); break; }
+        if (c->gc.close_after_flush) { h2o_buffer_consume(&sock->input, in->size); break; }
         if (c->discard) {
             size_t n = (size_t)HANU_MIN((uint64_t)in->size, c->discard);
             if (!n) break;
@@ -499,7 +371,7 @@ static void process_input(kv_conn *c)
         if (srv->tokens.n && !c->token && len > KV_PREAUTH_PAYLOAD_MAX) {
             srv->requests++;
             respond_msg(c, HKV_WIRE_UNAUTHORIZED, KV_MSG_AUTH_FIRST " (a larger frame before Auth closes the connection)");
-            c->close_after_flush = 1;
+            c->gc.close_after_flush = 1;
             continue;
         }
         if (len > srv->limits.max_frame) {
@@ -515,21 +387,17 @@ static void process_input(kv_conn *c)
         if (in->size < HKV_REQ_HEADER + (size_t)len) break;
         handle_request(c, op, flags, (const uint8_t *)in->bytes + HKV_REQ_HEADER, len);
         h2o_buffer_consume(&sock->input, HKV_REQ_HEADER + (size_t)len);
-        if (c->out.len > KV_OUT_HIGH_WATER) break;
+        if (c->gc.out.len > GATED_OUT_HIGH_WATER) break;
     }
-    if ((c->out.len > KV_OUT_HIGH_WATER || c->close_after_flush) && !c->read_paused) {
-        c->read_paused = 1;
-        h2o_socket_read_stop(sock);
-    }
-    conn_flush(c);
+    gated_after_input(&c->gc);
 }
 
 static void on_read(h2o_socket_t *sock, const char *err)
 {
     kv_conn *c = sock->data;
     if (!c) return;
-    if (err) { conn_close(c); return; }
-    server_poll_durable(c->srv);
+    if (err) { gated_close(&c->gc); return; }
+    server_poll_durable(c->gc.srv);
     /* A failed sync may have closed this very connection (the socket is freed later). */
     if (!(c = sock->data)) return;
     c->last_active_ns = hanu_now_ns();
@@ -540,19 +408,16 @@ static void on_conn(server *srv, h2o_socket_t *sock)
 {
     kv_conn *c = srv->nconns < srv->opt.max_connections ? calloc(1, sizeof *c) : NULL;
     if (!c) { h2o_socket_close(sock); return; }
-    c->srv = srv;
-    c->sock = sock;
     c->last_active_ns = hanu_now_ns();
-    sock->data = c;
-    h2o_linklist_insert(&srv->conns, &c->link);
     srv->nconns++;
     srv->connections_total++;
     if (srv->nconns == 1) kv_sweep_idle(srv);
-    h2o_socket_read_start(sock, on_read);
+    gated_open(&c->gc, srv, sock, &kv_conn_ops, &srv->conns);
 }
 
-int kv_bind(server *srv, const char *addr, char *err, size_t errcap)
+static int kv_bind(server *srv, char *err, size_t errcap)
 {
+    const char *addr = srv->opt.kv_addr;
     struct sockaddr_storage ss;
     socklen_t sl;
     if (server_parse_addr(addr, &ss, &sl) != 0) {
@@ -570,14 +435,18 @@ int kv_bind(server *srv, const char *addr, char *err, size_t errcap)
 
 static void on_ttl_tick(h2o_timeout_entry_t *entry);
 
-int kv_listen(server *srv, char *err, size_t errcap)
+static int kv_listen(server *srv, char *err, size_t errcap)
 {
     h2o_timeout_init(srv->loop, &srv->ttl_timeout, KV_TTL_TICK_MS);
     srv->ttl_entry.cb = on_ttl_tick;
     h2o_timeout_link(srv->loop, &srv->ttl_timeout, &srv->ttl_entry);
-    if (server_listen(srv, &srv->kv_fd, on_conn, &srv->kv_listener) == HANU_OK) return HANU_OK;
-    snprintf(err, errcap, "out of memory");
-    return HANU_ERR_NOMEM;
+    if (server_listen(srv, &srv->kv_fd, on_conn, &srv->kv_listener) != HANU_OK) {
+        snprintf(err, errcap, "out of memory");
+        return HANU_ERR_NOMEM;
+    }
+    hlog_info("server", "key-value protocol listening on %s%s", srv->opt.kv_addr,
+              srv->tokens.n ? ", tokens required (the Auth op)" : "");
+    return HANU_OK;
 }
 
 /* The expiry sweep's tick: on the writer only (a follower hides expired keys on reads
@@ -592,33 +461,22 @@ static void on_ttl_tick(h2o_timeout_entry_t *entry)
     if (!srv->stopping) h2o_timeout_link(srv->loop, &srv->ttl_timeout, &srv->ttl_entry);
 }
 
-void kv_shutdown_begin(server *srv)
+static void kv_shutdown_begin(server *srv)
 {
     if (h2o_timeout_is_linked(&srv->ttl_entry)) h2o_timeout_unlink(&srv->ttl_entry);
     server_unlisten(&srv->kv_listener);
-    for (h2o_linklist_t *n = srv->conns.next; n != &srv->conns; n = n->next) {
-        kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, link, n);
-        if (!c->read_paused) {
-            h2o_socket_read_stop(c->sock);
-            c->read_paused = 1;
-        }
-    }
+    gated_pause_all(&srv->conns);
 }
 
-size_t kv_busy_connections(server *srv)
-{
-    size_t busy = 0;
-    for (h2o_linklist_t *n = srv->conns.next; n != &srv->conns; n = n->next) {
-        kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, link, n);
-        if (c->out.len || conn_has_gates(c) || h2o_socket_is_writing(c->sock)) busy++;
-    }
-    return busy;
-}
+static size_t kv_busy_connections(server *srv) { return gated_busy_count(&srv->conns); }
 
-void kv_close_all(server *srv)
+static void kv_close_all(server *srv) { gated_close_all(&srv->conns); }
+
+/* A start-up that failed before kv_listen: the port bound but never accepted on. */
+static void kv_unbind(server *srv)
 {
-    while (!h2o_linklist_is_empty(&srv->conns))
-        conn_close(H2O_STRUCT_FROM_MEMBER(kv_conn, link, srv->conns.next));
+    if (srv->kv_fd >= 0) close(srv->kv_fd);
+    srv->kv_fd = -1;
 }
 
 static void on_sweep(h2o_timeout_entry_t *entry)
@@ -627,10 +485,10 @@ static void on_sweep(h2o_timeout_entry_t *entry)
     uint64_t now = hanu_now_ns(), limit = (uint64_t)srv->opt.idle_timeout_ms * 1000000ull;
     h2o_linklist_t *n = srv->conns.next;
     while (n != &srv->conns) {
-        kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, link, n);
+        kv_conn *c = H2O_STRUCT_FROM_MEMBER(kv_conn, gc.link, n);
         n = n->next;
-        if (now - c->last_active_ns > limit && !conn_has_gates(c) && !h2o_socket_is_writing(c->sock))
-            conn_close(c);
+        if (now - c->last_active_ns > limit && !gated_has_gates(&c->gc) && !h2o_socket_is_writing(c->gc.sock))
+            gated_close(&c->gc);
     }
     if (srv->nconns) kv_sweep_idle(srv);
 }
@@ -642,3 +500,8 @@ void kv_sweep_idle(server *srv)
     srv->sweep_entry.cb = on_sweep;
     h2o_timeout_link(srv->loop, &srv->sweep_timeout, &srv->sweep_entry);
 }
+
+const server_face kv_face = {
+    .name = "kv", .bind = kv_bind, .listen = kv_listen, .shutdown_begin = kv_shutdown_begin,
+    .busy = kv_busy_connections, .stop = kv_close_all, .unbind = kv_unbind,
+};

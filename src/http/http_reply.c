@@ -5,8 +5,8 @@
  * covers its txn. h2o keeps no timeout on a request that waits for us, so a
  * held answer has a deadline of its own.
  */
-#include "server/http_internal.h"
-#include "server/http_guard.h"
+#include "http/http_internal.h"
+#include "http/http_guard.h"
 
 #include <stdarg.h>
 #include <stdio.h>

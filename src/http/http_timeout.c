@@ -25,8 +25,8 @@
  * Deadlines are thus kept within one tick. A connection is closed by shutting
  * its socket down: h2o then reads end-of-file and frees it by its own path.
  */
-#include "server/http_internal.h"
-#include "server/http_guard.h"
+#include "http/http_internal.h"
+#include "http/http_guard.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,9 +5,9 @@
  * query parameters and Hanu-* headers, JSON-only bodies, names, durability),
  * then the handler.
  */
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 #include "docs/docs.h"
-#include "server/http_guard.h"
+#include "http/http_guard.h"
 #include "console/console.h"
 
 #include <stdio.h>

@@ -9,7 +9,7 @@
 #ifndef HANU_HTTP_INTERNAL_H
 #define HANU_HTTP_INTERNAL_H
 
-#include "server/server_internal.h"
+#include "http/http.h"
 #include "json/json.h"
 #include "docs/docs.h"
 

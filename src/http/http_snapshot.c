@@ -5,7 +5,7 @@
  * thread), so the request is handed to the snapshotter's thread and held here;
  * a timer polls for its end and answers with what it did.
  */
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * instead of ignored: a misspelt ?durabilty=bucket must not quietly answer at
  * `local`, and a second value must not quietly lose to the first.
  */
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 
 #include <stdio.h>
 #include <strings.h>

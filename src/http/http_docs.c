@@ -7,7 +7,7 @@
  * reads it too); a document is the value under its id. Every write answers
  * {"txn":N,...} once durable at the requested level.
  */
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 #include "docs/docs.h"
 
 #include <stdio.h>

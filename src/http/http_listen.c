@@ -9,15 +9,16 @@
  * HTTP/2 is never registered and upgrades are off: Debian's h2o 2.2.5 predates
  * the fix for HTTP/2 "rapid reset" (CVE-2023-44487).
  */
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 #include "hlog/hlog.h"
-#include "server/http_guard.h"
+#include "http/http_guard.h"
 #include "docs/docs.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -181,3 +182,15 @@ void http_stop(server *srv)
     http_auth_stop(srv);
     hanu_buf_free(&srv->http_scratch);
 }
+
+/* A start-up that failed before http_start: the port bound but never accepted on. */
+static void http_unbind(server *srv)
+{
+    if (srv->http_fd >= 0) close(srv->http_fd);
+    srv->http_fd = -1;
+}
+
+const server_face http_face = {
+    .name = "http", .bind = http_bind, .listen = http_start, .wake = http_query_wake,
+    .shutdown_begin = http_shutdown_begin, .busy = http_busy, .stop = http_stop, .unbind = http_unbind,
+};

@@ -17,7 +17,7 @@
  * Without the index (--no-index) the sweep cannot walk a collection: reads
  * still hide expired documents, nothing deletes them.
  */
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 #include "hlog/hlog.h"
 
 #include <stdio.h>

@@ -6,7 +6,7 @@
  * standard process_* families read from /proc. Every family has HELP and
  * TYPE and passes `promtool check metrics`.
  */
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 #include "hlog/hlog.h"
 
 #include <dirent.h>

@@ -13,7 +13,7 @@
  * in the page cache, not on the heap. When the object is in the bucket the
  * thread hands the job back to the loop with a message, and the loop answers.
  */
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 #include "hlog/hlog.h"
 
 #include <fcntl.h>

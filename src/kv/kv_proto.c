@@ -3,7 +3,7 @@
  * protocol (kv_proto.h, docs/PROTOCOL.md). Every length is checked against
  * the bytes that are really there before it is used.
  */
-#include "server/kv_proto.h"
+#include "kv/kv_proto.h"
 
 int kv_read_header(const uint8_t *p, size_t avail, uint8_t *op, uint8_t *flags, uint32_t *len)
 {

@@ -25,11 +25,11 @@
  * says how many matches it counts before it prunes (default 1000).
  * The listing reads the store, not the index: it is current without min_txn.
  */
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 #include "docs/docs.h"
 #include "query/query.h"
-#include "server/http_guard.h"
-#include "server/query_pool.h"
+#include "http/http_guard.h"
+#include "http/query_pool.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -31,7 +31,7 @@
  * them with the JSON error body, with h2o's status, reason and connection
  * handling.
  */
-#include "server/http_guard.h"
+#include "http/http_guard.h"
 #include "json/json.h"
 
 #include <dlfcn.h>

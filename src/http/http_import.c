@@ -28,8 +28,8 @@
  * and its retry writes the committed chunks again (same ids, new versions;
  * generated ids are new ids).
  */
-#include "server/http_internal.h"
-#include "server/http_guard.h"
+#include "http/http_internal.h"
+#include "http/http_guard.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -21,10 +21,10 @@
  * changes, and the idempotency record, are one store_write: one log record, all
  * or nothing. More than DOCS_BATCH_MAX_OPS matches without a limit is refused.
  */
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 #include "docs/docs.h"
 #include "query/query.h"
-#include "server/http_guard.h"
+#include "http/http_guard.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * protocol), or, without tokens, the Host check that keeps a DNS
  * rebinding page away from a loopback server; CORS for the origins allowed.
  */
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 
 #include <arpa/inet.h>
 #include <stdio.h>

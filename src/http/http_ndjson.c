@@ -19,7 +19,7 @@
  * when h2o has sent it (the generator's proceed), so a slow client holds one
  * chunk, and the loop is held for one chunk's work at a time.
  */
-#include "server/http_internal.h"
+#include "http/http_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  * idle. On a server sharing one core with its workers every extra hold was a
  * futex wait and a context switch (measured: half the CPU of a cheap _find).
  */
-#include "server/query_pool.h"
+#include "http/query_pool.h"
 #include "base/base.h"
 
 #include <pthread.h>
