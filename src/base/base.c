@@ -6,9 +6,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -182,6 +186,15 @@ int hanu_is_zero(const void *p, size_t len)
     }
     while (len--) if (*b++) return 0;
     return 1;
+}
+
+int hanu_thread_background(int nice)
+{
+    struct sched_param sp = { .sched_priority = 0 };
+    int rc = pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+    if (rc != 0) errno = rc;
+    if (nice > 0 && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice) != 0) rc = -1;
+    return rc ? -1 : 0;
 }
 
 uint64_t hanu_now_ns(void)

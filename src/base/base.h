@@ -46,6 +46,13 @@ int hanu_replace_file(const char *path, const void *data, size_t len);
 /* True when the len bytes at p are all zero. */
 int hanu_is_zero(const void *p, size_t len);
 
+/* ---- threads ---- */
+/* Makes the calling thread background work (Linux): SCHED_BATCH, so that its wake-ups do
+ * not preempt the event loop (it still gets its fair share of a busy CPU, so its lag
+ * stays bounded), then nice (0..19; 0 keeps the loop's weight). Any user may do both.
+ * Returns 0, or -1 when either failed (errno). */
+int hanu_thread_background(int nice);
+
 /* ---- clocks ---- */
 uint64_t hanu_now_ns(void);      /* CLOCK_MONOTONIC */
 uint64_t hanu_wall_ms(void);     /* CLOCK_REALTIME, ms since the epoch */

@@ -1123,7 +1123,7 @@ static void *merge_main(void *arg)
 {
     indexer *ix = arg;
     /* Below the writers and readers: a merge only saves future query work. */
-    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), MERGE_NICE) != 0)
+    if (hanu_thread_background(MERGE_NICE) != 0)
         say(ix, "cannot lower the merge thread's priority: %s", strerror(errno));
     pthread_mutex_lock(&ix->mu);
     while (!ix->stop) {
@@ -1412,6 +1412,7 @@ static int commit_durable(indexer *ix, durable_job *j)
 static void *commit_main(void *arg)
 {
     indexer *ix = arg;
+    (void)hanu_thread_background(ix->opt.nice);   /* the indexer's own work, its priority */
     pthread_mutex_lock(&ix->mu);
     while (ix->djob || !ix->commit_stop) {
         if (!ix->djob) {
@@ -1574,7 +1575,9 @@ static void *indexer_main(void *arg)
     uint64_t interval_ns = (uint64_t)ix->opt.commit_interval_ms * 1000000u;
     /* Writes first when asked: a thread may always lower its own priority (raising it back
        would need CAP_SYS_NICE, so the value is fixed for the run). */
-    if (ix->opt.nice > 0 && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), ix->opt.nice) != 0)
+    /* SCHED_BATCH: its wake-ups do not preempt the event loop, yet it keeps its fair
+       share of a busy core, so the lag stays bounded (docs/INDEX.md, "The indexer"). */
+    if (hanu_thread_background(ix->opt.nice) != 0)
         say(ix, "cannot lower the indexer thread's priority: %s", strerror(errno));
     merge_schedule(ix);   /* what the last run left to merge */
     pthread_mutex_lock(&ix->mu);

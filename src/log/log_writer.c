@@ -198,8 +198,8 @@ int log_writer_read_pending(log_writer *w, uint32_t file_id, uint64_t off, size_
 static void *prep_main(void *arg)
 {
     log_writer *w = arg;
-    /* Background work: lower this thread's priority (Linux: per-thread nice). */
-    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+    /* Background work: below the writer thread (SCHED_BATCH, nice 10). */
+    (void)hanu_thread_background(10);
     pthread_mutex_lock(&w->mu);
     uint64_t mark = w->recovered_last, mark_ns = 0;   /* durable mark last recorded, and when */
     for (;;) {

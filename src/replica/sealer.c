@@ -316,6 +316,7 @@ static int read_feed_for(sealer *z, uint64_t target, uint64_t *covered)
 static void *sealer_thread(void *arg)
 {
     sealer *z = arg;
+    (void)hanu_thread_background(0);   /* wake-ups do not preempt the event loop; fair share kept */
     uint64_t interval_ns = (uint64_t)z->o.seal_interval_ms * 1000000u;
     uint64_t covered = z->chain.last_txn;   /* every record up to it read from the feed */
     for (;;) {

@@ -838,7 +838,7 @@ static int policy_due(snapshotter *sn)
 static void lower_priority(void)
 {
     pid_t tid = (pid_t)syscall(SYS_gettid);
-    setpriority(PRIO_PROCESS, (id_t)tid, 10);
+    (void)hanu_thread_background(10);
     /* IOPRIO_WHO_PROCESS = 1; best-effort class (2) at its lowest level (7). */
     syscall(SYS_ioprio_set, 1, tid, (2 << 13) | 7);
 }

@@ -658,7 +658,7 @@ int store_compact(store *s, int force, char *err, size_t errcap)
 void *store_compact_main(void *arg)
 {
     store *s = arg;
-    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+    (void)hanu_thread_background(10);
     pthread_mutex_lock(&s->compact_mu);
     int worked = 0;
     while (!s->compact_stop) {
