@@ -861,12 +861,44 @@ static double point_reads_us(quad *q, const quad_id *ids, size_t n, int reps)
     return m;
 }
 
+/* The device itself, through O_DIRECT: sequential 1 MiB reads of a file of
+ * `mib` MiB, and random 4 KiB reads (one at a time). */
+static void device_limits(const char *p, size_t mib)
+{
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+    void *buf = NULL;
+    if (fd < 0 || posix_memalign(&buf, 4096, 1u << 20) != 0) { fprintf(tbl, "  no O_DIRECT probe here\n"); goto out; }
+    memset(buf, 0x5A, 1u << 20);
+    for (size_t i = 0; i < mib; i++)
+        if (hanu_pwrite_full(fd, buf, 1u << 20, (off_t)(i << 20)) != 0) { fprintf(stderr, "probe write failed\n"); exit(1); }
+    (void)fdatasync(fd);
+    double v[3], lat[200];
+    for (int r = 0; r < 3; r++) {
+        double t = now_s();
+        for (size_t i = 0; i < mib; i++) (void)hanu_pread_full(fd, buf, 1u << 20, (off_t)(i << 20));
+        v[r] = (double)mib / (now_s() - t);
+    }
+    report("device: O_DIRECT sequential 1 MiB reads", median(v, 3), "MiB/s", 0, NULL);
+    for (int i = 0; i < 200; i++) {
+        double t = now_s();
+        (void)hanu_pread_full(fd, buf, 4096, (off_t)((rnd() % (mib * 256)) * 4096));
+        lat[i] = (now_s() - t) * 1e6;
+    }
+    report("device: O_DIRECT random 4 KiB read (median)", median(lat, 200), "us", 0, NULL);
+out:
+    free(buf);
+    if (fd >= 0) close(fd);
+    unlink(p);
+}
+
 static void bench_device(void)
 {
     section("device-bound (disk store; buffered: page cache dropped before each call; direct: QUAD_IO_DIRECT)");
     size_t total = quick ? (1u << 20) : (4u << 20);
     quad_id *ids = malloc(total * sizeof *ids);
     char p[600];
+    store_path(p, sizeof p, disk_dir, "probe");
+    device_limits(p, quick ? 32 : 128);
     store_path(p, sizeof p, disk_dir, "device");
     quad_close(build_store(p, structured, total, 4096, 256, ids));
     const char *bn[] = { "inline pread", "I/O threads", "io_uring" };
