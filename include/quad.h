@@ -132,6 +132,11 @@ enum quad_io_backend {
  * with zeros to the next 4 KiB. Durability is unchanged: a direct write is
  * not durable before the fdatasync that every durable call still makes
  * (file size, block allocation, the device's write cache).
+ * Cost: every commit is a device write (many small commits are far slower
+ * than through the page cache), cold reads never hit the page cache, and the
+ * handle keeps up to about 37 MiB of aligned buffers (a 1 MiB read-ahead
+ * window, a write bounce of up to 4 MiB, a cold-read arena of up to 32 MiB).
+ * It pays for cold point reads of stores larger than memory (docs/QUAD.md).
  * A file system that refuses O_DIRECT (ramfs, some FUSE file systems; tmpfs
  * before Linux 6.6) fails the open with HANU_ERR_UNSUPPORTED and a
  * quad_last_error() message; a file the refused open created is removed.
