@@ -11,7 +11,11 @@
  *   quadbench [--quick] [--dir PATH] [--json] [--only LIST]
  *
  * --only runs only the listed parts (comma separated: append, gather,
- * backends, retire, stream, group, sweep, size; the limits always run).
+ * backends, retire, stream, group, sweep, size, device; the limits always
+ * run). `device` is not in the default set: it compares cold reads that
+ * really reach the device, buffered (the store file's pages dropped with
+ * posix_fadvise(DONTNEED) before every call) against QUAD_IO_DIRECT, and
+ * appends of both to the disk directory.
  * --dir is the on-disk directory (default /tmp); tmpfs runs use /dev/shm.
  * The table (with progress) goes to stdout, or to stderr with --json, which
  * prints {"limits": {...}, "results": [{"name", "value", "unit", ...}]} at
@@ -131,12 +135,16 @@ static void store_path(char *out, size_t cap, const char *dir, const char *name)
 }
 
 static int io_backend = QUAD_IO_THREADS;
+static unsigned open_flags;   /* QUAD_IO_DIRECT for the device part */
+static int drop_fd = -1;      /* cold gathers drop this file's page cache first (device part) */
+static size_t cold_calls;     /* cold gathers per run when set (device part) */
 
 static quad *open_store(const char *path, uint32_t rows, uint32_t mb, uint32_t window_us)
 {
     quad_options o;
     quad_options_default(&o);
     o.io_backend = io_backend;
+    o.flags = open_flags;
     o.chunk_rows = rows;
     o.microblock_rows = mb < rows ? mb : rows;
     o.group_window_us = window_us;
@@ -413,6 +421,7 @@ static void *gather_worker(void *arg)
             memcpy(req, g->ids + (s % (g->n / 4096)) * 4096, 4096 * sizeof *req);
         }
         if (g->cold) quad_cache_drop(g->q);
+        if (g->cold && drop_fd >= 0) (void)posix_fadvise(drop_fd, 0, 0, POSIX_FADV_DONTNEED);
         double t = now_s();
         int rc = quad_gather(g->q, 0, req, 4096, g->mask, out, g->mask ? NULL : present);
         spent += now_s() - t;
@@ -436,7 +445,7 @@ static double run_gather_threads(quad *q, quad_id *ids, size_t n, int random, in
     pthread_t th[8];
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, (unsigned)threads);
-    size_t calls = cold ? (quick ? 100 : 400) : (quick ? 300 : 1500);
+    size_t calls = cold ? (cold_calls ? cold_calls : quick ? 100 : 400) : (quick ? 300 : 1500);
     for (int t = 0; t < threads; t++) {
         g[t] = (gctx){ q, ids, n, random, cold, mask, calls, 0, 0, 0, 0x1234567ULL * (uint64_t)(t + 1), &start };
         pthread_create(&th[t], NULL, gather_worker, &g[t]);
@@ -830,6 +839,131 @@ static void bench_stream(void)
     free(ids);
 }
 
+/* ---- device-bound reads and writes: the page cache against QUAD_IO_DIRECT ----
+ * One disk store of structured facts (closed with a checkpoint). Each cold
+ * gather first drops our cache and, for a buffered handle, the file's pages
+ * (outside the timed call), so both read from the device; a direct handle
+ * never fills the page cache. Point reads: one random id, lanes 0-2, cold. */
+static double point_reads_us(quad *q, const quad_id *ids, size_t n, int reps)
+{
+    double *lat = malloc((size_t)reps * sizeof *lat);
+    for (int i = 0; i < reps; i++) {
+        quad_cache_drop(q);
+        if (drop_fd >= 0) (void)posix_fadvise(drop_fd, 0, 0, POSIX_FADV_DONTNEED);
+        quad_id id = ids[rnd() % n];
+        quad_fact out;
+        double t = now_s();
+        if (quad_gather(q, 0, &id, 1, 0x7, &out, NULL) != 0) { fprintf(stderr, "point read failed\n"); exit(1); }
+        lat[i] = (now_s() - t) * 1e6;
+    }
+    double m = median(lat, reps);
+    free(lat);
+    return m;
+}
+
+/* The device itself, through O_DIRECT: sequential 1 MiB reads of a file of
+ * `mib` MiB, and random 4 KiB reads (one at a time). */
+static void device_limits(const char *p, size_t mib)
+{
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+    void *buf = NULL;
+    if (fd < 0 || posix_memalign(&buf, 4096, 1u << 20) != 0) { fprintf(tbl, "  no O_DIRECT probe here\n"); goto out; }
+    memset(buf, 0x5A, 1u << 20);
+    for (size_t i = 0; i < mib; i++)
+        if (hanu_pwrite_full(fd, buf, 1u << 20, (off_t)(i << 20)) != 0) { fprintf(stderr, "probe write failed\n"); exit(1); }
+    (void)fdatasync(fd);
+    double v[3], lat[200];
+    for (int r = 0; r < 3; r++) {
+        double t = now_s();
+        for (size_t i = 0; i < mib; i++) (void)hanu_pread_full(fd, buf, 1u << 20, (off_t)(i << 20));
+        v[r] = (double)mib / (now_s() - t);
+    }
+    report("device: O_DIRECT sequential 1 MiB reads", median(v, 3), "MiB/s", 0, NULL);
+    for (int i = 0; i < 200; i++) {
+        double t = now_s();
+        (void)hanu_pread_full(fd, buf, 4096, (off_t)((rnd() % (mib * 256)) * 4096));
+        lat[i] = (now_s() - t) * 1e6;
+    }
+    report("device: O_DIRECT random 4 KiB read (median)", median(lat, 200), "us", 0, NULL);
+out:
+    free(buf);
+    if (fd >= 0) close(fd);
+    unlink(p);
+}
+
+static void bench_device(void)
+{
+    section("device-bound (disk store; buffered: page cache dropped before each call; direct: QUAD_IO_DIRECT)");
+    size_t total = quick ? (1u << 20) : (4u << 20);
+    quad_id *ids = malloc(total * sizeof *ids);
+    char p[600];
+    store_path(p, sizeof p, disk_dir, "probe");
+    device_limits(p, quick ? 32 : 128);
+    store_path(p, sizeof p, disk_dir, "device");
+    quad_close(build_store(p, structured, total, 4096, 256, ids));
+    const char *bn[] = { "inline pread", "I/O threads", "io_uring" };
+    for (int b = 0; b < 3; b++) {
+        for (int direct = 0; direct < 2; direct++) {
+            io_backend = b;
+            open_flags = direct ? QUAD_IO_DIRECT : 0;
+            quad_options o;
+            quad_options_default(&o);
+            o.io_backend = b;
+            o.flags = open_flags;
+            quad *q = NULL;
+            if (quad_open(p, &o, &q) != 0) {
+                fprintf(tbl, "  %s%s: not available here (%s)\n", bn[b], direct ? ", direct" : "", quad_last_error());
+                continue;
+            }
+            drop_fd = direct ? -1 : open(p, O_RDONLY);
+            const char *mode = direct ? "direct" : "buffered";
+            for (int random = 0; random < 2; random++) {
+                /* a random request reads lanes of most chunks: the whole store */
+                cold_calls = random ? (quick ? 5 : 10) : (quick ? 100 : 200);
+                double v[3];
+                for (int r = 0; r < 3; r++) v[r] = run_gather(q, ids, total, random, 1, QUAD_LANES_ALL, 1);
+                char name[96];
+                snprintf(name, sizeof name, "device: gather %s all lanes cold, %s, %s", random ? "random" : "ordered",
+                         mode, bn[b]);
+                report(name, median(v, 3), "M ids/s", 0, NULL);
+            }
+            cold_calls = 0;
+            if (b == 0) {
+                char name[96];
+                double v[3];
+                for (int r = 0; r < 3; r++) v[r] = point_reads_us(q, ids, total, quick ? 100 : 300);
+                snprintf(name, sizeof name, "device: point read cold (3 lanes), %s", mode);
+                report(name, median(v, 3), "us", 0, NULL);
+            }
+            if (drop_fd >= 0) close(drop_fd);
+            drop_fd = -1;
+            quad_close(q);
+        }
+    }
+    unlink(p);
+    io_backend = QUAD_IO_THREADS;
+    /* appends to the disk: through the page cache or straight to the device */
+    size_t batches[] = { 64, 65536 };
+    for (int direct = 0; direct < 2; direct++) {
+        open_flags = direct ? QUAD_IO_DIRECT : 0;
+        for (int k = 0; k < 2; k++) {
+            for (int dur = 0; dur < 2; dur++) {
+                size_t total_facts = dur ? batches[k] * (quick ? 8 : 24) : (batches[k] == 64 ? 200000 : 2000000);
+                double v[3];
+                for (int r = 0; r < 3; r++)
+                    v[r] = run_append(disk_dir, structured, batches[k], dur ? QUAD_DURABLE : QUAD_BUFFERED, 0,
+                                      total_facts, NULL);
+                char name[96];
+                snprintf(name, sizeof name, "device: append structured %zu %s, %s", batches[k],
+                         dur ? "durable" : "buffered", direct ? "direct" : "buffered");
+                report(name, median(v, 3), "M facts/s", lim_memcpy_facts, "memcpy");
+            }
+        }
+    }
+    open_flags = 0;
+    free(ids);
+}
+
 static void print_json(void)
 {
     printf("{\"limits\": {\"memcpy_gbs\": %.3f, \"memcpy_facts_mps\": %.2f, \"ordered_reads_mps\": %.2f, "
@@ -888,6 +1022,7 @@ int main(int argc, char **argv)
     if (want("stream")) bench_stream();
     if (want("group")) bench_group(disk_dir, "disk");
     if (want("sweep")) bench_sweep();
+    if (only && want("device")) bench_device();
     if (want("size")) {
         bench_size_and_recovery(shm_dir, "tmpfs");
         bench_size_and_recovery(disk_dir, "disk");

@@ -65,7 +65,8 @@
  *   HANU_ERR_STOPPED   refused after a failed fdatasync (see Durability);
  *   HANU_ERR_GONE      a stream asked for epochs the log no longer keeps;
  *   HANU_ERR_NOMEM, HANU_ERR_TOO_LARGE, HANU_ERR_UNSUPPORTED (io_uring asked
- *                      for but not available).
+ *                      for but not available, QUAD_IO_DIRECT on a file system
+ *                      that refuses O_DIRECT).
  */
 #ifndef HANU_QUAD_H
 #define HANU_QUAD_H
@@ -119,6 +120,29 @@ enum quad_io_backend {
 #define QUAD_SALVAGE 2u   /* treat the first bad frame as the end of the log even before the
                              durable mark (damage to synced frames), instead of failing with
                              HANU_ERR_CORRUPT; the frames after it are lost (zeroed) */
+/* Direct I/O: the file is opened O_DIRECT and every read and write of it
+ * (frames, slots, recovery, streams, cold gathers through any io_backend)
+ * bypasses the page cache; the handle's own payload cache (cache_bytes) is
+ * then the only cache. The format is unchanged (a store may be opened with
+ * and without the flag in turn). Each transfer covers whole 4 KiB blocks:
+ * reads go through aligned bounce buffers covering the bytes asked for
+ * (copied out; a small read costs at least one 4 KiB device read), writes
+ * rewrite the partial 4 KiB blocks at both ends (the handle keeps a copy of
+ * the header block and of the block holding the log end) and pad the file
+ * with zeros to the next 4 KiB. Durability is unchanged: a direct write is
+ * not durable before the fdatasync that every durable call still makes
+ * (file size, block allocation, the device's write cache).
+ * Cost: every commit is a device write (many small commits are far slower
+ * than through the page cache), cold reads never hit the page cache, and the
+ * handle keeps up to about 37 MiB of aligned buffers (a 1 MiB read-ahead
+ * window, a write bounce of up to 4 MiB, a cold-read arena of up to 32 MiB).
+ * It pays for cold point reads of stores larger than memory (docs/QUAD.md).
+ * A file system that refuses O_DIRECT (ramfs, some FUSE file systems; tmpfs
+ * before Linux 6.6) fails the open with HANU_ERR_UNSUPPORTED and a
+ * quad_last_error() message; a file the refused open created is removed.
+ * There is no silent fallback: open again without the flag to use the page
+ * cache. */
+#define QUAD_IO_DIRECT 4u
 
 typedef struct quad_options {
     uint32_t chunk_rows;        /* rows per chunk, power of two in [64, 1<<20]; default 4096.
@@ -131,7 +155,7 @@ typedef struct quad_options {
     int io_backend;             /* enum quad_io_backend; default QUAD_IO_THREADS */
     size_t cache_bytes;         /* bound on cached compressed lane payloads; default 256 MiB */
     uint64_t checkpoint_bytes;  /* write a checkpoint after this many log bytes; default 64 MiB */
-    unsigned flags;             /* QUAD_RDONLY, QUAD_SALVAGE */
+    unsigned flags;             /* QUAD_RDONLY, QUAD_SALVAGE, QUAD_IO_DIRECT */
 } quad_options;
 
 typedef struct quad_stats {

@@ -1,15 +1,32 @@
 /*
  * quad_shapes.h: what the facts kernel's tests share: a xorshift PRNG and the
- * two fact shapes of the benchmarks (structured, entropy), and a lane-masked
- * comparison.
+ * two fact shapes of the benchmarks (structured, entropy), a lane-masked
+ * comparison, and QUAD_TEST_DIRECT (below).
  */
 #ifndef HANU_TEST_QUAD_SHAPES_H
 #define HANU_TEST_QUAD_SHAPES_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include "quad.h"
 #include "base/base.h"
+
+/* QUAD_TEST_DIRECT=1 in the environment opens every store of a test program
+ * with QUAD_IO_DIRECT: test_quad_direct runs a subset of the quad test
+ * programs that way, on a disk directory. */
+static inline int tq_quad_open(const char *path, const quad_options *opt, quad **out)
+{
+    const char *e = getenv("QUAD_TEST_DIRECT");
+    if (!e || strcmp(e, "1") != 0) return quad_open(path, opt, out);
+    quad_options o;
+    if (opt) o = *opt;
+    else quad_options_default(&o);
+    o.flags |= QUAD_IO_DIRECT;
+    return quad_open(path, &o, out);
+}
+#define quad_open tq_quad_open
 
 /* ---- fact shapes (docs/BENCHMARKS.md) and a PRNG ---- */
 static uint64_t tq_rng = 88172645463325252ULL;

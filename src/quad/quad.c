@@ -99,6 +99,7 @@ static void quad_free(quad *q)
         free(q->pages);
     }
     quad_io_close(q);
+    quad_dio_close(q);
     qc_free(&q->cache);
     if (q->fd >= 0) close(q->fd);
     free(q->fbuf);
@@ -151,8 +152,13 @@ int quad_open(const char *path, const quad_options *opt, quad **out)
     int rc = (!q->path || !q->pages) ? HANU_ERR_NOMEM : qc_init(&q->cache, o.cache_bytes);
     if (rc) goto fail;
 
-    int rdonly = (o.flags & QUAD_RDONLY) != 0;
-    q->fd = open(path, (rdonly ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC, 0644);
+    int rdonly = (o.flags & QUAD_RDONLY) != 0, direct = (o.flags & QUAD_IO_DIRECT) != 0;
+    int created = 0;   /* QUAD_IO_DIRECT: a file this open created is removed if it refuses O_DIRECT */
+    if (direct && !rdonly) {
+        q->fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        created = q->fd >= 0;
+    }
+    if (q->fd < 0) q->fd = open(path, (rdonly ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC, 0644);
     if (q->fd < 0) { rc = errno == ENOENT ? HANU_ERR_NOT_FOUND : HANU_ERR_IO; goto fail; }
     /* One owner per file: an open-file-description lock (held by this
      * descriptor, not the process, so a second handle in the same process is
@@ -163,6 +169,13 @@ int quad_open(const char *path, const quad_options *opt, quad **out)
         if (rc == HANU_ERR_BUSY)
             quad_set_error("%s is open in another handle (this or another process)", path);
         goto fail;
+    }
+    if (direct) {
+        rc = quad_dio_open(q);
+        if (rc) {
+            if (created) unlink(path);
+            goto fail;
+        }
     }
     int fresh = 0;
     rc = qf_read_header(q, &fresh);

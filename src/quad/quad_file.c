@@ -34,7 +34,7 @@ int qf_write_header(quad *q)
     hanu_put_u32(h + 20, q->mb_rows);
     hanu_put_u64(h + 24, hanu_wall_ms());
     hanu_put_u32(h, hanu_checksum32(h + 4, 60));
-    int rc = hanu_pwrite_full(q->fd, h, sizeof h, 0);
+    int rc = quad_pwrite(q, h, sizeof h, 0);
     if (rc) return rc;
     atomic_store(&q->written_off, QF_HEADER_SIZE);
     return qf_sync(q, NULL);
@@ -56,11 +56,11 @@ int qf_read_header(quad *q, int *fresh)
     uint8_t h[64];
     if ((uint64_t)st.st_size < QF_HEADER_SIZE) {
         size_t n = (size_t)st.st_size < sizeof h ? (size_t)st.st_size : sizeof h;
-        if (hanu_pread_full(q->fd, h, n, 0) != 0) return HANU_ERR_IO;
+        if (quad_pread(q, h, n, 0) != 0) return HANU_ERR_IO;
         if (hanu_is_zero(h, n)) { *fresh = 1; return 0; }
         return HANU_ERR_CORRUPT;
     }
-    if (hanu_pread_full(q->fd, h, sizeof h, 0) != 0) return HANU_ERR_IO;
+    if (quad_pread(q, h, sizeof h, 0) != 0) return HANU_ERR_IO;
     if (hanu_is_zero(h, sizeof h) && st.st_size == QF_HEADER_SIZE) { *fresh = 1; return 0; }
     if (memcmp(h + 4, "HANUQUAD", 8) != 0 || hanu_get_u32(h) != hanu_checksum32(h + 4, 60))
         return HANU_ERR_CORRUPT;
@@ -494,7 +494,7 @@ static void mark_write(quad *q, uint64_t off, uint64_t epoch)
     hanu_put_u64(s + 24, epoch);
     hanu_put_u32(s, hanu_checksum32(s + 4, QF_SLOT_SIZE - 4));
     /* best effort: a lost mark only weakens the damage check, never durability */
-    (void)hanu_pwrite_full(q->fd, s, sizeof s, QF_MARK_OFF + (off_t)(seq & 1) * QF_SECTOR);
+    (void)quad_pwrite(q, s, sizeof s, QF_MARK_OFF + (seq & 1) * QF_SECTOR);
 }
 
 int qf_sync(quad *q, uint64_t *epoch_out)
@@ -647,10 +647,10 @@ int qf_checkpoint_locked(quad *q)
         qf_frame_finish(f, QF_T_CHECKPOINT, epoch, n, body);
         uint64_t len = QF_FRAME_HDR + body;
         q->ckpt_bytes += len;
-        rc = hanu_pwrite_full(q->fd, f, len, (off_t)q->tail);
+        rc = quad_pwrite(q, f, len, q->tail);
         if (rc) {
             memset(f, 0, len);
-            (void)hanu_pwrite_full(q->fd, f, len, (off_t)q->tail);
+            (void)quad_pwrite(q, f, len, q->tail);
             break;
         }
         q->tail += len;
@@ -670,7 +670,7 @@ int qf_checkpoint_locked(quad *q)
     hanu_put_u64(s + 24, q->tail - start);
     hanu_put_u64(s + 32, epoch);
     hanu_put_u32(s, hanu_checksum32(s + 4, QF_SLOT_SIZE - 4));
-    rc = hanu_pwrite_full(q->fd, s, sizeof s, QF_SLOT_OFF + (off_t)(seq & 1) * QF_SECTOR);
+    rc = quad_pwrite(q, s, sizeof s, QF_SLOT_OFF + (seq & 1) * QF_SECTOR);
     if (rc) return rc;
     rc = qf_sync(q, NULL);
     if (rc) return rc;
@@ -744,7 +744,7 @@ static int frame_read(quad *q, uint64_t off, uint64_t size, size_t *len, const c
     int rc = qf_fbuf_reserve(q, QF_FRAME_HDR);
     if (rc) return rc;
     uint8_t *h = q->fbuf;
-    if (hanu_pread_full(q->fd, h, QF_FRAME_HDR, (off_t)off) != 0) return HANU_ERR_IO;
+    if (quad_pread(q, h, QF_FRAME_HDR, off) != 0) return HANU_ERR_IO;
     if (hanu_is_zero(h, QF_FRAME_HDR)) { *why = "zeros"; return 1; }
     if (hanu_get_u32(h) != hanu_checksum32(h + 4, QF_FRAME_HDR - 4)) {
         *why = "frame header checksum mismatch";
@@ -760,7 +760,7 @@ static int frame_read(quad *q, uint64_t off, uint64_t size, size_t *len, const c
     rc = qf_fbuf_reserve(q, QF_FRAME_HDR + body);
     if (rc) return rc;
     h = q->fbuf;
-    if (hanu_pread_full(q->fd, h + QF_FRAME_HDR, body, (off_t)(off + QF_FRAME_HDR)) != 0)
+    if (quad_pread(q, h + QF_FRAME_HDR, body, off + QF_FRAME_HDR) != 0)
         return HANU_ERR_IO;
     memset(h + QF_FRAME_HDR + body, 0, CODEC_SLACK);
     if (hanu_get_u32(h + 32) != hanu_checksum32(h + QF_FRAME_HDR, body)) {
@@ -776,7 +776,7 @@ static int slot_pick(quad *q, off_t base, uint32_t magic, uint8_t s[2][QF_SLOT_S
 {
     int best = -1;
     for (int i = 0; i < 2; i++) {
-        if (hanu_pread_full(q->fd, s[i], QF_SLOT_SIZE, base + (off_t)i * QF_SECTOR) != 0) continue;
+        if (quad_pread(q, s[i], QF_SLOT_SIZE, (uint64_t)base + (uint64_t)i * QF_SECTOR) != 0) continue;
         if (hanu_get_u32(s[i] + 4) != magic) continue;
         if (hanu_get_u32(s[i]) != hanu_checksum32(s[i] + 4, QF_SLOT_SIZE - 4)) continue;
         if (best < 0 || hanu_get_u64(s[i] + 8) > hanu_get_u64(s[best] + 8)) best = i;
@@ -907,7 +907,7 @@ int qf_recover(quad *q)
         static const uint8_t zeros[65536];
         for (uint64_t o = pos; o < size; o += sizeof zeros) {
             size_t k = size - o < sizeof zeros ? (size_t)(size - o) : sizeof zeros;
-            rc = hanu_pwrite_full(q->fd, zeros, k, (off_t)o);
+            rc = quad_pwrite(q, zeros, k, o);
             if (rc) return rc;
         }
     }

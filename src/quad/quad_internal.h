@@ -170,6 +170,8 @@ typedef struct quad_ioreq {
 } quad_ioreq;
 
 typedef struct quad_io quad_io;
+typedef struct quad_dio quad_dio;
+#define QD_BLOCK 4096u   /* QUAD_IO_DIRECT: unit and alignment of every transfer */
 
 struct quad {
     int fd;
@@ -230,6 +232,7 @@ struct quad {
 
     qc_cache cache;
     quad_io *io;
+    quad_dio *dio;                     /* QUAD_IO_DIRECT state, NULL without the flag */
     uint64_t fork_gen;                 /* quad_fork_gen at open: a child after fork differs */
 };
 
@@ -296,6 +299,15 @@ void quad_wlock_release(quad *q);   /* completes pending appends, then unlocks w
 /* quad_stream.c */
 void quad_stream_notify(quad *q);   /* written or durable epoch moved: wake stream waiters */
 uint64_t quad_stream_floor(quad *q, uint64_t *held);   /* lowest held position, 0 when none */
+
+/* quad_dio.c: every read and write of the store file (plain pread / pwrite
+ * without QUAD_IO_DIRECT; whole aligned 4 KiB blocks with it) */
+int quad_pread(quad *q, void *buf, size_t len, uint64_t off);
+int quad_pwrite(quad *q, const void *buf, size_t len, uint64_t off);
+int quad_dio_open(quad *q);     /* after the file is open and locked */
+void quad_dio_close(quad *q);
+/* Reads up to len bytes (aligned) at off, fewer only at the end of the file. */
+int quad_dio_pread_upto(int fd, void *buf, size_t len, uint64_t off, size_t *got);
 
 /* quad_io.c */
 int quad_io_open(quad *q);

@@ -140,7 +140,7 @@ static int window_get(quad_stream *s, uint64_t off, size_t len, const uint8_t **
     }
     s->win_off = off;
     s->win_len = 0;
-    if (hanu_pread_full(s->q->fd, s->win, want, (off_t)off) != 0) return HANU_ERR_IO;
+    if (quad_pread(s->q, s->win, want, off) != 0) return HANU_ERR_IO;
     memset(s->win + want, 0, CODEC_SLACK);
     s->win_len = want;
     *p = s->win;

@@ -119,10 +119,10 @@ static int finish_commit(quad *q, uint64_t epoch, int durability)
  * may have been written so that no partial frame is left behind. */
 static int frame_write(quad *q, size_t len)
 {
-    int rc = hanu_pwrite_full(q->fd, q->fbuf, len, (off_t)q->tail);
+    int rc = quad_pwrite(q, q->fbuf, len, q->tail);
     if (rc) {
         memset(q->fbuf, 0, len);
-        (void)hanu_pwrite_full(q->fd, q->fbuf, len, (off_t)q->tail);
+        (void)quad_pwrite(q, q->fbuf, len, q->tail);
     }
     return rc;
 }
