@@ -438,12 +438,9 @@ void http_doc_write(http_call *c)
     h2o_req_t *req = c->req;
     int is_delete = c->route == ROUTE_DOC_DELETE, is_post = c->route == ROUTE_DOC_POST;
     if (!http_write_allowed(c)) return;
-    int bad;
-    const h2o_iovec_t *ik = http_idem_header(c, &bad);
-    if (bad) { http_error(c, 400, "invalid_request", "Idempotency-Key must be 1-128 bytes"); return; }
+    const h2o_iovec_t *ik;
     uint8_t fp[DOCS_IDEM_FINGERPRINT];
-    if (ik) http_idem_fingerprint(c, fp);
-    if (ik && http_idem_replay(c, ik, fp, 0)) return;
+    if (http_idem_begin(c, &ik, fp, 0)) return;
     if (!is_post && !docs_id_valid(c->id, c->id_len)) {
         http_error(c, 400, "invalid_id", "document ids are 1-256 bytes without '/' or control characters");
         return;
@@ -514,12 +511,9 @@ void http_batch(http_call *c)
     server *srv = c->srv;
     h2o_req_t *req = c->req;
     if (!http_write_allowed(c)) return;
-    int bad;
-    const h2o_iovec_t *ik = http_idem_header(c, &bad);
-    if (bad) { http_error(c, 400, "invalid_request", "Idempotency-Key must be 1-128 bytes"); return; }
+    const h2o_iovec_t *ik;
     uint8_t fp[DOCS_IDEM_FINGERPRINT];
-    if (ik) http_idem_fingerprint(c, fp);
-    if (ik && http_idem_replay(c, ik, fp, 0)) return;
+    if (http_idem_begin(c, &ik, fp, 0)) return;
     docs_batch batch;
     docs_error e;
     if (docs_batch_decode(req->entity.base ? req->entity.base : "", req->entity.len, srv->limits.max_value,

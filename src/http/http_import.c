@@ -281,12 +281,9 @@ void http_import(http_call *c)
     server *srv = c->srv;
     h2o_req_t *req = c->req;
     if (!http_write_allowed(c)) return;
-    int bad;
-    const h2o_iovec_t *ik = http_idem_header(c, &bad);
-    if (bad) { http_error(c, 400, "invalid_request", "Idempotency-Key must be 1-128 bytes"); return; }
+    const h2o_iovec_t *ik;
     uint8_t fp[DOCS_IDEM_FINGERPRINT];
-    if (ik) http_idem_fingerprint(c, fp);
-    if (ik && http_idem_replay(c, ik, fp, 0)) return;
+    if (http_idem_begin(c, &ik, fp, 0)) return;
     uint64_t first;
     uint32_t db;
     if (!first_line_of(c, &first) || http_find_collection(c, 1, &db)) return;

@@ -608,17 +608,19 @@ static void release_wait(query_wait *qw)
     *qw->guard = NULL;   /* answering may free the request's pool */
 }
 
-static void index_behind(http_call *c, uint64_t min_txn, uint64_t itxn)
+/* 503 with code and a message, and the txn this node has reached as field `field`. */
+static void behind(http_call *c, const char *code, const char *what, const char *field, uint64_t min_txn,
+                   uint64_t reached)
 {
     char msg[160];
-    snprintf(msg, sizeof msg, "the index is at txn %llu, below min_txn %llu, after %u ms (--min-txn-wait-ms)",
-             (unsigned long long)itxn, (unsigned long long)min_txn, c->srv->opt.min_txn_wait_ms);
+    snprintf(msg, sizeof msg, "%s txn %llu, below min_txn %llu, after %u ms (--min-txn-wait-ms)", what,
+             (unsigned long long)reached, (unsigned long long)min_txn, c->srv->opt.min_txn_wait_ms);
     hanu_buf b = {0};
-    http_error_json(&b, "index_behind", msg);
+    http_error_json(&b, code, msg);
     if (b.len >= 2) {
-        b.len -= 2;   /* reopen the error object for its index_txn */
-        char tail[48];
-        int n = snprintf(tail, sizeof tail, ",\"index_txn\":%llu}}", (unsigned long long)itxn);
+        b.len -= 2;   /* reopen the error object for the reached txn */
+        char tail[64];
+        int n = snprintf(tail, sizeof tail, ",\"%s\":%llu}}", field, (unsigned long long)reached);
         hanu_buf_append(&b, tail, (size_t)n);
     }
     c->srv->errors++;
@@ -626,23 +628,15 @@ static void index_behind(http_call *c, uint64_t min_txn, uint64_t itxn)
     hanu_buf_free(&b);
 }
 
+static void index_behind(http_call *c, uint64_t min_txn, uint64_t itxn)
+{
+    behind(c, "index_behind", "the index is at", "index_txn", min_txn, itxn);
+}
+
 /* 503 store_behind: this node has not applied min_txn within --min-txn-wait-ms. */
 static void store_behind(http_call *c, uint64_t min_txn, uint64_t applied)
 {
-    char msg[160];
-    snprintf(msg, sizeof msg, "this node has applied txn %llu, below min_txn %llu, after %u ms (--min-txn-wait-ms)",
-             (unsigned long long)applied, (unsigned long long)min_txn, c->srv->opt.min_txn_wait_ms);
-    hanu_buf b = {0};
-    http_error_json(&b, "store_behind", msg);
-    if (b.len >= 2) {
-        b.len -= 2;   /* reopen the error object for its applied_txn */
-        char tail[48];
-        int n = snprintf(tail, sizeof tail, ",\"applied_txn\":%llu}}", (unsigned long long)applied);
-        hanu_buf_append(&b, tail, (size_t)n);
-    }
-    c->srv->errors++;
-    http_send(c, 503, (const char *)b.data, b.len);
-    hanu_buf_free(&b);
+    behind(c, "store_behind", "this node has applied", "applied_txn", min_txn, applied);
 }
 
 static void run_query(http_call *c, int waited);
