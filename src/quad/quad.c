@@ -113,6 +113,7 @@ static void quad_free(quad *q)
     pthread_mutex_destroy(&q->wlock);
     pthread_mutex_destroy(&q->sync_mu);
     pthread_mutex_destroy(&q->stream_mu);
+    pthread_mutex_destroy(&q->clean_mu);
     free(q);
 }
 
@@ -148,6 +149,8 @@ int quad_open(const char *path, const quad_options *opt, quad **out)
     pthread_mutex_init(&q->wlock, NULL);
     pthread_mutex_init(&q->sync_mu, NULL);
     pthread_mutex_init(&q->stream_mu, NULL);
+    pthread_mutex_init(&q->clean_mu, NULL);
+    q->clean_walked = QF_HEADER_SIZE;
     atomic_init(&q->log_floor, 1);
     q->fork_gen = atomic_load(&quad_fork_gen);
     q->path = strdup(path);

@@ -224,6 +224,35 @@ static int punch(quad *q, uint64_t off, uint64_t len, quad_clean_stats *st)
     return 0;
 }
 
+/* Walks the frames in [q->clean_walked, limit) (every one before both
+ * checkpoint slots: recovery never reads them again) and punches the bodies
+ * no reader needs: checkpoint parts, retire frames at or below h (streams
+ * start above h) and relocation frames whose chunk moved on. Headers stay,
+ * so a stream can still step over them. Caller holds clean_mu. */
+static int punch_log(quad *q, uint64_t limit, uint64_t h, quad_clean_stats *st)
+{
+    uint64_t off = q->clean_walked;
+    uint8_t f[QF_FRAME_HDR];
+    int rc = 0;
+    while (rc == 0 && off < limit && limit - off >= QF_FRAME_HDR) {
+        if (hanu_pread_full(q->fd, f, sizeof f, (off_t)off) != 0) return HANU_ERR_IO;
+        if (hanu_get_u32(f) != hanu_checksum32(f + 4, QF_FRAME_HDR - 4) || hanu_get_u32(f + 4) != QF_FRAME_MAGIC)
+            break;   /* never before the log end; stop rather than guess */
+        uint64_t len = QF_FRAME_HDR + (uint64_t)hanu_get_u32(f + 8), e = hanu_get_u64(f + 16);
+        uint64_t aux = hanu_get_u64(f + 24);
+        if (len > limit - off) break;
+        int dead = f[12] == QF_T_CHECKPOINT || (f[12] == QF_T_RETIRE && e <= h);
+        if (f[12] == QF_T_RELOCATE && aux < atomic_load(&q->nchunks)) {
+            uint64_t at = quad_chunk_at(q, aux)->off;   /* changed only by a clean */
+            dead = at < off || at >= off + len;
+        }
+        if (dead) rc = punch(q, off + QF_FRAME_HDR, len - QF_FRAME_HDR, st);
+        off += len;
+    }
+    q->clean_walked = off;
+    return rc;
+}
+
 /* Relocates chunks [*next, end) of the candidates, one group (wlock held):
  * step 1 (frames at the log end), step 2 (sync, then the swap). */
 static int clean_group(quad *q, const uint64_t *cand, size_t ncand, size_t *next, uint64_t h,
@@ -291,8 +320,9 @@ int quad_clean(quad *q, double threshold, quad_clean_stats *st_out)
     if (q->opt.flags & QUAD_RDONLY) return HANU_ERR_INVALID;
     quad_clean_stats st;
     memset(&st, 0, sizeof st);
+    pthread_mutex_lock(&q->clean_mu);
     int rc = quad_sync(q);   /* the horizon is at most the durable epoch */
-    if (rc) return rc;
+    if (rc) { pthread_mutex_unlock(&q->clean_mu); return rc; }
 
     /* choose: chunks whose kept rows would fall below threshold */
     pthread_mutex_lock(&q->wlock);
@@ -305,7 +335,7 @@ int quad_clean(quad *q, double threshold, quad_clean_stats *st_out)
     size_t ncand = 0;
     if (h > 0 && atomic_load(&q->retired) > 0) {
         cand = malloc((nch ? nch : 1) * sizeof *cand);
-        if (!cand) { quad_wlock_release(q); return HANU_ERR_NOMEM; }
+        if (!cand) { quad_wlock_release(q); pthread_mutex_unlock(&q->clean_mu); return HANU_ERR_NOMEM; }
         for (uint64_t c = 0; c < nch; c++) {
             const quad_chunk *ch = quad_chunk_at(q, c);
             if (!ch->ret) continue;
@@ -343,16 +373,22 @@ int quad_clean(quad *q, double threshold, quad_clean_stats *st_out)
         rc = clean_group(q, cand, ncand, &next, h, &b, items, punch_list, &st);
         quad_wlock_release(q);
     }
-    /* step 3: two checkpoints, so that neither slot needs the old bytes */
+    /* step 3: two checkpoints, so that neither slot needs the old bytes (a
+     * replay from a slot before them would read the punched append frames) */
+    uint64_t limit = 0;
     if (rc == 0 && st.chunks_relocated) {
         pthread_mutex_lock(&q->wlock);
+        limit = q->tail;
         rc = qf_checkpoint_locked(q);
         if (rc == 0) rc = qf_checkpoint_locked(q);
         quad_wlock_release(q);
     }
-    /* step 4: give the old payloads back */
+    /* step 4: give the old payloads back, then the frames before both slots
+     * that nothing reads any more */
     for (uint64_t i = 0; rc == 0 && i < st.chunks_relocated; i++)
         rc = punch(q, punch_list[2 * i], punch_list[2 * i + 1], &st);
+    if (rc == 0 && limit) rc = punch_log(q, limit, h, &st);
+    pthread_mutex_unlock(&q->clean_mu);
     free(cand);
     free(items);
     free(punch_list);

@@ -248,6 +248,8 @@ struct quad {
     struct quad_hold *holds;
     _Atomic uint64_t gone_below;       /* horizon of the last clean: older snapshots are GONE */
     uint64_t relocated;                /* relocated chunks (wlock) */
+    pthread_mutex_t clean_mu;          /* one quad_clean at a time */
+    uint64_t clean_walked;             /* the log before it was walked for frames to punch */
 
     qc_cache cache;
     quad_io *io;
