@@ -7,6 +7,8 @@
  * an unheld one below the floor gets HANU_ERR_GONE; the old payload bytes are
  * punched (st_blocks falls); a damaged relocation record is refused.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -341,6 +343,88 @@ static void frame_fix(int fd, uint64_t off)
     free(b);
 }
 
+/* Readers during cleans: two threads gather at the latest snapshot (random
+ * and ordered requests, all lanes and lane 2, the existence check) while the
+ * main thread retires and cleans, swapping chunk payloads under them. Every
+ * present fact must have its lanes; every retired-before-the-call id must be
+ * absent. Under ASan this also checks that no reader touches a freed payload
+ * description or cache entry. */
+typedef struct rctx {
+    quad *q;
+    _Atomic int stop;
+    _Atomic uint64_t safe_epoch;   /* retirements at or below it are in retired_at */
+    size_t calls, bad;
+    uint64_t seed;
+} rctx;
+
+static void *clean_reader(void *arg)
+{
+    rctx *r = arg;
+    quad_id ids[4096];
+    size_t ix[4096];
+    quad_fact out[4096];
+    uint8_t present[4096];
+    uint64_t s = r->seed;
+    while (!atomic_load(&r->stop)) {
+        int random = (int)(r->calls % 3);
+        size_t start = (size_t)(s % (nfacts - 4096));
+        for (size_t k = 0; k < 4096; k++) {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+            ix[k] = random ? (size_t)(s % nfacts) : start + k;
+            ids[k] = id_of(ix[k]);
+        }
+        uint64_t known = atomic_load(&r->safe_epoch);
+        unsigned mask = random == 2 ? QUAD_LANE(2) : QUAD_LANES_ALL;
+        if (quad_gather(r->q, 0, ids, 4096, mask, out, present) != 0) { r->bad++; break; }
+        for (size_t k = 0; k < 4096; k++) {
+            uint64_t e = retired_at[ix[k]];
+            if (present[k] && !tq_fact_eq(&out[k], &facts[ix[k]], mask)) r->bad++;
+            if (present[k] && e && e <= known) r->bad++;
+        }
+        if (quad_gather(r->q, 0, ids, 4096, 0, NULL, present) != 0) r->bad++;
+        r->calls++;
+    }
+    return NULL;
+}
+
+static void test_readers_during_clean(void)
+{
+    tq_rng = 31337;
+    quad *q = build();
+    REQUIRE(q);
+    retire_some(q, 0, 1, 1);   /* readers take the retirement lock from the start */
+    rctx r[2];
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) {
+        memset(&r[t], 0, sizeof r[t]);
+        r[t].q = q;
+        r[t].seed = 0xABCDEFULL * (uint64_t)(t + 1);
+        atomic_store(&r[t].safe_epoch, quad_epoch(q));
+        pthread_create(&th[t], NULL, clean_reader, &r[t]);
+    }
+    size_t relocated = 0;
+    for (int round = 0; round < 8; round++) {
+        uint64_t e = retire_some(q, (size_t)round % NCH, NCH, 30);
+        for (int t = 0; t < 2; t++) atomic_store(&r[t].safe_epoch, e);
+        quad_clean_stats cs;
+        CHECK_EQ(quad_clean(q, round & 1 ? 1.0 : 0.8, &cs), 0);
+        relocated += cs.chunks_relocated;
+        if (round == 4) quad_cache_drop(q);
+    }
+    for (int t = 0; t < 2; t++) {
+        atomic_store(&r[t].stop, 1);
+        pthread_join(th[t], NULL);
+        CHECK_EQ(r[t].bad, 0);
+        CHECK(r[t].calls > 0);
+    }
+    fprintf(stderr, "  %zu chunk relocations under %zu + %zu reader calls\n", relocated, r[0].calls, r[1].calls);
+    CHECK(relocated >= NCH);
+    CHECK_EQ(check_all(q, 0), 0);
+    quad_close(q);
+    free(facts);
+    free(retired_at);
+}
+
 /* This binary interposes fdatasync (the library's calls resolve here): while
  * `side_path` is set, the first sync of the store whose file holds a
  * relocation frame copies the file there first, i.e. the file as a crash
@@ -425,5 +509,6 @@ int main(void)
     RUN(test_clean_returns_space);
     RUN(test_clean_and_streams);
     RUN(test_relocation_replay_and_damage);
+    RUN(test_readers_during_clean);
     TEST_DONE();
 }
