@@ -237,7 +237,13 @@ int quad_retire(quad *q, const quad_id *ids, size_t n, int durability, uint64_t 
  * a run of one chunk (blocks of 64 such ids vectorised), one directory entry
  * per chunk change, a lookup in the chunk's retirement set per id where the
  * chunk has retirements (docs/QUAD.md has the figures: about 1 100 M ids/s
- * ordered, 150-470 M random, one thread). */
+ * ordered, 150-470 M random, one thread).
+ *
+ * A snapshot below the horizon of a clean (quad_stats.gone_below) answers
+ * HANU_ERR_GONE, with any lane mask. Ids in chunks the cleaner relocated
+ * read the same at every other snapshot; ordered runs in them are decoded id
+ * by id (a rank over the chunk's kept-slot bitmap per id) instead of by
+ * microblock ranges. */
 int quad_gather(quad *q, uint64_t snapshot, const quad_id *ids, size_t n,
                 unsigned lane_mask, quad_fact *out, uint8_t *present);
 
@@ -246,6 +252,7 @@ int quad_gather(quad *q, uint64_t snapshot, const quad_id *ids, size_t n,
  * NULL), sets *n_out, and *next to the id to pass as `from` to continue
  * (*n_out == 0 means the end). Any cap is accepted (the page is never larger
  * than the store). */
+/* (A snapshot below quad_stats.gone_below: HANU_ERR_GONE, as for gathers.) */
 int quad_scan(quad *q, uint64_t snapshot, quad_id from, unsigned lane_mask,
               quad_fact *out, quad_id *ids_out, size_t cap, size_t *n_out, quad_id *next);
 
