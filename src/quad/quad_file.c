@@ -888,6 +888,7 @@ static int ckpt_parse(quad *q, const uint8_t *p, const uint8_t *end, uint64_t ep
         if (cep == 0 || cep > epoch || off < QF_HEADER_SIZE || off > q->tail ||
             ch.lane_off[4] > q->tail - off) {
             free(ch.mb);
+            free(ch.live);
             return HANU_ERR_CORRUPT;
         }
         ch.off = off;
