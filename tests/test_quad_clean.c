@@ -301,6 +301,21 @@ static void test_clean_and_streams(void)
     CHECK_EQ(quad_stream_open(q, e2, 0, &again), HANU_ERR_GONE);
     CHECK_EQ(quad_stream_open(q, e2 + 1, QUAD_STREAM_HOLD, &again), 0);
     quad_stream_close(again);
+    /* a retire after the clean: a stream from it starts at the punched
+     * append (the last one before it) and steps over the punched frames */
+    size_t gi = 0;
+    while (retired_at[gi]) gi++;
+    quad_id rid = id_of(gi);
+    uint64_t er;
+    REQUIRE(quad_retire(q, &rid, 1, QUAD_DURABLE, &er) == 0);
+    retired_at[gi] = er;
+    CHECK_EQ(quad_stream_open(q, er, QUAD_LANES_ALL, &again), 0);
+    CHECK_EQ(quad_stream_next(again, 0, &c), 1);
+    CHECK_EQ(c.epoch, er);
+    CHECK(c.n == 1 && c.ids[0] == rid && tq_fact_eq(&c.facts[0], &facts[gi], 0xF));
+    quad_stream_close(again);
+    CHECK_EQ(quad_stream_next(held, 0, &c), 1);
+    CHECK_EQ(c.epoch, er);
     CHECK_EQ(check_all(q, 0), 0);
     /* commits after the clean stream as before */
     quad_fact f = { { 1, 2, 3, 4 } };

@@ -142,6 +142,7 @@ typedef struct clean_item {
     quad_chunk tmp;        /* payload description (off relative to the frame) */
     quad_live *live;
     uint64_t old_off, old_len;
+    uint64_t old_append;   /* epoch of the append frame holding the old payload; 0: a relocation frame */
 } clean_item;
 
 /* Reads and decodes ch's payload rows into b->rows (wlock held). */
@@ -171,6 +172,7 @@ static int chunk_frame(quad *q, uint64_t c, uint64_t h, uint64_t epoch, clean_bu
     it->c = c;
     it->old_off = ch->off;
     it->old_len = ch->lane_off[4];
+    it->old_append = ch->live ? 0 : ch->epoch;
     int rc = chunk_read_rows(q, ch, b);
     if (rc) return rc;
     quad_live *L = qf_live_new(ch->rows);
@@ -299,8 +301,11 @@ static int clean_group(quad *q, const uint64_t *cand, size_t ncand, size_t *next
                 qf_chunk_relocate(q, ch, &it->tmp, it->live);
                 it->live = NULL;
                 it->tmp.mb = NULL;
-                punch_list[2 * st->chunks_relocated] = it->old_off;
-                punch_list[2 * st->chunks_relocated + 1] = it->old_len;
+                uint64_t *pl = punch_list + 4 * st->chunks_relocated;
+                pl[0] = it->old_off;
+                pl[1] = it->old_len;
+                pl[2] = it->c;
+                pl[3] = it->old_append;
                 st->chunks_relocated++;
             }
             pthread_rwlock_unlock(&q->rlock);
@@ -364,7 +369,7 @@ int quad_clean(quad *q, double threshold, quad_clean_stats *st_out)
         b.rows = malloc((size_t)q->chunk_rows * sizeof *b.rows);
         b.kept = malloc((size_t)q->chunk_rows * sizeof *b.kept);
         items = calloc(CLEAN_GROUP_CHUNKS, sizeof *items);
-        punch_list = malloc(ncand * 2 * sizeof *punch_list);
+        punch_list = malloc(ncand * 4 * sizeof *punch_list);
         if (!b.rows || !b.kept || !items || !punch_list) rc = HANU_ERR_NOMEM;
     }
     /* steps 1 and 2, a group at a time: commits run between groups */
@@ -385,8 +390,20 @@ int quad_clean(quad *q, double threshold, quad_clean_stats *st_out)
     }
     /* step 4: give the old payloads back, then the frames before both slots
      * that nothing reads any more */
-    for (uint64_t i = 0; rc == 0 && i < st.chunks_relocated; i++)
-        rc = punch(q, punch_list[2 * i], punch_list[2 * i + 1], &st);
+    for (uint64_t i = 0; rc == 0 && i < st.chunks_relocated;) {
+        /* consecutive chunks of one append frame: one range, the record
+         * headers and descriptors between their payloads included (dead too;
+         * no frame header lies between them) */
+        const uint64_t *a = punch_list + 4 * i;
+        uint64_t end = a[0] + a[1], j = i + 1;
+        for (; j < st.chunks_relocated; j++) {
+            const uint64_t *b = punch_list + 4 * j, *p = b - 4;
+            if (!b[3] || b[3] != p[3] || b[2] != p[2] + 1 || b[0] < end) break;
+            end = b[0] + b[1];
+        }
+        rc = punch(q, a[0], end - a[0], &st);
+        i = j;
+    }
     if (rc == 0 && limit) rc = punch_log(q, limit, h, &st);
     pthread_mutex_unlock(&q->clean_mu);
     free(cand);
