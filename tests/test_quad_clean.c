@@ -7,6 +7,7 @@
  * an unheld one below the floor gets HANU_ERR_GONE; the old payload bytes are
  * punched (st_blocks falls); a damaged relocation record is refused.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -358,6 +359,41 @@ static void frame_fix(int fd, uint64_t off)
     free(b);
 }
 
+/* Argument errors, and a clean that finds nothing to do changes nothing. */
+static void test_clean_arguments(void)
+{
+    tq_rng = 11;
+    quad *q = build();
+    REQUIRE(q);
+    quad_clean_stats cs;
+    CHECK_EQ(quad_clean(NULL, 0.5, &cs), HANU_ERR_INVALID);
+    CHECK_EQ(quad_clean(q, 0.0, &cs), HANU_ERR_INVALID);
+    CHECK_EQ(quad_clean(q, 1.5, &cs), HANU_ERR_INVALID);
+    CHECK_EQ(quad_clean(q, NAN, &cs), HANU_ERR_INVALID);
+    quad_hold *h;
+    uint64_t e;
+    CHECK_EQ(quad_snapshot_hold(NULL, &e, &h), HANU_ERR_INVALID);
+    CHECK_EQ(quad_snapshot_hold(q, NULL, &h), HANU_ERR_INVALID);
+    quad_snapshot_release(NULL);
+    CHECK_EQ(quad_clean(q, 1.0, &cs), 0);   /* nothing retired */
+    CHECK_EQ(cs.chunks_relocated, 0);
+    quad_stats st;
+    REQUIRE(quad_stats_get(q, &st) == 0);
+    CHECK_EQ(st.gone_below, 0);
+    CHECK_EQ(st.log_floor, 1);
+    CHECK_EQ(st.reclaim_horizon, quad_epoch(q));
+    CHECK_EQ(quad_close(q), 0);
+    quad_options o;
+    quad_options_default(&o);
+    o.chunk_rows = ROWS;
+    o.flags = QUAD_RDONLY;
+    REQUIRE(quad_open(path, &o, &q) == 0);
+    CHECK_EQ(quad_clean(q, 0.5, &cs), HANU_ERR_INVALID);
+    quad_close(q);
+    free(facts);
+    free(retired_at);
+}
+
 /* Readers during cleans: two threads gather at the latest snapshot (random
  * and ordered requests, all lanes and lane 2, the existence check) while the
  * main thread retires and cleans, swapping chunk payloads under them. Every
@@ -525,5 +561,6 @@ int main(void)
     RUN(test_clean_and_streams);
     RUN(test_relocation_replay_and_damage);
     RUN(test_readers_during_clean);
+    RUN(test_clean_arguments);
     TEST_DONE();
 }

@@ -440,15 +440,21 @@ static quad *crash_process(quad *q, const char *dir)
 
 static long cleans, relocated, punched;
 
-static void test_power_loss_at_every_sync(void)
+/* A directory for the store and the states, on tmpfs when there is one: a
+ * state's open and close sync three times, which on a disk made the run ten
+ * times slower. Sets store_path and state_path. */
+static void work_dir(char *dir, size_t cap, const char *name)
 {
-    /* tmpfs when there is one: a state's open and close sync three times,
-     * which on a disk made the run ten times slower */
-    char dir[520];
-    snprintf(dir, sizeof dir, "/dev/shm/hanudb-crashstates-%d", (int)getpid());
-    if (mkdir(dir, 0700) != 0) snprintf(dir, sizeof dir, "%s", test_tmpdir("crashstates"));
+    snprintf(dir, cap, "/dev/shm/hanudb-%s-%d", name, (int)getpid());
+    if (mkdir(dir, 0700) != 0) snprintf(dir, cap, "%s", test_tmpdir(name));
     snprintf(store_path, sizeof store_path, "%s/store.quad", dir);
     snprintf(state_path, sizeof state_path, "%s/state.quad", dir);
+}
+
+static void test_power_loss_at_every_sync(void)
+{
+    char dir[520];
+    work_dir(dir, sizeof dir, "crashstates");
     quad *q = wl_open();
     REQUIRE(q);
     subscriber_open(q);
@@ -536,10 +542,7 @@ static void test_power_loss_during_clean(void)
     wl_rows = 512;
     wl_ckpt = 64 << 20;   /* no checkpoint but the clean's: the punched appends follow the last slot */
     char dir[520];
-    snprintf(dir, sizeof dir, "/dev/shm/hanudb-crashclean-%d", (int)getpid());
-    if (mkdir(dir, 0700) != 0) snprintf(dir, sizeof dir, "%s", test_tmpdir("crashclean"));
-    snprintf(store_path, sizeof store_path, "%s/store.quad", dir);
-    snprintf(state_path, sizeof state_path, "%s/state.quad", dir);
+    work_dir(dir, sizeof dir, "crashclean");
     quad *q = wl_open();
     REQUIRE(q);
     subscriber_open(q);
