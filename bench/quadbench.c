@@ -11,7 +11,7 @@
  *   quadbench [--quick] [--dir PATH] [--json] [--only LIST]
  *
  * --only runs only the listed parts (comma separated: append, gather,
- * backends, retire, stream, group, sweep, size, device; the limits always
+ * backends, retire, stream, group, sweep, size, clean, device; the limits always
  * run). `device` is not in the default set: it compares cold reads that
  * really reach the device, buffered (the store file's pages dropped with
  * posix_fadvise(DONTNEED) before every call) against QUAD_IO_DIRECT, and
@@ -24,6 +24,7 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -964,6 +965,114 @@ static void bench_device(void)
     free(ids);
 }
 
+/* ---- clean ---- */
+
+/* A reader during the clean: random and ordered 4096-id gathers in turn
+ * (all lanes, present[] since most ids are retired), each timed inside the
+ * call, until stop. */
+typedef struct cread {
+    quad *q;
+    const quad_id *ids;
+    size_t n;
+    _Atomic int stop;
+    double spent[2];
+    size_t calls[2];
+} cread;
+
+static void *clean_reader(void *arg)
+{
+    cread *r = arg;
+    quad_id *req = malloc(4096 * sizeof *req);
+    quad_fact *out = malloc(4096 * sizeof *out);
+    uint8_t *present = malloc(4096);
+    uint64_t s = 0xC1EA4ULL;
+    for (size_t c = 0; !atomic_load(&r->stop); c++) {
+        int random = (int)(c & 1);
+        for (int i = 0; i < 4096; i++) {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+            if (random) req[i] = r->ids[s % r->n];
+        }
+        const quad_id *q_ids = random ? req : r->ids + (s % (r->n / 4096)) * 4096;
+        double t = now_s();
+        int rc = quad_gather(r->q, 0, q_ids, 4096, QUAD_LANES_ALL, out, present);
+        r->spent[random] += now_s() - t;
+        r->calls[random]++;
+        if (rc) { fprintf(stderr, "gather during clean: %s\n", hanu_status_str(rc)); exit(1); }
+    }
+    free(req);
+    free(out);
+    free(present);
+    return NULL;
+}
+
+static double alloc_mib(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 ? (double)st.st_blocks * 512.0 / (1 << 20) : 0;
+}
+
+/* 4M structured facts (1M with --quick) on disk, 90% retired at random, then
+ * quad_clean(0.5): allocated bytes before and after, the cleaner's rate, and
+ * a reader's gather rates before and while it runs. */
+static void bench_clean(const char *dir, const char *dname)
+{
+    char sec[96];
+    snprintf(sec, sizeof sec, "clean: 90%% of the facts retired, quad_clean(0.5) (%s)", dname);
+    section(sec);
+    size_t total = quick ? (1u << 20) : (4u << 20);
+    quad_id *ids = malloc(total * sizeof *ids), *shuf = malloc(total * sizeof *shuf);
+    char p[600];
+    store_path(p, sizeof p, dir, "clean");
+    quad *q = build_store(p, structured, total, 4096, 256, ids);
+    memcpy(shuf, ids, total * sizeof *ids);
+    for (size_t i = total - 1; i > 0; i--) { size_t j = rnd() % (i + 1); quad_id t = shuf[i]; shuf[i] = shuf[j]; shuf[j] = t; }
+    size_t nret = total / 10 * 9;
+    for (size_t k = 0; k < nret; k += 4096)
+        if (quad_retire(q, shuf + k, nret - k < 4096 ? nret - k : 4096, QUAD_BUFFERED, NULL) != 0) {
+            fprintf(stderr, "retire failed\n");
+            exit(1);
+        }
+    if (quad_checkpoint(q) != 0) { fprintf(stderr, "checkpoint failed\n"); exit(1); }
+    double before = alloc_mib(p);
+    warm(q, ids, total);
+    cread base = { .q = q, .ids = ids, .n = total };
+    pthread_t th;
+    pthread_create(&th, NULL, clean_reader, &base);
+    struct timespec ts = { 0, 300 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    atomic_store(&base.stop, 1);
+    pthread_join(th, NULL);
+    cread during = { .q = q, .ids = ids, .n = total };
+    pthread_create(&th, NULL, clean_reader, &during);
+    quad_clean_stats cs;
+    double t = now_s();
+    int rc = quad_clean(q, 0.5, &cs);
+    t = now_s() - t;
+    atomic_store(&during.stop, 1);
+    pthread_join(th, NULL);
+    if (rc) { fprintf(stderr, "clean: %s\n", hanu_status_str(rc)); exit(1); }
+    double after = alloc_mib(p);
+    report("clean: allocated MiB before", before, "MiB", 0, "");
+    report("clean: allocated MiB after", after, "MiB", 0, "");
+    report("clean: chunks relocated", (double)cs.chunks_relocated, "chunks", 0, "");
+    report("clean: time", t * 1e3, "ms", 0, "");
+    report("clean: kept facts rewritten per second", (double)cs.rows_kept / t / 1e6, "M facts/s", lim_memcpy_facts, "memcpy");
+    report("clean: bytes returned per second", (double)cs.bytes_punched / t / (1 << 20), "MiB/s", 0, "");
+    for (int random = 0; random < 2; random++) {
+        char name[96];
+        snprintf(name, sizeof name, "gather 4096 %s ids, all lanes, before the clean", random ? "random" : "ordered");
+        report(name, 4096.0 * (double)base.calls[random] / base.spent[random] / 1e6, "M ids/s", 0, "");
+        snprintf(name, sizeof name, "gather 4096 %s ids, all lanes, during the clean (%zu calls)",
+                 random ? "random" : "ordered", during.calls[random]);
+        report(name, during.calls[random] ? 4096.0 * (double)during.calls[random] / during.spent[random] / 1e6 : 0,
+               "M ids/s", 0, "");
+    }
+    quad_close(q);
+    unlink(p);
+    free(ids);
+    free(shuf);
+}
+
 static void print_json(void)
 {
     printf("{\"limits\": {\"memcpy_gbs\": %.3f, \"memcpy_facts_mps\": %.2f, \"ordered_reads_mps\": %.2f, "
@@ -1022,6 +1131,7 @@ int main(int argc, char **argv)
     if (want("stream")) bench_stream();
     if (want("group")) bench_group(disk_dir, "disk");
     if (want("sweep")) bench_sweep();
+    if (want("clean")) bench_clean(disk_dir, "disk");
     if (only && want("device")) bench_device();
     if (want("size")) {
         bench_size_and_recovery(shm_dir, "tmpfs");

@@ -9,9 +9,12 @@
  * checkpoint slots, both durable mark slots, every frame whose length fits:
  * its body, then its header), so that mutations reach
  * the parsers behind the checksums: chunk records, retire frames, dense
- * retirement sets, checkpoints. The seed corpus (fuzz/corpus/fuzz_quad_file)
- * holds small valid stores, each followed by 'R', made by quad_seed_store
- * below when FUZZ_QUAD_SEEDS names a directory.
+ * retirement sets, checkpoints, relocation frames (the cleaner) and the
+ * relocated chunks' checkpoint entries. The seed corpus
+ * (fuzz/corpus/fuzz_quad_file) holds small valid stores, each followed by
+ * 'R', made by quad_seed_store below when FUZZ_QUAD_SEEDS names a directory;
+ * seeds 4 and 5 were cleaned (seed 5 without checkpoint slots, so its
+ * relocation frames are replayed). A writable open also runs the cleaner.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -61,6 +64,9 @@ static void exercise(const char *path, unsigned flags)
         quad_id id;
         if (quad_append(q, &f, 1, QUAD_BUFFERED, &id, NULL) == 0)
             (void)quad_retire(q, &id, 1, QUAD_BUFFERED, NULL);
+        quad_clean_stats cs;
+        (void)quad_clean(q, 0.75, &cs);
+        (void)quad_gather(q, 0, ids, 1, QUAD_LANES_ALL, out, present);
     }
     quad_close(q);
 }
@@ -88,7 +94,7 @@ static void repair(uint8_t *b, size_t n)
  * FUZZ_QUAD_SEEDS=dir), each followed by 'R'. */
 static void quad_seed_store(const char *dir)
 {
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 6; k++) {
         char path[600];
         snprintf(path, sizeof path, "%s/seed%d.quad", dir, k);
         unlink(path);
@@ -109,11 +115,23 @@ static void quad_seed_store(const char *dir)
         for (int i = 0; i < 64; i++) ids[i] = quad_batch_id(first, 64, (size_t)i);
         (void)quad_retire(q, ids, k >= 2 ? 40 : 2, QUAD_BUFFERED, NULL);   /* dense past 4 of 64 */
         if (k == 3) (void)quad_checkpoint(q);
+        if (k >= 4) {   /* the cleaner: chunk 0 keeps 24 rows, chunk 1 none */
+            for (int i = 0; i < 64; i++) ids[i] = quad_batch_id(first, 64, (size_t)(64 + i));
+            (void)quad_retire(q, ids, 64, QUAD_BUFFERED, NULL);
+            (void)quad_clean(q, 0.5, NULL);
+        }
         (void)quad_append(q, f, 10, QUAD_BUFFERED, NULL, NULL);
         quad_close(q);
         int fd = open(path, O_WRONLY | O_APPEND);
         if (fd >= 0) {
             (void)hanu_write_full(fd, "R", 1);
+            close(fd);
+        }
+        fd = k == 5 ? open(path, O_WRONLY) : -1;   /* (pwrite ignores offsets with O_APPEND) */
+        if (fd >= 0) {   /* no checkpoint slot: a full replay meets the relocation frames */
+            static const uint8_t zero[64];
+            (void)hanu_pwrite_full(fd, zero, sizeof zero, 512);
+            (void)hanu_pwrite_full(fd, zero, sizeof zero, 1024);
             close(fd);
         }
     }

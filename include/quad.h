@@ -13,7 +13,10 @@
  *   - Every successful append or retire is one commit and advances the epoch
  *     by one (epoch 0 is the empty store). A snapshot is an epoch: reading at
  *     snapshot s sees facts appended at epochs <= s and not retired at epochs
- *     <= s. Retired facts are never reclaimed, so snapshots need no release.
+ *     <= s. Retired facts are reclaimed only by quad_clean, and only those
+ *     retired at or below its horizon (no held snapshot or held stream needs
+ *     them); a snapshot below the horizon of a clean answers HANU_ERR_GONE.
+ *     quad_snapshot_hold keeps a snapshot readable across cleans.
  *   - The durable watermark is the highest epoch known to be on stable storage.
  *
  * Durability (per call)
@@ -63,7 +66,8 @@
  *   HANU_ERR_IO / HANU_ERR_NOSPACE  the operating system refused a read or write
  *                      (nothing of that commit is visible afterwards);
  *   HANU_ERR_STOPPED   refused after a failed fdatasync (see Durability);
- *   HANU_ERR_GONE      a stream asked for epochs the log no longer keeps;
+ *   HANU_ERR_GONE      a snapshot below the horizon of a clean (gather, scan),
+ *                      or a stream asked for epochs the log no longer keeps;
  *   HANU_ERR_NOMEM, HANU_ERR_TOO_LARGE, HANU_ERR_UNSUPPORTED (io_uring asked
  *                      for but not available, QUAD_IO_DIRECT on a file system
  *                      that refuses O_DIRECT).
@@ -175,6 +179,13 @@ typedef struct quad_stats {
     uint64_t log_floor;         /* oldest epoch a stream can start at (1: all kept) */
     uint64_t stream_floor;      /* lowest position of a held stream; 0 when none */
     uint64_t held_streams;      /* streams opened with QUAD_STREAM_HOLD */
+    /* the cleaner (added after the stream's fields) */
+    uint64_t reclaim_horizon;   /* the horizon quad_clean would use now: min(durable epoch,
+                                   oldest held snapshot, lowest held stream position - 1) */
+    uint64_t gone_below;        /* snapshots below this epoch answer HANU_ERR_GONE (the
+                                   horizon of the last clean; 0: nothing was cleaned) */
+    uint64_t held_snapshots;    /* snapshots held with quad_snapshot_hold */
+    uint64_t relocated_chunks;  /* chunks whose payload the cleaner rewrote */
 } quad_stats;
 
 /* The version the library was built as ("0.1.0"; HANUDB_VERSION is the
@@ -250,7 +261,13 @@ int quad_retire(quad *q, const quad_id *ids, size_t n, int durability, uint64_t 
  * a run of one chunk (blocks of 64 such ids vectorised), one directory entry
  * per chunk change, a lookup in the chunk's retirement set per id where the
  * chunk has retirements (docs/QUAD.md has the figures: about 1 100 M ids/s
- * ordered, 150-470 M random, one thread). */
+ * ordered, 150-470 M random, one thread).
+ *
+ * A snapshot below the horizon of a clean (quad_stats.gone_below) answers
+ * HANU_ERR_GONE, with any lane mask. Ids in chunks the cleaner relocated
+ * read the same at every other snapshot; ordered runs in them are decoded id
+ * by id (a rank over the chunk's kept-slot bitmap per id) instead of by
+ * microblock ranges. */
 int quad_gather(quad *q, uint64_t snapshot, const quad_id *ids, size_t n,
                 unsigned lane_mask, quad_fact *out, uint8_t *present);
 
@@ -259,6 +276,7 @@ int quad_gather(quad *q, uint64_t snapshot, const quad_id *ids, size_t n,
  * NULL), sets *n_out, and *next to the id to pass as `from` to continue
  * (*n_out == 0 means the end). Any cap is accepted (the page is never larger
  * than the store). */
+/* (A snapshot below quad_stats.gone_below: HANU_ERR_GONE, as for gathers.) */
 int quad_scan(quad *q, uint64_t snapshot, quad_id from, unsigned lane_mask,
               quad_fact *out, quad_id *ids_out, size_t cap, size_t *n_out, quad_id *next);
 
@@ -280,6 +298,58 @@ int quad_checkpoint(quad *q);
 
 int quad_stats_get(quad *q, quad_stats *st);
 
+/* ---- snapshot holds and the cleaner ----
+ * A hold pins the current epoch as a snapshot: quad_clean never drops a row
+ * that snapshot can see, so gathers and scans at it keep their answers. Plain
+ * epochs stay valid snapshots until a clean's horizon passes them; then they
+ * answer HANU_ERR_GONE (never other data). */
+typedef struct quad_hold quad_hold;
+
+/* Holds the current epoch (written to *epoch_out) as a snapshot until
+ * quad_snapshot_release. Errors: HANU_ERR_INVALID (NULL, child after fork),
+ * HANU_ERR_NOMEM. Cost: a malloc and a list insertion under a mutex; the
+ * list lives in memory (a restart drops every hold). Any thread may release
+ * it; it must be released before the store is closed. */
+int quad_snapshot_hold(quad *q, uint64_t *epoch_out, quad_hold **out);
+
+/* Releases a hold and frees it. NULL is accepted. */
+void quad_snapshot_release(quad_hold *h);
+
+typedef struct quad_clean_stats {
+    uint64_t horizon;           /* the reclaim horizon used: rows retired at or below it were dropped */
+    uint64_t chunks_examined;   /* chunks with rows retired at or below the horizon */
+    uint64_t chunks_relocated;
+    uint64_t rows_kept;         /* rows rewritten into the new records */
+    uint64_t rows_dropped;
+    uint64_t bytes_before;      /* payload bytes of the relocated chunks before */
+    uint64_t bytes_after;       /* and after */
+    uint64_t bytes_punched;     /* file bytes given back with fallocate(PUNCH_HOLE) */
+    int punch_unsupported;      /* 1 when the file system refused hole punching */
+} quad_clean_stats;
+
+/* The cleaner. Rewrites every chunk whose live fraction (rows not retired at
+ * or below the horizon H, over its rows) would fall below threshold (0 < t
+ * <= 1; 1 rewrites every chunk with a droppable row) into a relocation record
+ * holding its kept rows only, and returns the old payload bytes to the file
+ * system. H = min(durable epoch after a first sync, oldest held snapshot,
+ * lowest held stream position - 1). FactIds never change: a kept slot reads
+ * the same lanes at every snapshot >= H in every lane mask; a dropped one is
+ * invisible there as before. Afterwards snapshots below H answer
+ * HANU_ERR_GONE, and streams starting at or below H too (quad_stats.log_floor
+ * is H + 1). Steps (each crash-safe, docs/QUAD.md): write the relocation
+ * frames at the log end, fdatasync, swap each chunk's physical description
+ * under the retirement lock, write two checkpoints, punch the old payload
+ * ranges (their 4 KiB-aligned interiors). st may be NULL.
+ * Errors: HANU_ERR_INVALID (threshold out of range, QUAD_RDONLY, NULL, child
+ * after fork), HANU_ERR_STOPPED (after a failed fdatasync), HANU_ERR_IO /
+ * HANU_ERR_NOSPACE (a write or the sync failed: the chunks not yet swapped
+ * keep their old payloads and nothing visible changes), HANU_ERR_NOMEM.
+ * Cost: reads and re-encodes the kept rows of each chunk relocated (one
+ * pread of its payload), two fdatasyncs per group of up to 256 chunks, two
+ * checkpoints (four fdatasyncs); commits wait while a group is written and
+ * synced (the writer lock), gathers only during each group's swap. */
+int quad_clean(quad *q, double threshold, quad_clean_stats *st);
+
 /* ---- the commit stream ----
  * A stream delivers the store's commits in epoch order, read back from the
  * log: each append with its facts, each retire with the ids it retired. Its
@@ -295,8 +365,8 @@ int quad_stats_get(quad *q, quad_stats *st);
  *                          can take back what was delivered (only for views
  *                          rebuilt at every open);
  *   QUAD_STREAM_HOLD       register the stream's position as a floor: what a
- *                          held stream has not read yet is kept (nothing is
- *                          reclaimed today; quad_stats reports the floor). */
+ *                          held stream has not read yet is kept (quad_clean's
+ *                          horizon stays below it; quad_stats reports it). */
 typedef struct quad_stream quad_stream;
 
 #define QUAD_STREAM_COMMITTED 0x100u
@@ -322,8 +392,8 @@ typedef struct quad_commit {
 
 /* Opens a stream whose first commit is from_epoch (0 and 1 both mean the
  * first commit). Errors: HANU_ERR_INVALID (unknown flag bits, NULL),
- * HANU_ERR_GONE (from_epoch is below the oldest epoch the log keeps; today
- * the log keeps every epoch), HANU_ERR_NOT_FOUND (from_epoch is past the
+ * HANU_ERR_GONE (from_epoch is below the oldest epoch the log keeps,
+ * quad_stats.log_floor: 1 until a clean, then its horizon + 1), HANU_ERR_NOT_FOUND (from_epoch is past the
  * store's epoch + 1: a position this store never reached, e.g. a subscriber
  * that followed committed commits a power loss took away, or that belongs to
  * another file), HANU_ERR_NOMEM. Cost: no I/O; the first quad_stream_next
@@ -337,7 +407,7 @@ int quad_stream_open(quad *q, uint64_t from_epoch, unsigned flags, quad_stream *
  * waits for ever. Returns 1 when a commit was delivered (its arrays belong to
  * the stream and stay valid until the next call or quad_stream_close), 0 when
  * none came before the timeout (the only exception to "0 or negative"), or
- * HANU_ERR_IO (a read failed), HANU_ERR_CORRUPT (a frame fails its checksum
+ * HANU_ERR_GONE (a clean moved the log floor past the stream's position), HANU_ERR_IO (a read failed), HANU_ERR_CORRUPT (a frame fails its checksum
  * or breaks a format rule; quad_stream_position stays on it),
  * HANU_ERR_NOMEM. Cost: one read of about 1 MiB of the log per MiB of frames
  * (page cache), the frame's checksums, and the decoding of the stream's lanes

@@ -3,7 +3,9 @@
  * a trivial in-memory reference (arrays of facts with their append and
  * retire epochs): append (borrowed and owned, both shapes, every durability),
  * retire, snapshots, gather in random order with random lane masks and
- * invalid ids, existence checks (lane mask 0), scan, checkpoint, cache drops and reopen. Several seeds and
+ * invalid ids, existence checks (lane mask 0), scan, checkpoint, cache drops and reopen, snapshot
+ * holds and the cleaner (relocated chunks read as the model at every snapshot at or above the
+ * horizon, held snapshots keep theirs, older ones answer HANU_ERR_GONE). Several seeds and
  * chunk geometries.
  */
 #include <stdlib.h>
@@ -76,7 +78,10 @@ static void run_model(uint64_t seed, uint32_t rows, uint32_t mb, int ops)
     quad_id *qids = malloc(5000 * sizeof *qids);
     long *idx = malloc(5000 * sizeof *idx);
     uint8_t *present = malloc(5000), *exists = malloc(5000);
-    uint64_t ts = 1;
+    uint64_t ts = 1, gone = 0, relocated = 0;
+    quad_hold *holds[4];
+    uint64_t held[4];
+    int nholds = 0;
     for (int op = 0; op < ops && !test_current_failed; op++) {
         unsigned r = (unsigned)(tq_rand() % 100);
         if (r < 25) {   /* append */
@@ -132,12 +137,16 @@ static void run_model(uint64_t seed, uint32_t rows, uint32_t mb, int ops)
                 }
             }
             uint64_t snap = 0, eff = quad_epoch(q);
-            if (nsnaps && (tq_rand() & 1)) {
-                snap = snaps[tq_rand() % (nsnaps < 16 ? nsnaps : 16)];
-                if (snap) eff = snap;   /* snapshot 0 means the latest epoch */
-            }
+            if (nholds && tq_rand() % 3 == 0) snap = held[tq_rand() % (unsigned)nholds];
+            else if (nsnaps && (tq_rand() & 1)) snap = snaps[tq_rand() % (nsnaps < 16 ? nsnaps : 16)];
+            if (snap) eff = snap;   /* snapshot 0 means the latest epoch */
             unsigned mask = 1 + (unsigned)(tq_rand() % 15);
             memset(out, 0x5A, k * sizeof *out);
+            if (eff < gone) {   /* below the horizon of a clean */
+                CHECK_EQ(quad_gather(q, snap, qids, k, mask, out, present), HANU_ERR_GONE);
+                CHECK_EQ(quad_gather(q, snap, qids, k, 0, NULL, present), HANU_ERR_GONE);
+                continue;
+            }
             REQUIRE(quad_gather(q, snap, qids, k, mask, out, present) == 0);
             size_t bad = 0;
             for (size_t i = 0; i < k; i++) {
@@ -188,7 +197,29 @@ static void run_model(uint64_t seed, uint32_t rows, uint32_t mb, int ops)
             CHECK_EQ(quad_checkpoint(q), 0);
         } else if (r < 94) {
             quad_cache_drop(q);
+        } else if (r < 97) {   /* hold or release a snapshot, then clean */
+            if (nholds < 4 && (tq_rand() & 1)) {
+                REQUIRE(quad_snapshot_hold(q, &held[nholds], &holds[nholds]) == 0);
+                nholds++;
+            } else if (nholds) {
+                quad_snapshot_release(holds[0]);
+                memmove(holds, holds + 1, (size_t)(nholds - 1) * sizeof *holds);
+                memmove(held, held + 1, (size_t)(nholds - 1) * sizeof *held);
+                nholds--;
+            }
+            uint64_t want = quad_epoch(q);   /* the clean syncs first */
+            for (int i = 0; i < nholds; i++) if (held[i] < want) want = held[i];
+            double th = (double)(1 + tq_rand() % 4) / 4.0;
+            quad_clean_stats cs;
+            REQUIRE(quad_clean(q, th, &cs) == 0);
+            CHECK_EQ(cs.horizon, want);
+            if (cs.chunks_relocated && cs.horizon > gone) gone = cs.horizon;
+            relocated += cs.chunks_relocated;
+            quad_stats st;
+            quad_stats_get(q, &st);
+            CHECK_EQ(st.gone_below, gone);
         } else {   /* reopen */
+            while (nholds) quad_snapshot_release(holds[--nholds]);
             CHECK_EQ(quad_close(q), 0);
             q = NULL;
             REQUIRE(quad_open(path, &o, &q) == 0);
@@ -201,6 +232,10 @@ static void run_model(uint64_t seed, uint32_t rows, uint32_t mb, int ops)
         }
     }
     (void)model_find;
+    fprintf(stderr, "  seed %llu: %llu chunk relocations, gone below %llu of %llu epochs\n",
+            (unsigned long long)seed, (unsigned long long)relocated, (unsigned long long)gone,
+            (unsigned long long)quad_epoch(q));
+    while (nholds) quad_snapshot_release(holds[--nholds]);
     quad_close(q);
     free(buf); free(out); free(qids); free(idx); free(present); free(exists);
     free(m.facts); free(m.ids); free(m.added); free(m.retired);

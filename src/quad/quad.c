@@ -67,6 +67,7 @@ int quad_chunk_slot_reserve(quad *q, uint64_t c)
 void quad_chunk_free(quad_chunk *ch)
 {
     free(ch->mb);
+    free(ch->live);
     if (ch->ret) {
         free(ch->ret->slots);
         free(ch->ret->epochs);
@@ -78,14 +79,17 @@ void quad_chunk_free(quad_chunk *ch)
     memset(ch, 0, sizeof *ch);
 }
 
-void quad_chunk_count_lanes(quad *q, const quad_chunk *ch)
+/* Adds (sign 1) or removes (sign -1, a relocated chunk's old payload) ch's
+ * payload to the store's byte and encoding counters. */
+void quad_chunk_count_lanes(quad *q, const quad_chunk *ch, int sign)
 {
-    q->payload_bytes += ch->lane_off[4];
+    uint64_t d = sign > 0 ? 1 : UINT64_MAX;   /* +1 or -1 modulo 2^64 */
+    q->payload_bytes += d * ch->lane_off[4];
     for (uint32_t i = 0; i < 4 * ch->nmb; i++) {
         uint8_t c = ch->mb[i].code;
-        if (c == CODEC_CONST) q->lanes_const++;
-        else if (c == CODEC_RAW) q->lanes_raw++;
-        else q->lanes_for++;
+        if (c == CODEC_CONST) q->lanes_const += d;
+        else if (c == CODEC_RAW) q->lanes_raw += d;
+        else q->lanes_for += d;
     }
 }
 
@@ -110,6 +114,7 @@ static void quad_free(quad *q)
     pthread_mutex_destroy(&q->wlock);
     pthread_mutex_destroy(&q->sync_mu);
     pthread_mutex_destroy(&q->stream_mu);
+    pthread_mutex_destroy(&q->clean_mu);
     free(q);
 }
 
@@ -145,7 +150,9 @@ int quad_open(const char *path, const quad_options *opt, quad **out)
     pthread_mutex_init(&q->wlock, NULL);
     pthread_mutex_init(&q->sync_mu, NULL);
     pthread_mutex_init(&q->stream_mu, NULL);
-    q->log_floor = 1;
+    pthread_mutex_init(&q->clean_mu, NULL);
+    q->clean_walked = QF_HEADER_SIZE;
+    atomic_init(&q->log_floor, 1);
     q->fork_gen = atomic_load(&quad_fork_gen);
     q->path = strdup(path);
     q->pages = calloc(QUAD_MAX_PAGES, sizeof *q->pages);
@@ -277,8 +284,14 @@ int quad_stats_get(quad *q, quad_stats *st)
     st->cache_misses = atomic_load_explicit(&q->cache.misses, memory_order_relaxed);
     st->chunk_rows = q->chunk_rows;
     st->microblock_rows = q->mb_rows;
-    st->log_floor = q->log_floor;
+    st->log_floor = atomic_load(&q->log_floor);
     st->stream_floor = quad_stream_floor(q, &st->held_streams);
+    (void)quad_hold_floor(q, &st->held_snapshots);
+    st->reclaim_horizon = quad_horizon(q);
+    st->gone_below = atomic_load(&q->gone_below);
+    pthread_mutex_lock(&q->wlock);
+    st->relocated_chunks = q->relocated;
+    quad_wlock_release(q);
     return 0;
 }
 

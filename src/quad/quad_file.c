@@ -108,11 +108,6 @@ size_t qf_chunk_bound(quad *q, uint32_t rows)
     return QF_CHUNK_HDR + 4 * nmb * 9 + (size_t)rows * 32;
 }
 
-static uint32_t mb_rows_of(const quad *q, uint32_t rows, uint32_t m)
-{
-    uint32_t start = m << q->mb_shift;
-    return rows - start < q->mb_rows ? rows - start : q->mb_rows;
-}
 
 /* Writes ch's microblock descriptors in file order (lane-major: code, then
  * base unless raw); returns the bytes written. */
@@ -140,7 +135,7 @@ static void chunk_lane_offsets(quad *q, quad_chunk *ch)
         for (uint32_t m = 0; m < ch->nmb; m++) {
             quad_mb *mb = quad_mb_at(ch, l, m);
             mb->off = off;
-            off += (uint32_t)codec_payload_size(mb->code, mb_rows_of(q, ch->rows, m));
+            off += (uint32_t)codec_payload_size(mb->code, quad_mb_rows(q, ch->rows, m));
         }
     }
     ch->lane_off[4] = off;
@@ -166,7 +161,7 @@ size_t qf_chunk_encode(quad *q, const quad_fact *facts, uint32_t rows, uint64_t 
     atomic_init(&ch->cused, 0);
     for (uint32_t m = 0; m < nmb; m++) {
         const quad_fact *f = facts + ((size_t)m << q->mb_shift);
-        uint32_t r = mb_rows_of(q, rows, m);
+        uint32_t r = quad_mb_rows(q, rows, m);
         codec_desc d[4];
         codec_plan4(f[0].lane, r, d);
         for (unsigned l = 0; l < 4; l++) {
@@ -187,7 +182,7 @@ size_t qf_chunk_encode(quad *q, const quad_fact *facts, uint32_t rows, uint64_t 
             const quad_mb *mb = quad_mb_at(ch, l, m);
             codec_desc d = { mb->code, mb->base };
             const quad_fact *f = facts + ((size_t)m << q->mb_shift);
-            p += codec_pack(d, &f[0].lane[l], mb_rows_of(q, rows, m), 4, p);
+            p += codec_pack(d, &f[0].lane[l], quad_mb_rows(q, rows, m), 4, p);
         }
     }
     return (size_t)(p - out);
@@ -446,7 +441,7 @@ static int chunk_publish(quad *q, uint64_t c, quad_chunk *ch)
     int rc = quad_chunk_slot_reserve(q, c);
     if (rc) return rc;
     *quad_chunk_at(q, c) = *ch;
-    quad_chunk_count_lanes(q, ch);
+    quad_chunk_count_lanes(q, ch, 1);
     q->facts += ch->rows;
     atomic_store_explicit(&q->nchunks, c + 1, memory_order_release);
     return 0;
@@ -472,6 +467,127 @@ static int append_parse(quad *q, const uint8_t *body, const uint8_t *end,
         p = next;
     }
     return p == end ? 0 : HANU_ERR_CORRUPT;
+}
+
+/* ---- relocated chunks (the cleaner, quad_clean.c) ---- */
+
+quad_live *qf_live_new(uint32_t rows)
+{
+    uint32_t words = (rows + 63) / 64;
+    quad_live *L = calloc(1, sizeof *L + (size_t)words * (sizeof *L->bits + sizeof *L->rank));
+    if (!L) return NULL;
+    L->words = words;
+    L->bits = (uint64_t *)(L + 1);
+    L->rank = (uint32_t *)(L->bits + words);
+    return L;
+}
+
+void qf_live_rank(quad_live *L)
+{
+    uint32_t r = 0;
+    for (uint32_t w = 0; w < L->words; w++) {
+        L->rank[w] = r;
+        r += (uint32_t)__builtin_popcountll(L->bits[w]);
+    }
+    L->live = r;
+}
+
+/* Reads the bitmap of a chunk of rows slots at p (words u64, little-endian):
+ * NULL with *bad set when bits past rows are set. */
+static quad_live *live_read(const uint8_t *p, uint32_t rows, int *bad)
+{
+    *bad = 0;
+    quad_live *L = qf_live_new(rows);
+    if (!L) return NULL;
+    for (uint32_t w = 0; w < L->words; w++) L->bits[w] = hanu_get_u64(p + 8 * (size_t)w);
+    if (rows % 64 && (L->bits[L->words - 1] >> (rows % 64))) {
+        free(L);
+        *bad = 1;
+        return NULL;
+    }
+    qf_live_rank(L);
+    return L;
+}
+
+static int live_has(const quad_live *L, uint32_t slot)
+{
+    return (int)((L->bits[slot >> 6] >> (slot & 63)) & 1);
+}
+
+/* Points chunk c at a new payload description (tmp: nmb, mb, lane_off,
+ * row_bytes, off; rows is the payload's) with the kept slots L; frees the old
+ * one. Caller holds wlock and rlock for writing (or is alone at open). */
+void qf_chunk_relocate(quad *q, quad_chunk *ch, quad_chunk *tmp, quad_live *L)
+{
+    quad_chunk_count_lanes(q, ch, -1);
+    if (!ch->live) q->relocated++;
+    free(ch->mb);
+    free(ch->live);
+    ch->mb = tmp->mb;
+    ch->nmb = tmp->nmb;
+    memcpy(ch->lane_off, tmp->lane_off, sizeof ch->lane_off);
+    ch->row_bytes = tmp->row_bytes;
+    ch->off = tmp->off;
+    ch->live = L;
+    quad_chunk_count_lanes(q, ch, 1);
+    uint64_t h = atomic_load(&q->gone_below);
+    if (L->horizon > h) atomic_store(&q->gone_below, L->horizon);
+    if (L->horizon + 1 > atomic_load(&q->log_floor)) atomic_store(&q->log_floor, L->horizon + 1);
+}
+
+/* Checks the kept slots of a relocation of ch at horizon h: every dropped
+ * slot is retired at or below h, and a slot dropped before stays dropped. */
+int qf_live_check(const quad_chunk *ch, const quad_live *L, uint64_t h)
+{
+    for (uint32_t s = 0; s < ch->rows; s++) {
+        if (live_has(L, s)) {
+            if (ch->live && !live_has(ch->live, s)) return HANU_ERR_CORRUPT;
+            continue;
+        }
+        uint64_t e = ch->ret ? quad_retire_epoch(ch->ret, s) : 0;
+        if (e == 0 || e > h) return HANU_ERR_CORRUPT;
+    }
+    return 0;
+}
+
+/* A relocation frame (recovery): u64 chunk, u64 horizon, u32 rows, u32 live,
+ * the kept-slot bitmap (ceil(rows / 64) u64 words), then, when live > 0, a
+ * chunk record of the kept rows with its payload. */
+int qf_relocate_parse(quad *q, const uint8_t *body, const uint8_t *end, uint64_t body_file_off,
+                      uint64_t epoch, uint64_t aux)
+{
+    if (end - body < 24) return HANU_ERR_CORRUPT;
+    uint64_t c = hanu_get_u64(body), h = hanu_get_u64(body + 8);
+    uint32_t rows = hanu_get_u32(body + 16), live = hanu_get_u32(body + 20);
+    if (c != aux || c >= atomic_load(&q->nchunks) || h == 0 || h > epoch) return HANU_ERR_CORRUPT;
+    quad_chunk *ch = quad_chunk_at(q, c);
+    uint32_t words = (rows + 63) / 64;
+    if (rows != ch->rows || live > rows || (uint64_t)(end - body - 24) < (uint64_t)words * 8)
+        return HANU_ERR_CORRUPT;
+    int bad;
+    quad_live *L = live_read(body + 24, rows, &bad);
+    if (!L) return bad ? HANU_ERR_CORRUPT : HANU_ERR_NOMEM;
+    L->horizon = h;
+    L->append_at = quad_append_at(ch);
+    const uint8_t *p = body + 24 + (size_t)words * 8;
+    quad_chunk tmp;
+    memset(&tmp, 0, sizeof tmp);
+    int rc = L->live != live ? HANU_ERR_CORRUPT : qf_live_check(ch, L, h);
+    if (rc == 0 && live > 0) {
+        const uint8_t *next;
+        rc = chunk_parse(q, p, end, c, 1, &tmp, &next);
+        if (rc == 0 && (tmp.rows != live || next != end)) {
+            free(tmp.mb);
+            rc = HANU_ERR_CORRUPT;
+        }
+        if (rc == 0) tmp.off = body_file_off + (uint64_t)(next - tmp.lane_off[4] - body);
+    } else if (rc == 0) {
+        rc = p == end ? 0 : HANU_ERR_CORRUPT;
+        tmp.off = body_file_off + (uint64_t)(end - body);   /* no payload: any offset in the file */
+    }
+    if (rc) { free(L); return rc; }
+    qf_chunk_relocate(q, ch, &tmp, L);
+    return 0;
 }
 
 /* ---- the one sync path and the durable mark ----
@@ -553,16 +669,29 @@ int qf_fbuf_reserve(quad *q, size_t need)
     return 0;
 }
 
+/* A chunk's checkpoint entry. A relocated chunk has QF_CKPT_RELOCATED in its
+ * epoch, its payload's row count in the record header (0: no payload, no
+ * descriptors), and after the descriptors u64 horizon, u64 append frame
+ * offset (quad_append_at), u32 rows, u32 zero and the kept-slot bitmap. */
 static size_t put_ckpt_chunk(uint8_t *p, uint64_t c, const quad_chunk *ch)
 {
     uint8_t *s = p;
+    const quad_live *L = ch->live;
     hanu_put_u64(p, ch->off);
-    hanu_put_u64(p + 8, ch->epoch);
+    hanu_put_u64(p + 8, ch->epoch | (L ? QF_CKPT_RELOCATED : 0));
     hanu_put_u64(p + 16, c);
-    hanu_put_u32(p + 24, ch->rows);
+    hanu_put_u32(p + 24, quad_prows(ch));
     hanu_put_u32(p + 28, ch->lane_off[4]);
     p += 32;
     p += descriptors_put(ch, p);
+    if (L) {
+        hanu_put_u64(p, L->horizon);
+        hanu_put_u64(p + 8, L->append_at);
+        hanu_put_u32(p + 16, ch->rows);
+        hanu_put_u32(p + 20, 0);
+        p += 24;
+        for (uint32_t w = 0; w < L->words; w++, p += 8) hanu_put_u64(p, L->bits[w]);
+    }
     return (size_t)(p - s);
 }
 
@@ -580,16 +709,20 @@ static int ckpt_next_pair(quad *q, uint64_t n, ckpt_cursor *cur, uint64_t *id, u
         const quad_chunk *ch = quad_chunk_at(q, cur->c);
         const quad_retset *r = ch->ret;
         if (!r) continue;
+        /* a dropped slot of a relocated chunk is implied by its bitmap */
+        const quad_live *L = ch->live;
         if (quad_retset_is_dense(r)) {
             for (; cur->i < ch->rows; cur->i++) {
                 uint64_t x = quad_dense_epoch(r, cur->i);
-                if (!x) continue;
+                if (!x || (L && !live_has(L, cur->i))) continue;
                 *id = QUAD_ID(cur->c, cur->i);
                 *e = x;
                 cur->i++;
                 return 1;
             }
-        } else if (cur->i < r->count) {
+        } else {
+            while (L && cur->i < r->count && !live_has(L, r->slots[cur->i])) cur->i++;
+            if (cur->i >= r->count) continue;
             *id = QUAD_ID(cur->c, r->slots[cur->i]);
             *e = r->epochs[cur->i];
             cur->i++;
@@ -606,10 +739,11 @@ int qf_checkpoint_locked(quad *q)
     if (atomic_load(&q->stopped)) return HANU_ERR_STOPPED;
     uint64_t n = atomic_load(&q->nchunks);
     uint64_t epoch = atomic_load(&q->epoch);
-    size_t entry_max = 32 + 9 * 4 * (size_t)(q->chunk_rows / q->mb_rows);
+    size_t entry_max = 32 + 9 * 4 * (size_t)(q->chunk_rows / q->mb_rows) + 24 + q->chunk_rows / 8;
     /* the frame buffer is kept: size it for this checkpoint's largest part */
     uint64_t need = 32 + 16 * (uint64_t)atomic_load(&q->retired);
-    for (uint64_t c = 0; c < n && need < QF_CKPT_PART; c++) need += 32 + 9 * 4 * (uint64_t)quad_chunk_at(q, c)->nmb;
+    for (uint64_t c = 0; c < n && need < QF_CKPT_PART; c++)
+        need += 32 + 9 * 4 * (uint64_t)quad_chunk_at(q, c)->nmb + (quad_chunk_at(q, c)->live ? 24 + q->chunk_rows / 8 : 0);
     if (need > QF_CKPT_PART) need = QF_CKPT_PART;
     int rc = qf_fbuf_reserve(q, QF_FRAME_HDR + (size_t)need + entry_max + 32);
     if (rc) return rc;
@@ -680,6 +814,48 @@ int qf_checkpoint_locked(quad *q)
     return 0;
 }
 
+/* The relocation trailer of a checkpoint entry at *pp (ch holds the parsed
+ * record header of its payload: rows = the payload's rows): u64 horizon,
+ * u64 append frame offset, u32 rows, u32 zero, bitmap. Sets ch->rows to the
+ * chunk's slots and ch->live. */
+static int ckpt_live_parse(quad *q, quad_chunk *ch, const uint8_t **pp, const uint8_t *end, uint64_t epoch)
+{
+    const uint8_t *p = *pp;
+    if (end - p < 24) return HANU_ERR_CORRUPT;
+    uint64_t h = hanu_get_u64(p), at = hanu_get_u64(p + 8);
+    uint32_t rows = hanu_get_u32(p + 16), words = (rows + 63) / 64;
+    if (h == 0 || h > epoch || at < QF_HEADER_SIZE || at > q->tail || rows == 0 || rows > q->chunk_rows ||
+        hanu_get_u32(p + 20) != 0 || (uint64_t)(end - p - 24) < (uint64_t)words * 8)
+        return HANU_ERR_CORRUPT;
+    int bad;
+    quad_live *L = live_read(p + 24, rows, &bad);
+    if (!L) return bad ? HANU_ERR_CORRUPT : HANU_ERR_NOMEM;
+    if (L->live != ch->rows) { free(L); return HANU_ERR_CORRUPT; }
+    L->horizon = h;
+    L->append_at = at;
+    ch->rows = rows;
+    ch->live = L;
+    *pp = p + 24 + (size_t)words * 8;
+    return 0;
+}
+
+/* Retires the dropped slots of relocated chunk c at its horizon (checkpoint
+ * load) and moves the floors to it. */
+static int retire_dropped(quad *q, uint64_t c)
+{
+    quad_chunk *ch = quad_chunk_at(q, c);
+    const quad_live *L = ch->live;
+    for (uint32_t s = 0; s < ch->rows; s++) {
+        if (live_has(L, s)) continue;
+        int rc = qf_retire_apply(q, QUAD_ID(c, s), L->horizon);
+        if (rc < 0) return rc;
+        atomic_fetch_add_explicit(&q->retired, (uint64_t)rc, memory_order_relaxed);
+    }
+    if (L->horizon > atomic_load(&q->gone_below)) atomic_store(&q->gone_below, L->horizon);
+    if (L->horizon + 1 > atomic_load(&q->log_floor)) atomic_store(&q->log_floor, L->horizon + 1);
+    return 0;
+}
+
 /* Loads one checkpoint part (chunks must continue from q->nchunks). */
 static int ckpt_parse(quad *q, const uint8_t *p, const uint8_t *end, uint64_t epoch, uint64_t total)
 {
@@ -690,22 +866,43 @@ static int ckpt_parse(quad *q, const uint8_t *p, const uint8_t *end, uint64_t ep
     for (uint64_t c = first; c < first + n; c++) {
         if (end - p < 32) return HANU_ERR_CORRUPT;
         uint64_t off = hanu_get_u64(p), cep = hanu_get_u64(p + 8);
+        int relocated = (cep & QF_CKPT_RELOCATED) != 0;
+        cep &= ~QF_CKPT_RELOCATED;
         quad_chunk ch;
         const uint8_t *next;
+        int rc;
         /* the stored record header starts at p + 16 (chunk_no, rows, payload_len) */
-        int rc = chunk_parse(q, p + 16, end, c, 0, &ch, &next);
+        if (relocated && hanu_get_u32(p + 24) == 0) {   /* relocated, nothing kept */
+            memset(&ch, 0, sizeof ch);
+            rc = hanu_get_u64(p + 16) == c && hanu_get_u32(p + 28) == 0 ? 0 : HANU_ERR_CORRUPT;
+            next = p + 32;
+        } else {
+            rc = chunk_parse(q, p + 16, end, c, 0, &ch, &next);
+        }
         if (rc) return rc;
+        if (relocated) {
+            rc = ckpt_live_parse(q, &ch, &next, end, epoch);
+            if (rc) { free(ch.mb); return rc; }
+        }
         /* written so that a crafted offset near 2^64 cannot wrap */
         if (cep == 0 || cep > epoch || off < QF_HEADER_SIZE || off > q->tail ||
             ch.lane_off[4] > q->tail - off) {
             free(ch.mb);
+            free(ch.live);
             return HANU_ERR_CORRUPT;
         }
         ch.off = off;
         ch.epoch = cep;
         rc = chunk_publish(q, c, &ch);
-        if (rc) { free(ch.mb); return rc; }
+        if (rc) { free(ch.mb); free(ch.live); return rc; }
         p = next;
+        if (ch.live) {
+            /* the dropped slots: retired at the horizon (every snapshot the
+             * store still answers, >= it, sees them retired either way) */
+            q->relocated++;
+            rc = retire_dropped(q, c);
+            if (rc) return rc;
+        }
     }
     if (end - p < 8) return HANU_ERR_CORRUPT;
     uint64_t cnt = hanu_get_u64(p);
@@ -732,6 +929,9 @@ static void state_reset(quad *q)
     atomic_store(&q->nchunks, 0);
     atomic_store(&q->epoch, 0);
     atomic_store(&q->retired, 0);
+    atomic_store(&q->gone_below, 0);
+    atomic_store(&q->log_floor, 1);
+    q->relocated = 0;
     q->facts = q->payload_bytes = q->lanes_const = q->lanes_for = q->lanes_raw = 0;
 }
 
@@ -832,7 +1032,8 @@ static uint64_t mark_read(quad *q)
 
 static const char *type_name(unsigned t)
 {
-    return t == QF_T_APPEND ? "append" : t == QF_T_RETIRE ? "retire" : t == QF_T_CHECKPOINT ? "checkpoint" : "unknown";
+    return t == QF_T_APPEND ? "append" : t == QF_T_RETIRE ? "retire" : t == QF_T_CHECKPOINT ? "checkpoint"
+         : t == QF_T_RELOCATE ? "relocate" : "unknown";
 }
 
 int qf_recover(quad *q)
@@ -872,6 +1073,9 @@ int qf_recover(quad *q)
         const uint8_t *body = f + QF_FRAME_HDR, *end = f + len;
         if (type == QF_T_CHECKPOINT) {
             rc = epoch == cur ? 0 : HANU_ERR_CORRUPT;
+        } else if (type == QF_T_RELOCATE) {   /* takes no epoch: written at the current one */
+            rc = epoch == cur ? qf_relocate_parse(q, body, end, pos + QF_FRAME_HDR, epoch,
+                                                  hanu_get_u64(f + 24)) : HANU_ERR_CORRUPT;
         } else if (epoch != cur + 1) {
             rc = HANU_ERR_CORRUPT;
         } else if (type == QF_T_APPEND) {
@@ -885,9 +1089,9 @@ int qf_recover(quad *q)
         if (rc == HANU_ERR_CORRUPT)
             quad_set_error("%s: %s frame at offset %llu (epoch %llu, expected %llu) breaks a format rule",
                            q->path, type_name(type), (unsigned long long)pos,
-                           (unsigned long long)epoch, (unsigned long long)cur + (type != QF_T_CHECKPOINT));
+                           (unsigned long long)epoch, (unsigned long long)cur + (type != QF_T_CHECKPOINT && type != QF_T_RELOCATE));
         if (rc) return rc;
-        if (type != QF_T_CHECKPOINT) atomic_store(&q->epoch, epoch);
+        if (type != QF_T_CHECKPOINT && type != QF_T_RELOCATE) atomic_store(&q->epoch, epoch);
         q->recovered_frames++;
         pos += len;
         if (pos <= mark) durable_epoch = atomic_load(&q->epoch);

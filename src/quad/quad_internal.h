@@ -39,6 +39,8 @@
 #define QF_T_APPEND 1
 #define QF_T_RETIRE 2
 #define QF_T_CHECKPOINT 3
+#define QF_T_RELOCATE 4              /* the cleaner's record of one chunk's kept rows */
+#define QF_CKPT_RELOCATED (UINT64_C(1) << 63)   /* checkpoint chunk entry: epoch flag */
 #define QF_CHUNK_HDR 16              /* u64 chunk_no, u32 rows, u32 payload_len */
 #define QF_MAX_BODY (UINT32_C(1) << 31)
 #define QF_RETIRE_BLOCK 256          /* ids per codec block in a retire frame */
@@ -84,6 +86,18 @@ static inline uint64_t quad_dense_epoch(const quad_retset *r, uint32_t slot)
     return k ? r->depochs[k - 1] : 0;
 }
 
+/* A relocated chunk (the cleaner): which slots its payload keeps. Slot s of
+ * the chunk is row rank(s) of the payload; a dropped slot was retired at or
+ * below horizon and is invisible at every snapshot the store still answers. */
+typedef struct quad_live {
+    uint64_t horizon;      /* the clean's horizon */
+    uint64_t append_at;    /* where the stream finds the append frame (frame_before) */
+    uint32_t live;         /* kept slots: rows of the payload */
+    uint32_t words;        /* bitmap words: ceil(rows / 64) */
+    uint64_t *bits;        /* bit set = slot kept */
+    uint32_t *rank;        /* kept slots before each word */
+} quad_live;
+
 typedef struct quad_chunk {
     uint64_t off;          /* file offset of the payload area */
     uint64_t epoch;        /* commit that appended it */
@@ -95,6 +109,8 @@ typedef struct quad_chunk {
                               (a point read finds its four in one cache line;
                               quad_mb_at), lane-major in the file */
     quad_retset *ret;      /* NULL when nothing retired */
+    quad_live *live;       /* NULL unless the cleaner relocated the chunk; then nmb,
+                              mb, lane_off, off and row_bytes describe live->live rows */
     /* cache state of the lanes, kept here because a gather touches the chunk
      * anyway: the cached entries (set and cleared under the chunk's shard
      * lock, read without it inside a reader section, see qc_cache) and CLOCK
@@ -228,7 +244,14 @@ struct quad {
     _Atomic uint32_t stream_sleepers;
     pthread_mutex_t stream_mu;         /* the list of held streams */
     struct quad_stream *held;
-    uint64_t log_floor;                /* oldest epoch still in the log (1: all) */
+    _Atomic uint64_t log_floor;        /* oldest epoch still in the log (1: all) */
+
+    /* the cleaner (quad_clean.c): holds listed under stream_mu */
+    struct quad_hold *holds;
+    _Atomic uint64_t gone_below;       /* horizon of the last clean: older snapshots are GONE */
+    uint64_t relocated;                /* relocated chunks (wlock) */
+    pthread_mutex_t clean_mu;          /* one quad_clean at a time */
+    uint64_t clean_walked;             /* the log before it was walked for frames to punch */
 
     qc_cache cache;
     quad_io *io;
@@ -250,6 +273,30 @@ static inline quad_mb *quad_mb_at(const quad_chunk *ch, unsigned l, uint32_t m)
     return &ch->mb[(size_t)m * 4 + l];
 }
 
+/* Payload row of slot in ch (a slot in range; a dropped slot of a relocated
+ * chunk gets some kept row: it is never visible, its values are discarded). */
+static inline uint32_t quad_prow(const quad_chunk *ch, uint32_t slot)
+{
+    const quad_live *L = ch->live;
+    if (!L) return slot;
+    uint32_t w = slot >> 6;
+    uint32_t r = L->rank[w] + (uint32_t)__builtin_popcountll(L->bits[w] & ((UINT64_C(1) << (slot & 63)) - 1));
+    return r < L->live ? r : L->live - 1;
+}
+
+/* Rows of microblock m of a payload of rows rows. */
+static inline uint32_t quad_mb_rows(const quad *q, uint32_t rows, uint32_t m)
+{
+    uint32_t start = m << q->mb_shift;
+    return rows - start < q->mb_rows ? rows - start : q->mb_rows;
+}
+
+/* Rows in ch's payload. */
+static inline uint32_t quad_prows(const quad_chunk *ch)
+{
+    return ch->live ? ch->live->live : ch->rows;
+}
+
 /* quad.c */
 static inline quad_chunk *quad_chunk_at(const quad *q, uint64_t c)
 {
@@ -257,7 +304,7 @@ static inline quad_chunk *quad_chunk_at(const quad *q, uint64_t c)
 }
 int quad_chunk_slot_reserve(quad *q, uint64_t c);   /* page for chunk c exists */
 void quad_chunk_free(quad_chunk *ch);
-void quad_chunk_count_lanes(quad *q, const quad_chunk *ch);
+void quad_chunk_count_lanes(quad *q, const quad_chunk *ch, int sign);
 
 /* quad_file.c */
 int qf_write_header(quad *q);
@@ -281,6 +328,13 @@ size_t qf_ids_encode(const uint64_t *ids, size_t n, uint8_t *out);
  * buffer holds CODEC_SLACK bytes after end) and moves *p past it. */
 int qf_ids_block(const uint8_t **p, const uint8_t *end, uint32_t k, uint64_t *ids);
 
+quad_live *qf_live_new(uint32_t rows);   /* all bits clear; rank filled by qf_live_rank */
+void qf_live_rank(quad_live *L);
+int qf_relocate_parse(quad *q, const uint8_t *body, const uint8_t *end, uint64_t body_file_off,
+                      uint64_t epoch, uint64_t aux);
+void qf_chunk_relocate(quad *q, quad_chunk *ch, quad_chunk *tmp, quad_live *L);
+int qf_live_check(const quad_chunk *ch, const quad_live *L, uint64_t horizon);
+
 /* quad_read.c */
 void quad_row_layout(const quad_chunk *ch, qrow_form *f);   /* from the descriptors */
 int qc_init(qc_cache *c, size_t limit);
@@ -290,6 +344,8 @@ qc_reader *qc_read_begin(qc_cache *c);
 void qc_read_end(qc_reader *r);
 void qc_reclaim_all(qc_cache *c);   /* frees evicted entries no reader section holds */
 uint64_t quad_retire_epoch(const quad_retset *r, uint32_t slot);
+void qc_forget_chunk(qc_cache *c, uint64_t chunk_no, quad_chunk *ch);   /* evicts its entries */
+void qc_grace(qc_cache *c);   /* waits until every reader section open now has ended */
 
 /* quad_write.c */
 int quad_wait_durable(quad *q, uint64_t e, uint32_t window_us);
@@ -299,6 +355,12 @@ void quad_wlock_release(quad *q);   /* completes pending appends, then unlocks w
 /* quad_stream.c */
 void quad_stream_notify(quad *q);   /* written or durable epoch moved: wake stream waiters */
 uint64_t quad_stream_floor(quad *q, uint64_t *held);   /* lowest held position, 0 when none */
+uint64_t quad_stream_floor_locked(quad *q, uint64_t *held);   /* the same, stream_mu held */
+uint64_t quad_append_at(const quad_chunk *ch);          /* frame_before's offset for ch */
+
+/* quad_clean.c */
+uint64_t quad_hold_floor(quad *q, uint64_t *held);     /* oldest held snapshot, UINT64_MAX when none */
+uint64_t quad_horizon(quad *q);                         /* the horizon a clean would use now */
 
 /* quad_dio.c: every read and write of the store file (plain pread / pwrite
  * without QUAD_IO_DIRECT; whole aligned 4 KiB blocks with it) */

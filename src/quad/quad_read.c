@@ -130,6 +130,28 @@ void qc_reclaim_all(qc_cache *c)
     }
 }
 
+/* Evicts every entry of ch (the cleaner, before it swaps the chunk's payload):
+ * they are freed once the reader sections that may hold them have ended. */
+void qc_forget_chunk(qc_cache *c, uint64_t chunk_no, quad_chunk *ch)
+{
+    qc_shard *s = &c->shard[qc_shard_of(chunk_no)];
+    pthread_mutex_lock(&s->mu);
+    for (unsigned l = 0; l <= QC_ROWS; l++) {
+        qc_entry *e = atomic_load(&ch->cached[l]);
+        if (e) qc_evict(c, s, e);
+    }
+    atomic_store_explicit(&ch->cused, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Waits until every reader section open at the call has ended (sections
+ * opened later see the generation after the bump). */
+void qc_grace(qc_cache *c)
+{
+    uint64_t g = atomic_fetch_add(&c->gen, 1) + 1;
+    while (qc_oldest_reader(c) < g) sched_yield();
+}
+
 /* CLOCK: evicts entries not used since the hand last passed until the shard
  * is within limit (everything when limit is 0), then frees what it can. */
 static void qc_shrink(qc_cache *c, qc_shard *s, size_t limit)
@@ -467,7 +489,8 @@ static gtask *run_point_tasks(const quad *q, const quad_chunk *ch, const grun *r
         uint32_t pos = perm ? perm[r->start + k] : r->start + k;
         uint32_t slot = QUAD_ID_SLOT(ids[pos]);
         if (!slot_visible(v, ch, slot, pos, out)) continue;
-        uint32_t m = slot >> shift, sm = slot & mbmask;
+        uint32_t row = quad_prow(ch, slot);
+        uint32_t m = row >> shift, sm = row & mbmask;
         for (unsigned l = 0; l < 4; l++) {
             if (!(mask & (1u << l))) continue;
             const quad_mb *mb = quad_mb_at(ch, l, m);
@@ -548,7 +571,8 @@ static qc_entry *row_form_build(const quad *q, gscratch *g, const quad_chunk *ch
 {
     qrow_form f;
     quad_row_layout(ch, &f);
-    size_t body = (size_t)ch->rows * f.row_bytes;
+    const uint32_t prows = quad_prows(ch);
+    size_t body = (size_t)prows * f.row_bytes;
     size_t len = sizeof f + body;
     qc_entry *e = malloc(sizeof *e + len + CODEC_SLACK);
     if (!e) return NULL;
@@ -560,8 +584,8 @@ static qc_entry *row_form_build(const quad *q, gscratch *g, const quad_chunk *ch
     /* decode ROW_SLICE rows at a time (never a whole microblock, which may be
      * as large as the chunk), then lay them out; each 8-byte store spills
      * into bytes written after it, the last into the slack */
-    for (uint32_t r0 = 0; r0 < ch->rows; r0 += ROW_SLICE) {
-        uint32_t n = ch->rows - r0 < ROW_SLICE ? ch->rows - r0 : ROW_SLICE;
+    for (uint32_t r0 = 0; r0 < prows; r0 += ROW_SLICE) {
+        uint32_t n = prows - r0 < ROW_SLICE ? prows - r0 : ROW_SLICE;
         for (unsigned l = 0; l < 4; l++) {
             if (!f.mask[l]) continue;
             for (uint32_t done = 0; done < n;) {
@@ -592,7 +616,7 @@ static rtask *run_row_tasks(const quad_chunk *ch, const grun *r, const quad_id *
         uint32_t pos = perm ? perm[r->start + k] : r->start + k;
         uint32_t slot = QUAD_ID_SLOT(ids[pos]);
         if (!slot_visible(v, ch, slot, pos, out)) continue;
-        t->p = rows + (size_t)slot * f->row_bytes;
+        t->p = rows + (size_t)quad_prow(ch, slot) * f->row_bytes;
         t->f = f;
         t->dst = out[pos].lane;
         t++;
@@ -668,7 +692,9 @@ static int sparse_requests(const quad *q, gscratch *g, const quad_chunk *ch, con
     memset(bits, 0, words * sizeof *bits);
     for (uint32_t j = 0; j < r->len; j++) {
         uint32_t slot = QUAD_ID_SLOT(ids[perm ? perm[r->start + j] : r->start + j]);
-        if (slot < ch->rows) bits[(slot >> q->mb_shift) / 64] |= UINT64_C(1) << ((slot >> q->mb_shift) % 64);
+        if (slot >= ch->rows) continue;
+        uint32_t m = quad_prow(ch, slot) >> q->mb_shift;
+        bits[m / 64] |= UINT64_C(1) << (m % 64);
     }
     uint8_t *area = g->rbuf + r->rbuf_off - ch->lane_off[r->rlane_lo];
     for (unsigned l = 0; l < 4; l++) {
@@ -773,7 +799,7 @@ static int gather_rows_direct(quad *q, uint64_t snap, uint64_t nch, int with_ret
                     /* the row's address from the chunk, not the entry's header,
                      * so both misses are in flight at once */
                     f = (const qrow_form *)rf->data;
-                    p = rf->data + sizeof *f + (size_t)slot * ch->row_bytes;
+                    p = rf->data + sizeof *f + (size_t)quad_prow(ch, slot) * ch->row_bytes;
                     __builtin_prefetch(p);
                     __builtin_prefetch(f);
                     __builtin_prefetch((const uint8_t *)f + 64);
@@ -812,7 +838,10 @@ static int gather_block(quad *q, gscratch *g, uint64_t snap, uint64_t nch, int w
         r->valid = r->chunk < nch && quad_chunk_at(q, r->chunk)->epoch <= snap;
         if (!r->valid) continue;
         quad_chunk *ch = quad_chunk_at(q, r->chunk);
-        if (r->consec && QUAD_ID_SLOT(ids[r->start]) + (uint64_t)r->len > ch->rows)
+        /* a relocated chunk without kept rows: nothing is visible at snap
+         * (>= its horizon); with some, consecutive slots are not consecutive rows */
+        if (ch->live && ch->live->live == 0) { r->valid = 0; continue; }
+        if (r->consec && (ch->live || QUAD_ID_SLOT(ids[r->start]) + (uint64_t)r->len > ch->rows))
             r->consec = 0;
         unsigned need = 0;
         for (unsigned l = 0; l < 4; l++)
@@ -974,7 +1003,7 @@ static int gather_at(quad *q, uint64_t snap, const quad_id *ids, size_t n, unsig
     /* snap was read (acquire) before this load, and a retire bumps `retired`
      * before it publishes its epoch: when it is 0 here, no retire is at an
      * epoch <= snap and the retirement state need not (must not, unlocked) be read */
-    int locked = atomic_load_explicit(&q->retired, memory_order_acquire) != 0;
+    int locked = atomic_load(&q->retired) != 0;
     if (locked) pthread_rwlock_rdlock(&q->rlock);
     int rc = 0;
     /* a reader section per block: entries evicted during a section are freed
@@ -983,6 +1012,16 @@ static int gather_at(quad *q, uint64_t snap, const quad_id *ids, size_t n, unsig
     for (size_t i = 0; i < n && rc == 0; i += GATHER_BLOCK) {
         size_t k = n - i < GATHER_BLOCK ? n - i : GATHER_BLOCK;
         qc_reader *rd = qc_read_begin(&q->cache);
+        /* the cleaner swaps a chunk's payload under the write lock after a
+         * grace period (qc_grace): a section that sees no retirement after it
+         * opened began before that grace period ended, and the cleaner waits
+         * for it; one that sees a retirement takes the lock first */
+        if (!locked && atomic_load(&q->retired) != 0) {
+            qc_read_end(rd);
+            pthread_rwlock_rdlock(&q->rlock);
+            locked = 1;
+            rd = qc_read_begin(&q->cache);
+        }
         rc = gather_block(q, g, snap, nch, locked, ids + i, k, mask, out + i,
                           present ? present + i : NULL, not_visible);
         qc_read_end(rd);
@@ -1073,6 +1112,7 @@ int quad_gather(quad *q, uint64_t snapshot, const quad_id *ids, size_t n,
     if (quad_forked(q)) return HANU_ERR_INVALID;
     if (n == 0) return 0;
     uint64_t snap = resolve_snapshot(q, snapshot);
+    if (snap < atomic_load(&q->gone_below)) return HANU_ERR_GONE;
     if (lane_mask == 0)
         return exists_at(q, snap, ids, n, present) && !present ? HANU_ERR_NOT_FOUND : 0;
     size_t not_visible = 0;
@@ -1101,6 +1141,7 @@ int quad_scan(quad *q, uint64_t snapshot, quad_id from, unsigned lane_mask,
         ids = g->ids;
     }
     uint64_t snap = resolve_snapshot(q, snapshot);
+    if (snap < atomic_load(&q->gone_below)) return HANU_ERR_GONE;
     uint64_t nch = atomic_load_explicit(&q->nchunks, memory_order_acquire);
     uint64_t c = QUAD_ID_CHUNK(from);
     uint32_t s = QUAD_ID_SLOT(from);

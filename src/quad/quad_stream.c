@@ -103,16 +103,22 @@ static int wait_limit(quad_stream *s, int timeout_ms)
 
 /* ---- held floors ---- */
 
-uint64_t quad_stream_floor(quad *q, uint64_t *held)
+uint64_t quad_stream_floor_locked(quad *q, uint64_t *held)
 {
     uint64_t floor = 0, n = 0;
-    pthread_mutex_lock(&q->stream_mu);
     for (quad_stream *s = q->held; s; s = s->held_next, n++) {
         uint64_t p = atomic_load_explicit(&s->held_pos, memory_order_relaxed);
         if (floor == 0 || p < floor) floor = p;
     }
-    pthread_mutex_unlock(&q->stream_mu);
     if (held) *held = n;
+    return floor;
+}
+
+uint64_t quad_stream_floor(quad *q, uint64_t *held)
+{
+    pthread_mutex_lock(&q->stream_mu);
+    uint64_t floor = quad_stream_floor_locked(q, held);
+    pthread_mutex_unlock(&q->stream_mu);
     return floor;
 }
 
@@ -189,7 +195,20 @@ static uint64_t frame_before(quad *q, uint64_t e)
     if (lo == 0) return QF_HEADER_SIZE;
     uint64_t ae = quad_chunk_at(q, lo - 1)->epoch, c = lo - 1;
     while (c > 0 && quad_chunk_at(q, c - 1)->epoch == ae) c--;   /* the append's first chunk */
-    const quad_chunk *ch = quad_chunk_at(q, c);
+    /* the cleaner swaps a chunk's payload description under the write lock */
+    pthread_rwlock_rdlock(&q->rlock);
+    uint64_t at = quad_append_at(quad_chunk_at(q, c));
+    pthread_rwlock_unlock(&q->rlock);
+    return at;
+}
+
+/* Where the frame of ch's append starts when ch is its first chunk: the
+ * payload offset minus the record header, the descriptors, the chunk count
+ * and the frame header. A relocated chunk keeps the figure of its append
+ * record (its payload now lies in a relocation frame). */
+uint64_t quad_append_at(const quad_chunk *ch)
+{
+    if (ch->live) return ch->live->append_at;
     uint64_t back = QF_FRAME_HDR + 4 + QF_CHUNK_HDR + descriptor_bytes(ch);
     return ch->off >= QF_HEADER_SIZE + back ? ch->off - back : QF_HEADER_SIZE;
 }
@@ -328,7 +347,7 @@ int quad_stream_open(quad *q, uint64_t from_epoch, unsigned flags, quad_stream *
     if (!q || !out || (flags & ~STREAM_FLAGS) || quad_forked(q)) return HANU_ERR_INVALID;
     *out = NULL;
     if (from_epoch == 0) from_epoch = 1;
-    if (from_epoch < q->log_floor) return HANU_ERR_GONE;
+    if (from_epoch < atomic_load(&q->log_floor)) return HANU_ERR_GONE;
     if (from_epoch > atomic_load(&q->epoch) + 1) return HANU_ERR_NOT_FOUND;
     quad_stream *s = calloc(1, sizeof *s);
     if (!s) return HANU_ERR_NOMEM;
@@ -340,6 +359,11 @@ int quad_stream_open(quad *q, uint64_t from_epoch, unsigned flags, quad_stream *
     if (flags & QUAD_STREAM_HOLD) {
         s->held = 1;
         pthread_mutex_lock(&q->stream_mu);
+        if (from_epoch < atomic_load(&q->log_floor)) {   /* a clean began meanwhile */
+            pthread_mutex_unlock(&q->stream_mu);
+            free(s);
+            return HANU_ERR_GONE;
+        }
         s->held_next = q->held;
         q->held = s;
         pthread_mutex_unlock(&q->stream_mu);
@@ -348,10 +372,21 @@ int quad_stream_open(quad *q, uint64_t from_epoch, unsigned flags, quad_stream *
     return 0;
 }
 
+static int stream_step(quad_stream *s, quad_commit *c);
+
 int quad_stream_next(quad_stream *s, int timeout_ms, quad_commit *c)
 {
     if (!s || !c || quad_forked(s->q)) return HANU_ERR_INVALID;
+    /* a clean moved the floor past the position: its frames may be punched */
+    if (s->next < atomic_load(&s->q->log_floor)) return HANU_ERR_GONE;
     if (!wait_limit(s, timeout_ms)) return 0;
+    int rc = stream_step(s, c);
+    if (rc < 0 && s->next < atomic_load(&s->q->log_floor)) return HANU_ERR_GONE;
+    return rc;
+}
+
+static int stream_step(quad_stream *s, quad_commit *c)
+{
     if (!s->located) {
         s->off = frame_before(s->q, s->next);
         s->located = 1;
@@ -363,7 +398,7 @@ int quad_stream_next(quad_stream *s, int timeout_ms, quad_commit *c)
         int rc = header_at(s, s->off, &type, &epoch, &aux, &body);
         if (rc) return rc;
         uint64_t len = QF_FRAME_HDR + (uint64_t)body;
-        if (type == QF_T_CHECKPOINT || (epoch < s->next && (type == QF_T_APPEND || type == QF_T_RETIRE))) {
+        if (type == QF_T_CHECKPOINT || type == QF_T_RELOCATE || (epoch < s->next && (type == QF_T_APPEND || type == QF_T_RETIRE))) {
             s->off += len;   /* a checkpoint part, or a commit before the position */
             continue;
         }

@@ -240,7 +240,7 @@ static quad_append_req *append_batch(quad *q, quad_append_req *r, unsigned *done
             for (uint64_t i = 0; i < x->nch; i++) quad_chunk_free(quad_chunk_at(q, x->c0 + i));
             continue;
         }
-        for (uint64_t i = 0; i < x->nch; i++) quad_chunk_count_lanes(q, quad_chunk_at(q, x->c0 + i));
+        for (uint64_t i = 0; i < x->nch; i++) quad_chunk_count_lanes(q, quad_chunk_at(q, x->c0 + i), 1);
         q->facts += x->n;
     }
     if (off && !wrc) {
