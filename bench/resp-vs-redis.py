@@ -8,7 +8,11 @@ microseconds per op (utime+stime of /proc/PID/stat over the run). --memory loads
 1M keys (11-byte keys, 16-byte values) through redis-cli --pipe and prints the
 RSS growth per key of each server.
 
-    BUILD=build python3 bench/resp-vs-redis.py [--runs 2] [--memory]
+    BUILD=build python3 bench/resp-vs-redis.py [--runs 2] [--memory] [--pair none|local]
+        [--hanudb-args "--lazy-sync-ms 1000"]
+
+--pair runs one pair only; --hanudb-args adds server options to HanuDB's command line
+(everysec syncs once a second; HanuDB's `none` syncs after --lazy-sync-ms, 10 by default).
 """
 import argparse
 import os
@@ -47,7 +51,7 @@ class Server:
         if kind == "hanudb":
             args = [BIN, "serve", "--data", os.path.join(self.dir, "d"), "--no-bucket", "--http-addr", "off",
                     "--kv-addr", "127.0.0.1:%d" % free_port(), "--resp-addr", "127.0.0.1:%d" % self.port,
-                    "--resp-durability", durability]
+                    "--resp-durability", durability] + HANUDB_ARGS
         else:
             args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir, "--save", "",
                     "--daemonize", "no", "--logfile", "", "--appendonly", "yes", "--appendfsync", durability]
@@ -80,15 +84,18 @@ def bench(srv, test, pipeline, n):
     return float(m.group(1)), (c1 - c0) * 1e6 / TICK / n
 
 
+HANUDB_ARGS = []
 PAIRS = [(("hanudb", "local"), ("redis", "always")), (("hanudb", "none"), ("redis", "everysec"))]
 SHAPES = [("set", 1, 40000), ("get", 1, 100000), ("set", 16, 400000), ("get", 16, 400000)]
 
 
-def speed(runs):
+def speed(runs, only=None):
     print("| pair | test | HanuDB ops/s | Redis ops/s | ratio | HanuDB CPU us/op | Redis CPU us/op |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for run in range(runs):
         for (hk, hd), (rk, rd) in PAIRS:
+            if only and hd != only:
+                continue
             results = {}
             for kind, dur in ((hk, hd), (rk, rd)):   # in turns, the same shapes
                 srv = Server(kind, dur)
@@ -124,9 +131,12 @@ def main():
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--memory", action="store_true")
     ap.add_argument("--no-speed", action="store_true")
+    ap.add_argument("--pair", choices=["local", "none"])
+    ap.add_argument("--hanudb-args", default="")
     a = ap.parse_args()
+    HANUDB_ARGS.extend(a.hanudb_args.split())
     if not a.no_speed:
-        speed(a.runs)
+        speed(a.runs, a.pair)
     if a.memory:
         memory()
 
