@@ -377,19 +377,25 @@ static int append_one(log_writer *w, uint64_t *txn)
     return rc;
 }
 
+/* A log writer on DIR/log (1 MiB files) whose durable reports go to reported_durable. */
+static log_writer *open_log_in(const char *dir, enum log_prealloc prealloc)
+{
+    char logdir[600];
+    snprintf(logdir, sizeof logdir, "%s/log", dir);
+    if (mkdir(logdir, 0755) != 0) return NULL;
+    atomic_store(&reported_durable, 0);
+    log_options o = { .dir = logdir, .file_size = 1 << 20, .prealloc = prealloc, .on_durable = on_durable_record };
+    log_writer *w = NULL;
+    return log_writer_open(&o, 1, LOG_FILE_HEADER_SIZE, 1, &w) == HANU_OK ? w : NULL;
+}
+
 /* A rotation's sync used to race the commit thread's on the same file: the error
    went to one of them, the other's fdatasync returned 0 and published the txn. */
 static void test_rotation_sync_error_is_never_acknowledged(void)
 {
     const char *dir = test_tmpdir("sync-race");
-    char logdir[600];
-    snprintf(logdir, sizeof logdir, "%s/log", dir);
-    REQUIRE(mkdir(logdir, 0755) == 0);
-    atomic_store(&reported_durable, 0);
-    log_options o = { .dir = logdir, .file_size = 1 << 20, .prealloc = LOG_PREALLOC_APPEND,
-                      .on_durable = on_durable_record };
-    log_writer *w;
-    REQUIRE(log_writer_open(&o, 1, LOG_FILE_HEADER_SIZE, 1, &w) == HANU_OK);
+    log_writer *w = open_log_in(dir, LOG_PREALLOC_APPEND);
+    REQUIRE(w);
     uint64_t t1, t2;
     CHECK_EQ(append_one(w, &t1), HANU_OK);
     CHECK_EQ(log_writer_sync(w), HANU_OK);
@@ -429,14 +435,8 @@ static void test_rotation_does_not_wait_for_the_device(void)
 {
     for (int failing = 0; failing < 2; failing++) {
         const char *dir = test_tmpdir(failing ? "rotate-fail" : "rotate-fast");
-        char logdir[600];
-        snprintf(logdir, sizeof logdir, "%s/log", dir);
-        REQUIRE(mkdir(logdir, 0755) == 0);
-        atomic_store(&reported_durable, 0);
-        log_options o = { .dir = logdir, .file_size = 1 << 20, .prealloc = LOG_PREALLOC_FALLOCATE,
-                          .on_durable = on_durable_record };
-        log_writer *w;
-        REQUIRE(log_writer_open(&o, 1, LOG_FILE_HEADER_SIZE, 1, &w) == HANU_OK);
+        log_writer *w = open_log_in(dir, LOG_PREALLOC_FALLOCATE);
+        REQUIRE(w);
         uint64_t t1, t2, t3;
         CHECK_EQ(append_one(w, &t1), HANU_OK);
         CHECK_EQ(log_writer_sync(w), HANU_OK);
