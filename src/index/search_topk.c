@@ -49,6 +49,7 @@ typedef struct word_iter {
     index_postings *subs;
     uint32_t nsubs;
     uint32_t doc, tf;
+    double impact_scale;        /* one whole-text key with block impacts: bound = idf * scale * impact; else 0 */
 } word_iter;
 
 static uint32_t block_u32(const index_postings *p, uint32_t b, size_t field)
@@ -95,14 +96,17 @@ static uint32_t wi_advance(word_iter *w, uint32_t target)
 
 /* Bounds of the word over [target, *last]: summed largest frequencies, the
  * shortest length. *last is INDEX_ORD_END (and *max_tf 0) past its end. */
-static void wi_block(const word_iter *w, uint32_t target, uint32_t *last, uint32_t *max_tf, uint32_t *min_len)
+static void wi_block(const word_iter *w, uint32_t target, uint32_t *last, uint32_t *max_tf, uint32_t *min_len,
+                     uint32_t *impact)
 {
     *last = INDEX_ORD_END;
     *max_tf = 0;
     *min_len = UINT32_MAX;
+    *impact = 0;
     for (uint32_t i = 0; i < w->nsubs; i++) {
         uint32_t b = block_at(&w->subs[i], target);
         if (b == UINT32_MAX) continue;
+        if (w->impact_scale > 0) *impact = index_postings_block_impact(&w->subs[i], b);   /* nsubs is 1 */
         *last = HANU_MIN(*last, block_u32(&w->subs[i], b, SEG_B_LAST));
         *max_tf += block_u32(&w->subs[i], b, SEG_B_MAX_TF);
         *min_len = HANU_MIN(*min_len, block_u32(&w->subs[i], b, SEG_B_MIN_LEN));
@@ -110,16 +114,18 @@ static void wi_block(const word_iter *w, uint32_t target, uint32_t *last, uint32
 }
 
 /* The same over every block of the word in the segment. */
-static void wi_bound(const word_iter *w, uint32_t *max_tf, uint32_t *min_len)
+static void wi_bound(const word_iter *w, uint32_t *max_tf, uint32_t *min_len, uint32_t *impact)
 {
     *max_tf = 0;
     *min_len = UINT32_MAX;
+    *impact = 0;
     for (uint32_t i = 0; i < w->nsubs; i++) {
         const index_postings *p = &w->subs[i];
         uint32_t tf = 0;
         for (uint32_t b = 0; b < p->nblocks; b++) {
             tf = HANU_MAX(tf, block_u32(p, b, SEG_B_MAX_TF));
             *min_len = HANU_MIN(*min_len, block_u32(p, b, SEG_B_MIN_LEN));
+            if (w->impact_scale > 0) *impact = HANU_MAX(*impact, index_postings_block_impact(p, b));
         }
         *max_tf += tf;
     }
@@ -204,6 +210,26 @@ static double bm25_part(const search_ctx *x, double idf, double tf, double dl)
 {
     double norm = x->avgdl > 0 ? dl / x->avgdl : 1.0;
     return idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * norm));
+}
+
+/* Bound of the scores of a word's block (or segment): BM25 of the largest tf
+ * and the shortest length, or, tighter, of the block's impact when the word
+ * has them (one whole-text key of a version-2 segment). */
+static double word_bound(const search_ctx *x, const word_iter *w, double idf, uint32_t max_tf, uint32_t min_len,
+                         uint32_t impact)
+{
+    double b = bm25_part(x, idf, max_tf, min_len);
+    if (impact && w->impact_scale > 0) b = HANU_MIN(b, idf * w->impact_scale * impact);
+    return b;
+}
+
+/* impact_scale of a word in seg (index.h, "Block impacts"): (k1 + 1) / one
+ * step / min(1, a0 / avgdl); 0 when the bound does not apply. */
+static double impact_scale(const search_ctx *x, const index_segment *seg, const word_iter *w)
+{
+    double a0 = index_segment_impact_avgdl(seg);
+    if (x->nfields || w->nsubs != 1 || a0 <= 0 || x->avgdl <= 0) return 0;
+    return (BM25_K1 + 1) / INDEX_IMPACT_ONE / HANU_MIN(1.0, a0 / x->avgdl);
 }
 
 static int id_cmp(const search_ctx *x, const heap_entry *a, const heap_entry *b)
@@ -296,6 +322,17 @@ static void count_match(search_ctx *x)
     x->prune = !x->exhaustive;
 }
 
+/* n more matches counted apart from the ranking (count_word): past the limit
+ * the count stops at it. */
+static void count_add(search_ctx *x, uint64_t n)
+{
+    if (!x->count || !n) return;
+    if (n <= x->count_upto - x->total) { x->total += n; return; }   /* total <= count_upto always */
+    x->total = x->count_upto;
+    x->count = 0;
+    x->total_gte = 1;
+}
+
 /* Whether a score bound can still enter the top k (ties may, by _id). */
 static int can_beat(const search_ctx *x, double bound)
 {
@@ -328,17 +365,18 @@ static uint32_t cl_advance(clause_run *r, uint32_t target)
  * as often as its rarest word, in a text at least as long as any word's. */
 static double cl_block_compute(const seg_run *r, const clause_run *c, uint32_t target, uint32_t *last)
 {
-    uint32_t tf = UINT32_MAX, len = 0;
+    uint32_t tf = UINT32_MAX, len = 0, impact = 0;
     *last = INDEX_ORD_END;
     for (uint32_t i = 0; i < c->nw; i++) {
         uint32_t l, mtf, ml;
-        wi_block(&c->w[i], target, &l, &mtf, &ml);
+        wi_block(&c->w[i], target, &l, &mtf, &ml, &impact);
         if (l == INDEX_ORD_END) { *last = INDEX_ORD_END; return 0; }   /* no match from target on */
         *last = HANU_MIN(*last, l);
         tf = HANU_MIN(tf, mtf);
         len = HANU_MAX(len, ml);
     }
-    return bm25_part(r->x, r->x->idf[c->clause], tf, len);
+    /* a phrase's bound stays (tf, len): its words' impacts are of other tfs */
+    return word_bound(r->x, &c->w[0], r->x->idf[c->clause], tf, len, c->nw == 1 ? impact : 0);
 }
 
 static double cl_block(const seg_run *r, clause_run *c, uint32_t target, uint32_t *last)
@@ -359,14 +397,14 @@ static double cl_block(const seg_run *r, clause_run *c, uint32_t target, uint32_
 
 static double cl_bound(const seg_run *r, const clause_run *c)
 {
-    uint32_t tf = UINT32_MAX, len = 0;
+    uint32_t tf = UINT32_MAX, len = 0, impact = 0;
     for (uint32_t i = 0; i < c->nw; i++) {
         uint32_t mtf, ml;
-        wi_bound(&c->w[i], &mtf, &ml);
+        wi_bound(&c->w[i], &mtf, &ml, &impact);
         tf = HANU_MIN(tf, mtf);
         len = HANU_MAX(len, ml);
     }
-    return c->nw ? bm25_part(r->x, r->x->idf[c->clause], tf, len) : 0;
+    return c->nw ? word_bound(r->x, &c->w[0], r->x->idf[c->clause], tf, len, c->nw == 1 ? impact : 0) : 0;
 }
 
 /* ------------------------------------------------------------ segments */
@@ -410,6 +448,7 @@ static int wi_open(word_iter *w, const index_segment *seg, const index_column *c
     uint32_t nkeys = whole_text ? 1 : nlens;
     w->subs = malloc((nkeys ? nkeys : 1) * sizeof *w->subs);
     w->nsubs = 0;
+    w->impact_scale = 0;
     if (!w->subs) return HANU_ERR_NOMEM;
     for (uint32_t i = 0; i < nkeys; i++) {
         size_t plen = 0;
@@ -455,6 +494,7 @@ static int filter_iter_open(word_iter *w, const index_segment *seg, const col_te
     size_t n = ct->is_in ? json_len(ct->vals) : 1;
     w->subs = malloc((n ? n : 1) * sizeof *w->subs);
     w->nsubs = 0;
+    w->impact_scale = 0;
     if (!w->subs) return HANU_ERR_NOMEM;
     for (size_t i = 0; i < n; i++) {
         uint8_t key[INDEX_KEY_MAX];
@@ -589,8 +629,10 @@ static int seg_run_open(seg_run *r, search_ctx *x, uint32_t s)
         const search_clause *cl = &q->clauses[c];
         clause_run *cr = &r->runs[c];
         cr->clause = c;
-        for (uint32_t t = 0; t < cl->n_tokens && !rc; t++, cr->nw++)
+        for (uint32_t t = 0; t < cl->n_tokens && !rc; t++, cr->nw++) {
             rc = wi_open(&cr->w[t], r->seg, r->lens, r->nlens, x->nfields == 0, cl->tokens[t], cl->lens[t]);
+            cr->w[t].impact_scale = rc ? 0 : impact_scale(x, r->seg, &cr->w[t]);
+        }
         if (rc) break;
         cl_seek(cr, 0);
         if (x->occur[c] == SEARCH_MUST_NOT) { r->neg[r->nneg++] = cr; continue; }
@@ -743,6 +785,70 @@ static int admit(seg_run *r, uint32_t d, double score, double dl, int phrases)
     return HANU_OK;
 }
 
+/* ------------------------------------------------------------ counting */
+
+/* Whether the count is a matter of postings and columns, without scores: one
+ * plain word (or one +must word, peeled), no filter or one the columns decide
+ * (docs/QUERY.md, "Counting without scoring"). */
+static int count_apart(const search_ctx *x)
+{
+    return x->q->n == 1 && x->q->clauses[0].n_tokens == 1 && x->occur[0] == SEARCH_SHOULD &&
+           x->fkind != FILTER_DOC;
+}
+
+/* 1 when live document d (of the segment's postings) passes the filter, 0
+ * when not; the stored document decides what the columns cannot. */
+static int count_passes(seg_run *r, uint32_t d)
+{
+    if (r->x->fkind == FILTER_NONE) return 1;
+    int m = columns_match(r, d);
+    return m >= 0 ? m : read_back(r, d, 1, 0);
+}
+
+/* Counts the segment's live documents holding the word and passing the
+ * filter, up to the limit, scoring none: without a filter from the block
+ * headers (a block is decoded only when a deleted ordinal falls in its
+ * range), else a block at a time with the columns (cursors of their own: the
+ * ranking's start where they stand). */
+static int count_word(seg_run *r)
+{
+    search_ctx *x = r->x;
+    const index_snapshot_segment *ss = &x->snap->segments[r->s];
+    const search_clause *cl = &x->q->clauses[0];
+    word_iter w;
+    int rc = wi_open(&w, r->seg, r->lens, r->nlens, x->nfields == 0, cl->tokens[0], cl->lens[0]);
+    if (!rc && w.nsubs == 1) {
+        index_postings *p = &w.subs[0];
+        uint32_t del = 0;   /* the deleted ordinals are sorted: walked with the postings */
+        for (uint32_t b = 0; b < p->nblocks && x->count && !rc; b++) {
+            uint32_t last = block_u32(p, b, SEG_B_LAST), n = block_u32(p, b, SEG_B_COUNT);
+            if (x->fkind != FILTER_NONE || (del < ss->ndeleted && ss->deleted[del] <= last)) {
+                index_postings_load(p, b);
+                n = 0;
+                for (uint32_t i = 0; i < p->n && rc >= 0; i++) {
+                    uint32_t d = p->ords[i];
+                    while (del < ss->ndeleted && ss->deleted[del] < d) del++;
+                    if (del < ss->ndeleted && ss->deleted[del] == d) continue;
+                    rc = count_passes(r, d);
+                    if (rc > 0) n++;
+                }
+                if (rc > 0) rc = HANU_OK;
+            }
+            while (del < ss->ndeleted && ss->deleted[del] <= last) del++;
+            count_add(x, n);
+        }
+    } else if (!rc) {   /* a union of paths (fields) */
+        for (uint32_t d = w.doc; d != INDEX_ORD_END && x->count && rc >= 0; d = wi_advance(&w, d + 1)) {
+            if (!index_snapshot_live(x->snap, r->s, d)) continue;
+            rc = count_passes(r, d);
+            if (rc > 0) count_add(x, 1);
+        }
+        if (rc > 0) rc = HANU_OK;
+    }
+    free(w.subs);
+    return rc;
+}
+
 /* ------------------------------------------------------------ the loops */
 
 static void sort_by_doc(clause_run **v, uint32_t n)
@@ -824,7 +930,8 @@ static int one_word(seg_run *r)
     for (uint32_t b = 0; b < p->nblocks; b++) {
         if (!x->k && !x->count) return HANU_OK;   /* nothing to rank, nothing to count */
         if (x->prune && x->nheap == x->k) {
-            double bound = bm25_part(x, idf, block_u32(p, b, SEG_B_MAX_TF), block_u32(p, b, SEG_B_MIN_LEN));
+            double bound = word_bound(x, &c->w[0], idf, block_u32(p, b, SEG_B_MAX_TF), block_u32(p, b, SEG_B_MIN_LEN),
+                                      index_postings_block_impact(p, b));
             if (!can_beat(x, bound)) { x->out->skipped_blocks++; continue; }
         }
         if (b != p->block) index_postings_load(p, b);
@@ -1101,10 +1208,21 @@ int index_search_ex(store *st, const index_snapshot *snap, const search_query *q
         rc = collection_stats(&x);
     }
     if (!rc) rc = segment_id_order(&x);
+    /* A count of postings and columns runs apart and the ranking prunes from
+       its start; any other count is the ranking's, unpruned until its limit. */
+    int apart = !rc && count_apart(&x);
+    if (apart) x.prune = !x.exhaustive;
     for (uint32_t s = 0; s < snap->nsegments && !rc && (x.k || x.count); s++) {
         seg_run r;
         rc = seg_run_open(&r, &x, s);
+        int counting = x.count;
+        if (!rc && apart && counting) {
+            rc = count_word(&r);
+            counting = x.count;
+            x.count = 0;
+        }
         if (!rc) rc = r.nmust ? conjunction(&r) : one_word_shape(&r) && !r.fseek ? one_word(&r) : wand(&r);
+        if (apart) x.count = counting;
         seg_run_free(&r);
     }
     if (!rc) rc = collect_page(&x, offset, limit, o->index_txn);
