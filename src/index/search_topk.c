@@ -156,6 +156,7 @@ typedef struct search_ctx {
     const char *const *fields;
     size_t nfields;
     int prune, count;           /* count: still counting (no pruning until it stops) */
+    int apart;                  /* still counting apart from the ranking (count_add) */
     int exhaustive, total_gte;
     uint64_t count_upto;
     const index_cursor *after;
@@ -326,10 +327,10 @@ static void count_match(search_ctx *x)
  * the count stops at it. */
 static void count_add(search_ctx *x, uint64_t n)
 {
-    if (!x->count || !n) return;
+    if (!x->apart || !n) return;
     if (n <= x->count_upto - x->total) { x->total += n; return; }   /* total <= count_upto always */
     x->total = x->count_upto;
-    x->count = 0;
+    x->apart = 0;
     x->total_gte = 1;
 }
 
@@ -820,7 +821,7 @@ static int count_word(seg_run *r)
     if (!rc && w.nsubs == 1) {
         index_postings *p = &w.subs[0];
         uint32_t del = 0;   /* the deleted ordinals are sorted: walked with the postings */
-        for (uint32_t b = 0; b < p->nblocks && x->count && !rc; b++) {
+        for (uint32_t b = 0; b < p->nblocks && x->apart && !rc; b++) {
             uint32_t last = block_u32(p, b, SEG_B_LAST), n = block_u32(p, b, SEG_B_COUNT);
             if (x->fkind != FILTER_NONE || (del < ss->ndeleted && ss->deleted[del] <= last)) {
                 index_postings_load(p, b);
@@ -838,7 +839,7 @@ static int count_word(seg_run *r)
             count_add(x, n);
         }
     } else if (!rc) {   /* a union of paths (fields) */
-        for (uint32_t d = w.doc; d != INDEX_ORD_END && x->count && rc >= 0; d = wi_advance(&w, d + 1)) {
+        for (uint32_t d = w.doc; d != INDEX_ORD_END && x->apart && rc >= 0; d = wi_advance(&w, d + 1)) {
             if (!index_snapshot_live(x->snap, r->s, d)) continue;
             rc = count_passes(r, d);
             if (rc > 0) count_add(x, 1);
@@ -912,44 +913,145 @@ static int wand(seg_run *r)
     }
 }
 
+/* The largest tf whose score at a block's shortest length cannot enter the
+ * top k as it stands: the block's documents with at most that tf are passed
+ * over without their length or score (0: none are). The score is increasing
+ * in tf, so the inverse of BM25 gives it; bm25_part itself confirms it. */
+static uint32_t tf_floor(const search_ctx *x, double idf, uint32_t min_len, uint32_t max_tf)
+{
+    if (!x->prune || x->count || !x->k || x->nheap < x->k || max_tf == 0) return 0;
+    double per = idf * (BM25_K1 + 1), r = per > 0 ? x->heap[0].score / per : 0;
+    double K = BM25_K1 * (1 - BM25_B + BM25_B * (x->avgdl > 0 ? min_len / x->avgdl : 1.0));
+    if (r <= 0) return 0;
+    double v = r >= 1 ? max_tf : r * K / (1 - r);
+    uint32_t c = v >= max_tf ? max_tf : (uint32_t)v;
+    for (int step = 0; c && can_beat(x, bm25_part(x, idf, c, min_len)); step++, c--)
+        if (step == 4) return 0;   /* the estimate is off by more than rounding: pass over none */
+    return c;
+}
+
+/* One block of one_word: skipped when its bound cannot enter the top k, else
+ * decoded; a document's score comes first (its tf from the block, its length
+ * from the column), documents whose tf cannot rank even at the block's
+ * shortest length are passed over, and only a score that can still rank pays
+ * for the filter. *del: where the walk of the sorted deleted ordinals is. */
+static int one_word_block(seg_run *r, index_postings *p, uint32_t b, uint32_t *del, int count)
+{
+    search_ctx *x = r->x;
+    const clause_run *c = r->pos[0];
+    const index_snapshot_segment *ss = &x->snap->segments[r->s];
+    double idf = x->idf[c->clause];
+    uint32_t max_tf = block_u32(p, b, SEG_B_MAX_TF), min_len = block_u32(p, b, SEG_B_MIN_LEN);
+    count = count && x->apart;   /* counting visits every block */
+    if (x->prune && x->nheap == x->k && !count) {
+        double bound = word_bound(x, &c->w[0], idf, max_tf, min_len, index_postings_block_impact(p, b));
+        if (!can_beat(x, bound)) { x->out->skipped_blocks++; return HANU_OK; }
+    }
+    if (b != p->block) index_postings_load(p, b);
+    uint32_t below = tf_floor(x, idf, min_len, max_tf);
+    for (uint32_t i = 0; i < p->n; i++) {
+        if (p->tfs[i] <= below && !(count && x->apart)) continue;
+        uint32_t d = p->ords[i];
+        while (*del < ss->ndeleted && ss->deleted[*del] < d) (*del)++;
+        if (*del < ss->ndeleted && ss->deleted[*del] == d) continue;
+        if (count && x->apart) {
+            int m = count_passes(r, d);
+            if (m < 0) return m;
+            count_add(x, (uint64_t)m);
+            if (p->tfs[i] <= below) continue;
+        }
+        double score = bm25_part(x, idf, p->tfs[i], doc_length(r, d));
+        x->out->scored++;
+        if (!x->count && !can_beat(x, score)) continue;
+        int rc = admit(r, d, score, 0, 0);
+        if (rc) return rc;
+        if (!x->k && !x->count) return HANU_OK;
+        below = tf_floor(x, idf, min_len, max_tf);   /* the threshold may have risen */
+    }
+    return HANU_OK;
+}
+
+/* The want blocks of largest impact first (at most ONE_WORD_FIRST, half
+ * of the word's blocks; in ordinal order into first): they raise the threshold to near its last value at once,
+ * so that the pass in order skips nearly every other block. Any visiting
+ * order gives the same top k (the heap orders by score, then _id). */
+#define ONE_WORD_FIRST 64
+static uint32_t best_blocks(const index_postings *p, uint32_t *first, uint32_t want)
+{
+    uint32_t imp[ONE_WORD_FIRST], n = 0;
+    for (uint32_t b = 0; b < p->nblocks; b++) {   /* the largest impacts: a min-heap of ONE_WORD_FIRST */
+        uint32_t v = index_postings_block_impact(p, b);
+        if (n < want) {
+            uint32_t i = n++;
+            for (; i && imp[(i - 1) / 2] > v; i = (i - 1) / 2) { imp[i] = imp[(i - 1) / 2]; first[i] = first[(i - 1) / 2]; }
+            imp[i] = v;
+            first[i] = b;
+        } else if (v > imp[0]) {
+            uint32_t i = 0;
+            for (;;) {
+                uint32_t l = 2 * i + 1, m = l + 1 < n && imp[l + 1] < imp[l] ? l + 1 : l;
+                if (l >= n || imp[m] >= v) break;
+                imp[i] = imp[m];
+                first[i] = first[m];
+                i = m;
+            }
+            imp[i] = v;
+            first[i] = b;
+        }
+    }
+    for (uint32_t i = 1; i < n; i++)   /* ordinal order */
+        for (uint32_t j = i; j && first[j - 1] > first[j]; j--) {
+            uint32_t t = first[j];
+            first[j] = first[j - 1];
+            first[j - 1] = t;
+        }
+    return n;
+}
+
+/* The first deleted ordinal at or after the first ordinal of block b. */
+static uint32_t deleted_from(const index_snapshot_segment *ss, const index_postings *p, uint32_t b)
+{
+    uint32_t from = b ? block_u32(p, b - 1, SEG_B_LAST) + 1 : 0, lo = 0, hi = ss->ndeleted;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (ss->deleted[mid] < from) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 /* One plain word over one key (no fields, no +must, -not or phrase, the
- * filter not seeking): the commonest search, block at a time. A block whose
- * bound cannot enter the top k is skipped from its header; in the others a
- * document's score comes first (its tf from the block, its length from the
- * column) and only a score that can still rank pays for the filter. The
- * decisions and the sums are evaluate's, in the same order. */
-static int one_word(seg_run *r)
+ * filter not seeking): the commonest search, block at a time. With count,
+ * the count apart is taken in the same pass (a filter's test on every
+ * document while it runs: blocks are not skipped until it ends); else the
+ * blocks of largest impact come first, unless the count is the ranking's
+ * (it needs the ordinal order to switch pruning on). The decisions and the
+ * sums are evaluate's, in the same order. */
+static int one_word(seg_run *r, int count)
 {
     search_ctx *x = r->x;
     clause_run *c = r->pos[0];
     index_postings *p = &c->w[0].subs[0];
     const index_snapshot_segment *ss = &x->snap->segments[r->s];
-    double idf = x->idf[c->clause];
-    uint32_t del = 0;   /* the deleted ordinals are sorted: walked with the postings */
-    if (x->prune && x->nheap == x->k && !can_beat(x, c->ub)) return HANU_OK;
+    uint32_t first[ONE_WORD_FIRST], nfirst = 0, del = 0, at = 0;
+    count = count && x->apart;
+    if (x->prune && x->nheap == x->k && !count && !can_beat(x, c->ub)) return HANU_OK;
+    if (x->prune && !x->count && !count && x->k && c->w[0].impact_scale > 0)
+        nfirst = best_blocks(p, first, HANU_MIN(ONE_WORD_FIRST, p->nblocks / 2));
+    for (uint32_t i = 0; i < nfirst; i++) {
+        del = deleted_from(ss, p, first[i]);
+        int rc = one_word_block(r, p, first[i], &del, 0);
+        if (rc) return rc;
+    }
+    del = 0;
     for (uint32_t b = 0; b < p->nblocks; b++) {
-        if (!x->k && !x->count) return HANU_OK;   /* nothing to rank, nothing to count */
-        if (x->prune && x->nheap == x->k) {
-            double bound = word_bound(x, &c->w[0], idf, block_u32(p, b, SEG_B_MAX_TF), block_u32(p, b, SEG_B_MIN_LEN),
-                                      index_postings_block_impact(p, b));
-            if (!can_beat(x, bound)) { x->out->skipped_blocks++; continue; }
-        }
-        if (b != p->block) index_postings_load(p, b);
-        for (uint32_t i = 0; i < p->n; i++) {
-            uint32_t d = p->ords[i];
-            while (del < ss->ndeleted && ss->deleted[del] < d) del++;
-            if (del < ss->ndeleted && ss->deleted[del] == d) continue;
-            double score = bm25_part(x, idf, p->tfs[i], doc_length(r, d));
-            x->out->scored++;
-            if (!x->count && !can_beat(x, score)) continue;
-            int rc = admit(r, d, score, 0, 0);
-            if (rc) return rc;
-            if (!x->k && !x->count) return HANU_OK;
-        }
+        if (!x->k && !x->count && !(count && x->apart)) return HANU_OK;   /* nothing to rank or count */
+        if (at < nfirst && first[at] == b) { at++; continue; }   /* done first */
+        int rc = one_word_block(r, p, b, &del, count);
+        if (rc) return rc;
     }
     return HANU_OK;
 }
-
 
 /* +must clauses: their intersection drives; blocks of every positive clause
  * bound what a stretch of it can score. */
@@ -1210,19 +1312,19 @@ int index_search_ex(store *st, const index_snapshot *snap, const search_query *q
     if (!rc) rc = segment_id_order(&x);
     /* A count of postings and columns runs apart and the ranking prunes from
        its start; any other count is the ranking's, unpruned until its limit. */
-    int apart = !rc && count_apart(&x);
-    if (apart) x.prune = !x.exhaustive;
-    for (uint32_t s = 0; s < snap->nsegments && !rc && (x.k || x.count); s++) {
+    if (!rc && count_apart(&x)) {
+        x.apart = 1;
+        x.count = 0;
+        x.prune = !x.exhaustive;
+    }
+    for (uint32_t s = 0; s < snap->nsegments && !rc && (x.k || x.count || x.apart); s++) {
         seg_run r;
         rc = seg_run_open(&r, &x, s);
-        int counting = x.count;
-        if (!rc && apart && counting) {
-            rc = count_word(&r);
-            counting = x.count;
-            x.count = 0;
-        }
-        if (!rc) rc = r.nmust ? conjunction(&r) : one_word_shape(&r) && !r.fseek ? one_word(&r) : wand(&r);
-        if (apart) x.count = counting;
+        int one = !rc && one_word_shape(&r) && !r.fseek;
+        /* a filter's count rides one_word's pass; without a filter the headers count */
+        int fused = one && x.apart && x.fkind == FILTER_COLUMNS;
+        if (!rc && x.apart && !fused) rc = count_word(&r);
+        if (!rc) rc = r.nmust ? conjunction(&r) : one ? one_word(&r, fused) : wand(&r);
         seg_run_free(&r);
     }
     if (!rc) rc = collect_page(&x, offset, limit, o->index_txn);
