@@ -532,10 +532,12 @@ int index_hits_take(index_hits *out, const store_get_item *items, size_t n, hanu
  * after the snapshot is left out. Any thread, while snap stays acquired; q, f
  * and fields are only read.
  *
- * Counting (Elasticsearch's track_total_hits): matches are counted exactly,
- * without pruning, up to count_upto of them; at the next match the loop stops
- * counting and prunes from there on, and hits.total is count_upto with
- * total_gte set (a lower bound). count_upto 0 prunes from the start;
+ * Counting (Elasticsearch's track_total_hits): matches are counted exactly
+ * up to count_upto of them; past that hits.total is count_upto with
+ * total_gte set (a lower bound). One word with no filter or one the columns
+ * decide is counted from its postings and the columns, apart from the
+ * ranking, which prunes from its start; any other query counts without
+ * pruning until the match past count_upto, then prunes. count_upto 0 prunes from the start;
  * INDEX_SEARCH_COUNT_ALL never stops counting. The count ignores after,
  * offset and limit. INDEX_SEARCH_EXHAUSTIVE scores every match without
  * pruning (the tests' reference for the pruned top k). */

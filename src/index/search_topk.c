@@ -22,9 +22,17 @@
  *     more cursor the loops leapfrog with, and are decided on the columns
  *     inside the loop; phrases, -phrases and any other filter are checked on
  *     the stored document, only for documents whose bound can enter the top k;
- *   - counting (track_total) runs the same loops without pruning until the
- *     count passes its limit, then switches pruning on where it stands: every
- *     step of WAND is valid from any heap, so the top k stays exact;
+ *   - a whole-text word's blocks also carry an impact (segment version 2):
+ *     the best (tf, length) of one document, a far tighter bound than the
+ *     pair of the largest tf and the shortest length; one plain word ranks
+ *     its blocks of largest impact first and passes over documents whose tf
+ *     cannot rank at the block's shortest length;
+ *   - counting (track_total) of one word, unfiltered or filtered by columns,
+ *     runs apart from the ranking (block headers, or the columns in the same
+ *     pass) and the ranking prunes from its start; any other count runs the
+ *     loops without pruning until it passes its limit, then switches pruning
+ *     on where it stands: every step of WAND is valid from any heap, so the
+ *     top k stays exact;
  *   - a cursor (after) keeps out of the heap every document at or before its
  *     (score, _id): the heap is the top k of what follows it, and the
  *     threshold prunes as without a cursor.
