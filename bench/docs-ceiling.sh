@@ -8,11 +8,14 @@
 # HanuDB take turns on every mix (HanuDB on an existing data directory, e.g. one that
 # bench/ab-docs.sh or a docbench write phase filled, with its --ids file) and each pair prints
 # HanuDB's share of the ceiling.
-#   bench/docs-ceiling.sh [--rounds 2] [--read-s 8] [--against BIN --data DIR --ids FILE]
+# --mixes picks the mixes (comma-separated lists joined by spaces), --search-words is docbench's.
+#   bench/docs-ceiling.sh [--rounds 2] [--read-s 8] [--mixes "get=100 search=100"] [--search-words zipf]
+#                         [--against BIN --data DIR --ids FILE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
-rounds=2 read_s=8 against="" data="" ids=""
+rounds=2 read_s=8 against="" data="" ids="" words=uniform
+mixes="get=50,find=25,search=25 get=100 find=100 search=100"
 while [ $# -gt 0 ]; do
   case $1 in
     --rounds) rounds=$2; shift 2;;
@@ -20,7 +23,9 @@ while [ $# -gt 0 ]; do
     --against) against=$2; shift 2;;
     --data) data=$2; shift 2;;
     --ids) ids=$2; shift 2;;
-    *) echo "usage: bench/docs-ceiling.sh [--rounds N] [--read-s S] [--against BIN --data DIR --ids FILE]" >&2
+    --mixes) mixes=$2; shift 2;;
+    --search-words) words=$2; shift 2;;
+    *) echo "usage: bench/docs-ceiling.sh [--rounds N] [--read-s S] [--mixes LIST] [--search-words uniform|zipf] [--against BIN --data DIR --ids FILE]" >&2
        exit 2;;
   esac
 done
@@ -49,15 +54,15 @@ run_mix() {
   local c0 c1 out n
   c0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
   out=$(taskset -c 1 "$BUILD/bench/docbench" --url "$url" --phase read --duration "$read_s" --ids "$3" \
-    --mix "$2" 2>/dev/null | grep '^read')
+    --mix "$2" --search-words "$words" 2>/dev/null | grep '^read')
   c1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
   n=$(echo "$out" | awk '/^read   all/ {print $3}')
   ops=$(echo "$out" | awk '/^read   all/ {print $4}')
-  echo "$round $1 [$2] server CPU per answer: $(echo "scale=1; ($c1 - $c0) * 1000000 / $tck / $n" | bc) us"
+  echo "$round $1 [$2 $words] server CPU per answer: $(echo "scale=1; ($c1 - $c0) * 1000000 / $tck / $n" | bc) us"
   echo "$out" | sed "s/^/    /"
 }
 for round in $(seq "$rounds"); do
-  for mix in get=50,find=25,search=25 get=100 find=100 search=100; do
+  for mix in $mixes; do
     start_server null
     run_mix null "$mix" "$null_ids"
     null_ops=$ops

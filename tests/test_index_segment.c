@@ -10,6 +10,8 @@
 #include <fcntl.h>
 #include <math.h>
 
+#define BM25_K1_TEST 1.2   /* query.h's BM25_K1 */
+
 static uint64_t rng = 88172645463325252ull;
 static uint64_t next_rand(void)
 {
@@ -208,17 +210,29 @@ static int write_bytes(const char *path, const uint8_t *p, size_t n)
     return rc;
 }
 
+/* The whole file (NULL on failure). */
+static uint8_t *read_all(const char *path, off_t *size)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return NULL;
+    *size = lseek(fd, 0, SEEK_END);
+    uint8_t *p = *size > 0 ? malloc((size_t)*size) : NULL;
+    if (p && hanu_pread_full(fd, p, (size_t)*size, 0) != HANU_OK) {
+        free(p);
+        p = NULL;
+    }
+    close(fd);
+    return p;
+}
+
 static void test_damage_is_refused(void)
 {
     const char *dir = test_tmpdir("seg-damage");
     const char *path = write_sample(dir);
     REQUIRE(path);
-    int fd = open(path, O_RDONLY);
-    REQUIRE(fd >= 0);
-    off_t size = lseek(fd, 0, SEEK_END);
-    uint8_t *orig = malloc((size_t)size);
-    REQUIRE(orig && hanu_pread_full(fd, orig, (size_t)size, 0) == HANU_OK);
-    close(fd);
+    off_t size;
+    uint8_t *orig = read_all(path, &size);
+    REQUIRE(orig);
     char bad[700];
     snprintf(bad, sizeof bad, "%s/bad", dir);
     /* one flipped bit anywhere: 300 positions spread over the file */
@@ -437,6 +451,67 @@ static void test_words_both_ways_make_one_segment(void)
     index_builder_free(b);
 }
 
+/* Version 2's block impacts: a whole-text word's blocks carry the largest
+ * index_block_impact of their documents (a0 = the text total / documents);
+ * other words none. The same file marked version 1 (no impacts then: the
+ * bytes were padding) still opens and reads without them; version 3 is
+ * refused. */
+static void test_impacts_and_version_1(void)
+{
+    const char *dir = test_tmpdir("seg-impacts");
+    const char *path = write_sample(dir);
+    REQUIRE(path);
+    index_segment *s;
+    REQUIRE(index_segment_open(path, &s, NULL, 0) == HANU_OK);
+    uint64_t total = 0;
+    for (uint32_t d = 0; d < DOCS; d++) total += 10 + d % 7;
+    double a0 = (double)total / DOCS;
+    CHECK(index_segment_impact_avgdl(s) == a0);
+    uint8_t k[INDEX_KEY_MAX];
+    index_postings p;
+    index_postings_open(&p, s, index_segment_term_find(s, k, word_key(k, "", "common")));
+    for (uint32_t b = 0; b < p.nblocks; b++) {
+        uint32_t want = 0;
+        for (uint32_t d = b * INDEX_BLOCK; d < DOCS && d < (b + 1) * INDEX_BLOCK; d++)
+            want = HANU_MAX(want, index_block_impact(1 + d % 3, 10 + d % 7, a0));
+        CHECK_EQ(index_postings_block_impact(&p, b), want);
+        CHECK(want > 0 && want < 65535);
+    }
+    /* the bound is above every ratio it stands for */
+    for (uint32_t tf = 1; tf < 50; tf++)
+        for (uint32_t len = 0; len < 200; len += 7) {
+            double ratio = tf / (tf + BM25_K1_TEST * (0.25 + 0.75 * (len / a0)));
+            CHECK(index_block_impact(tf, len, a0) / 65535.0 > ratio);
+        }
+    index_postings_open(&p, s, index_segment_term_find(s, k, word_key(k, "body", "rare")));
+    CHECK_EQ(index_postings_block_impact(&p, 0), 0);   /* a field's word: none */
+    index_segment_close(s);
+
+    off_t size;
+    uint8_t *bytes = read_all(path, &size);
+    REQUIRE(bytes);
+    char old[700];
+    snprintf(old, sizeof old, "%s/v1", dir);
+    for (uint32_t version = 1; version <= 3; version += 2) {
+        hanu_put_u32(bytes + 8, version);
+        hanu_put_u64(bytes + size - 16, hanu_hash64(bytes, (size_t)size - 16, 0));
+        REQUIRE(write_bytes(old, bytes, (size_t)size) == HANU_OK);
+        char err[200] = "";
+        int rc = index_segment_open(old, &s, err, sizeof err);
+        if (version == 3) {
+            CHECK(rc == HANU_ERR_CORRUPT && strstr(err, "version 3"));
+            continue;
+        }
+        REQUIRE(rc == HANU_OK);
+        CHECK(index_segment_impact_avgdl(s) == 0);
+        index_postings_open(&p, s, index_segment_term_find(s, k, word_key(k, "", "common")));
+        CHECK_EQ(index_postings_block_impact(&p, 0), 0);
+        CHECK_EQ(index_postings_block_max_tf(&p), 3);
+        index_segment_close(s);
+    }
+    free(bytes);
+}
+
 int main(void)
 {
     RUN(test_round_trip);
@@ -446,5 +521,6 @@ int main(void)
     RUN(test_documents_extracted);
     RUN(test_id_order);
     RUN(test_words_both_ways_make_one_segment);
+    RUN(test_impacts_and_version_1);
     TEST_DONE();
 }

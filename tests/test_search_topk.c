@@ -411,6 +411,74 @@ static void test_topk_equals_exhaustive(void)
     CHECK(t.paged_queries > 500 && t.pages > 2 * t.paged_queries);
 }
 
+/* Block impacts and counting apart. Every block holds a long document with
+ * the word ten times and a one-word document: the old bound (largest tf,
+ * shortest length: of two documents) beats the two best documents' scores,
+ * the impact (both of one document) does not, so with a page of one the
+ * blocks after the first are skipped. A count of every match comes from the
+ * postings (no filter) or the columns (a filter) without scoring them all,
+ * and is exact. */
+static void test_impacts_and_counting_apart(void)
+{
+    set_dirs("search-impacts");
+    store *st = open_store();
+    REQUIRE(st);
+    uint32_t db = make_collection(st);
+    indexer *ix = open_indexer(st);
+    REQUIRE(ix);
+    char doc[1200], id[32];
+    int n = 1280, with_a = 0;
+    for (int i = 0; i < n; i++) {
+        int len = 0;
+        if (i == 0) len = snprintf(doc, sizeof doc, "{\"t\":\"w w w w w w w w w w w w\"");   /* best: tf 12 */
+        else if (i == 1) len = snprintf(doc, sizeof doc, "{\"t\":\"w w w w w w w w w w w\"");   /* then tf 11 */
+        else if (i % 128 == 2) {
+            len = snprintf(doc, sizeof doc, "{\"t\":\"w w w w w w w w w w");
+            for (int k = 0; k < 90; k++) len += snprintf(doc + len, sizeof doc - (size_t)len, " f");
+            len += snprintf(doc + len, sizeof doc - (size_t)len, "\"");
+        } else if (i % 128 == 3) len = snprintf(doc, sizeof doc, "{\"t\":\"w\"");
+        else len = snprintf(doc, sizeof doc, "{\"t\":\"w x y z v\"");
+        int a = i % 3 == 0 || i == 1;
+        with_a += a;
+        snprintf(doc + len, sizeof doc - (size_t)len, ",\"k\":\"%s\"}", a ? "a" : "b");
+        snprintf(id, sizeof id, "d%05d", i);
+        CHECK_EQ(put(st, db, id, doc), HANU_OK);
+    }
+    CHECK_EQ(put(st, db, "other", "{\"t\":\"nothing here\",\"k\":\"a\"}"), HANU_OK);
+    CHECK_EQ(commit(st, ix), HANU_OK);
+    index_snapshot *snap = index_snapshot_acquire(ix, db);
+    REQUIRE(snap);
+    CHECK_EQ(snap->nsegments, 1);
+    index_search_result r, all;
+    REQUIRE(search(st, snap, "w", NULL, NULL, 0, 0, 1, INDEX_SEARCH_COUNT, &r) == HANU_OK);
+    REQUIRE(search(st, snap, "w", NULL, NULL, 0, 0, 1, INDEX_SEARCH_COUNT | INDEX_SEARCH_EXHAUSTIVE, &all) == HANU_OK);
+    CHECK(r.hits.n == 1 && strcmp(r.hits.hits[0].id, "d00000") == 0);
+    CHECK(all.hits.n == 1 && r.hits.n == 1 && r.scores[0] == all.scores[0]);
+    CHECK(r.hits.total == (uint64_t)n && !r.total_gte && all.hits.total == (uint64_t)n);
+    CHECK(r.skipped_blocks >= 8);     /* every block after the first */
+    CHECK(r.scored < 300);            /* not every match for the count */
+    index_search_result_free(&r);
+    index_search_result_free(&all);
+    /* a filter the columns decide: the count reads columns, not scores */
+    REQUIRE(search(st, snap, "w", "{\"k\":\"a\"}", NULL, 0, 0, 1, INDEX_SEARCH_COUNT, &r) == HANU_OK);
+    CHECK(r.hits.n == 1 && strcmp(r.hits.hits[0].id, "d00000") == 0);
+    CHECK(r.hits.total == (uint64_t)with_a && !r.total_gte);
+    CHECK(r.scored < 300);
+    index_search_result_free(&r);
+    /* a limit of the count: the limit, "gte" */
+    index_search_opts o = { .limit = 1, .count_upto = 100 };
+    search_query sq;
+    query_error qe;
+    REQUIRE(search_query_parse("w", 1, &sq, &qe) == HANU_OK);
+    REQUIRE(index_search_ex(st, snap, &sq, NULL, NULL, 0, &o, &r) == HANU_OK);
+    CHECK(r.hits.total == 100 && r.total_gte && r.hits.n == 1);
+    index_search_result_free(&r);
+    search_query_free(&sq);
+    index_snapshot_release(snap);
+    indexer_close(ix);
+    store_close(st);
+}
+
 /* A cursor names (score, _id), not a segment's ordinal: pages taken before
  * and after the segments merge are still the exhaustive ranking's slices. */
 static void test_pages_across_a_merge(void)
@@ -505,5 +573,6 @@ int main(void)
     RUN(test_bm25_hand_values);
     RUN(test_topk_equals_exhaustive);
     RUN(test_pages_across_a_merge);
+    RUN(test_impacts_and_counting_apart);
     TEST_DONE();
 }

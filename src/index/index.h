@@ -175,6 +175,20 @@ uint32_t index_postings_block_last(const index_postings *p);
 uint32_t index_postings_block_max_tf(const index_postings *p);
 uint32_t index_postings_block_min_length(const index_postings *p);
 
+/* Block impacts (segment version 2; docs/INDEX.md, "Block impacts"). A block
+ * of a whole-text word's postings records q = the largest over its documents
+ * of index_block_impact(tf, length, a0), a0 = the segment's whole-text length
+ * total / its documents (index_segment_impact_avgdl): a bound of every BM25
+ * score in the block, tighter than (largest tf, shortest length) because the
+ * two come from one document. With the collection's average length avgdl,
+ * score(tf, len) <= idf * (k1 + 1) * q / INDEX_IMPACT_ONE / min(1, a0 / avgdl). */
+#define INDEX_IMPACT_ONE 65535.0
+uint32_t index_block_impact(uint32_t tf, uint32_t len, double a0);   /* 1..65535, above the true ratio */
+/* a0 of seg, or 0 when its blocks carry no impacts (version 1, no text). */
+double index_segment_impact_avgdl(const index_segment *seg);
+/* The impact of block b of p (0: none). */
+uint32_t index_postings_block_impact(const index_postings *p, uint32_t b);
+
 /* Columns. A column is found by path; values are read per ordinal. */
 enum index_col_tag {
     INDEX_COL_MISSING = 0,
@@ -518,10 +532,12 @@ int index_hits_take(index_hits *out, const store_get_item *items, size_t n, hanu
  * after the snapshot is left out. Any thread, while snap stays acquired; q, f
  * and fields are only read.
  *
- * Counting (Elasticsearch's track_total_hits): matches are counted exactly,
- * without pruning, up to count_upto of them; at the next match the loop stops
- * counting and prunes from there on, and hits.total is count_upto with
- * total_gte set (a lower bound). count_upto 0 prunes from the start;
+ * Counting (Elasticsearch's track_total_hits): matches are counted exactly
+ * up to count_upto of them; past that hits.total is count_upto with
+ * total_gte set (a lower bound). One word with no filter or one the columns
+ * decide is counted from its postings and the columns, apart from the
+ * ranking, which prunes from its start; any other query counts without
+ * pruning until the match past count_upto, then prunes. count_upto 0 prunes from the start;
  * INDEX_SEARCH_COUNT_ALL never stops counting. The count ignores after,
  * offset and limit. INDEX_SEARCH_EXHAUSTIVE scores every match without
  * pruning (the tests' reference for the pruned top k). */

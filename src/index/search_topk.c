@@ -22,9 +22,17 @@
  *     more cursor the loops leapfrog with, and are decided on the columns
  *     inside the loop; phrases, -phrases and any other filter are checked on
  *     the stored document, only for documents whose bound can enter the top k;
- *   - counting (track_total) runs the same loops without pruning until the
- *     count passes its limit, then switches pruning on where it stands: every
- *     step of WAND is valid from any heap, so the top k stays exact;
+ *   - a whole-text word's blocks also carry an impact (segment version 2):
+ *     the best (tf, length) of one document, a far tighter bound than the
+ *     pair of the largest tf and the shortest length; one plain word ranks
+ *     its blocks of largest impact first and passes over documents whose tf
+ *     cannot rank at the block's shortest length;
+ *   - counting (track_total) of one word, unfiltered or filtered by columns,
+ *     runs apart from the ranking (block headers, or the columns in the same
+ *     pass) and the ranking prunes from its start; any other count runs the
+ *     loops without pruning until it passes its limit, then switches pruning
+ *     on where it stands: every step of WAND is valid from any heap, so the
+ *     top k stays exact;
  *   - a cursor (after) keeps out of the heap every document at or before its
  *     (score, _id): the heap is the top k of what follows it, and the
  *     threshold prunes as without a cursor.
@@ -49,6 +57,7 @@ typedef struct word_iter {
     index_postings *subs;
     uint32_t nsubs;
     uint32_t doc, tf;
+    double impact_scale;        /* one whole-text key with block impacts: bound = idf * scale * impact; else 0 */
 } word_iter;
 
 static uint32_t block_u32(const index_postings *p, uint32_t b, size_t field)
@@ -95,14 +104,17 @@ static uint32_t wi_advance(word_iter *w, uint32_t target)
 
 /* Bounds of the word over [target, *last]: summed largest frequencies, the
  * shortest length. *last is INDEX_ORD_END (and *max_tf 0) past its end. */
-static void wi_block(const word_iter *w, uint32_t target, uint32_t *last, uint32_t *max_tf, uint32_t *min_len)
+static void wi_block(const word_iter *w, uint32_t target, uint32_t *last, uint32_t *max_tf, uint32_t *min_len,
+                     uint32_t *impact)
 {
     *last = INDEX_ORD_END;
     *max_tf = 0;
     *min_len = UINT32_MAX;
+    *impact = 0;
     for (uint32_t i = 0; i < w->nsubs; i++) {
         uint32_t b = block_at(&w->subs[i], target);
         if (b == UINT32_MAX) continue;
+        if (w->impact_scale > 0) *impact = index_postings_block_impact(&w->subs[i], b);   /* nsubs is 1 */
         *last = HANU_MIN(*last, block_u32(&w->subs[i], b, SEG_B_LAST));
         *max_tf += block_u32(&w->subs[i], b, SEG_B_MAX_TF);
         *min_len = HANU_MIN(*min_len, block_u32(&w->subs[i], b, SEG_B_MIN_LEN));
@@ -110,16 +122,18 @@ static void wi_block(const word_iter *w, uint32_t target, uint32_t *last, uint32
 }
 
 /* The same over every block of the word in the segment. */
-static void wi_bound(const word_iter *w, uint32_t *max_tf, uint32_t *min_len)
+static void wi_bound(const word_iter *w, uint32_t *max_tf, uint32_t *min_len, uint32_t *impact)
 {
     *max_tf = 0;
     *min_len = UINT32_MAX;
+    *impact = 0;
     for (uint32_t i = 0; i < w->nsubs; i++) {
         const index_postings *p = &w->subs[i];
         uint32_t tf = 0;
         for (uint32_t b = 0; b < p->nblocks; b++) {
             tf = HANU_MAX(tf, block_u32(p, b, SEG_B_MAX_TF));
             *min_len = HANU_MIN(*min_len, block_u32(p, b, SEG_B_MIN_LEN));
+            if (w->impact_scale > 0) *impact = HANU_MAX(*impact, index_postings_block_impact(p, b));
         }
         *max_tf += tf;
     }
@@ -150,6 +164,7 @@ typedef struct search_ctx {
     const char *const *fields;
     size_t nfields;
     int prune, count;           /* count: still counting (no pruning until it stops) */
+    int apart;                  /* still counting apart from the ranking (count_add) */
     int exhaustive, total_gte;
     uint64_t count_upto;
     const index_cursor *after;
@@ -204,6 +219,26 @@ static double bm25_part(const search_ctx *x, double idf, double tf, double dl)
 {
     double norm = x->avgdl > 0 ? dl / x->avgdl : 1.0;
     return idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * norm));
+}
+
+/* Bound of the scores of a word's block (or segment): BM25 of the largest tf
+ * and the shortest length, or, tighter, of the block's impact when the word
+ * has them (one whole-text key of a version-2 segment). */
+static double word_bound(const search_ctx *x, const word_iter *w, double idf, uint32_t max_tf, uint32_t min_len,
+                         uint32_t impact)
+{
+    double b = bm25_part(x, idf, max_tf, min_len);
+    if (impact && w->impact_scale > 0) b = HANU_MIN(b, idf * w->impact_scale * impact);
+    return b;
+}
+
+/* impact_scale of a word in seg (index.h, "Block impacts"): (k1 + 1) / one
+ * step / min(1, a0 / avgdl); 0 when the bound does not apply. */
+static double impact_scale(const search_ctx *x, const index_segment *seg, const word_iter *w)
+{
+    double a0 = index_segment_impact_avgdl(seg);
+    if (x->nfields || w->nsubs != 1 || a0 <= 0 || x->avgdl <= 0) return 0;
+    return (BM25_K1 + 1) / INDEX_IMPACT_ONE / HANU_MIN(1.0, a0 / x->avgdl);
 }
 
 static int id_cmp(const search_ctx *x, const heap_entry *a, const heap_entry *b)
@@ -296,6 +331,17 @@ static void count_match(search_ctx *x)
     x->prune = !x->exhaustive;
 }
 
+/* n more matches counted apart from the ranking (count_word): past the limit
+ * the count stops at it. */
+static void count_add(search_ctx *x, uint64_t n)
+{
+    if (!x->apart || !n) return;
+    if (n <= x->count_upto - x->total) { x->total += n; return; }   /* total <= count_upto always */
+    x->total = x->count_upto;
+    x->apart = 0;
+    x->total_gte = 1;
+}
+
 /* Whether a score bound can still enter the top k (ties may, by _id). */
 static int can_beat(const search_ctx *x, double bound)
 {
@@ -328,17 +374,18 @@ static uint32_t cl_advance(clause_run *r, uint32_t target)
  * as often as its rarest word, in a text at least as long as any word's. */
 static double cl_block_compute(const seg_run *r, const clause_run *c, uint32_t target, uint32_t *last)
 {
-    uint32_t tf = UINT32_MAX, len = 0;
+    uint32_t tf = UINT32_MAX, len = 0, impact = 0;
     *last = INDEX_ORD_END;
     for (uint32_t i = 0; i < c->nw; i++) {
         uint32_t l, mtf, ml;
-        wi_block(&c->w[i], target, &l, &mtf, &ml);
+        wi_block(&c->w[i], target, &l, &mtf, &ml, &impact);
         if (l == INDEX_ORD_END) { *last = INDEX_ORD_END; return 0; }   /* no match from target on */
         *last = HANU_MIN(*last, l);
         tf = HANU_MIN(tf, mtf);
         len = HANU_MAX(len, ml);
     }
-    return bm25_part(r->x, r->x->idf[c->clause], tf, len);
+    /* a phrase's bound stays (tf, len): its words' impacts are of other tfs */
+    return word_bound(r->x, &c->w[0], r->x->idf[c->clause], tf, len, c->nw == 1 ? impact : 0);
 }
 
 static double cl_block(const seg_run *r, clause_run *c, uint32_t target, uint32_t *last)
@@ -359,14 +406,14 @@ static double cl_block(const seg_run *r, clause_run *c, uint32_t target, uint32_
 
 static double cl_bound(const seg_run *r, const clause_run *c)
 {
-    uint32_t tf = UINT32_MAX, len = 0;
+    uint32_t tf = UINT32_MAX, len = 0, impact = 0;
     for (uint32_t i = 0; i < c->nw; i++) {
         uint32_t mtf, ml;
-        wi_bound(&c->w[i], &mtf, &ml);
+        wi_bound(&c->w[i], &mtf, &ml, &impact);
         tf = HANU_MIN(tf, mtf);
         len = HANU_MAX(len, ml);
     }
-    return c->nw ? bm25_part(r->x, r->x->idf[c->clause], tf, len) : 0;
+    return c->nw ? word_bound(r->x, &c->w[0], r->x->idf[c->clause], tf, len, c->nw == 1 ? impact : 0) : 0;
 }
 
 /* ------------------------------------------------------------ segments */
@@ -410,6 +457,7 @@ static int wi_open(word_iter *w, const index_segment *seg, const index_column *c
     uint32_t nkeys = whole_text ? 1 : nlens;
     w->subs = malloc((nkeys ? nkeys : 1) * sizeof *w->subs);
     w->nsubs = 0;
+    w->impact_scale = 0;
     if (!w->subs) return HANU_ERR_NOMEM;
     for (uint32_t i = 0; i < nkeys; i++) {
         size_t plen = 0;
@@ -455,6 +503,7 @@ static int filter_iter_open(word_iter *w, const index_segment *seg, const col_te
     size_t n = ct->is_in ? json_len(ct->vals) : 1;
     w->subs = malloc((n ? n : 1) * sizeof *w->subs);
     w->nsubs = 0;
+    w->impact_scale = 0;
     if (!w->subs) return HANU_ERR_NOMEM;
     for (size_t i = 0; i < n; i++) {
         uint8_t key[INDEX_KEY_MAX];
@@ -589,8 +638,10 @@ static int seg_run_open(seg_run *r, search_ctx *x, uint32_t s)
         const search_clause *cl = &q->clauses[c];
         clause_run *cr = &r->runs[c];
         cr->clause = c;
-        for (uint32_t t = 0; t < cl->n_tokens && !rc; t++, cr->nw++)
+        for (uint32_t t = 0; t < cl->n_tokens && !rc; t++, cr->nw++) {
             rc = wi_open(&cr->w[t], r->seg, r->lens, r->nlens, x->nfields == 0, cl->tokens[t], cl->lens[t]);
+            cr->w[t].impact_scale = rc ? 0 : impact_scale(x, r->seg, &cr->w[t]);
+        }
         if (rc) break;
         cl_seek(cr, 0);
         if (x->occur[c] == SEARCH_MUST_NOT) { r->neg[r->nneg++] = cr; continue; }
@@ -743,6 +794,70 @@ static int admit(seg_run *r, uint32_t d, double score, double dl, int phrases)
     return HANU_OK;
 }
 
+/* ------------------------------------------------------------ counting */
+
+/* Whether the count is a matter of postings and columns, without scores: one
+ * plain word (or one +must word, peeled), no filter or one the columns decide
+ * (docs/QUERY.md, "Counting without scoring"). */
+static int count_apart(const search_ctx *x)
+{
+    return x->q->n == 1 && x->q->clauses[0].n_tokens == 1 && x->occur[0] == SEARCH_SHOULD &&
+           x->fkind != FILTER_DOC;
+}
+
+/* 1 when live document d (of the segment's postings) passes the filter, 0
+ * when not; the stored document decides what the columns cannot. */
+static int count_passes(seg_run *r, uint32_t d)
+{
+    if (r->x->fkind == FILTER_NONE) return 1;
+    int m = columns_match(r, d);
+    return m >= 0 ? m : read_back(r, d, 1, 0);
+}
+
+/* Counts the segment's live documents holding the word and passing the
+ * filter, up to the limit, scoring none: without a filter from the block
+ * headers (a block is decoded only when a deleted ordinal falls in its
+ * range), else a block at a time with the columns (cursors of their own: the
+ * ranking's start where they stand). */
+static int count_word(seg_run *r)
+{
+    search_ctx *x = r->x;
+    const index_snapshot_segment *ss = &x->snap->segments[r->s];
+    const search_clause *cl = &x->q->clauses[0];
+    word_iter w;
+    int rc = wi_open(&w, r->seg, r->lens, r->nlens, x->nfields == 0, cl->tokens[0], cl->lens[0]);
+    if (!rc && w.nsubs == 1) {
+        index_postings *p = &w.subs[0];
+        uint32_t del = 0;   /* the deleted ordinals are sorted: walked with the postings */
+        for (uint32_t b = 0; b < p->nblocks && x->apart && !rc; b++) {
+            uint32_t last = block_u32(p, b, SEG_B_LAST), n = block_u32(p, b, SEG_B_COUNT);
+            if (x->fkind != FILTER_NONE || (del < ss->ndeleted && ss->deleted[del] <= last)) {
+                index_postings_load(p, b);
+                n = 0;
+                for (uint32_t i = 0; i < p->n && rc >= 0; i++) {
+                    uint32_t d = p->ords[i];
+                    while (del < ss->ndeleted && ss->deleted[del] < d) del++;
+                    if (del < ss->ndeleted && ss->deleted[del] == d) continue;
+                    rc = count_passes(r, d);
+                    if (rc > 0) n++;
+                }
+                if (rc > 0) rc = HANU_OK;
+            }
+            while (del < ss->ndeleted && ss->deleted[del] <= last) del++;
+            count_add(x, n);
+        }
+    } else if (!rc) {   /* a union of paths (fields) */
+        for (uint32_t d = w.doc; d != INDEX_ORD_END && x->apart && rc >= 0; d = wi_advance(&w, d + 1)) {
+            if (!index_snapshot_live(x->snap, r->s, d)) continue;
+            rc = count_passes(r, d);
+            if (rc > 0) count_add(x, 1);
+        }
+        if (rc > 0) rc = HANU_OK;
+    }
+    free(w.subs);
+    return rc;
+}
+
 /* ------------------------------------------------------------ the loops */
 
 static void sort_by_doc(clause_run **v, uint32_t n)
@@ -806,43 +921,145 @@ static int wand(seg_run *r)
     }
 }
 
+/* The largest tf whose score at a block's shortest length cannot enter the
+ * top k as it stands: the block's documents with at most that tf are passed
+ * over without their length or score (0: none are). The score is increasing
+ * in tf, so the inverse of BM25 gives it; bm25_part itself confirms it. */
+static uint32_t tf_floor(const search_ctx *x, double idf, uint32_t min_len, uint32_t max_tf)
+{
+    if (!x->prune || x->count || !x->k || x->nheap < x->k || max_tf == 0) return 0;
+    double per = idf * (BM25_K1 + 1), r = per > 0 ? x->heap[0].score / per : 0;
+    double K = BM25_K1 * (1 - BM25_B + BM25_B * (x->avgdl > 0 ? min_len / x->avgdl : 1.0));
+    if (r <= 0) return 0;
+    double v = r >= 1 ? max_tf : r * K / (1 - r);
+    uint32_t c = v >= max_tf ? max_tf : (uint32_t)v;
+    for (int step = 0; c && can_beat(x, bm25_part(x, idf, c, min_len)); step++, c--)
+        if (step == 4) return 0;   /* the estimate is off by more than rounding: pass over none */
+    return c;
+}
+
+/* One block of one_word: skipped when its bound cannot enter the top k, else
+ * decoded; a document's score comes first (its tf from the block, its length
+ * from the column), documents whose tf cannot rank even at the block's
+ * shortest length are passed over, and only a score that can still rank pays
+ * for the filter. *del: where the walk of the sorted deleted ordinals is. */
+static int one_word_block(seg_run *r, index_postings *p, uint32_t b, uint32_t *del, int count)
+{
+    search_ctx *x = r->x;
+    const clause_run *c = r->pos[0];
+    const index_snapshot_segment *ss = &x->snap->segments[r->s];
+    double idf = x->idf[c->clause];
+    uint32_t max_tf = block_u32(p, b, SEG_B_MAX_TF), min_len = block_u32(p, b, SEG_B_MIN_LEN);
+    count = count && x->apart;   /* counting visits every block */
+    if (x->prune && x->nheap == x->k && !count) {
+        double bound = word_bound(x, &c->w[0], idf, max_tf, min_len, index_postings_block_impact(p, b));
+        if (!can_beat(x, bound)) { x->out->skipped_blocks++; return HANU_OK; }
+    }
+    if (b != p->block) index_postings_load(p, b);
+    uint32_t below = tf_floor(x, idf, min_len, max_tf);
+    for (uint32_t i = 0; i < p->n; i++) {
+        if (p->tfs[i] <= below && !(count && x->apart)) continue;
+        uint32_t d = p->ords[i];
+        while (*del < ss->ndeleted && ss->deleted[*del] < d) (*del)++;
+        if (*del < ss->ndeleted && ss->deleted[*del] == d) continue;
+        if (count && x->apart) {
+            int m = count_passes(r, d);
+            if (m < 0) return m;
+            count_add(x, (uint64_t)m);
+            if (p->tfs[i] <= below) continue;
+        }
+        double score = bm25_part(x, idf, p->tfs[i], doc_length(r, d));
+        x->out->scored++;
+        if (!x->count && !can_beat(x, score)) continue;
+        int rc = admit(r, d, score, 0, 0);
+        if (rc) return rc;
+        if (!x->k && !x->count) return HANU_OK;
+        below = tf_floor(x, idf, min_len, max_tf);   /* the threshold may have risen */
+    }
+    return HANU_OK;
+}
+
+/* The want blocks of largest impact first (at most ONE_WORD_FIRST, half
+ * of the word's blocks; in ordinal order into first): they raise the threshold to near its last value at once,
+ * so that the pass in order skips nearly every other block. Any visiting
+ * order gives the same top k (the heap orders by score, then _id). */
+#define ONE_WORD_FIRST 64
+static uint32_t best_blocks(const index_postings *p, uint32_t *first, uint32_t want)
+{
+    uint32_t imp[ONE_WORD_FIRST], n = 0;
+    for (uint32_t b = 0; b < p->nblocks; b++) {   /* the largest impacts: a min-heap of ONE_WORD_FIRST */
+        uint32_t v = index_postings_block_impact(p, b);
+        if (n < want) {
+            uint32_t i = n++;
+            for (; i && imp[(i - 1) / 2] > v; i = (i - 1) / 2) { imp[i] = imp[(i - 1) / 2]; first[i] = first[(i - 1) / 2]; }
+            imp[i] = v;
+            first[i] = b;
+        } else if (v > imp[0]) {
+            uint32_t i = 0;
+            for (;;) {
+                uint32_t l = 2 * i + 1, m = l + 1 < n && imp[l + 1] < imp[l] ? l + 1 : l;
+                if (l >= n || imp[m] >= v) break;
+                imp[i] = imp[m];
+                first[i] = first[m];
+                i = m;
+            }
+            imp[i] = v;
+            first[i] = b;
+        }
+    }
+    for (uint32_t i = 1; i < n; i++)   /* ordinal order */
+        for (uint32_t j = i; j && first[j - 1] > first[j]; j--) {
+            uint32_t t = first[j];
+            first[j] = first[j - 1];
+            first[j - 1] = t;
+        }
+    return n;
+}
+
+/* The first deleted ordinal at or after the first ordinal of block b. */
+static uint32_t deleted_from(const index_snapshot_segment *ss, const index_postings *p, uint32_t b)
+{
+    uint32_t from = b ? block_u32(p, b - 1, SEG_B_LAST) + 1 : 0, lo = 0, hi = ss->ndeleted;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (ss->deleted[mid] < from) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
 /* One plain word over one key (no fields, no +must, -not or phrase, the
- * filter not seeking): the commonest search, block at a time. A block whose
- * bound cannot enter the top k is skipped from its header; in the others a
- * document's score comes first (its tf from the block, its length from the
- * column) and only a score that can still rank pays for the filter. The
- * decisions and the sums are evaluate's, in the same order. */
-static int one_word(seg_run *r)
+ * filter not seeking): the commonest search, block at a time. With count,
+ * the count apart is taken in the same pass (a filter's test on every
+ * document while it runs: blocks are not skipped until it ends); else the
+ * blocks of largest impact come first, unless the count is the ranking's
+ * (it needs the ordinal order to switch pruning on). The decisions and the
+ * sums are evaluate's, in the same order. */
+static int one_word(seg_run *r, int count)
 {
     search_ctx *x = r->x;
     clause_run *c = r->pos[0];
     index_postings *p = &c->w[0].subs[0];
     const index_snapshot_segment *ss = &x->snap->segments[r->s];
-    double idf = x->idf[c->clause];
-    uint32_t del = 0;   /* the deleted ordinals are sorted: walked with the postings */
-    if (x->prune && x->nheap == x->k && !can_beat(x, c->ub)) return HANU_OK;
+    uint32_t first[ONE_WORD_FIRST], nfirst = 0, del = 0, at = 0;
+    count = count && x->apart;
+    if (x->prune && x->nheap == x->k && !count && !can_beat(x, c->ub)) return HANU_OK;
+    if (x->prune && !x->count && !count && x->k && c->w[0].impact_scale > 0)
+        nfirst = best_blocks(p, first, HANU_MIN(ONE_WORD_FIRST, p->nblocks / 2));
+    for (uint32_t i = 0; i < nfirst; i++) {
+        del = deleted_from(ss, p, first[i]);
+        int rc = one_word_block(r, p, first[i], &del, 0);
+        if (rc) return rc;
+    }
+    del = 0;
     for (uint32_t b = 0; b < p->nblocks; b++) {
-        if (!x->k && !x->count) return HANU_OK;   /* nothing to rank, nothing to count */
-        if (x->prune && x->nheap == x->k) {
-            double bound = bm25_part(x, idf, block_u32(p, b, SEG_B_MAX_TF), block_u32(p, b, SEG_B_MIN_LEN));
-            if (!can_beat(x, bound)) { x->out->skipped_blocks++; continue; }
-        }
-        if (b != p->block) index_postings_load(p, b);
-        for (uint32_t i = 0; i < p->n; i++) {
-            uint32_t d = p->ords[i];
-            while (del < ss->ndeleted && ss->deleted[del] < d) del++;
-            if (del < ss->ndeleted && ss->deleted[del] == d) continue;
-            double score = bm25_part(x, idf, p->tfs[i], doc_length(r, d));
-            x->out->scored++;
-            if (!x->count && !can_beat(x, score)) continue;
-            int rc = admit(r, d, score, 0, 0);
-            if (rc) return rc;
-            if (!x->k && !x->count) return HANU_OK;
-        }
+        if (!x->k && !x->count && !(count && x->apart)) return HANU_OK;   /* nothing to rank or count */
+        if (at < nfirst && first[at] == b) { at++; continue; }   /* done first */
+        int rc = one_word_block(r, p, b, &del, count);
+        if (rc) return rc;
     }
     return HANU_OK;
 }
-
 
 /* +must clauses: their intersection drives; blocks of every positive clause
  * bound what a stretch of it can score. */
@@ -1101,10 +1318,21 @@ int index_search_ex(store *st, const index_snapshot *snap, const search_query *q
         rc = collection_stats(&x);
     }
     if (!rc) rc = segment_id_order(&x);
-    for (uint32_t s = 0; s < snap->nsegments && !rc && (x.k || x.count); s++) {
+    /* A count of postings and columns runs apart and the ranking prunes from
+       its start; any other count is the ranking's, unpruned until its limit. */
+    if (!rc && count_apart(&x)) {
+        x.apart = 1;
+        x.count = 0;
+        x.prune = !x.exhaustive;
+    }
+    for (uint32_t s = 0; s < snap->nsegments && !rc && (x.k || x.count || x.apart); s++) {
         seg_run r;
         rc = seg_run_open(&r, &x, s);
-        if (!rc) rc = r.nmust ? conjunction(&r) : one_word_shape(&r) && !r.fseek ? one_word(&r) : wand(&r);
+        int one = !rc && one_word_shape(&r) && !r.fseek;
+        /* a filter's count rides one_word's pass; without a filter the headers count */
+        int fused = one && x.apart && x.fkind == FILTER_COLUMNS;
+        if (!rc && x.apart && !fused) rc = count_word(&r);
+        if (!rc) rc = r.nmust ? conjunction(&r) : one ? one_word(&r, fused) : wand(&r);
         seg_run_free(&r);
     }
     if (!rc) rc = collect_page(&x, offset, limit, o->index_txn);

@@ -904,8 +904,18 @@ static const build_column *length_column(const index_builder *b, const uint8_t *
     return i == UINT32_MAX ? NULL : &b->cols[i];
 }
 
+/* a0 of the block impacts (index_block_impact) of a term: the whole text's
+ * average length as the reader computes it from the written column, for the
+ * whole text's words only; 0 (no impacts) for any other term. */
+static double impact_avgdl(const index_builder *b, const uint8_t *key, uint32_t len, const build_column *lens)
+{
+    const uint8_t *nul = memchr(key, 0, len);
+    if (!lens || !lens->text_total || !b->docs || nul != key || len < 2 || key[1] != INDEX_KEY_ALL_WORD) return 0;
+    return (double)lens->text_total / (double)b->docs;
+}
+
 /* Writes one term's block table and payloads at the end of out. */
-static int write_postings(hanu_buf *out, const build_term *t, const build_column *lens,
+static int write_postings(hanu_buf *out, const build_term *t, const build_column *lens, double a0,
                           uint8_t *table_entry)
 {
     uint32_t nblocks = (t->n + INDEX_BLOCK - 1) / INDEX_BLOCK;
@@ -921,7 +931,7 @@ static int write_postings(hanu_buf *out, const build_term *t, const build_column
     int64_t prev = -1;
     for (uint32_t blk = 0; blk < nblocks; blk++) {
         uint32_t first = blk * INDEX_BLOCK, n = HANU_MIN(INDEX_BLOCK, t->n - first);
-        uint32_t max_tf = 0, min_len = UINT32_MAX;
+        uint32_t max_tf = 0, min_len = UINT32_MAX, impact = 0;
         for (uint32_t i = 0; i < n; i++) {
             uint32_t ord = t->post[2 * (first + i)], tf = t->post[2 * (first + i) + 1];
             deltas[i] = (uint64_t)((int64_t)ord - prev - 1);
@@ -930,6 +940,7 @@ static int write_postings(hanu_buf *out, const build_term *t, const build_column
             max_tf = HANU_MAX(max_tf, tf);
             uint32_t l = lens && ord < lens->cap ? lens->lengths[ord] : 0;
             min_len = HANU_MIN(min_len, l);
+            if (a0 > 0) impact = HANU_MAX(impact, index_block_impact(tf, l, a0));
         }
         codec_desc dd, td;
         uint64_t payload = out->len;
@@ -943,6 +954,7 @@ static int write_postings(hanu_buf *out, const build_term *t, const build_column
         hanu_put_u32(e + SEG_B_MIN_LEN, min_len);
         e[SEG_B_DOC_CODE] = dd.code;
         e[SEG_B_TF_CODE] = td.code;
+        hanu_put_u16(e + SEG_B_IMPACT, (uint16_t)impact);
         hanu_put_u32(e + SEG_B_TF_BASE, (uint32_t)td.base);
         hanu_put_u64(e + SEG_B_DOC_BASE, dd.base);
     }
@@ -1134,7 +1146,9 @@ static int encode(index_builder *b, hanu_buf *out)
     for (uint32_t i = 0; i < b->nterms && !rc; i++) {
         const build_term *t = &b->terms[order[i]];
         uint8_t entry[SEG_TERM];
-        rc = write_postings(out, t, length_column(b, b->keys.data + t->key_off, t->key_len), entry);
+        const uint8_t *key = b->keys.data + t->key_off;
+        const build_column *lens = length_column(b, key, t->key_len);
+        rc = write_postings(out, t, lens, impact_avgdl(b, key, t->key_len, lens), entry);
         if (!rc) memcpy(out->data + term_table + (size_t)i * SEG_TERM + SEG_T_DF, entry + SEG_T_DF,
                         SEG_TERM - SEG_T_DF);
     }

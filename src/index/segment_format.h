@@ -17,7 +17,8 @@
 
 #define SEG_MAGIC "HANUSEG\0"
 #define SEG_END_MAGIC "HANUSEGE"
-#define SEG_VERSION 1
+#define SEG_VERSION 2          /* 2: SEG_B_IMPACT; version 1 is read (no impacts) */
+#define SEG_VERSION_MIN 1
 
 /* header */
 #define SEG_H_VERSION 8        /* u32 */
@@ -50,6 +51,7 @@
 #define SEG_B_MIN_LEN 20       /* u32 */
 #define SEG_B_DOC_CODE 24      /* u8 */
 #define SEG_B_TF_CODE 25       /* u8 */
+#define SEG_B_IMPACT 26        /* u16, version 2, whole-text words only (0: none): index_block_impact */
 #define SEG_B_TF_BASE 28       /* u32 */
 #define SEG_B_DOC_BASE 32      /* u64 */
 #define SEG_BLOCK 40

@@ -5,6 +5,7 @@
  */
 #include "index/index.h"
 #include "index/segment_format.h"
+#include "query/query.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -36,6 +37,8 @@ struct index_segment {
     index_column *cols;
     int ids_ascending;          /* every id is larger than the one before it */
     uint32_t min_ord, max_ord;  /* where the smallest and the largest id are */
+    uint32_t version;
+    double impact_avgdl;        /* index_segment_impact_avgdl */
     void *cache_entries;        /* the bitset cache's entries of this segment (bitset_cache.c, its lock) */
 };
 
@@ -280,8 +283,9 @@ static int check(index_segment *s, char *err, size_t cap)
     if (s->size < SEG_HEADER + SEG_FOOTER || memcmp(s->map, SEG_MAGIC, 8) != 0 ||
         memcmp(s->map + s->size - 8, SEG_END_MAGIC, 8) != 0)
         return fail(err, cap, "not a segment file (magic)");
-    if (hanu_get_u32(s->map + SEG_H_VERSION) != SEG_VERSION)
-        return fail(err, cap, "segment version %u not supported", hanu_get_u32(s->map + SEG_H_VERSION));
+    s->version = hanu_get_u32(s->map + SEG_H_VERSION);
+    if (s->version < SEG_VERSION_MIN || s->version > SEG_VERSION)
+        return fail(err, cap, "segment version %u not supported", s->version);
     if (hanu_get_u64(s->map + s->size - SEG_FOOTER) != hanu_hash64(s->map, s->size - SEG_FOOTER, 0))
         return fail(err, cap, "checksum mismatch");
     s->docs = hanu_get_u32(s->map + SEG_H_DOCS);
@@ -303,7 +307,25 @@ static int check(index_segment *s, char *err, size_t cap)
     if (!inside(s, ids + ((uint64_t)s->docs + 1) * 4, last)) return fail(err, cap, "ids out of bounds");
     id_order(s);
     int rc = check_terms(s, err, cap);
-    return rc ? rc : check_columns(s, err, cap);
+    if (!rc) rc = check_columns(s, err, cap);
+    const index_column *text = rc ? NULL : index_segment_column(s, "", 0);
+    if (text && s->version >= 2 && s->docs && index_column_text_total(text))
+        s->impact_avgdl = (double)index_column_text_total(text) / (double)s->docs;
+    return rc;
+}
+
+uint32_t index_block_impact(uint32_t tf, uint32_t len, double a0)
+{
+    double ratio = tf / (tf + BM25_K1 * (1 - BM25_B + BM25_B * (len / a0)));
+    double q = floor(ratio * INDEX_IMPACT_ONE) + 1;   /* above the ratio by at least one step */
+    return q >= INDEX_IMPACT_ONE ? 65535u : (uint32_t)q;
+}
+
+double index_segment_impact_avgdl(const index_segment *seg) { return seg->impact_avgdl; }
+
+uint32_t index_postings_block_impact(const index_postings *p, uint32_t b)
+{
+    return p->seg->impact_avgdl > 0 ? hanu_get_u16(p->blocks + (size_t)b * SEG_BLOCK + SEG_B_IMPACT) : 0;
 }
 
 int index_segment_open(const char *path, index_segment **out, char *err, size_t errcap)

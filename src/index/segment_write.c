@@ -217,6 +217,8 @@ typedef struct merger {
     uint32_t nterms;
     uint64_t key_total;
     uint64_t txns;              /* where the txns start */
+    double impact_avgdl;        /* a0 of the output's block impacts (0: none) */
+    int impacts;                /* the current term's blocks carry impacts (a whole-text word) */
 } merger;
 
 /* The ordinal maps, ids and txns. */
@@ -347,6 +349,7 @@ static void lengths_for(merger *m, const uint8_t *key, size_t len)
     const merge_column *c = NULL;
     size_t path_len = nul ? (size_t)(nul - key) : 0;
     int word = nul && path_len + 1 < len && (nul[1] == INDEX_KEY_WORD || nul[1] == INDEX_KEY_ALL_WORD);
+    m->impacts = word && path_len == 0 && nul[1] == INDEX_KEY_ALL_WORD && m->impact_avgdl > 0;
     if (word && m->lens_path && m->lens_path_len == path_len && memcmp(m->lens_path, key, path_len) == 0) return;
     if (word) c = find_column(m, key, path_len);
     m->lens_path = word ? key : NULL;
@@ -357,7 +360,7 @@ static void lengths_for(merger *m, const uint8_t *key, size_t len)
 /* One term's postings as the builder encodes them (write_postings), buffered until the term ends. */
 typedef struct block_acc {
     uint64_t deltas[INDEX_BLOCK], tfs[INDEX_BLOCK];
-    uint32_t n, max_tf, min_len, df, nblocks;
+    uint32_t n, max_tf, min_len, impact, df, nblocks;
     int64_t prev;
 } block_acc;
 
@@ -378,6 +381,7 @@ static int encode_block(merger *m, block_acc *a)
     hanu_put_u32(e + SEG_B_MIN_LEN, a->min_len);
     e[SEG_B_DOC_CODE] = dd.code;
     e[SEG_B_TF_CODE] = td.code;
+    hanu_put_u16(e + SEG_B_IMPACT, (uint16_t)a->impact);
     hanu_put_u32(e + SEG_B_TF_BASE, (uint32_t)td.base);
     hanu_put_u64(e + SEG_B_DOC_BASE, dd.base);
     m->blocks.len += SEG_BLOCK;
@@ -387,6 +391,7 @@ static int encode_block(merger *m, block_acc *a)
     a->n = 0;
     a->max_tf = 0;
     a->min_len = UINT32_MAX;
+    a->impact = 0;
     return HANU_OK;
 }
 
@@ -412,6 +417,7 @@ static int merge_postings(merger *m, uint32_t hits, block_acc *a)
                 a->prev = ord;
                 a->max_tf = HANU_MAX(a->max_tf, tf);
                 a->min_len = HANU_MIN(a->min_len, len);
+                if (m->impacts) a->impact = HANU_MAX(a->impact, index_block_impact(tf, len, m->impact_avgdl));
                 a->df++;
                 if (++a->n == INDEX_BLOCK) {
                     int rc = encode_block(m, a);
@@ -545,6 +551,20 @@ static int column_scan(merger *m, const merge_column *c, column_stats *s, uint32
     }
     if (!s->numbers) s->num_hi = UINT64_MAX;   /* every value is the smallest present one: none */
     return HANU_OK;
+}
+
+/* a0 of the output's impacts: its whole-text column's total (as column_scan
+ * sums it, the total the reader divides) over its documents. */
+static void impact_avgdl(merger *m)
+{
+    const merge_column *c = find_column(m, (const uint8_t *)"", 0);
+    uint64_t total = 0;
+    for (uint32_t i = 0; c && i < m->n; i++) {
+        uint32_t docs = index_segment_docs(m->in[i].seg);
+        for (uint32_t ord = 0; c->in[i] && ord < docs; ord++)
+            if (m->map[i][ord] != INDEX_ORD_END) total += index_column_text_length(c->in[i], ord);
+    }
+    m->impact_avgdl = total && m->docs ? (double)total / (double)m->docs : 0;
 }
 
 /* The head of input i's dictionary at its next used entry; 0 when none is left. */
@@ -747,6 +767,7 @@ static int merge_file(merger *m)
     if (!rc) rc = gather_columns(m);
     if (!rc) rc = count_terms(m);
     if (rc) return rc;
+    impact_avgdl(m);
     uint64_t term_table = region_pos(&m->main), keys = term_table + (uint64_t)m->nterms * SEG_TERM;
     uint64_t postings = (keys + m->key_total + 7) & ~(uint64_t)7;
     if ((rc = region_skip(&m->main, postings - term_table))) return rc;
