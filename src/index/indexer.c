@@ -167,8 +167,17 @@ typedef struct coll_seg {
     uint8_t del_dirty;           /* deleted holds more than its list on disk */
 } coll_seg;
 
+/* The pending ids' bytes: chunks that never move (the id map borrows them), so
+ * a pending version allocates nothing but when a chunk fills. */
+#define ID_CHUNK_BYTES (64u << 10)
+typedef struct id_chunk {
+    struct id_chunk *next;
+    size_t used, cap;
+    char bytes[];
+} id_chunk;
+
 typedef struct pending_doc {
-    char *id;
+    char *id;                    /* in the dbstate's id chunks */
     size_t id_len;
     uint64_t txn;
     int is_delete;
@@ -188,6 +197,7 @@ typedef struct dbstate {
     pending_doc *pending;
     size_t npending, pendcap;
     hanu_buf arena;
+    id_chunk *ids;               /* the pending ids, newest chunk first */
 } dbstate;
 
 typedef struct snap_impl {       /* index_snapshot first: a cast gets back here */
@@ -386,9 +396,43 @@ static int doom(indexer *ix, const char *name)
     return HANU_OK;
 }
 
+/* A copy of id in d's id chunks; NULL when out of memory. */
+static char *pending_id_copy(dbstate *d, const char *id, size_t len)
+{
+    id_chunk *c = d->ids;
+    if (!c || c->cap - c->used < len) {
+        size_t cap = len > ID_CHUNK_BYTES ? len : ID_CHUNK_BYTES;
+        id_chunk *n = malloc(sizeof *n + cap);
+        if (!n) return NULL;
+        *n = (id_chunk){ .next = c, .used = 0, .cap = cap };
+        d->ids = c = n;
+    }
+    char *p = c->bytes + c->used;
+    memcpy(p, id, len);
+    c->used += len;
+    return p;
+}
+
+/* Frees the id chunks; keep_one: the newest stays, emptied, for the next pending ids. */
+static void pending_ids_free(dbstate *d, int keep_one)
+{
+    id_chunk *c = d->ids, *keep = keep_one && c && c->cap == ID_CHUNK_BYTES ? c : NULL;
+    if (keep) c = c->next;
+    while (c) {
+        id_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    d->ids = keep;
+    if (keep) {
+        keep->next = NULL;
+        keep->used = 0;
+    }
+}
+
 static void pending_clear(dbstate *d)
 {
-    for (size_t i = 0; i < d->npending; i++) free(d->pending[i].id);
+    pending_ids_free(d, 1);
     d->npending = 0;
     id_map_clear(&d->pending_ids);
     hanu_buf_free(&d->arena);
@@ -416,6 +460,7 @@ static int dbstate_reset(indexer *ix, dbstate *d, int doom_files)
     d->nsegs = d->segcap = 0;
     id_map_clear(&d->committed);
     pending_clear(d);
+    pending_ids_free(d, 0);
     free(d->pending);
     d->pending = NULL;
     d->pendcap = 0;
@@ -705,15 +750,11 @@ static int pending_set(indexer *ix, dbstate *d, const char *id, size_t id_len, u
             d->pendcap = cap;
         }
         p = &d->pending[d->npending];
-        p->id = malloc(id_len ? id_len : 1);
+        p->id = pending_id_copy(d, id, id_len);
         if (!p->id) return HANU_ERR_NOMEM;
-        memcpy(p->id, id, id_len);
         p->id_len = id_len;
         int rc = id_map_put(&d->pending_ids, p->id, id_len, d->npending, 0);
-        if (rc) {
-            free(p->id);
-            return rc;
-        }
+        if (rc) return rc;   /* the copy stays in its chunk until the next clear */
         d->npending++;
     }
     p->txn = txn;

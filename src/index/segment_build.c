@@ -156,6 +156,8 @@ struct index_builder {
     uint32_t *doc_slots;        /* open addressing: index into doc_words + 1; 0 = empty */
     uint32_t ndoc_slots;
     hanu_buf doc_bytes;         /* the tokens' bytes */
+    void *scratch;              /* index_builder_scratch's */
+    size_t scratch_len;
     word_term *word_terms;       /* every term made by the word path, for term_order */
     uint32_t nword_terms, word_terms_cap;
 };
@@ -197,6 +199,7 @@ void index_builder_free(index_builder *b)
     free(b->doc_words);
     free(b->doc_slots);
     hanu_buf_free(&b->doc_bytes);
+    free(b->scratch);
     free(b->id_off.v);
     free(b->txns);
     hanu_buf_free(&b->ids);
@@ -591,6 +594,20 @@ int index_builder_word(index_builder *b, uint32_t field, const char *tok, size_t
     b->doc_words[b->ndoc_words++] = (doc_word){ .hash = h, .field = field, .len = (uint32_t)len, .count = 1,
                                                 .off = off, .slot = at };
     return HANU_OK;
+}
+
+void *index_builder_scratch(index_builder *b, size_t len)
+{
+    if (len > b->scratch_len) {
+        size_t cap = b->scratch_len ? b->scratch_len : 4096;
+        while (cap < len) cap *= 2;
+        void *p = malloc(cap);   /* the old contents are not kept: no copy */
+        if (!p) return NULL;
+        free(b->scratch);
+        b->scratch = p;
+        b->scratch_len = cap;
+    }
+    return b->scratch;
 }
 
 /* A word's key given whole (index_builder_term, a merge's postings) is found the
