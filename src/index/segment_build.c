@@ -84,6 +84,20 @@ typedef struct build_word {
     uint32_t all_term;          /* UINT32_MAX until the token occurs in the whole text */
 } build_word;
 
+/* The word table: a slot holds the word's hash, its length and first 7 bytes, so
+ * a probe for a word of at most 7 bytes (most words) compares it in the slot and
+ * reads neither the word's item nor its key. */
+typedef struct word_slot {
+    uint32_t tag;               /* (uint32_t)hash: the home slot, and grows rehash nothing */
+    uint32_t word;              /* index into words + 1; 0 = empty */
+    uint64_t head;              /* up to 7 bytes of the word, the length (at most 255) above them */
+} word_slot;
+
+typedef struct word_table {
+    word_slot *slots;
+    uint32_t nslots;
+} word_table;
+
 /* A text field: the key prefix of its words (path NUL INDEX_KEY_WORD, in keys). */
 typedef struct build_field {
     uint32_t key_off, key_len;
@@ -143,7 +157,7 @@ struct index_builder {
        costs one byte-keyed lookup for both of its terms instead of two. */
     build_word *words;
     uint32_t nwords, words_cap;
-    key_table word_index;
+    word_table word_index;
     build_field *fields;
     uint32_t nfields, fields_cap;
     key_table field_index;
@@ -488,10 +502,69 @@ static int field_term_of(index_builder *b, uint32_t field, uint32_t w, const uin
     return HANU_OK;
 }
 
+static inline uint64_t word_head(const uint8_t *tok, uint32_t len)
+{
+    uint64_t h = 0;
+    memcpy(&h, tok, len < 7 ? len : 7);
+    return h | (uint64_t)(len < 255 ? len : 255) << 56;
+}
+
+static int word_table_grow(word_table *t, uint32_t count)
+{
+    if ((uint64_t)(count + 1) * 2 <= t->nslots) return HANU_OK;
+    uint32_t n = t->nslots ? t->nslots * 2 : 1024;
+    word_slot *slots = calloc(n, sizeof *slots);
+    if (!slots) return HANU_ERR_NOMEM;
+    for (uint32_t i = 0; i < t->nslots; i++) {
+        if (!t->slots[i].word) continue;
+        uint32_t at = t->slots[i].tag & (n - 1);
+        while (slots[at].word) at = (at + 1) & (n - 1);
+        slots[at] = t->slots[i];
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->nslots = n;
+    return HANU_OK;
+}
+
+/* The index of a distinct token whose key_hash is h (made when new). */
+static int word_of_hashed(index_builder *b, const uint8_t *tok, uint32_t len, uint64_t h, uint32_t *w)
+{
+    word_table *t = &b->word_index;
+    int rc = word_table_grow(t, b->nwords);
+    if (rc) return rc;
+    uint32_t tag = (uint32_t)h, mask = t->nslots - 1, at = tag & mask;
+    uint64_t head = word_head(tok, len);
+    for (;; at = (at + 1) & mask) {
+        const word_slot *s = &t->slots[at];
+        if (!s->word) break;
+        if (s->tag != tag || s->head != head) continue;
+        const build_word *bw = &b->words[s->word - 1];
+        if (len <= 7 || (bw->key_len == len && key_equal(b->keys.data + bw->key_off + 7, tok + 7, len - 7))) {
+            *w = s->word - 1;
+            return HANU_OK;
+        }
+    }
+    if (b->nwords == b->words_cap) {
+        uint32_t cap = b->words_cap ? b->words_cap * 2 : 64;
+        build_word *p = realloc(b->words, (size_t)cap * sizeof *p);
+        if (!p) return HANU_ERR_NOMEM;
+        b->words = p;
+        b->words_cap = cap;
+    }
+    if (b->keys.len + len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
+    uint32_t off = (uint32_t)b->keys.len;
+    if ((rc = hanu_buf_append(&b->keys, tok, len))) return rc;
+    b->words[b->nwords] = (build_word){ .key_off = off, .key_len = len, .all_term = 0 };
+    t->slots[at] = (word_slot){ .tag = tag, .word = b->nwords + 1, .head = head };
+    *w = b->nwords++;
+    return HANU_OK;
+}
+
 /* The index of a distinct token (made when new). */
 static int word_of(index_builder *b, const uint8_t *tok, uint32_t len, uint32_t *w)
 {
-    return intern(b, &b->word_index, (void **)&b->words, &b->nwords, &b->words_cap, sizeof(build_word), tok, len, w);
+    return word_of_hashed(b, tok, len, key_hash(tok, len), w);
 }
 
 /* The current document's distinct (field, token) pairs, in three passes so that
@@ -504,14 +577,13 @@ static int flush_words(index_builder *b)
     b->ndoc_words = 0;
     doc_word *dw = b->doc_words;
     for (uint32_t k = 0; k < n; k++) b->doc_slots[dw[k].slot] = 0;   /* the next document starts empty */
-    const key_table *wt = &b->word_index;
+    const word_table *wt = &b->word_index;
     if (wt->nslots)
         for (uint32_t k = 0; k < n; k++) __builtin_prefetch(&wt->slots[(uint32_t)dw[k].hash & (wt->nslots - 1)]);
     int rc = HANU_OK;
     for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {
         doc_word *p = &dw[k];
-        rc = intern_hashed(b, &b->word_index, (void **)&b->words, &b->nwords, &b->words_cap, sizeof(build_word),
-                           b->doc_bytes.data + p->off, p->len, p->hash, &p->word);
+        rc = word_of_hashed(b, b->doc_bytes.data + p->off, p->len, p->hash, &p->word);
         if (rc == HANU_OK) __builtin_prefetch(&b->words[p->word]);
     }
     for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {
@@ -522,6 +594,13 @@ static int flush_words(index_builder *b)
         if (rc != HANU_OK) break;
         __builtin_prefetch(&b->terms[p->all]);
         if (p->field != UINT32_MAX) __builtin_prefetch(&b->terms[p->term]);
+    }
+    for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {   /* where each posting goes, for writing */
+        const build_term *t = &b->terms[dw[k].all];
+        __builtin_prefetch(t->post + 2 * t->n, 1);
+        if (dw[k].field == UINT32_MAX) continue;
+        t = &b->terms[dw[k].term];
+        __builtin_prefetch(t->post + 2 * t->n, 1);
     }
     for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {
         const doc_word *p = &dw[k];
