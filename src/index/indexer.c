@@ -107,20 +107,17 @@ static int id_map_grow(id_map *m)
     return HANU_OK;
 }
 
-/* Inserts or overwrites id's entry. */
-static int id_map_put(id_map *m, const char *id, size_t len, uint64_t val, uint32_t ord)
+/* Adds the entry of an id known not to be in the map (one probe, no comparison). */
+static int id_map_add(id_map *m, const char *id, size_t len, uint64_t val, uint32_t ord)
 {
-    id_slot *s = id_map_find(m, id, len);
-    if (!s) {
-        if ((m->n + 1) * 4 > m->cap * 3 && id_map_grow(m)) return HANU_ERR_NOMEM;
-        size_t i = id_home(m, id, len);
-        while (m->slots[i].id) i = (i + 1) & (m->cap - 1);
-        s = &m->slots[i];
-        m->n++;
-    }
-    *s = (id_slot){ id, (uint32_t)len, ord, val };
+    if ((m->n + 1) * 4 > m->cap * 3 && id_map_grow(m)) return HANU_ERR_NOMEM;
+    size_t i = id_home(m, id, len);
+    while (m->slots[i].id) i = (i + 1) & (m->cap - 1);
+    m->slots[i] = (id_slot){ id, (uint32_t)len, ord, val };
+    m->n++;
     return HANU_OK;
 }
+
 
 static void id_map_remove(id_map *m, id_slot *s)
 {
@@ -544,7 +541,7 @@ static int seg_add(dbstate *d, index_segment *seg, uint64_t id, uint32_t *delete
         const char *doc_id = index_segment_doc_id(seg, ord, &len);
         /* Two live versions of one id: the index cannot be trusted. */
         if (id_map_find(&d->committed, doc_id, len)) return HANU_ERR_CORRUPT;
-        int rc = id_map_put(&d->committed, doc_id, len, id, ord);
+        int rc = id_map_add(&d->committed, doc_id, len, id, ord);
         if (rc) return rc;
     }
     return HANU_OK;
@@ -753,7 +750,7 @@ static int pending_set(indexer *ix, dbstate *d, const char *id, size_t id_len, u
         p->id = pending_id_copy(d, id, id_len);
         if (!p->id) return HANU_ERR_NOMEM;
         p->id_len = id_len;
-        int rc = id_map_put(&d->pending_ids, p->id, id_len, d->npending, 0);
+        int rc = id_map_add(&d->pending_ids, p->id, id_len, d->npending, 0);   /* not found above */
         if (rc) return rc;   /* the copy stays in its chunk until the next clear */
         d->npending++;
     }
