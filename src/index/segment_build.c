@@ -79,9 +79,12 @@ typedef struct key_table {
 #define PEND_TERMS 16   /* terms interned together; the slot of the first is in cache by the last */
 
 /* A distinct token of the batch's text: its bytes (in keys) and its whole-text term. */
+#define WORD_FIELDS 2      /* a word's first fields' terms kept in its item */
 typedef struct build_word {
     uint32_t key_off, key_len;
-    uint32_t all_term;          /* UINT32_MAX until the token occurs in the whole text */
+    uint32_t all_term;          /* the whole text's term + 1; 0 until the token occurs */
+    uint32_t field_of[WORD_FIELDS];   /* field + 1 (0: free), whose term is term_of */
+    uint32_t term_of[WORD_FIELDS];
 } build_word;
 
 /* The word table: a slot holds the word's hash, its length and first 7 bytes, so
@@ -482,13 +485,27 @@ static int all_term_of(index_builder *b, uint32_t w, const uint8_t *tok, uint32_
 static int field_term_of(index_builder *b, uint32_t field, uint32_t w, const uint8_t *tok, uint32_t len,
                          uint32_t *out)
 {
-    int rc = pair_grow(&b->field_terms);
-    if (rc) return rc;
+    /* Most words occur in one or two fields: those terms are in the word's item,
+       which flush_words has in cache; the pair table holds the others. */
+    build_word *bw = &b->words[w];
+    uint32_t slot = WORD_FIELDS;
+    for (uint32_t j = 0; j < WORD_FIELDS; j++) {
+        if (bw->field_of[j] == field + 1) {
+            *out = bw->term_of[j];
+            return HANU_OK;
+        }
+        if (!bw->field_of[j] && slot == WORD_FIELDS) slot = j;
+    }
+    int rc;
     uint64_t key = ((uint64_t)field + 1) << 32 | w;
-    uint32_t at = pair_slot(&b->field_terms, key);
-    if (b->field_terms.keys[at]) {
-        *out = b->field_terms.vals[at];
-        return HANU_OK;
+    uint32_t at = 0;
+    if (slot == WORD_FIELDS) {   /* a free slot in the item: the pair is new, not in the table */
+        if ((rc = pair_grow(&b->field_terms))) return rc;
+        at = pair_slot(&b->field_terms, key);
+        if (b->field_terms.keys[at]) {
+            *out = b->field_terms.vals[at];
+            return HANU_OK;
+        }
     }
     uint8_t prefix[INDEX_KEY_MAX];
     const build_field *f = &b->fields[field];
@@ -496,6 +513,12 @@ static int field_term_of(index_builder *b, uint32_t field, uint32_t w, const uin
     memcpy(prefix, b->keys.data + f->key_off, f->key_len);
     if ((rc = new_term(b, prefix, f->key_len, tok, len, out))) return rc;
     if ((rc = note_word_term(b, *out, field, w))) return rc;
+    if (slot < WORD_FIELDS) {
+        bw = &b->words[w];
+        bw->field_of[slot] = field + 1;
+        bw->term_of[slot] = *out;
+        return HANU_OK;
+    }
     b->field_terms.keys[at] = key;
     b->field_terms.vals[at] = *out;
     b->field_terms.count++;
