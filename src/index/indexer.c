@@ -55,6 +55,7 @@
 #define STAGE_BYTES_MAX (4u << 20)     /* one feed step stops after the record that passes this */
 #define IDLE_POLL_MS 5                 /* the feed has no wake-up: poll it once caught up */
 #define KIND_UNKNOWN (-1)
+#define ID_PREFETCH_AHEAD 4            /* apply_pending looks up the committed id map this far ahead */
 #define MERGE_NICE 10                  /* merges run at this lower priority */
 #define PROGRESS_EVERY_NS 1000000000ull /* rebuild progress lines at most this often */
 
@@ -873,6 +874,10 @@ static int apply_pending(indexer *ix, dbstate *d)
     int rc = HANU_OK;
     for (size_t i = 0; i < d->npending && !rc; i++) {
         pending_doc *p = &d->pending[i];
+        if (i + ID_PREFETCH_AHEAD < d->npending && d->committed.n) {   /* the map is large: a miss per id */
+            const pending_doc *ahead = &d->pending[i + ID_PREFETCH_AHEAD];
+            __builtin_prefetch(&d->committed.slots[id_home(&d->committed, ahead->id, ahead->id_len)]);
+        }
         id_slot *old = id_map_find(&d->committed, p->id, p->id_len);
         if (old) {
             coll_seg *s = seg_find(d, old->val);
