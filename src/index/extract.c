@@ -7,7 +7,6 @@
 #include "json/json.h"
 #include "text/text.h"
 
-#include <stdlib.h>
 
 /* A token is a term of its string's field (path NUL INDEX_KEY_WORD token) and of
  * the whole text (NUL INDEX_KEY_ALL_WORD token): the field is named to the builder
@@ -74,10 +73,8 @@ int index_add_document(index_builder *b, const char *id, size_t id_len, uint64_t
     int rc = index_builder_doc(b, id, id_len, txn);
     if (rc) return rc;
     size_t scratch_len = json_scan_scratch_size(len);
-    void *scratch = malloc(scratch_len);
+    void *scratch = index_builder_scratch(b, scratch_len);   /* kept by the builder: no allocation a document */
     if (!scratch) return HANU_ERR_NOMEM;
     extract_ctx x = { .b = b, .field = UINT32_MAX };
-    rc = json_scan(doc, len, NULL, scratch, scratch_len, add_leaf, &x, NULL);
-    free(scratch);
-    return rc;
+    return json_scan(doc, len, NULL, scratch, scratch_len, add_leaf, &x, NULL);
 }

@@ -83,6 +83,11 @@ int index_builder_term(index_builder *b, const uint8_t *key, size_t key_len);
 int index_builder_text_field(index_builder *b, const uint8_t *prefix, size_t prefix_len, uint32_t *field);
 int index_builder_word(index_builder *b, uint32_t field, const char *tok, size_t len);
 
+/* A buffer of at least len bytes that the builder keeps until the next call or
+ * index_builder_free (index_add_document's JSON scratch): documents after the
+ * largest one allocate nothing. NULL when out of memory. */
+void *index_builder_scratch(index_builder *b, size_t len);
+
 /* Column values of the current document at path: a scalar outside arrays
  * (arrays make the path multi-valued for this document: index_builder_multi).
  * Strings longer than INDEX_KEYWORD_MAX are not column values. */

@@ -55,6 +55,7 @@
 #define STAGE_BYTES_MAX (4u << 20)     /* one feed step stops after the record that passes this */
 #define IDLE_POLL_MS 5                 /* the feed has no wake-up: poll it once caught up */
 #define KIND_UNKNOWN (-1)
+#define ID_PREFETCH_AHEAD 4            /* apply_pending looks up the committed id map this far ahead */
 #define MERGE_NICE 10                  /* merges run at this lower priority */
 #define PROGRESS_EVERY_NS 1000000000ull /* rebuild progress lines at most this often */
 
@@ -107,20 +108,17 @@ static int id_map_grow(id_map *m)
     return HANU_OK;
 }
 
-/* Inserts or overwrites id's entry. */
-static int id_map_put(id_map *m, const char *id, size_t len, uint64_t val, uint32_t ord)
+/* Adds the entry of an id known not to be in the map (one probe, no comparison). */
+static int id_map_add(id_map *m, const char *id, size_t len, uint64_t val, uint32_t ord)
 {
-    id_slot *s = id_map_find(m, id, len);
-    if (!s) {
-        if ((m->n + 1) * 4 > m->cap * 3 && id_map_grow(m)) return HANU_ERR_NOMEM;
-        size_t i = id_home(m, id, len);
-        while (m->slots[i].id) i = (i + 1) & (m->cap - 1);
-        s = &m->slots[i];
-        m->n++;
-    }
-    *s = (id_slot){ id, (uint32_t)len, ord, val };
+    if ((m->n + 1) * 4 > m->cap * 3 && id_map_grow(m)) return HANU_ERR_NOMEM;
+    size_t i = id_home(m, id, len);
+    while (m->slots[i].id) i = (i + 1) & (m->cap - 1);
+    m->slots[i] = (id_slot){ id, (uint32_t)len, ord, val };
+    m->n++;
     return HANU_OK;
 }
+
 
 static void id_map_remove(id_map *m, id_slot *s)
 {
@@ -167,8 +165,17 @@ typedef struct coll_seg {
     uint8_t del_dirty;           /* deleted holds more than its list on disk */
 } coll_seg;
 
+/* The pending ids' bytes: chunks that never move (the id map borrows them), so
+ * a pending version allocates nothing but when a chunk fills. */
+#define ID_CHUNK_BYTES (64u << 10)
+typedef struct id_chunk {
+    struct id_chunk *next;
+    size_t used, cap;
+    char bytes[];
+} id_chunk;
+
 typedef struct pending_doc {
-    char *id;
+    char *id;                    /* in the dbstate's id chunks */
     size_t id_len;
     uint64_t txn;
     int is_delete;
@@ -188,6 +195,7 @@ typedef struct dbstate {
     pending_doc *pending;
     size_t npending, pendcap;
     hanu_buf arena;
+    id_chunk *ids;               /* the pending ids, newest chunk first */
 } dbstate;
 
 typedef struct snap_impl {       /* index_snapshot first: a cast gets back here */
@@ -386,9 +394,43 @@ static int doom(indexer *ix, const char *name)
     return HANU_OK;
 }
 
+/* A copy of id in d's id chunks; NULL when out of memory. */
+static char *pending_id_copy(dbstate *d, const char *id, size_t len)
+{
+    id_chunk *c = d->ids;
+    if (!c || c->cap - c->used < len) {
+        size_t cap = len > ID_CHUNK_BYTES ? len : ID_CHUNK_BYTES;
+        id_chunk *n = malloc(sizeof *n + cap);
+        if (!n) return NULL;
+        *n = (id_chunk){ .next = c, .used = 0, .cap = cap };
+        d->ids = c = n;
+    }
+    char *p = c->bytes + c->used;
+    memcpy(p, id, len);
+    c->used += len;
+    return p;
+}
+
+/* Frees the id chunks; keep_one: the newest stays, emptied, for the next pending ids. */
+static void pending_ids_free(dbstate *d, int keep_one)
+{
+    id_chunk *c = d->ids, *keep = keep_one && c && c->cap == ID_CHUNK_BYTES ? c : NULL;
+    if (keep) c = c->next;
+    while (c) {
+        id_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    d->ids = keep;
+    if (keep) {
+        keep->next = NULL;
+        keep->used = 0;
+    }
+}
+
 static void pending_clear(dbstate *d)
 {
-    for (size_t i = 0; i < d->npending; i++) free(d->pending[i].id);
+    pending_ids_free(d, 1);
     d->npending = 0;
     id_map_clear(&d->pending_ids);
     hanu_buf_free(&d->arena);
@@ -416,6 +458,7 @@ static int dbstate_reset(indexer *ix, dbstate *d, int doom_files)
     d->nsegs = d->segcap = 0;
     id_map_clear(&d->committed);
     pending_clear(d);
+    pending_ids_free(d, 0);
     free(d->pending);
     d->pending = NULL;
     d->pendcap = 0;
@@ -499,7 +542,7 @@ static int seg_add(dbstate *d, index_segment *seg, uint64_t id, uint32_t *delete
         const char *doc_id = index_segment_doc_id(seg, ord, &len);
         /* Two live versions of one id: the index cannot be trusted. */
         if (id_map_find(&d->committed, doc_id, len)) return HANU_ERR_CORRUPT;
-        int rc = id_map_put(&d->committed, doc_id, len, id, ord);
+        int rc = id_map_add(&d->committed, doc_id, len, id, ord);
         if (rc) return rc;
     }
     return HANU_OK;
@@ -705,15 +748,11 @@ static int pending_set(indexer *ix, dbstate *d, const char *id, size_t id_len, u
             d->pendcap = cap;
         }
         p = &d->pending[d->npending];
-        p->id = malloc(id_len ? id_len : 1);
+        p->id = pending_id_copy(d, id, id_len);
         if (!p->id) return HANU_ERR_NOMEM;
-        memcpy(p->id, id, id_len);
         p->id_len = id_len;
-        int rc = id_map_put(&d->pending_ids, p->id, id_len, d->npending, 0);
-        if (rc) {
-            free(p->id);
-            return rc;
-        }
+        int rc = id_map_add(&d->pending_ids, p->id, id_len, d->npending, 0);   /* not found above */
+        if (rc) return rc;   /* the copy stays in its chunk until the next clear */
         d->npending++;
     }
     p->txn = txn;
@@ -835,6 +874,10 @@ static int apply_pending(indexer *ix, dbstate *d)
     int rc = HANU_OK;
     for (size_t i = 0; i < d->npending && !rc; i++) {
         pending_doc *p = &d->pending[i];
+        if (i + ID_PREFETCH_AHEAD < d->npending && d->committed.n) {   /* the map is large: a miss per id */
+            const pending_doc *ahead = &d->pending[i + ID_PREFETCH_AHEAD];
+            __builtin_prefetch(&d->committed.slots[id_home(&d->committed, ahead->id, ahead->id_len)]);
+        }
         id_slot *old = id_map_find(&d->committed, p->id, p->id_len);
         if (old) {
             coll_seg *s = seg_find(d, old->val);

@@ -37,6 +37,8 @@ typedef struct build_term {
     uint32_t key_off, key_len;
     uint32_t *post;             /* post[2i] ordinal, post[2i + 1] term frequency */
     uint32_t n, cap;            /* postings */
+    uint32_t last_ord;          /* the last posting's ordinal + 1 (0: none): counting a term
+                                   reads no posting, it only appends (a store, not a miss) */
 } build_term;
 
 static int post_push(build_term *t, uint32_t ord, uint32_t tf)
@@ -51,6 +53,7 @@ static int post_push(build_term *t, uint32_t ord, uint32_t tf)
     t->post[2 * t->n] = ord;
     t->post[2 * t->n + 1] = tf;
     t->n++;
+    t->last_ord = ord + 1;
     return HANU_OK;
 }
 
@@ -76,24 +79,45 @@ typedef struct key_table {
 #define PEND_TERMS 16   /* terms interned together; the slot of the first is in cache by the last */
 
 /* A distinct token of the batch's text: its bytes (in keys) and its whole-text term. */
+#define WORD_FIELDS 2      /* a word's first fields' terms kept in its item */
 typedef struct build_word {
     uint32_t key_off, key_len;
-    uint32_t all_term;          /* UINT32_MAX until the token occurs in the whole text */
+    uint32_t all_term;          /* the whole text's term + 1; 0 until the token occurs */
+    uint32_t field_of[WORD_FIELDS];   /* field + 1 (0: free), whose term is term_of */
+    uint32_t term_of[WORD_FIELDS];
 } build_word;
+
+/* The word table: a slot holds the word's hash, its length and first 7 bytes, so
+ * a probe for a word of at most 7 bytes (most words) compares it in the slot and
+ * reads neither the word's item nor its key. */
+typedef struct word_slot {
+    uint32_t tag;               /* (uint32_t)hash: the home slot, and grows rehash nothing */
+    uint32_t word;              /* index into words + 1; 0 = empty */
+    uint64_t head;              /* up to 7 bytes of the word, the length (at most 255) above them */
+} word_slot;
+
+typedef struct word_table {
+    word_slot *slots;
+    uint32_t nslots;
+} word_table;
 
 /* A text field: the key prefix of its words (path NUL INDEX_KEY_WORD, in keys). */
 typedef struct build_field {
     uint32_t key_off, key_len;
 } build_field;
 
-/* A token given to index_builder_word, counted at the next flush_words. */
-#define PEND_WORDS 32
-typedef struct pend_word {
-    uint64_t hash;
-    uint32_t field, len;
+/* A distinct (field, token) of the current document, counted as its tokens come
+ * (index_builder_word) and taken to the batch's tables once at the next
+ * flush_words: a token repeated in a document costs a probe of a small table
+ * that stays in cache, not the batch's word table and the term's postings. */
+typedef struct doc_word {
+    uint64_t hash;              /* key_hash of the token (the word table's) */
+    uint32_t field, len;        /* field UINT32_MAX: the whole text's term only */
+    uint32_t count;             /* occurrences in the document */
+    uint32_t off;               /* the token's bytes in doc_bytes */
+    uint32_t slot;              /* its slot in doc_slots, cleared at the flush */
     uint32_t word, all, term;   /* found by flush_words */
-    uint8_t bytes[INDEX_KEYWORD_MAX];
-} pend_word;
+} doc_word;
 
 /* A term of the word path: its key is a field's prefix (or the whole text's) and a word. */
 typedef struct word_term {
@@ -136,13 +160,21 @@ struct index_builder {
        costs one byte-keyed lookup for both of its terms instead of two. */
     build_word *words;
     uint32_t nwords, words_cap;
-    key_table word_index;
+    word_table word_index;
     build_field *fields;
     uint32_t nfields, fields_cap;
     key_table field_index;
     pair_table field_terms;      /* (field + 1) << 32 | word -> term */
-    pend_word pend_words[PEND_WORDS];   /* index_builder_word's, not yet counted (flush_words) */
-    uint32_t npend_words;
+    /* The current document's distinct (field, token) pairs (doc_word); the
+       arrays are kept from one document to the next and grow only with the
+       largest document, so a document allocates nothing. */
+    doc_word *doc_words;
+    uint32_t ndoc_words, doc_words_cap;
+    uint32_t *doc_slots;        /* open addressing: index into doc_words + 1; 0 = empty */
+    uint32_t ndoc_slots;
+    hanu_buf doc_bytes;         /* the tokens' bytes */
+    void *scratch;              /* index_builder_scratch's */
+    size_t scratch_len;
     word_term *word_terms;       /* every term made by the word path, for term_order */
     uint32_t nword_terms, word_terms_cap;
 };
@@ -181,6 +213,10 @@ void index_builder_free(index_builder *b)
     free(b->field_terms.keys);
     free(b->field_terms.vals);
     free(b->word_terms);
+    free(b->doc_words);
+    free(b->doc_slots);
+    hanu_buf_free(&b->doc_bytes);
+    free(b->scratch);
     free(b->id_off.v);
     free(b->txns);
     hanu_buf_free(&b->ids);
@@ -328,7 +364,7 @@ static int flush_terms(index_builder *b)
                                sizeof(build_term), b->pend_keys[k], b->pend_len[k], b->pend_hash[k], &i);
         if (rc) return rc;
         build_term *t = &b->terms[i];
-        if (t->n && t->post[2 * t->n - 2] == ord) {
+        if (t->last_ord == ord + 1) {
             t->post[2 * t->n - 1]++;
             continue;
         }
@@ -399,16 +435,21 @@ static int new_term(index_builder *b, const uint8_t *prefix, uint32_t prefix_len
     return HANU_OK;
 }
 
-/* One more occurrence of term i in the current document. */
-static int term_occurs(index_builder *b, uint32_t i)
+/* count more occurrences of term i in the current document. */
+static int term_occurs_n(index_builder *b, uint32_t i, uint32_t count)
 {
     build_term *t = &b->terms[i];
     uint32_t ord = b->docs - 1;
-    if (t->n && t->post[2 * t->n - 2] == ord) {
-        t->post[2 * t->n - 1]++;
+    if (t->last_ord == ord + 1) {
+        t->post[2 * t->n - 1] += count;
         return HANU_OK;
     }
-    return post_push(t, ord, 1);
+    return post_push(t, ord, count);
+}
+
+static int term_occurs(index_builder *b, uint32_t i)
+{
+    return term_occurs_n(b, i, 1);
 }
 
 /* Notes a term made by the word path (term_order sorts those by ranks). */
@@ -444,13 +485,27 @@ static int all_term_of(index_builder *b, uint32_t w, const uint8_t *tok, uint32_
 static int field_term_of(index_builder *b, uint32_t field, uint32_t w, const uint8_t *tok, uint32_t len,
                          uint32_t *out)
 {
-    int rc = pair_grow(&b->field_terms);
-    if (rc) return rc;
+    /* Most words occur in one or two fields: those terms are in the word's item,
+       which flush_words has in cache; the pair table holds the others. */
+    build_word *bw = &b->words[w];
+    uint32_t slot = WORD_FIELDS;
+    for (uint32_t j = 0; j < WORD_FIELDS; j++) {
+        if (bw->field_of[j] == field + 1) {
+            *out = bw->term_of[j];
+            return HANU_OK;
+        }
+        if (!bw->field_of[j] && slot == WORD_FIELDS) slot = j;
+    }
+    int rc;
     uint64_t key = ((uint64_t)field + 1) << 32 | w;
-    uint32_t at = pair_slot(&b->field_terms, key);
-    if (b->field_terms.keys[at]) {
-        *out = b->field_terms.vals[at];
-        return HANU_OK;
+    uint32_t at = 0;
+    if (slot == WORD_FIELDS) {   /* a free slot in the item: the pair is new, not in the table */
+        if ((rc = pair_grow(&b->field_terms))) return rc;
+        at = pair_slot(&b->field_terms, key);
+        if (b->field_terms.keys[at]) {
+            *out = b->field_terms.vals[at];
+            return HANU_OK;
+        }
     }
     uint8_t prefix[INDEX_KEY_MAX];
     const build_field *f = &b->fields[field];
@@ -458,46 +513,150 @@ static int field_term_of(index_builder *b, uint32_t field, uint32_t w, const uin
     memcpy(prefix, b->keys.data + f->key_off, f->key_len);
     if ((rc = new_term(b, prefix, f->key_len, tok, len, out))) return rc;
     if ((rc = note_word_term(b, *out, field, w))) return rc;
+    if (slot < WORD_FIELDS) {
+        bw = &b->words[w];
+        bw->field_of[slot] = field + 1;
+        bw->term_of[slot] = *out;
+        return HANU_OK;
+    }
     b->field_terms.keys[at] = key;
     b->field_terms.vals[at] = *out;
     b->field_terms.count++;
     return HANU_OK;
 }
 
+static inline uint64_t word_head(const uint8_t *tok, uint32_t len)
+{
+    uint64_t h = 0;
+    memcpy(&h, tok, len < 7 ? len : 7);
+    return h | (uint64_t)(len < 255 ? len : 255) << 56;
+}
+
+static int word_table_grow(word_table *t, uint32_t count)
+{
+    if ((uint64_t)(count + 1) * 2 <= t->nslots) return HANU_OK;
+    uint32_t n = t->nslots ? t->nslots * 2 : 1024;
+    word_slot *slots = calloc(n, sizeof *slots);
+    if (!slots) return HANU_ERR_NOMEM;
+    for (uint32_t i = 0; i < t->nslots; i++) {
+        if (!t->slots[i].word) continue;
+        uint32_t at = t->slots[i].tag & (n - 1);
+        while (slots[at].word) at = (at + 1) & (n - 1);
+        slots[at] = t->slots[i];
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->nslots = n;
+    return HANU_OK;
+}
+
+/* The index of a distinct token whose key_hash is h (made when new). */
+static int word_of_hashed(index_builder *b, const uint8_t *tok, uint32_t len, uint64_t h, uint32_t *w)
+{
+    word_table *t = &b->word_index;
+    int rc = word_table_grow(t, b->nwords);
+    if (rc) return rc;
+    uint32_t tag = (uint32_t)h, mask = t->nslots - 1, at = tag & mask;
+    uint64_t head = word_head(tok, len);
+    for (;; at = (at + 1) & mask) {
+        const word_slot *s = &t->slots[at];
+        if (!s->word) break;
+        if (s->tag != tag || s->head != head) continue;
+        const build_word *bw = &b->words[s->word - 1];
+        if (len <= 7 || (bw->key_len == len && key_equal(b->keys.data + bw->key_off + 7, tok + 7, len - 7))) {
+            *w = s->word - 1;
+            return HANU_OK;
+        }
+    }
+    if (b->nwords == b->words_cap) {
+        uint32_t cap = b->words_cap ? b->words_cap * 2 : 64;
+        build_word *p = realloc(b->words, (size_t)cap * sizeof *p);
+        if (!p) return HANU_ERR_NOMEM;
+        b->words = p;
+        b->words_cap = cap;
+    }
+    if (b->keys.len + len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
+    uint32_t off = (uint32_t)b->keys.len;
+    if ((rc = hanu_buf_append(&b->keys, tok, len))) return rc;
+    b->words[b->nwords] = (build_word){ .key_off = off, .key_len = len, .all_term = 0 };
+    t->slots[at] = (word_slot){ .tag = tag, .word = b->nwords + 1, .head = head };
+    *w = b->nwords++;
+    return HANU_OK;
+}
+
 /* The index of a distinct token (made when new). */
 static int word_of(index_builder *b, const uint8_t *tok, uint32_t len, uint32_t *w)
 {
-    return intern(b, &b->word_index, (void **)&b->words, &b->nwords, &b->words_cap, sizeof(build_word), tok, len, w);
+    return word_of_hashed(b, tok, len, key_hash(tok, len), w);
 }
 
-/* The pending tokens of index_builder_word, in three passes so that each pass's
-   cache misses overlap: the words (their table slots were prefetched as the tokens
-   came), then their terms, then the postings. */
+/* The current document's distinct (field, token) pairs, in three passes so that
+   each pass's cache misses overlap: the words (their table slots prefetched in a
+   first pass), then their terms, then the postings, each counted once with the
+   pair's occurrences. */
 static int flush_words(index_builder *b)
 {
-    uint32_t n = b->npend_words;
-    b->npend_words = 0;
+    uint32_t n = b->ndoc_words;
+    b->ndoc_words = 0;
+    doc_word *dw = b->doc_words;
+    for (uint32_t k = 0; k < n; k++) b->doc_slots[dw[k].slot] = 0;   /* the next document starts empty */
+    const word_table *wt = &b->word_index;
+    if (wt->nslots)
+        for (uint32_t k = 0; k < n; k++) __builtin_prefetch(&wt->slots[(uint32_t)dw[k].hash & (wt->nslots - 1)]);
     int rc = HANU_OK;
     for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {
-        pend_word *p = &b->pend_words[k];
-        rc = intern_hashed(b, &b->word_index, (void **)&b->words, &b->nwords, &b->words_cap, sizeof(build_word),
-                           p->bytes, p->len, p->hash, &p->word);
+        doc_word *p = &dw[k];
+        rc = word_of_hashed(b, b->doc_bytes.data + p->off, p->len, p->hash, &p->word);
         if (rc == HANU_OK) __builtin_prefetch(&b->words[p->word]);
     }
     for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {
-        pend_word *p = &b->pend_words[k];
-        rc = all_term_of(b, p->word, p->bytes, p->len, &p->all);
-        if (rc == HANU_OK && p->field != UINT32_MAX) rc = field_term_of(b, p->field, p->word, p->bytes, p->len, &p->term);
+        doc_word *p = &dw[k];
+        const uint8_t *tok = b->doc_bytes.data + p->off;
+        rc = all_term_of(b, p->word, tok, p->len, &p->all);
+        if (rc == HANU_OK && p->field != UINT32_MAX) rc = field_term_of(b, p->field, p->word, tok, p->len, &p->term);
         if (rc != HANU_OK) break;
         __builtin_prefetch(&b->terms[p->all]);
         if (p->field != UINT32_MAX) __builtin_prefetch(&b->terms[p->term]);
     }
-    for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {
-        const pend_word *p = &b->pend_words[k];
-        rc = term_occurs(b, p->all);
-        if (rc == HANU_OK && p->field != UINT32_MAX) rc = term_occurs(b, p->term);
+    for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {   /* where each posting goes, for writing */
+        const build_term *t = &b->terms[dw[k].all];
+        __builtin_prefetch(t->post + 2 * t->n, 1);
+        if (dw[k].field == UINT32_MAX) continue;
+        t = &b->terms[dw[k].term];
+        __builtin_prefetch(t->post + 2 * t->n, 1);
     }
+    for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {
+        const doc_word *p = &dw[k];
+        rc = term_occurs_n(b, p->all, p->count);
+        if (rc == HANU_OK && p->field != UINT32_MAX) rc = term_occurs_n(b, p->term, p->count);
+    }
+    hanu_buf_reset(&b->doc_bytes);
     return rc;
+}
+
+/* Doubles the document's pair table (and the pairs' array to half its slots). */
+static int doc_words_grow(index_builder *b)
+{
+    uint32_t n = b->ndoc_slots ? b->ndoc_slots * 2 : 256;
+    uint32_t *slots = calloc(n, sizeof *slots);
+    doc_word *words = slots ? realloc(b->doc_words, (size_t)(n / 2) * sizeof *words) : NULL;
+    if (!words) {
+        free(slots);
+        return HANU_ERR_NOMEM;
+    }
+    b->doc_words = words;
+    b->doc_words_cap = n / 2;
+    for (uint32_t k = 0; k < b->ndoc_words; k++) {
+        doc_word *p = &words[k];
+        uint32_t at = (uint32_t)(p->hash ^ p->field) & (n - 1);
+        while (slots[at]) at = (at + 1) & (n - 1);
+        slots[at] = k + 1;
+        p->slot = at;
+    }
+    free(b->doc_slots);
+    b->doc_slots = slots;
+    b->ndoc_slots = n;
+    return HANU_OK;
 }
 
 int index_builder_text_field(index_builder *b, const uint8_t *prefix, size_t prefix_len, uint32_t *field)
@@ -513,18 +672,44 @@ int index_builder_word(index_builder *b, uint32_t field, const char *tok, size_t
 {
     if (!b->docs) return HANU_ERR_INVALID;
     if (len > INDEX_KEYWORD_MAX || (field != UINT32_MAX && field >= b->nfields)) return HANU_ERR_INVALID;
-    if (b->npend_words == PEND_WORDS) {
-        int rc = flush_words(b);
+    if (b->ndoc_words == b->doc_words_cap) {
+        int rc = doc_words_grow(b);
         if (rc) return rc;
     }
-    pend_word *p = &b->pend_words[b->npend_words++];
-    memcpy(p->bytes, tok, len);
-    p->len = (uint32_t)len;
-    p->field = field;
-    p->hash = key_hash(p->bytes, p->len);
-    const key_table *t = &b->word_index;
-    if (t->nslots) __builtin_prefetch(&t->slots[(uint32_t)p->hash & (t->nslots - 1)]);
+    uint64_t h = key_hash((const uint8_t *)tok, (uint32_t)len);
+    uint32_t mask = b->ndoc_slots - 1, at = (uint32_t)(h ^ field) & mask;
+    for (;; at = (at + 1) & mask) {
+        uint32_t v = b->doc_slots[at];
+        if (!v) break;
+        doc_word *p = &b->doc_words[v - 1];
+        if (p->hash == h && p->field == field && p->len == len &&
+            key_equal(b->doc_bytes.data + p->off, (const uint8_t *)tok, (uint32_t)len)) {
+            p->count++;
+            return HANU_OK;
+        }
+    }
+    if (b->doc_bytes.len + len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
+    uint32_t off = (uint32_t)b->doc_bytes.len;
+    int rc = hanu_buf_append(&b->doc_bytes, tok, len);
+    if (rc) return rc;
+    b->doc_slots[at] = b->ndoc_words + 1;
+    b->doc_words[b->ndoc_words++] = (doc_word){ .hash = h, .field = field, .len = (uint32_t)len, .count = 1,
+                                                .off = off, .slot = at };
     return HANU_OK;
+}
+
+void *index_builder_scratch(index_builder *b, size_t len)
+{
+    if (len > b->scratch_len) {
+        size_t cap = b->scratch_len ? b->scratch_len : 4096;
+        while (cap < len) cap *= 2;
+        void *p = malloc(cap);   /* the old contents are not kept: no copy */
+        if (!p) return NULL;
+        free(b->scratch);
+        b->scratch = p;
+        b->scratch_len = cap;
+    }
+    return b->scratch;
 }
 
 /* A word's key given whole (index_builder_term, a merge's postings) is found the
