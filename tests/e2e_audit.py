@@ -5,7 +5,9 @@ slowed by --bucket-latency-get-ms), a second POST meanwhile is 409 audit_running
 and /_status ends at "ok" with exactly the segments, manifests, files and bytes the
 bucket holds and the records `hanudb audit` counts; /metrics says
 hanudb_bucket_audit_ok 1. One flipped byte in a segment object: the next audit
-ends "failed" naming that object (as `hanudb audit` does) and the gauge is 0. A stop
+ends "failed" naming that object (as `hanudb audit` does) and the gauge is 0. A
+follower of the bucket runs it too (`bucket` of its /_status holds only `audit`); a
+read-only token is 403. A stop
 during an audit ends it and exits 0; without a bucket the route is 409 no_bucket."""
 import os
 import re
@@ -57,10 +59,10 @@ def healthy(srv, h, bdir):
     check(metric(h, "hanudb_bucket_audit_running") == "0" and metric(h, "hanudb_bucket_audit_ok") is None,
           "metrics before any audit")
     for batch in range(4):   # each batch waits for its segment: at least four segments
-        for i in range(25):
-            st, _, body = h.json("PUT", "/c/people/docs/p%d-%d?durability=bucket" % (batch, i),
-                                 {"n": i, "batch": batch, "text": "x" * (i * 7)})
-            check(st in (200, 201), "put: %d %r" % (st, body))
+        ops = [{"op": "put", "id": "p%d-%d" % (batch, i), "doc": {"n": i, "batch": batch, "text": "x" * (i * 7)}}
+               for i in range(25)]
+        st, _, body = h.json("POST", "/c/people/_batch?durability=bucket", {"ops": ops})
+        check(st == 200, "batch: %d %r" % (st, body))
     st, _, snap = h.json("POST", "/_admin/snapshot")
     check(st == 200, "snapshot: %d %r" % (st, snap))
     # Everything sealed: the audit sees a chain nothing is appended to meanwhile.
@@ -90,6 +92,31 @@ def healthy(srv, h, bdir):
     check(metric(h, "hanudb_bucket_audit_ok") == "1" and metric(h, "hanudb_bucket_audit_running") == "0",
           "metrics after a passed audit")
     return sorted(segs)
+
+
+def on_follower(tmp, bdir, segs):
+    """A follower of the same bucket runs it too (it only reads); a read-only token may not."""
+    tokens = os.path.join(tmp, "tokens")
+    with open(tokens, "w") as f:
+        f.write("reader-token-1 ro *\nwriter-token-1 rw *\n")
+    fol = HttpServer(os.path.join(tmp, "data-follower"), ["--bucket", "file://" + bdir, "--follow",
+                                                          "--poll-ms", "100", "--tokens", tokens])
+    fol.start()
+    ro, rw = Http(fol.http_port, token="reader-token-1"), Http(fol.http_port, token="writer-token-1")
+    try:
+        st, _, body = ro.json("POST", "/_admin/audit")
+        check(st == 403 and error_code(body) == "forbidden", "a read-only token: %d %r" % (st, body))
+        st, _, a = rw.json("POST", "/_admin/audit")
+        check(st == 202, "on a follower: %d %r" % (st, a))
+        a = wait_done(rw)
+        s = status(rw)
+        check(s["role"] == "follower" and list(s["bucket"]) == ["audit"], "a follower's bucket: %r" % s["bucket"])
+        check(a["state"] == "ok" and a["segments"] == len(segs) and a["manifests"] == 1,
+              "the follower's audit: %r" % a)
+    finally:
+        ro.close()
+        rw.close()
+        fol.stop()
 
 
 def damaged(srv, h, bdir, segs):
@@ -122,6 +149,8 @@ def main():
     try:
         segs = healthy(srv, h, bdir)
         print("ok   a healthy bucket: 202, 409 while it runs, then ok with the exact counts of the bucket")
+        on_follower(tmp, bdir, segs)
+        print("ok   a follower audits the same bucket; a read-only token is 403")
         damaged(srv, h, bdir, segs)
         print("ok   a flipped byte in a segment: failed, naming the object, as hanudb audit does")
         st, _, a = h.json("POST", "/_admin/audit")
