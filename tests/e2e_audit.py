@@ -4,7 +4,7 @@ and a snapshot manifest) POST /_admin/audit answers 202 while it runs (its gets 
 slowed by --bucket-latency-get-ms), a second POST meanwhile is 409 audit_running,
 and /_status ends at "ok" with exactly the segments, manifests, files and bytes the
 bucket holds and the records `hanudb audit` counts; /metrics says
-hanudb_bucket_audit_ok 1. One flipped byte in a segment object: the next audit
+hanudb_bucket_audit_ok 1 and counts the route's 202 and 409. One flipped byte in a segment object: the next audit
 ends "failed" naming that object (as `hanudb audit` does) and the gauge is 0. A
 follower of the bucket runs it too (`bucket` of its /_status holds only `audit`); a
 read-only token is 403. A stop
@@ -91,6 +91,8 @@ def healthy(srv, h, bdir):
     check(a["finished_ms"] >= a["started_ms"] > 0 and "problem" not in a, "times: %r" % a)
     check(metric(h, "hanudb_bucket_audit_ok") == "1" and metric(h, "hanudb_bucket_audit_running") == "0",
           "metrics after a passed audit")
+    check(metric(h, r'hanudb_http_requests_total\{route="audit",status="202"\}') == "1" and
+          metric(h, r'hanudb_http_requests_total\{route="audit",status="409"\}') == "1", "the route's counters")
     return sorted(segs)
 
 

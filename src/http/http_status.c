@@ -25,7 +25,7 @@ static const char *route_names[ROUTE_COUNT] = {
     "doc_patch", "doc_update", "update", "delete_query", "import", "doc_ndjson", "audit",
 };
 static const int status_codes[HTTP_STATUS_SLOTS] = {
-    200, 201, 204, 304, 400, 401, 403, 404, 405, 409, 412, 413, 415, 421, 422, 500, 501, 503, 0, 0,
+    200, 201, 202, 204, 304, 400, 401, 403, 404, 405, 409, 412, 413, 415, 421, 422, 500, 501, 503, 0,
 };
 static const uint64_t latency_le_us[HTTP_LATENCY_BUCKETS] = {
     50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
