@@ -100,7 +100,7 @@ test: all
 ASAN_E2E := e2e_kv_protocol.py e2e_kv_auth.py e2e_kv_kill.py e2e_kv_nospace.py e2e_kv_fsync_fail.py e2e_waiters.py e2e_none_ack.py
 ASAN_E2E += e2e_http_api.py e2e_http_semantics.py e2e_http_framing.py e2e_http_params.py e2e_http_kill.py e2e_startup.py e2e_metrics.py e2e_log.py
 ASAN_E2E += e2e_kinds.py e2e_query.py e2e_query_pool.py e2e_doc_cache.py e2e_index_crash.py e2e_update.py
-ASAN_E2E += e2e_bucket.py e2e_dump.py e2e_snapshot.py e2e_restore.py e2e_retain.py e2e_export.py e2e_twin.py
+ASAN_E2E += e2e_bucket.py e2e_dump.py e2e_snapshot.py e2e_restore.py e2e_retain.py e2e_export.py e2e_twin.py e2e_audit.py
 ASAN_E2E += e2e_follow.py e2e_behind.py e2e_takeover.py
 ASAN_E2E += e2e_resp.py e2e_resp_kill.py e2e_ttl.py
 ASAN_E2E += e2e_ndjson.py e2e_expire.py

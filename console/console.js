@@ -494,6 +494,48 @@ async function viewLive() {
 
 /* ---- bucket: what /_status says of it ---- */
 
+const AUDIT_POLL_MS = 500;
+
+function facts(pairs) {
+  return el("dl", { class: "facts" }, pairs.filter((p) => p).map(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]));
+}
+
+/* The audit's state (bucket.audit of /_status) into box, with its button. */
+function renderAudit(box, a) {
+  a = a || { state: "never" };
+  const running = a.state === "running", p = a.problem;
+  const seg = running && a.segments_total ? num(a.segments) + " of " + num(a.segments_total) : num(a.segments);
+  box.replaceChildren(
+    el("p", {}, "Last audit: ", el("strong", { id: "audit-state", class: a.state === "ok" ? "ok" : a.state === "failed" ? "err" : null,
+      text: a.state })),
+    a.state === "never" ? null : facts([["started", ago(a.started_ms)], running ? null : ["finished", ago(a.finished_ms)],
+      ["segments checked", seg], ["records", running ? "-" : num(a.records)], ["manifests", num(a.manifests)],
+      ["snapshot files", running ? "-" : num(a.files)], ["bytes read", bytes(a.bytes)]]),
+    p ? el("p", { class: "err" }, "First problem: ", el("code", { text: p.object || "(the bucket)" }), " " + p.reason) : null,
+    el("div", { class: "row" },
+      el("button", { type: "button", id: "audit-now", disabled: running, onclick: () => auditNow(box).catch(failed) }, "Audit now"),
+      el("span", { class: "meta", text: "reads every segment and snapshot manifest of the bucket and checks each hash and link" })));
+}
+
+/* Polls /_status while the audit runs and this view shows it. */
+async function followAudit(box, a) {
+  while (a.state === "running" && box.isConnected) {
+    await new Promise((res) => setTimeout(res, AUDIT_POLL_MS));
+    if (!box.isConnected) return;
+    a = ((await getJson("/_status")).bucket || {}).audit || a;
+    renderAudit(box, a);
+  }
+}
+
+async function auditNow(box) {
+  const r = await call("POST", "/_admin/audit");
+  const already = r.status === 409 && r.body && r.body.error && r.body.error.code === "audit_running";
+  if (r.status !== 202 && !already) throw new ApiError(r.status, r.body);
+  const a = r.status === 202 ? r.body : { state: "running" };
+  renderAudit(box, a);
+  await followAudit(box, a);
+}
+
 async function viewBucket() {
   const st = await getJson("/_status");
   const b = st.bucket;
@@ -501,25 +543,30 @@ async function viewBucket() {
     show("Bucket", el("p", { class: "meta", text: "This server runs without a bucket (--no-bucket)." }));
     return;
   }
-  const sn = b.snapshot || {};
-  const facts = (pairs) => el("dl", { class: "facts" }, pairs.filter((p) => p).map(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]));
-  show("Bucket",
-    el("h3", { text: "Chain" }),
-    facts([["last segment", num(b.segment)], ["sealed txn", num(b.sealed_txn)], ["segments put", num(b.segments_put)],
-      ["segment bytes put", bytes(b.bytes_put)], ["last upload", ago(b.last_upload_ms)], ["failed puts", num(b.failed_puts)],
-      ["retries", num(b.retries)], ["sealer", b.sealer_ok ? "ok" : "FAILED"],
-      ["requests", "class A " + num(b.class_a) + ", class B " + num(b.class_b)], ["bytes uploaded", bytes(b.bytes_up)]]),
-    el("h3", { text: "Snapshots and retention" }),
-    facts([["snapshots taken", num(sn.snapshots)], ["last snapshot", sn.last_txn ? "txn " + num(sn.last_txn) + ", " + ago(sn.last_ms) : "none"],
-      ["failures", num(sn.failures)], ["policy", "every " + num(sn.every_segments) + " segments, at most one per " + duration(sn.interval_ms)],
-      ["retention window", sn.retain_ms === undefined ? "-" : duration(sn.retain_ms)],
-      ["restores reach back to", sn.oldest_txn ? "txn " + num(sn.oldest_txn) + ", " + ago(sn.oldest_ms) : "-"]]),
-    b.exports ? [el("h3", { text: "Exports" }), facts([["running", num(b.exports.running)], ["documents", num(b.exports.documents)],
-      ["bytes", bytes(b.exports.bytes)]])] : null,
-    st.twin ? [el("h3", { text: "Twin buckets" }), el("pre", { text: JSON.stringify(st.twin, null, 2) })] : null,
-    el("h3", { text: "Audit" }),
-    el("p", { class: "meta" }, "The server does not audit its chain itself and /_status has no audit state: run ",
-      el("code", { text: "hanudb audit --bucket URL" }), " (it checks every segment's hash and the chain's links; man hanudb-audit)."));
+  const audit = el("div", { id: "audit" });
+  renderAudit(audit, b.audit);
+  if (b.segment === undefined) {   /* a follower: it seals nothing, it reads the leader's chain */
+    show("Bucket", el("p", { class: "meta", text: "This server follows the chain another server seals." }),
+      el("h3", { text: "Audit" }), audit);
+  } else {
+    const sn = b.snapshot || {};
+    show("Bucket",
+      el("h3", { text: "Chain" }),
+      facts([["last segment", num(b.segment)], ["sealed txn", num(b.sealed_txn)], ["segments put", num(b.segments_put)],
+        ["segment bytes put", bytes(b.bytes_put)], ["last upload", ago(b.last_upload_ms)], ["failed puts", num(b.failed_puts)],
+        ["retries", num(b.retries)], ["sealer", b.sealer_ok ? "ok" : "FAILED"],
+        ["requests", "class A " + num(b.class_a) + ", class B " + num(b.class_b)], ["bytes uploaded", bytes(b.bytes_up)]]),
+      el("h3", { text: "Snapshots and retention" }),
+      facts([["snapshots taken", num(sn.snapshots)], ["last snapshot", sn.last_txn ? "txn " + num(sn.last_txn) + ", " + ago(sn.last_ms) : "none"],
+        ["failures", num(sn.failures)], ["policy", "every " + num(sn.every_segments) + " segments, at most one per " + duration(sn.interval_ms)],
+        ["retention window", sn.retain_ms === undefined ? "-" : duration(sn.retain_ms)],
+        ["restores reach back to", sn.oldest_txn ? "txn " + num(sn.oldest_txn) + ", " + ago(sn.oldest_ms) : "-"]]),
+      b.exports ? [el("h3", { text: "Exports" }), facts([["running", num(b.exports.running)], ["documents", num(b.exports.documents)],
+        ["bytes", bytes(b.exports.bytes)]])] : null,
+      st.twin ? [el("h3", { text: "Twin buckets" }), el("pre", { text: JSON.stringify(st.twin, null, 2) })] : null,
+      el("h3", { text: "Audit" }), audit);
+  }
+  followAudit(audit, b.audit || { state: "never" }).catch(failed);   /* one started elsewhere: its end shows too */
 }
 
 /* ---- routing: #/collections, #/c/NAME, #/c/NAME/doc/ID, #/query[/NAME], #/live, #/bucket ---- */

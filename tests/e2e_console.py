@@ -16,7 +16,8 @@ an aggregation as SVG bars, edits a document (PUT with If-Match: saved), then
 edits one that another client changed meanwhile: the 412 shows as a conflict
 with both versions and nothing is written, and "keep mine" writes it over the
 new version; one deleted meanwhile shows as deleted, and "write mine again"
-creates it (If-None-Match: *). The live and bucket views render from /metrics and /_status. Every
+creates it (If-None-Match: *). The live and bucket views render from /metrics and /_status; the
+bucket view's "Audit now" runs POST /_admin/audit and shows its end ("ok"). Every
 request the page made went to the server's own origin (recorded by the
 protocol's Network domain). Screenshots go to BUILD/console-screenshots/.
 
@@ -393,6 +394,14 @@ def main():
         text = b.js("document.getElementById('main').textContent")
         check("retention window24 h" in text and "sealerok" in text and re.search(r"last segment[1-9]", text),
               "the bucket's facts: %r" % text)
+        check(b.js("document.getElementById('audit-state').textContent") == "never", "no audit yet")
+        b.js("document.getElementById('audit-now').click()")
+        b.wait("document.getElementById('audit-state').textContent == 'ok'", "the audit's end", timeout=20)
+        text = b.js("document.getElementById('audit').textContent")
+        st, _, status = api.json("GET", "/_status")
+        a = status["bucket"]["audit"]
+        check(a["state"] == "ok" and a["segments"] >= 1 and ("segments checked" + str(a["segments"])) in text,
+              "the audit shown: %r, /_status %r" % (text, a))
         b.screenshot(os.path.join(shots, "bucket.png"))
 
         # Every request went to the server itself.

@@ -436,6 +436,10 @@ static void test_retention(void)
     CHECK_EQ(a.manifests, 3);
     CHECK_EQ(a.files, named);
     CHECK_EQ(a.oldest_replay_sequence, kept[0].replay_sequence);
+    /* Stopped (the server's audit at shutdown): before the first file object. */
+    _Atomic int stop = 1;
+    CHECK_EQ(snapshot_audit_until(r.b, &stop, &a, err, sizeof err), HANU_ERR_STOPPED);
+    CHECK_EQ(a.files, 0);
     for (int i = 0; i < 3; i++) manifest_free(&kept[i]);
     rig_close(&r);
 }

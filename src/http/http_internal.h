@@ -17,7 +17,7 @@ enum http_route {
     ROUTE_HEALTH, ROUTE_STATUS, ROUTE_METRICS, ROUTE_COLLECTIONS, ROUTE_COLLECTION,
     ROUTE_DOC_GET, ROUTE_DOC_PUT, ROUTE_DOC_POST, ROUTE_DOC_DELETE, ROUTE_BATCH,
     ROUTE_PREFLIGHT, ROUTE_OTHER, ROUTE_FIND, ROUTE_SEARCH, ROUTE_AGGS, ROUTE_DOC_LIST, ROUTE_SNAPSHOT, ROUTE_EXPORT,
-    ROUTE_DOC_PATCH, ROUTE_DOC_UPDATE, ROUTE_UPDATE, ROUTE_DELETE_QUERY, ROUTE_IMPORT, ROUTE_DOC_NDJSON, ROUTE_COUNT
+    ROUTE_DOC_PATCH, ROUTE_DOC_UPDATE, ROUTE_UPDATE, ROUTE_DELETE_QUERY, ROUTE_IMPORT, ROUTE_DOC_NDJSON, ROUTE_AUDIT, ROUTE_COUNT
 };
 
 /* An answer kept instead of sent: a query worker builds it off the loop
@@ -84,7 +84,7 @@ int http_on_req(server *srv, h2o_req_t *req);
 enum http_path {
     PATH_UNKNOWN, PATH_HEALTH, PATH_STATUS, PATH_METRICS, PATH_COLLECTIONS, PATH_COLLECTION,
     PATH_DOCS, PATH_DOC, PATH_BATCH, PATH_FIND, PATH_SEARCH, PATH_AGGS, PATH_SNAPSHOT, PATH_EXPORT,
-    PATH_DOC_UPDATE, PATH_UPDATE, PATH_DELETE_QUERY, PATH_IMPORT, PATH_COUNT
+    PATH_DOC_UPDATE, PATH_UPDATE, PATH_DELETE_QUERY, PATH_IMPORT, PATH_AUDIT, PATH_COUNT
 };
 
 /* Splits a path (without the query) into at most 5 non-empty segments and names it;
@@ -198,6 +198,17 @@ void http_snapshot_start(server *srv);
 void http_snapshot_stop(server *srv);   /* held requests get 503 shutting_down */
 /* "snapshot":{...} inside the bucket object of /_status. */
 void http_snapshot_status(server *srv, json_writer *w);
+
+/* POST /_admin/audit (http_audit.c): starts replica/audit.h on a background thread
+   (one at a time) and answers 202 with its state at once. */
+void http_audit(http_call *c);
+int http_audit_start(server *srv);
+void http_audit_stop(server *srv);   /* stops a running audit and joins it */
+void http_audit_free(server *srv);
+/* "audit":{...} inside the bucket object of /_status (nothing without a bucket). */
+void http_audit_status(server *srv, json_writer *w);
+/* The last finished audit: 1 passed, 0 failed, -1 none yet; *running: one runs now. */
+int http_audit_last(server *srv, int *running);
 
 /* POST /c/{col}/_export (http_export.c): the collection as zstd JSON lines in the
    bucket, written on a thread of its own; the answer when the object is there. */

@@ -123,6 +123,10 @@ int http_start(server *srv, char *err, size_t errcap)
         return HANU_ERR_NOMEM;
     }
     http_snapshot_start(srv);
+    if (http_audit_start(srv) != HANU_OK) {
+        snprintf(err, errcap, "out of memory");
+        return HANU_ERR_NOMEM;
+    }
     http_export_start(srv);
     http_expire_start(srv);
     http_import_start(srv);
@@ -161,6 +165,7 @@ void http_shutdown_begin(server *srv)
     server_unlisten(&srv->http_listener);
     http_query_stop(srv);
     http_snapshot_stop(srv);
+    http_audit_stop(srv);
     http_export_stop(srv);
     http_import_stop(srv);
 }
@@ -180,6 +185,7 @@ void http_stop(server *srv)
        has no way to close them gracefully. */
     srv->http_on = 0;
     http_auth_stop(srv);
+    http_audit_free(srv);
     hanu_buf_free(&srv->http_scratch);
 }
 

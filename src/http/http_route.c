@@ -89,6 +89,7 @@ static const struct path_spec {
     [PATH_AGGS] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_aggs", .get = 0 },
     [PATH_SNAPSHOT] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/_admin/snapshot", .get = 0 },
     [PATH_EXPORT] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/c/{collection}/_export", .get = 0 },
+    [PATH_AUDIT] = { M_POST | M_OPTIONS, "POST, OPTIONS", "/_admin/audit", .get = 0 },
 };
 #undef DUR
 #undef RET
@@ -136,6 +137,7 @@ int http_match_path(const char *path, size_t len, const char *seg[HTTP_MAX_SEGME
         return PATH_UNKNOWN;
     }
     if (n == 2 && SEG_IS(0, "_admin") && SEG_IS(1, "snapshot")) return PATH_SNAPSHOT;
+    if (n == 2 && SEG_IS(0, "_admin") && SEG_IS(1, "audit")) return PATH_AUDIT;
     if (!SEG_IS(0, "c")) return PATH_UNKNOWN;
     if (n == 2) return PATH_COLLECTION;
     if (n == 3 && SEG_IS(2, "docs")) return PATH_DOCS;
@@ -169,6 +171,7 @@ static int route_of(int path, unsigned m)
     case PATH_AGGS: return ROUTE_AGGS;
     case PATH_SNAPSHOT: return ROUTE_SNAPSHOT;
     case PATH_EXPORT: return ROUTE_EXPORT;
+    case PATH_AUDIT: return ROUTE_AUDIT;
     case PATH_BATCH: return ROUTE_BATCH;
     case PATH_DOC_UPDATE: return ROUTE_DOC_UPDATE;
     case PATH_UPDATE: return ROUTE_UPDATE;
@@ -306,8 +309,9 @@ int http_on_req(server *srv, h2o_req_t *req)
         http_reply(c, 200, "{\"ok\":true}", 11, 0);
         return 0;
     }
-    /* _snapshot and _export take no options: a bare POST (no body, no Content-Type) is fine. */
-    int takes_body = (m == M_POST && path != PATH_SNAPSHOT && path != PATH_EXPORT) || (path == PATH_DOC && m == M_PUT);
+    /* _snapshot, _audit and _export take no options: a bare POST (no body, no Content-Type) is fine. */
+    int takes_body = (m == M_POST && path != PATH_SNAPSHOT && path != PATH_AUDIT && path != PATH_EXPORT) ||
+                     (path == PATH_DOC && m == M_PUT);
     if (m == M_PATCH && !content_type_is_json(req) && !http_content_type_is(req, "application/merge-patch+json")) {
         /* RFC 5789 3.1: the patch formats this resource takes */
         h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("accept-patch"), 0, NULL,
@@ -329,6 +333,8 @@ int http_on_req(server *srv, h2o_req_t *req)
     if (path == PATH_STATUS) { http_status_reply(c); return 0; }
     if (path == PATH_METRICS) { http_metrics_reply(c); return 0; }
     if (path == PATH_COLLECTIONS) { http_collections_list(c); return 0; }
+    /* An audit only reads the bucket: a follower or a standby runs it too. */
+    if (path == PATH_AUDIT) { http_audit(c); return 0; }
     int is_write = (m & (M_PUT | M_DELETE | M_PATCH)) ||
                    (m == M_POST && path != PATH_FIND && path != PATH_SEARCH && path != PATH_AGGS);
     if (is_write && !server_accepts_writes(srv)) { not_leader(c); return 0; }

@@ -22,10 +22,10 @@ _Static_assert(ROUTE_COUNT <= HTTP_ROUTE_SLOTS, "the server's counters need a sl
 static const char *route_names[ROUTE_COUNT] = {
     "health", "status", "metrics", "collections", "collection", "doc_get", "doc_put",
     "doc_post", "doc_delete", "batch", "preflight", "other", "find", "search", "aggs", "doc_list", "snapshot", "export",
-    "doc_patch", "doc_update", "update", "delete_query", "import", "doc_ndjson",
+    "doc_patch", "doc_update", "update", "delete_query", "import", "doc_ndjson", "audit",
 };
 static const int status_codes[HTTP_STATUS_SLOTS] = {
-    200, 201, 204, 304, 400, 401, 403, 404, 405, 409, 412, 413, 415, 421, 422, 500, 501, 503, 0, 0,
+    200, 201, 202, 204, 304, 400, 401, 403, 404, 405, 409, 412, 413, 415, 421, 422, 500, 501, 503, 0,
 };
 static const uint64_t latency_le_us[HTTP_LATENCY_BUCKETS] = {
     50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
@@ -140,6 +140,7 @@ void http_status_reply(http_call *c)
         server_json_fields(&w, ef, sizeof ef / sizeof *ef);
         json_write_object_end(&w);
         http_snapshot_status(srv, &w);
+        http_audit_status(srv, &w);
         if (srv->rebuilt) {   /* this start rebuilt the data directory from the bucket */
             json_write_key(&w, "rebuild", 7);
             json_write_object_begin(&w);
@@ -170,6 +171,11 @@ void http_status_reply(http_call *c)
             }
             json_write_array_end(&w);
         }
+        json_write_object_end(&w);
+    } else if (srv->bucket && srv->audit) {   /* a follower reads the bucket, seals nothing: only its audit */
+        json_write_key(&w, "bucket", 6);
+        json_write_object_begin(&w);
+        http_audit_status(srv, &w);
         json_write_object_end(&w);
     }
     server_role_status(srv, &w);
@@ -325,6 +331,14 @@ static void store_families(hanu_buf *b, server *srv)
                      (unsigned long long)bc.class_b);
             }
         }
+    }
+    if (srv->bucket) {
+        int running, last = http_audit_last(srv, &running);
+        scalar(b, "hanudb_bucket_audit_running", "gauge", "1 while an audit of the bucket (POST /_admin/audit) runs.",
+               running);
+        if (last >= 0)
+            scalar(b, "hanudb_bucket_audit_ok", "gauge", "1 the last finished audit of the bucket passed, 0 it failed.",
+                   (uint64_t)last);
     }
     role_families(b, srv);
     scalar(b, "hanudb_keydir_bytes", "gauge", "Memory of the key directories.", st.memory_bytes);

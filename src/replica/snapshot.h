@@ -169,5 +169,7 @@ typedef struct snapshot_audit_result {
    SHA-256; each object once). OK when all are whole; on the first problem CORRUPT
    (or the bucket's error) with a message naming the manifest and the object. */
 int snapshot_audit(bucket *b, snapshot_audit_result *out, char *err, size_t errcap);
+/* The same, ending with STOPPED between two objects once *stop is set (NULL: never). */
+int snapshot_audit_until(bucket *b, const _Atomic int *stop, snapshot_audit_result *out, char *err, size_t errcap);
 
 #endif

@@ -322,6 +322,11 @@ int snapshot_fetch(bucket *b, const char *data_dir, uint64_t max_txn, snapshot_f
 
 int snapshot_audit(bucket *b, snapshot_audit_result *out, char *err, size_t errcap)
 {
+    return snapshot_audit_until(b, NULL, out, err, errcap);
+}
+
+int snapshot_audit_until(bucket *b, const _Atomic int *stop, snapshot_audit_result *out, char *err, size_t errcap)
+{
     memset(out, 0, sizeof *out);
     snap_names mans, checked = { 0 };
     int rc = snap_list_bucket(b, MANIFEST_KEY_PREFIX, &mans, err, errcap);
@@ -341,6 +346,10 @@ int snapshot_audit(bucket *b, snapshot_audit_result *out, char *err, size_t errc
             int seen = 0;
             for (size_t k = 0; k < checked.n && !seen; k++) seen = strcmp(checked.v[k], key) == 0;
             if (seen) continue;
+            if (stop && atomic_load(stop)) {
+                rc = snap_fail(HANU_ERR_STOPPED, err, errcap, "the audit was stopped");
+                break;
+            }
             rc = read_object(b, key, m.files[j].path, m.files[j].size, m.files[j].sha256, NULL, NULL, &out->bytes, e,
                              sizeof e);
             if (rc) snap_fail(rc, err, errcap, "%s: %s", mans.v[i], e);

@@ -135,6 +135,7 @@ typedef struct server {
        and the longest: what a snapshot costs the write path. Under snap_mu. */
     uint64_t snap_loop_us_last, snap_loop_us_max;
     h2o_linklist_t snapshot_waits;
+    struct audit_job *audit;        /* POST /_admin/audit and its state (http_audit.c) */
     h2o_timeout_t snapshot_wait_timeout;
     h2o_timeout_entry_t snapshot_wait_entry;
     h2o_linklist_t query_waits;     /* queries held for their min_txn (http_query.c) */
