@@ -563,7 +563,7 @@ async function viewBucket() {
         ["restores reach back to", sn.oldest_txn ? "txn " + num(sn.oldest_txn) + ", " + ago(sn.oldest_ms) : "-"]]),
       b.exports ? [el("h3", { text: "Exports" }), facts([["running", num(b.exports.running)], ["documents", num(b.exports.documents)],
         ["bytes", bytes(b.exports.bytes)]])] : null,
-      st.twin ? [el("h3", { text: "Twin buckets" }), el("pre", { text: JSON.stringify(st.twin, null, 2) })] : null,
+      b.twin ? [el("h3", { text: "Twin buckets" }), el("pre", { text: JSON.stringify(b.twin, null, 2) })] : null,
       el("h3", { text: "Audit" }), audit);
   }
   followAudit(audit, b.audit || { state: "never" }).catch(failed);   /* one started elsewhere: its end shows too */
