@@ -109,15 +109,21 @@ static bitmap *key_range(const index_segment *seg, const uint8_t *lo, size_t lo_
     return out;
 }
 
-/* The documents holding one term (cached per segment). */
+/* Terms in fewer documents than this are decoded each time rather than cached: their
+   postings are one block or two, and the cache's hash, lock, chain walk and copy cost
+   more than decoding them (a find on `user=X` spent 7% of its CPU in the cache). */
+#define TERM_CACHE_MIN_DOCS 512
+
+/* The documents holding one term (cached per segment when it is common). */
 static bitmap *term_bitmap(const index_segment *seg, const uint8_t *key, size_t len)
 {
-    bitmap *b = index_bitset_cache_get(seg, key, len);
-    if (b) return b;
-    uint32_t t = index_segment_term_find(seg, key, len);
+    uint32_t t = index_segment_term_find(seg, key, len), df = 0;
+    if (t != UINT32_MAX) (void)index_segment_term(seg, t, &(size_t){ 0 }, &df);
+    bitmap *b;
+    if (df >= TERM_CACHE_MIN_DOCS && (b = index_bitset_cache_get(seg, key, len))) return b;
     if (!(b = roaring_bitmap_create())) return NULL;
     if (t != UINT32_MAX) add_postings(b, seg, t);
-    index_bitset_cache_put(seg, key, len, b);
+    if (df >= TERM_CACHE_MIN_DOCS) index_bitset_cache_put(seg, key, len, b);
     return b;
 }
 
