@@ -186,6 +186,7 @@ typedef struct quad_stats {
                                    horizon of the last clean; 0: nothing was cleaned) */
     uint64_t held_snapshots;    /* snapshots held with quad_snapshot_hold */
     uint64_t relocated_chunks;  /* chunks whose payload the cleaner rewrote */
+    uint64_t checkpoint_bytes;  /* bytes the last checkpoint written (or loaded at open) took */
 } quad_stats;
 
 /* The version the library was built as ("0.1.0"; HANUDB_VERSION is the
