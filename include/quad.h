@@ -294,7 +294,10 @@ uint32_t quad_chunk_rows(quad *q);
 int quad_sync(quad *q);
 
 /* Writes a checkpoint of the chunk directory and retirements now, so that the
- * next open replays only the log after it. */
+ * next open replays only the log after it. Retirements cost 16 bytes each,
+ * except those at or below quad_stats.gone_below (after a clean that
+ * relocated something): a chunk's are then folded into a bit per row
+ * (docs/QUAD.md, "Folds"). quad_stats.checkpoint_bytes says what it took. */
 int quad_checkpoint(quad *q);
 
 int quad_stats_get(quad *q, quad_stats *st);
