@@ -949,12 +949,22 @@ static int fold_parse(quad *q, const uint8_t **pp, const uint8_t *end, uint64_t 
     const uint8_t *b = p + 16;
     if ((size_t)(end - b) < nb) return HANU_ERR_CORRUPT;
     if (ch->rows % 8 && (b[nb - 1] >> (ch->rows % 8))) return HANU_ERR_CORRUPT;   /* bits past the rows */
-    for (uint32_t s = 0; s < ch->rows; s++) {
-        if (!((b[s >> 3] >> (s & 7)) & 1)) continue;
-        int rc = qf_retire_apply(q, QUAD_ID(c, s), h);
-        if (rc < 0) return rc;
-        atomic_fetch_add_explicit(&q->retired, (uint64_t)rc, memory_order_relaxed);
+    /* straight into the dense set (one epoch index for the whole fold) */
+    uint64_t bits = 0;
+    for (size_t i = 0; i < nb; i++) bits += (uint64_t)__builtin_popcount(b[i]);
+    quad_chunk *w = quad_chunk_at(q, c);
+    int k = bits ? qf_retset_make_dense(w) : 0;
+    if (k == 0 && bits) k = qf_dense_index(w->ret, w->rows, h);
+    if (k < 0) return k;
+    quad_retset *r = w->ret;
+    uint64_t added = 0;
+    for (uint32_t s = 0; bits && s < ch->rows; s++) {
+        if (!((b[s >> 3] >> (s & 7)) & 1) || quad_dense_epoch(r, s)) continue;   /* a dropped slot keeps its epoch */
+        if (k == 0) r->wide[s] = h; else r->dense[s] = (uint16_t)k;
+        added++;
     }
+    if (r) r->count += (uint32_t)added;
+    atomic_fetch_add_explicit(&q->retired, added, memory_order_relaxed);
     gone_raise(q, h);   /* folded at gone_below: below it nothing is answered */
     *pp = b + nb;
     return 0;
