@@ -11,7 +11,7 @@
  *   quadbench [--quick] [--dir PATH] [--json] [--only LIST]
  *
  * --only runs only the listed parts (comma separated: append, gather,
- * backends, retire, stream, group, sweep, size, clean, device; the limits always
+ * backends, retire, stream, group, sweep, size, clean, fold, device; the limits always
  * run). `device` is not in the default set: it compares cold reads that
  * really reach the device, buffered (the store file's pages dropped with
  * posix_fadvise(DONTNEED) before every call) against QUAD_IO_DIRECT, and
@@ -1011,6 +1011,20 @@ static double alloc_mib(const char *p)
     return stat(p, &st) == 0 ? (double)st.st_blocks * 512.0 / (1 << 20) : 0;
 }
 
+/* Shuffles ids and retires the first 90% of them in 4096-id commits; returns
+ * how many. */
+static size_t retire_most(quad *q, quad_id *ids, size_t total)
+{
+    for (size_t i = total - 1; i > 0; i--) { size_t j = rnd() % (i + 1); quad_id t = ids[i]; ids[i] = ids[j]; ids[j] = t; }
+    size_t nret = total / 10 * 9;
+    for (size_t k = 0; k < nret; k += 4096)
+        if (quad_retire(q, ids + k, nret - k < 4096 ? nret - k : 4096, QUAD_BUFFERED, NULL) != 0) {
+            fprintf(stderr, "retire failed\n");
+            exit(1);
+        }
+    return nret;
+}
+
 /* 4M structured facts (1M with --quick) on disk, 90% retired at random, then
  * quad_clean(0.5): allocated bytes before and after, the cleaner's rate, and
  * a reader's gather rates before and while it runs. */
@@ -1025,13 +1039,7 @@ static void bench_clean(const char *dir, const char *dname)
     store_path(p, sizeof p, dir, "clean");
     quad *q = build_store(p, structured, total, 4096, 256, ids);
     memcpy(shuf, ids, total * sizeof *ids);
-    for (size_t i = total - 1; i > 0; i--) { size_t j = rnd() % (i + 1); quad_id t = shuf[i]; shuf[i] = shuf[j]; shuf[j] = t; }
-    size_t nret = total / 10 * 9;
-    for (size_t k = 0; k < nret; k += 4096)
-        if (quad_retire(q, shuf + k, nret - k < 4096 ? nret - k : 4096, QUAD_BUFFERED, NULL) != 0) {
-            fprintf(stderr, "retire failed\n");
-            exit(1);
-        }
+    retire_most(q, shuf, total);
     if (quad_checkpoint(q) != 0) { fprintf(stderr, "checkpoint failed\n"); exit(1); }
     double before = alloc_mib(p);
     warm(q, ids, total);
@@ -1087,6 +1095,48 @@ static void print_json(void)
     printf(" ]}\n");
 }
 
+/* Folds: the clean row's store (90% retired at random), checkpointed before
+ * any clean (a 16-byte pair a retired fact), then quad_clean(0.09), which
+ * relocates only the few chunks under 9% live and folds the others' retired
+ * rows at its horizon (a bit a row). Checkpoint bytes and the time of a
+ * reopen (which loads the checkpoint and nothing else) before and after. */
+static double reopen_ms(quad **q, const char *p)
+{
+    quad_close(*q);
+    double t = now_s();
+    *q = open_store(p, 4096, 256, 0);
+    return (now_s() - t) * 1e3;
+}
+
+static void bench_fold(const char *dir, const char *dname)
+{
+    char sec[96];
+    snprintf(sec, sizeof sec, "fold: 90%% of the facts retired, checkpoint before and after quad_clean(0.09) (%s)", dname);
+    section(sec);
+    size_t total = quick ? (1u << 20) : (4u << 20);
+    quad_id *ids = malloc(total * sizeof *ids);
+    char p[600];
+    store_path(p, sizeof p, dir, "fold");
+    quad *q = build_store(p, structured, total, 4096, 256, ids);
+    size_t nret = retire_most(q, ids, total);
+    quad_stats st;
+    if (quad_checkpoint(q) != 0 || quad_stats_get(q, &st) != 0) { fprintf(stderr, "checkpoint failed\n"); exit(1); }
+    double b0 = (double)st.checkpoint_bytes, t0 = reopen_ms(&q, p);
+    quad_clean_stats cs;
+    if (quad_clean(q, 0.09, &cs) != 0 || quad_stats_get(q, &st) != 0) { fprintf(stderr, "clean failed\n"); exit(1); }
+    double b1 = (double)st.checkpoint_bytes, t1 = reopen_ms(&q, p);
+    report("fold: checkpoint MiB, pairs (before the clean)", b0 / (1 << 20), "MiB", 0, "");
+    report("fold: checkpoint MiB, folds (after it)", b1 / (1 << 20), "MiB", 0, "");
+    report("fold: checkpoint bytes per retired fact, pairs", b0 / (double)nret, "bytes", 0, "");
+    report("fold: checkpoint bytes per retired fact, folds", b1 / (double)nret, "bytes", 0, "");
+    report("fold: chunks relocated by the clean", (double)cs.chunks_relocated, "chunks", 0, "");
+    report("fold: open, checkpoint with pairs", t0, "ms", 0, "");
+    report("fold: open, checkpoint with folds", t1, "ms", 0, "");
+    quad_close(q);
+    unlink(p);
+    free(ids);
+}
+
 /* True when part `name` is selected by --only (a comma-separated list). */
 static int want(const char *name)
 {
@@ -1132,6 +1182,7 @@ int main(int argc, char **argv)
     if (want("group")) bench_group(disk_dir, "disk");
     if (want("sweep")) bench_sweep();
     if (want("clean")) bench_clean(disk_dir, "disk");
+    if (want("fold")) bench_fold(disk_dir, "disk");
     if (only && want("device")) bench_device();
     if (want("size")) {
         bench_size_and_recovery(shm_dir, "tmpfs");

@@ -14,7 +14,10 @@
  * (fuzz/corpus/fuzz_quad_file) holds small valid stores, each followed by
  * 'R', made by quad_seed_store below when FUZZ_QUAD_SEEDS names a directory;
  * seeds 4 and 5 were cleaned (seed 5 without checkpoint slots, so its
- * relocation frames are replayed). A writable open also runs the cleaner.
+ * relocation frames are replayed); seeds 0-5 have checkpoints of the layout
+ * before folds (type 3 parts), seeds 6 and 7 folds (chunks 1-2 folded at the
+ * clean's horizon, pairs above it; seed 7 also a fold of a 22-row chunk). A
+ * writable open also runs the cleaner.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -94,7 +97,7 @@ static void repair(uint8_t *b, size_t n)
  * FUZZ_QUAD_SEEDS=dir), each followed by 'R'. */
 static void quad_seed_store(const char *dir)
 {
-    for (int k = 0; k < 6; k++) {
+    for (int k = 0; k < 8; k++) {
         char path[600];
         snprintf(path, sizeof path, "%s/seed%d.quad", dir, k);
         unlink(path);
@@ -115,7 +118,17 @@ static void quad_seed_store(const char *dir)
         for (int i = 0; i < 64; i++) ids[i] = quad_batch_id(first, 64, (size_t)i);
         (void)quad_retire(q, ids, k >= 2 ? 40 : 2, QUAD_BUFFERED, NULL);   /* dense past 4 of 64 */
         if (k == 3) (void)quad_checkpoint(q);
-        if (k >= 4) {   /* the cleaner: chunk 0 keeps 24 rows, chunk 1 none */
+        if (k >= 6) {   /* folds: chunk 0 relocated, chunks 1-2 (and 2's 22 rows) folded */
+            int n = 0;
+            for (int i = 64; i < (k == 7 ? 150 : 128); i += 2) ids[n++ % 64] = quad_batch_id(first, 64, (size_t)i);
+            (void)quad_retire(q, ids, n < 64 ? (size_t)n : 64, QUAD_BUFFERED, NULL);
+            for (int i = 0; i < 64; i++) ids[i] = quad_batch_id(first, 64, (size_t)i);
+            (void)quad_retire(q, ids + 40, 24, QUAD_BUFFERED, NULL);
+            (void)quad_clean(q, 0.25, NULL);
+            ids[0] = quad_batch_id(first, 64, 65);   /* above the horizon: a pair */
+            (void)quad_retire(q, ids, 1, QUAD_BUFFERED, NULL);
+            (void)quad_checkpoint(q);
+        } else if (k >= 4) {   /* the cleaner: chunk 0 keeps 24 rows, chunk 1 none */
             for (int i = 0; i < 64; i++) ids[i] = quad_batch_id(first, 64, (size_t)(64 + i));
             (void)quad_retire(q, ids, 64, QUAD_BUFFERED, NULL);
             (void)quad_clean(q, 0.5, NULL);

@@ -186,6 +186,7 @@ typedef struct quad_stats {
                                    horizon of the last clean; 0: nothing was cleaned) */
     uint64_t held_snapshots;    /* snapshots held with quad_snapshot_hold */
     uint64_t relocated_chunks;  /* chunks whose payload the cleaner rewrote */
+    uint64_t checkpoint_bytes;  /* bytes the last checkpoint written (or loaded at open) took */
 } quad_stats;
 
 /* The version the library was built as ("0.1.0"; HANUDB_VERSION is the
@@ -293,7 +294,10 @@ uint32_t quad_chunk_rows(quad *q);
 int quad_sync(quad *q);
 
 /* Writes a checkpoint of the chunk directory and retirements now, so that the
- * next open replays only the log after it. */
+ * next open replays only the log after it. Retirements cost 16 bytes each,
+ * except those at or below quad_stats.gone_below (after a clean that
+ * relocated something): a chunk's are then folded into a bit per row
+ * (docs/QUAD.md, "Folds"). quad_stats.checkpoint_bytes says what it took. */
 int quad_checkpoint(quad *q);
 
 int quad_stats_get(quad *q, quad_stats *st);

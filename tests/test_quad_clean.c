@@ -554,8 +554,215 @@ static void test_relocation_replay_and_damage(void)
     }
 }
 
+
+/* Reads the checkpoint bytes quad_stats reports. */
+static uint64_t ckpt_bytes(quad *q)
+{
+    quad_stats st;
+    return quad_stats_get(q, &st) == 0 ? st.checkpoint_bytes : 0;
+}
+
+static size_t count_retired(uint64_t lo, uint64_t hi)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < nfacts; i++) k += retired_at[i] >= lo && retired_at[i] <= hi && retired_at[i];
+    return k;
+}
+
+/* Folds: a checkpoint after a clean stores the retirements at or below
+ * gone_below of chunks not relocated as a bitmap (about 1/8 byte a fact
+ * instead of a 16-byte pair); above it, pairs. After a reopen every snapshot
+ * the store still answers reads the same (the held one at the horizon too,
+ * once the hold is gone), below it HANU_ERR_GONE, and the cleaner counts the
+ * folded rows as droppable. */
+static void test_folds(void)
+{
+    tq_rng = 7070;
+    quad *q = build();
+    REQUIRE(q);
+    CHECK_EQ(quad_checkpoint(q), 0);
+    uint64_t b_dir = ckpt_bytes(q);   /* the chunk directory alone */
+    uint64_t s_app = quad_epoch(q);
+    retire_some(q, 0, 1, 100);        /* chunk 0: relocated below */
+    retire_some(q, 1, NCH, 50);
+    uint64_t s1 = quad_epoch(q);
+    quad_hold *hold = NULL;
+    uint64_t held;
+    REQUIRE(quad_snapshot_hold(q, &held, &hold) == 0);
+    retire_some(q, 1, NCH, 20);       /* above the horizon: pairs */
+    uint64_t s2 = quad_epoch(q);
+    CHECK_EQ(quad_checkpoint(q), 0);
+    uint64_t b_pairs = ckpt_bytes(q);
+    size_t ret_all = count_retired(1, s2), below = count_retired(1, s1), above = ret_all - below;
+    CHECK_EQ(b_pairs, b_dir + 16 * ret_all);   /* no clean yet: nothing folded */
+
+    quad_clean_stats cs;
+    CHECK_EQ(quad_clean(q, 0.1, &cs), 0);
+    CHECK_EQ(cs.horizon, s1);
+    CHECK_EQ(cs.chunks_relocated, 1);
+    quad_snapshot_release(hold);
+    CHECK_EQ(quad_checkpoint(q), 0);
+    uint64_t b_fold = ckpt_bytes(q);
+    /* chunk 0's entry lost its descriptors and gained its kept-slot bitmap;
+     * chunks 1-11 hold one fold each (16 + 512 bytes) and pairs above s1 */
+    uint64_t folds = (uint64_t)(NCH - 1) * (16 + ROWS / 8);
+    CHECK(b_fold <= b_dir + 24 + ROWS / 8 + folds + 16 * above);
+    CHECK(b_fold + 2000 >= b_dir + folds + 16 * above);
+    uint64_t folded_bytes = b_fold - 16 * above - b_dir;
+    fprintf(stderr, "  checkpoint %llu -> %llu bytes; %zu retired at or below the horizon take %.3f bytes each\n",
+            (unsigned long long)b_pairs, (unsigned long long)b_fold, below, (double)folded_bytes / (double)below);
+    CHECK(folded_bytes * 3 < below);   /* under 1/3 byte a fact (16 without folds) */
+
+    /* identical before and after a reopen at every snapshot still answered */
+    for (uint64_t s = s1; s <= s2; s++) CHECK_EQ(check_all(q, s), 0);
+    CHECK_EQ(quad_close(q), 0);
+    REQUIRE((q = open_store()) != NULL);
+    quad_stats st;
+    REQUIRE(quad_stats_get(q, &st) == 0);
+    CHECK_EQ(st.recovered_frames, 0);   /* loaded from the checkpoint alone */
+    CHECK_EQ(st.gone_below, s1);
+    CHECK_EQ(st.retired, ret_all);
+    CHECK_EQ(st.checkpoint_bytes, b_fold);
+    for (uint64_t s = s1; s <= s2; s++) CHECK_EQ(check_all(q, s), 0);
+    CHECK_EQ(quad_gather(q, s_app, &first_id, 1, 0, NULL, NULL), HANU_ERR_GONE);
+
+    /* the folds are the cleaner's input: every folded row is droppable */
+    CHECK_EQ(quad_clean(q, 1.0, &cs), 0);
+    CHECK_EQ(cs.chunks_relocated, NCH - 1);
+    CHECK_EQ(cs.rows_dropped, ret_all - ROWS);
+    CHECK_EQ(check_all(q, 0), 0);
+    CHECK_EQ(quad_close(q), 0);
+    REQUIRE((q = open_store()) != NULL);
+    CHECK_EQ(check_all(q, 0), 0);
+    quad_close(q);
+    free(facts);
+    free(retired_at);
+}
+
+/* A fold whose horizon is past its checkpoint's epoch (valid checksums):
+ * the checkpoint is refused; after a clean that punched the log, so is the
+ * store (HANU_ERR_CORRUPT), else the full replay reads the same. */
+static void test_fold_damage(void)
+{
+    tq_rng = 8080;
+    quad *q = build();
+    REQUIRE(q);
+    retire_some(q, 0, 1, 100);
+    retire_some(q, 1, 3, 50);
+    quad_clean_stats cs;
+    CHECK_EQ(quad_clean(q, 0.1, &cs), 0);
+    CHECK_EQ(cs.chunks_relocated, 1);
+    uint64_t h = cs.horizon;
+    CHECK_EQ(quad_close(q), 0);
+    int fd = open(path, O_RDWR);
+    REQUIRE(fd >= 0);
+    struct stat sb;
+    REQUIRE(fstat(fd, &sb) == 0);
+    uint8_t *all = malloc((size_t)sb.st_size);
+    REQUIRE(pread(fd, all, (size_t)sb.st_size, 0) == sb.st_size);
+    /* the last checkpoint part is the newest: find its fold of chunk 1 */
+    uint64_t off = 4096, last = 0;
+    while (off + 40 <= (uint64_t)sb.st_size && hanu_get_u32(all + off + 4) == 0x4D524651u) {
+        if (all[off + 12] == 5) last = off;
+        off += 40 + hanu_get_u32(all + off + 8);
+    }
+    REQUIRE(last);
+    uint64_t at = 0;
+    for (uint64_t p = last + 40; p + 16 <= last + 40 + hanu_get_u32(all + last + 8); p++)
+        if (hanu_get_u64(all + p) == 1 && hanu_get_u64(all + p + 8) == h) { at = p; break; }
+    REQUIRE(at);
+    uint8_t hb[8];
+    hanu_put_u64(hb, hanu_get_u64(all + last + 16) + 1);   /* past the checkpoint's epoch */
+    REQUIRE(pwrite(fd, hb, 8, (off_t)at + 8) == 8);
+    frame_fix(fd, last);
+    close(fd);
+    free(all);
+    quad *r = open_store();
+    if (cs.punch_unsupported) {
+        REQUIRE(r != NULL);
+        CHECK_EQ(check_all(r, 0), 0);
+        quad_close(r);
+    } else {
+        CHECK(r == NULL);
+    }
+    free(facts);
+    free(retired_at);
+}
+
+/* A store written before folds (tests/data/quad-ckpt3, type 3 checkpoint
+ * parts): read as it was, then checkpointed with folds and read the same. */
+static uint64_t old_retired_at(int i)
+{
+    if (i < 64 || i % 3 == 0) return 2;
+    if (i % 5 == 0) return 3;
+    return i % 7 == 0 ? 4 : 0;
+}
+
+static size_t old_check(quad *q, uint64_t snap)
+{
+    size_t bad = 0;
+    for (int i = 0; i < 512; i++) {
+        quad_id id = QUAD_ID((uint64_t)(i / 64), (uint32_t)(i % 64));
+        quad_fact f;
+        uint8_t pr = 9;
+        if (quad_gather(q, snap, &id, 1, QUAD_LANES_ALL, &f, &pr) != 0) return 512;
+        uint64_t e = old_retired_at(i);
+        int v = e == 0 || e > snap;
+        bad += pr != v || (v && (f.lane[0] != (uint64_t)i || f.lane[1] != (uint64_t)i * 3 ||
+                                 f.lane[2] != (uint64_t)i * 7 || f.lane[3] != 1));
+    }
+    return bad;
+}
+
+static void test_old_checkpoint(void)
+{
+    snprintf(path, sizeof path, "%s/old.quad", test_tmpdir("clean"));
+    FILE *in = fopen("tests/data/quad-ckpt3/store.quad", "rb"), *out = fopen(path, "wb");
+    REQUIRE(in && out);
+    char buf[4096];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, in)) > 0) REQUIRE(fwrite(buf, 1, k, out) == k);
+    fclose(in);
+    fclose(out);
+    quad_options o;
+    quad_options_default(&o);
+    o.checkpoint_bytes = 0;
+    quad *q = NULL;
+    REQUIRE(quad_open(path, &o, &q) == 0);
+    quad_stats st;
+    REQUIRE(quad_stats_get(q, &st) == 0);
+    CHECK_EQ(st.recovered_frames, 0);
+    CHECK_EQ(st.epoch, 4);
+    CHECK_EQ(st.gone_below, 3);
+    CHECK_EQ(st.relocated_chunks, 1);
+    size_t nret = 0;
+    for (int i = 0; i < 512; i++) nret += old_retired_at(i) != 0;
+    CHECK_EQ(st.retired, nret);
+    CHECK_EQ(old_check(q, 3), 0);
+    CHECK_EQ(old_check(q, 4), 0);
+    uint64_t old_bytes = st.checkpoint_bytes;
+    /* a retire makes the close write a checkpoint of the new kind */
+    quad_id id = QUAD_ID(7, 61);   /* i = 509: live so far */
+    CHECK_EQ(old_retired_at(509), 0);
+    CHECK_EQ(quad_retire(q, &id, 1, QUAD_BUFFERED, NULL), 0);
+    CHECK_EQ(quad_close(q), 0);
+    REQUIRE(quad_open(path, &o, &q) == 0);
+    REQUIRE(quad_stats_get(q, &st) == 0);
+    CHECK_EQ(st.recovered_frames, 0);
+    CHECK_EQ(st.retired, nret + 1);
+    CHECK_EQ(st.gone_below, 3);
+    CHECK(st.checkpoint_bytes < old_bytes);   /* chunks 1-7 folded at 3 */
+    CHECK_EQ(old_check(q, 3), 0);
+    CHECK_EQ(old_check(q, 4), 0);
+    CHECK_EQ(quad_gather(q, 2, &id, 1, 0, NULL, NULL), HANU_ERR_GONE);
+    quad_close(q);
+}
+
 int main(void)
 {
+    RUN(test_old_checkpoint);
+    RUN(test_folds);
+    RUN(test_fold_damage);
     RUN(test_clean_keeps_ids_and_snapshots);
     RUN(test_clean_returns_space);
     RUN(test_clean_and_streams);

@@ -5,7 +5,8 @@
  * retire, snapshots, gather in random order with random lane masks and
  * invalid ids, existence checks (lane mask 0), scan, checkpoint, cache drops and reopen, snapshot
  * holds and the cleaner (relocated chunks read as the model at every snapshot at or above the
- * horizon, held snapshots keep theirs, older ones answer HANU_ERR_GONE). Several seeds and
+ * horizon, held snapshots keep theirs, older ones answer HANU_ERR_GONE); after each reopen every
+ * id at every sampled snapshot still answered (folds loaded from checkpoints). Several seeds and
  * chunk geometries.
  */
 #include <stdlib.h>
@@ -229,6 +230,21 @@ static void run_model(uint64_t seed, uint32_t rows, uint32_t mb, int ops)
             size_t ret = 0;
             for (size_t i = 0; i < m.n; i++) ret += m.retired[i] != 0;
             CHECK_EQ(st.retired, ret);
+            /* the retirement state as loaded (folds at gone_below included)
+             * is the model's at the latest epoch and every sampled snapshot
+             * still answered; existence checks of every id */
+            CHECK_EQ(st.gone_below, gone);
+            for (int si = -1; si < (nsnaps < 16 ? nsnaps : 16); si++) {
+                uint64_t eff = si < 0 ? quad_epoch(q) : snaps[si];
+                if (eff < gone || eff == 0) continue;   /* snapshot 0 reads the latest */
+                size_t wrong = 0;
+                for (size_t at = 0; at < m.n; at += 5000) {
+                    size_t k = m.n - at < 5000 ? m.n - at : 5000;
+                    REQUIRE(quad_gather(q, eff, m.ids + at, k, 0, NULL, exists) == 0 || !m.n);
+                    for (size_t i = 0; i < k; i++) wrong += exists[i] != model_visible(&m, at + i, eff);
+                }
+                CHECK_EQ(wrong, 0);
+            }
         }
     }
     (void)model_find;

@@ -291,6 +291,7 @@ int quad_stats_get(quad *q, quad_stats *st)
     st->gone_below = atomic_load(&q->gone_below);
     pthread_mutex_lock(&q->wlock);
     st->relocated_chunks = q->relocated;
+    st->checkpoint_bytes = q->ckpt_bytes;
     quad_wlock_release(q);
     return 0;
 }

@@ -243,7 +243,7 @@ static int punch_log(quad *q, uint64_t limit, uint64_t h, quad_clean_stats *st)
         uint64_t len = QF_FRAME_HDR + (uint64_t)hanu_get_u32(f + 8), e = hanu_get_u64(f + 16);
         uint64_t aux = hanu_get_u64(f + 24);
         if (len > limit - off) break;
-        int dead = f[12] == QF_T_CHECKPOINT || (f[12] == QF_T_RETIRE && e <= h);
+        int dead = QF_IS_CKPT(f[12]) || (f[12] == QF_T_RETIRE && e <= h);
         if (f[12] == QF_T_RELOCATE && aux < atomic_load(&q->nchunks)) {
             uint64_t at = quad_chunk_at(q, aux)->off;   /* changed only by a clean */
             dead = at < off || at >= off + len;

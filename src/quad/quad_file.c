@@ -695,33 +695,83 @@ static size_t put_ckpt_chunk(uint8_t *p, uint64_t c, const quad_chunk *ch)
     return (size_t)(p - s);
 }
 
+/* ---- folds: a chunk's retirements at or below a horizon as a bitmap ----
+ * H is gone_below: snapshots below it answer HANU_ERR_GONE, and at every
+ * snapshot >= H a slot retired at e <= H reads the same as one retired at H.
+ * Folding above gone_below would make a still-allowed snapshot S (e <= S < H)
+ * see a retired fact as live. Dropped slots of a relocated chunk are left
+ * out (its kept-slot bitmap stands for them). */
+
+/* Retired slot s of ch that a fold at h covers. */
+static int fold_has(const quad_chunk *ch, uint32_t s, uint64_t h)
+{
+    if (ch->live && !live_has(ch->live, s)) return 0;
+    uint64_t e = quad_retire_epoch(ch->ret, s);
+    return e != 0 && e <= h;
+}
+
+/* Whether ch's checkpoint entry folds at h: when the fold (16 bytes and a
+ * bit a slot) is smaller than the pairs it replaces (16 bytes each). */
+static int fold_worth(const quad_chunk *ch, uint64_t h)
+{
+    if (!h || !ch->ret) return 0;
+    uint64_t need = 1 + (16 + ((uint64_t)ch->rows + 7) / 8) / 16, k = 0;
+    if (ch->ret->count < need) return 0;
+    for (uint32_t s = 0; s < ch->rows && k < need; s++) k += (uint64_t)fold_has(ch, s, h);
+    return k >= need;
+}
+
+static size_t fold_size(const quad_chunk *ch)
+{
+    return 16 + ((size_t)ch->rows + 7) / 8;
+}
+
+static size_t put_fold(uint8_t *p, uint64_t c, const quad_chunk *ch, uint64_t h)
+{
+    hanu_put_u64(p, c);
+    hanu_put_u64(p + 8, h);
+    uint8_t *b = p + 16;
+    memset(b, 0, ((size_t)ch->rows + 7) / 8);
+    for (uint32_t s = 0; s < ch->rows; s++)
+        if (fold_has(ch, s, h)) b[s >> 3] |= (uint8_t)(1u << (s & 7));
+    return fold_size(ch);
+}
+
 /* Position in the retirement pairs: chunk c, index i (sparse: into slots;
- * dense: the row). */
+ * dense: the row); fold: whether chunk c is folded (known once entered). */
 typedef struct ckpt_cursor {
     uint64_t c;
     uint32_t i;
+    int entered, fold;
 } ckpt_cursor;
 
-/* Next (id, epoch) pair at or after cur (rlock held); 0 at the end. */
-static int ckpt_next_pair(quad *q, uint64_t n, ckpt_cursor *cur, uint64_t *id, uint64_t *e)
+/* Next (id, epoch) pair at or after cur (rlock held); 0 at the end. A folded
+ * chunk has pairs only for retirements above h. */
+static int ckpt_next_pair(quad *q, uint64_t n, uint64_t h, ckpt_cursor *cur, uint64_t *id, uint64_t *e)
 {
-    for (; cur->c < n; cur->c++, cur->i = 0) {
+    for (; cur->c < n; cur->c++, cur->i = 0, cur->entered = 0) {
         const quad_chunk *ch = quad_chunk_at(q, cur->c);
         const quad_retset *r = ch->ret;
         if (!r) continue;
+        if (!cur->entered) {
+            cur->fold = fold_worth(ch, h);
+            cur->entered = 1;
+        }
+        uint64_t above = cur->fold ? h : 0;
         /* a dropped slot of a relocated chunk is implied by its bitmap */
         const quad_live *L = ch->live;
         if (quad_retset_is_dense(r)) {
             for (; cur->i < ch->rows; cur->i++) {
                 uint64_t x = quad_dense_epoch(r, cur->i);
-                if (!x || (L && !live_has(L, cur->i))) continue;
+                if (!x || x <= above || (L && !live_has(L, cur->i))) continue;
                 *id = QUAD_ID(cur->c, cur->i);
                 *e = x;
                 cur->i++;
                 return 1;
             }
         } else {
-            while (L && cur->i < r->count && !live_has(L, r->slots[cur->i])) cur->i++;
+            while (cur->i < r->count && ((L && !live_has(L, r->slots[cur->i])) || r->epochs[cur->i] <= above))
+                cur->i++;
             if (cur->i >= r->count) continue;
             *id = QUAD_ID(cur->c, r->slots[cur->i]);
             *e = r->epochs[cur->i];
@@ -732,27 +782,38 @@ static int ckpt_next_pair(quad *q, uint64_t n, ckpt_cursor *cur, uint64_t *id, u
     return 0;
 }
 
+/* The next chunk at or after *fc that folds at h (rlock held); n when none. */
+static uint64_t ckpt_next_fold(quad *q, uint64_t n, uint64_t h, uint64_t fc)
+{
+    while (fc < n && !fold_worth(quad_chunk_at(q, fc), h)) fc++;
+    return fc;
+}
+
 /* Caller holds wlock. Writes the checkpoint parts, syncs, then points a slot
- * at them and syncs again. */
+ * at them and syncs again. Part body: u64 first chunk, u64 chunks, their
+ * entries, u64 folds, the folds, u64 pairs, the pairs. */
 int qf_checkpoint_locked(quad *q)
 {
     if (atomic_load(&q->stopped)) return HANU_ERR_STOPPED;
     uint64_t n = atomic_load(&q->nchunks);
     uint64_t epoch = atomic_load(&q->epoch);
+    uint64_t h = atomic_load(&q->gone_below);   /* set under wlock */
     size_t entry_max = 32 + 9 * 4 * (size_t)(q->chunk_rows / q->mb_rows) + 24 + q->chunk_rows / 8;
-    /* the frame buffer is kept: size it for this checkpoint's largest part */
-    uint64_t need = 32 + 16 * (uint64_t)atomic_load(&q->retired);
+    /* the frame buffer is kept: size it for this checkpoint's largest part
+     * (a fold is smaller than the pairs it replaces) */
+    uint64_t need = 40 + 16 * (uint64_t)atomic_load(&q->retired);
     for (uint64_t c = 0; c < n && need < QF_CKPT_PART; c++)
         need += 32 + 9 * 4 * (uint64_t)quad_chunk_at(q, c)->nmb + (quad_chunk_at(q, c)->live ? 24 + q->chunk_rows / 8 : 0);
     if (need > QF_CKPT_PART) need = QF_CKPT_PART;
-    int rc = qf_fbuf_reserve(q, QF_FRAME_HDR + (size_t)need + entry_max + 32);
+    int rc = qf_fbuf_reserve(q, QF_FRAME_HDR + (size_t)need + entry_max + 40);
     if (rc) return rc;
     uint64_t start = q->tail, c = 0;
     q->ckpt_bytes = 0;
-    ckpt_cursor cur = { 0, 0 };
+    ckpt_cursor cur = { .c = 0 };
     uint64_t pid = 0, pe = 0;
     pthread_rwlock_rdlock(&q->rlock);
-    int more_pairs = ckpt_next_pair(q, n, &cur, &pid, &pe);
+    uint64_t fc = ckpt_next_fold(q, n, h, 0);
+    int more_pairs = ckpt_next_pair(q, n, h, &cur, &pid, &pe);
     do {
         uint8_t *f = q->fbuf, *p = f + QF_FRAME_HDR, *lim = p + QF_CKPT_PART;
         hanu_put_u64(p, c);
@@ -764,21 +825,32 @@ int qf_checkpoint_locked(quad *q)
             c++;
         }
         hanu_put_u64(cntc, c - c0);
+        uint8_t *cntf = p;
+        p += 8;
+        uint64_t nf = 0;
+        if (c == n) {
+            while (fc < n && p + fold_size(quad_chunk_at(q, fc)) + 8 <= lim) {
+                p += put_fold(p, fc, quad_chunk_at(q, fc), h);
+                nf++;
+                fc = ckpt_next_fold(q, n, h, fc + 1);
+            }
+        }
+        hanu_put_u64(cntf, nf);
         uint8_t *cntp = p;
         p += 8;
         uint64_t cnt = 0;
-        if (c == n) {
+        if (c == n && fc == n) {
             while (more_pairs && p + 16 <= lim) {
                 hanu_put_u64(p, pid);
                 hanu_put_u64(p + 8, pe);
                 p += 16;
                 cnt++;
-                more_pairs = ckpt_next_pair(q, n, &cur, &pid, &pe);
+                more_pairs = ckpt_next_pair(q, n, h, &cur, &pid, &pe);
             }
         }
         hanu_put_u64(cntp, cnt);
         size_t body = (size_t)(p - f) - QF_FRAME_HDR;
-        qf_frame_finish(f, QF_T_CHECKPOINT, epoch, n, body);
+        qf_frame_finish(f, QF_T_CKPT_FOLD, epoch, n, body);
         uint64_t len = QF_FRAME_HDR + body;
         q->ckpt_bytes += len;
         rc = quad_pwrite(q, f, len, q->tail);
@@ -788,7 +860,7 @@ int qf_checkpoint_locked(quad *q)
             break;
         }
         q->tail += len;
-    } while (c < n || more_pairs);
+    } while (c < n || fc < n || more_pairs);
     pthread_rwlock_unlock(&q->rlock);
     /* parts written before a failure stay in the log; replay skips them */
     qf_written(q, epoch);
@@ -839,6 +911,8 @@ static int ckpt_live_parse(quad *q, quad_chunk *ch, const uint8_t **pp, const ui
     return 0;
 }
 
+static void gone_raise(quad *q, uint64_t h);
+
 /* Retires the dropped slots of relocated chunk c at its horizon (checkpoint
  * load) and moves the floors to it. */
 static int retire_dropped(quad *q, uint64_t c)
@@ -851,13 +925,54 @@ static int retire_dropped(quad *q, uint64_t c)
         if (rc < 0) return rc;
         atomic_fetch_add_explicit(&q->retired, (uint64_t)rc, memory_order_relaxed);
     }
-    if (L->horizon > atomic_load(&q->gone_below)) atomic_store(&q->gone_below, L->horizon);
-    if (L->horizon + 1 > atomic_load(&q->log_floor)) atomic_store(&q->log_floor, L->horizon + 1);
+    gone_raise(q, L->horizon);
     return 0;
 }
 
-/* Loads one checkpoint part (chunks must continue from q->nchunks). */
-static int ckpt_parse(quad *q, const uint8_t *p, const uint8_t *end, uint64_t epoch, uint64_t total)
+/* Raises the floors to a horizon that was cleaned (or folded) at. */
+static void gone_raise(quad *q, uint64_t h)
+{
+    if (h > atomic_load(&q->gone_below)) atomic_store(&q->gone_below, h);
+    if (h + 1 > atomic_load(&q->log_floor)) atomic_store(&q->log_floor, h + 1);
+}
+
+/* One fold at *pp (checkpoint load): u64 chunk, u64 horizon, ceil(rows / 8)
+ * bytes, bit set = retired at or below the horizon; loaded as retired at it. */
+static int fold_parse(quad *q, const uint8_t **pp, const uint8_t *end, uint64_t epoch)
+{
+    const uint8_t *p = *pp;
+    if (end - p < 16) return HANU_ERR_CORRUPT;
+    uint64_t c = hanu_get_u64(p), h = hanu_get_u64(p + 8);
+    if (c >= atomic_load(&q->nchunks) || h == 0 || h > epoch) return HANU_ERR_CORRUPT;
+    const quad_chunk *ch = quad_chunk_at(q, c);
+    size_t nb = ((size_t)ch->rows + 7) / 8;
+    const uint8_t *b = p + 16;
+    if ((size_t)(end - b) < nb) return HANU_ERR_CORRUPT;
+    if (ch->rows % 8 && (b[nb - 1] >> (ch->rows % 8))) return HANU_ERR_CORRUPT;   /* bits past the rows */
+    /* straight into the dense set (one epoch index for the whole fold) */
+    uint64_t bits = 0;
+    for (size_t i = 0; i < nb; i++) bits += (uint64_t)__builtin_popcount(b[i]);
+    quad_chunk *w = quad_chunk_at(q, c);
+    int k = bits ? qf_retset_make_dense(w) : 0;
+    if (k == 0 && bits) k = qf_dense_index(w->ret, w->rows, h);
+    if (k < 0) return k;
+    quad_retset *r = w->ret;
+    uint64_t added = 0;
+    for (uint32_t s = 0; bits && s < ch->rows; s++) {
+        if (!((b[s >> 3] >> (s & 7)) & 1) || quad_dense_epoch(r, s)) continue;   /* a dropped slot keeps its epoch */
+        if (k == 0) r->wide[s] = h; else r->dense[s] = (uint16_t)k;
+        added++;
+    }
+    if (r) r->count += (uint32_t)added;
+    atomic_fetch_add_explicit(&q->retired, added, memory_order_relaxed);
+    gone_raise(q, h);   /* folded at gone_below: below it nothing is answered */
+    *pp = b + nb;
+    return 0;
+}
+
+/* Loads one checkpoint part (chunks must continue from q->nchunks); folds:
+ * the part has a fold section (QF_T_CKPT_FOLD). */
+static int ckpt_parse(quad *q, const uint8_t *p, const uint8_t *end, uint64_t epoch, uint64_t total, int folds)
 {
     if (end - p < 16) return HANU_ERR_CORRUPT;
     uint64_t first = hanu_get_u64(p), n = hanu_get_u64(p + 8);
@@ -901,6 +1016,17 @@ static int ckpt_parse(quad *q, const uint8_t *p, const uint8_t *end, uint64_t ep
              * store still answers, >= it, sees them retired either way) */
             q->relocated++;
             rc = retire_dropped(q, c);
+            if (rc) return rc;
+        }
+    }
+    if (folds) {
+        if (end - p < 8) return HANU_ERR_CORRUPT;
+        uint64_t nf = hanu_get_u64(p);
+        p += 8;
+        if (nf > (uint64_t)(end - p) / 16) return HANU_ERR_CORRUPT;
+        if (nf && atomic_load(&q->nchunks) != total) return HANU_ERR_CORRUPT;
+        for (uint64_t i = 0; i < nf; i++) {
+            int rc = fold_parse(q, &p, end, epoch);
             if (rc) return rc;
         }
     }
@@ -998,16 +1124,18 @@ static int try_checkpoint(quad *q, uint64_t size, uint64_t *pos)
     if (off < QF_HEADER_SIZE || off > size || len > size - off) return 0;
     q->tail = off;   /* chunk payloads must lie before the checkpoint */
     uint64_t p = off, total = 0;
+    unsigned type = 0;
     int ok = 1;
     while (ok && p < off + len) {
         size_t flen;
         const char *why;
         if (frame_read(q, p, size, &flen, &why) != 0 || flen > off + len - p) { ok = 0; break; }
         const uint8_t *f = q->fbuf;
-        if (f[12] != QF_T_CHECKPOINT || hanu_get_u64(f + 16) != epoch) { ok = 0; break; }
+        if (p == off) type = f[12];   /* every part of one checkpoint has the same type */
+        if (!QF_IS_CKPT(f[12]) || f[12] != type || hanu_get_u64(f + 16) != epoch) { ok = 0; break; }
         if (p == off) total = hanu_get_u64(f + 24);
         if (hanu_get_u64(f + 24) != total ||
-            ckpt_parse(q, f + QF_FRAME_HDR, f + flen, epoch, total) != 0) { ok = 0; break; }
+            ckpt_parse(q, f + QF_FRAME_HDR, f + flen, epoch, total, type == QF_T_CKPT_FOLD) != 0) { ok = 0; break; }
         p += flen;
     }
     if (!ok || p != off + len || atomic_load(&q->nchunks) != total) {
@@ -1016,6 +1144,7 @@ static int try_checkpoint(quad *q, uint64_t size, uint64_t *pos)
     }
     atomic_store(&q->epoch, epoch);
     q->ckpt_epoch = epoch;
+    q->ckpt_bytes = len;
     *pos = p;
     return 0;
 }
@@ -1032,7 +1161,7 @@ static uint64_t mark_read(quad *q)
 
 static const char *type_name(unsigned t)
 {
-    return t == QF_T_APPEND ? "append" : t == QF_T_RETIRE ? "retire" : t == QF_T_CHECKPOINT ? "checkpoint"
+    return t == QF_T_APPEND ? "append" : t == QF_T_RETIRE ? "retire" : QF_IS_CKPT(t) ? "checkpoint"
          : t == QF_T_RELOCATE ? "relocate" : "unknown";
 }
 
@@ -1071,7 +1200,7 @@ int qf_recover(quad *q)
         unsigned type = f[12];
         uint64_t epoch = hanu_get_u64(f + 16), cur = atomic_load(&q->epoch);
         const uint8_t *body = f + QF_FRAME_HDR, *end = f + len;
-        if (type == QF_T_CHECKPOINT) {
+        if (QF_IS_CKPT(type)) {
             rc = epoch == cur ? 0 : HANU_ERR_CORRUPT;
         } else if (type == QF_T_RELOCATE) {   /* takes no epoch: written at the current one */
             rc = epoch == cur ? qf_relocate_parse(q, body, end, pos + QF_FRAME_HDR, epoch,
@@ -1089,9 +1218,9 @@ int qf_recover(quad *q)
         if (rc == HANU_ERR_CORRUPT)
             quad_set_error("%s: %s frame at offset %llu (epoch %llu, expected %llu) breaks a format rule",
                            q->path, type_name(type), (unsigned long long)pos,
-                           (unsigned long long)epoch, (unsigned long long)cur + (type != QF_T_CHECKPOINT && type != QF_T_RELOCATE));
+                           (unsigned long long)epoch, (unsigned long long)cur + (!QF_IS_CKPT(type) && type != QF_T_RELOCATE));
         if (rc) return rc;
-        if (type != QF_T_CHECKPOINT && type != QF_T_RELOCATE) atomic_store(&q->epoch, epoch);
+        if (!QF_IS_CKPT(type) && type != QF_T_RELOCATE) atomic_store(&q->epoch, epoch);
         q->recovered_frames++;
         pos += len;
         if (pos <= mark) durable_epoch = atomic_load(&q->epoch);

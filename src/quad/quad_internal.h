@@ -40,6 +40,8 @@
 #define QF_T_RETIRE 2
 #define QF_T_CHECKPOINT 3
 #define QF_T_RELOCATE 4              /* the cleaner's record of one chunk's kept rows */
+#define QF_T_CKPT_FOLD 5             /* checkpoint part with folds (older files: QF_T_CHECKPOINT) */
+#define QF_IS_CKPT(t) ((t) == QF_T_CHECKPOINT || (t) == QF_T_CKPT_FOLD)
 #define QF_CKPT_RELOCATED (UINT64_C(1) << 63)   /* checkpoint chunk entry: epoch flag */
 #define QF_CHUNK_HDR 16              /* u64 chunk_no, u32 rows, u32 payload_len */
 #define QF_MAX_BODY (UINT32_C(1) << 31)

@@ -398,7 +398,7 @@ static int stream_step(quad_stream *s, quad_commit *c)
         int rc = header_at(s, s->off, &type, &epoch, &aux, &body);
         if (rc) return rc;
         uint64_t len = QF_FRAME_HDR + (uint64_t)body;
-        if (type == QF_T_CHECKPOINT || type == QF_T_RELOCATE || (epoch < s->next && (type == QF_T_APPEND || type == QF_T_RETIRE))) {
+        if (QF_IS_CKPT(type) || type == QF_T_RELOCATE || (epoch < s->next && (type == QF_T_APPEND || type == QF_T_RETIRE))) {
             s->off += len;   /* a checkpoint part, or a commit before the position */
             continue;
         }
