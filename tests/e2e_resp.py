@@ -386,12 +386,17 @@ def bucket_and_follower(tmp):
         # lapses is hidden there at once, and the leader's sweep deletes it there too
         check(c.call("SET", "far", "x", "EXAT", str(FAR_S)) == b"+OK\r\n", "EXAT on the leader")
         check(c.call("SET", "soon", "x", "PX", "1500") == b"+OK\r\n", "PX on the leader")
+        # a list reaches the follower through the bucket as a list (op 7 in the segment)
+        check(c.call("RPUSH", "fl", "a", "b") == b":2\r\n" and c.call("LPOP", "fl") == b"$1\r\na\r\n", "list")
         check(c.call("SET", "mark", "m") == b"+OK\r\n", "bucket write after them")
         deadline = time.time() + 10
         while f.call("GET", "f") != b"$1\r\n2\r\n" or f.call("GET", "mark") != b"$1\r\nm\r\n":
             check(time.time() < deadline, "the follower never read the leader's write")
             time.sleep(0.1)
         check(f.call("EXPIRETIME", "far") == b":%d\r\n" % FAR_S, "the follower's expiry is the leader's")
+        check(f.call("TYPE", "fl") == b"+list\r\n" and f.call("LRANGE", "fl", 0, -1) == b"*1\r\n$1\r\nb\r\n",
+              "the follower holds the list: %r" % f.call("LRANGE", "fl", 0, -1))
+        check(f.call("RPUSH", "fl", "c").startswith(b"-READONLY"), "a follower refuses a push")
         check(f.call("PEXPIRETIME", "soon") == c.call("PEXPIRETIME", "soon"), "the same ms on both")
         while f.call("GET", "soon") != b"$-1\r\n":
             check(time.time() < deadline, "the follower still answers a lapsed key")

@@ -272,16 +272,27 @@ static int parse_two(resp_conn *c, const resp_arg *a, const resp_arg *b, int64_t
     return 0;
 }
 
+/* LRANGE's and LTRIM's start: both indexes are read before the key (lrangeCommand,
+   ltrimCommand); *in_range says whether [*lo, *hi] holds any element. As list_read. */
+static int load_range(resp_conn *c, const resp_arg *argv, list_at *l, uint32_t *lo, uint32_t *hi, int *in_range)
+{
+    int64_t start, end;
+    *in_range = 0;
+    if (!parse_two(c, &argv[2], &argv[3], &start, &end)) return -1;
+    int r = load_key(c, &argv[1], l);
+    *in_range = r > 0 && list_range(start, end, l->count, lo, hi);
+    return r;
+}
+
 void resp_cmd_lrange(resp_conn *c, const resp_arg *argv, size_t argc)
 {
     (void)argc;
-    int64_t start, end;
-    if (!parse_two(c, &argv[2], &argv[3], &start, &end)) return;
     list_at l;
     uint32_t lo = 0, hi = 0;
-    int r = load_key(c, &argv[1], &l);
+    int in_range;
+    int r = load_range(c, argv, &l, &lo, &hi, &in_range);
     if (r < 0) return;
-    if (!r || !list_range(start, end, l.count, &lo, &hi)) {
+    if (!in_range) {
         resp_w_array(&c->gc.out, 0);
         free(l.a);
         return;
@@ -363,15 +374,14 @@ void resp_cmd_lrem(resp_conn *c, const resp_arg *argv, size_t argc)
 void resp_cmd_ltrim(resp_conn *c, const resp_arg *argv, size_t argc)
 {
     (void)argc;
-    int64_t start, end;
-    if (!parse_two(c, &argv[2], &argv[3], &start, &end)) return;
     list_at l;
     uint32_t lo = 0, hi = 0;
-    int r = load_key(c, &argv[1], &l);
+    int in_range;
+    int r = load_range(c, argv, &l, &lo, &hi, &in_range);
     if (r < 0) return;
     if (!r) { resp_w_simple(&c->gc.out, "OK"); return; }
     list_edit ed = { .from = 0, .to = 0, .replace = UINT32_MAX };
-    if (list_range(start, end, l.count, &lo, &hi)) {
+    if (in_range) {
         ed.from = lo;
         ed.to = hi + 1;
     }
