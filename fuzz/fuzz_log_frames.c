@@ -6,7 +6,8 @@
  * An input of odd length gets every frame's checksum made valid before it is
  * decoded, so that the entry walk (ops, lengths, op 6's expiry) is reached by
  * mutations and not only by the seeds. An expiring put (op 6) must hold its
- * expiry, and encoding it again (log_frame_add_put) gives the same bytes.
+ * expiry, and encoding it again (log_frame_add_put) gives the same bytes; a typed
+ * put (op 7) holds its expiry and a known type, and encodes again the same.
  */
 #include <assert.h>
 #include <stdint.h>
@@ -33,6 +34,22 @@ static void check_entry(const log_frame *f, const log_entry *e)
     assert(e->key >= f->start && e->key + e->key_len <= f->start + f->size);
     assert(e->value >= f->start && e->value + e->value_len <= f->start + f->size);
     assert(e->value_offset + e->value_len <= f->size);
+    if (e->op == LOG_OP_PUT_TYPED) {   /* op 7: value, expiry, a known type; encodes again the same */
+        assert(e->value_len >= LOG_TYPED_SIZE);
+        assert(e->type != LOG_TYPE_STRING && e->type <= LOG_TYPE_MAX);
+        uint32_t vlen = e->value_len - LOG_TYPED_SIZE;
+        assert(e->expire_ms == hanu_get_u64(e->value + vlen) && e->type == e->value[e->value_len - 1]);
+        hanu_buf b = {0};
+        if (log_frame_begin(&b) == HANU_OK &&
+            log_frame_add_typed(&b, LOG_OP_PUT, e->db, e->key, e->key_len, e->value, vlen, e->expire_ms, e->type) == HANU_OK) {
+            size_t n = LOG_ENTRY_HEADER_SIZE + e->key_len + e->value_len;
+            assert(b.len == LOG_FRAME_HEADER_SIZE + n);
+            assert(memcmp(b.data + LOG_FRAME_HEADER_SIZE, e->key - LOG_ENTRY_HEADER_SIZE, n) == 0);
+        }
+        hanu_buf_free(&b);
+        return;
+    }
+    assert(e->type == LOG_TYPE_STRING);
     if (e->op != LOG_OP_PUT_EXPIRING) {
         assert(e->expire_ms == 0);
         return;

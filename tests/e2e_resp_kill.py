@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """e2e_resp_kill.py: every write acknowledged over the Redis protocol at durability
 `local` (the default) survives a SIGKILL of the server and a restart. Writers pipe
-SET, INCR, MSET and MULTI/EXEC batches on their own connections; after each kill the
+SET, INCR, MSET and RPUSH batches on their own connections; after each kill the
 restarted server must hold every acknowledged value (a later unacknowledged write
-of the same key may have landed too: the check allows only values the writer sent).
+of the same key may have landed too: the check allows only values the writer sent),
+and each writer's list must still be a list holding 1..n in order, n at least the
+number of acknowledged pushes.
 """
 import os
 import socket
@@ -29,6 +31,8 @@ class Writer(threading.Thread):
         self.last = {}       # key -> last acknowledged value
         self.sent = {}       # key -> every value sent (acknowledged or not)
         self.counter = 0     # acknowledged INCRs of this writer's counter
+        self.list = "w%d:list:%d" % (wid, int(self.rng * 1e9))   # a new list every round
+        self.pushed = 0      # acknowledged RPUSHes: the list holds 1..pushed at least
 
     def run(self):
         try:
@@ -42,7 +46,8 @@ class Writer(threading.Thread):
                 k = "w%d:k%d" % (self.wid, i % 50)
                 v = "v%d" % i
                 m = ["w%d:m%d" % (self.wid, j) for j in range(3)]
-                batch = [("SET", k, v), ("INCR", "w%d:counter" % self.wid), ("MSET", m[0], v, m[1], v, m[2], v)]
+                batch = [("SET", k, v), ("INCR", "w%d:counter" % self.wid), ("MSET", m[0], v, m[1], v, m[2], v),
+                         ("RPUSH", self.list, str(i))]
                 for key in [k] + m:
                     self.sent.setdefault(key, set()).add(v)
                 c.send(b"".join(hanuresp.encode(*x) for x in batch))
@@ -56,6 +61,9 @@ class Writer(threading.Thread):
                 check(c.reply() == b"+OK\r\n", "mset")
                 for key in m:
                     self.last[key] = v
+                self.acked += 1
+                check(c.reply() == b":%d\r\n" % i, "rpush")
+                self.pushed = i
                 self.acked += 1
         except (ConnectionError, socket.timeout, OSError):
             return
@@ -80,6 +88,13 @@ def verify(port, ws):
         got = c.call("GET", "w%d:counter" % w.wid)
         count = int(got.split(b"\r\n")[1]) if got != b"$-1\r\n" else 0
         check(count >= w.counter, "writer %d: counter %d below the acknowledged %d" % (w.wid, count, w.counter))
+        if w.pushed:
+            check(c.call("TYPE", w.list) == b"+list\r\n", "writer %d: %s is no longer a list" % (w.wid, w.list))
+            got = c.call("LRANGE", w.list, 0, -1).split(b"\r\n")
+            elems = [int(x) for x in got[2::2][:int(got[0][1:])]]
+            check(len(elems) >= w.pushed and elems == list(range(1, len(elems) + 1)),
+                  "writer %d: list of %d elements after %d acknowledged pushes: %r"
+                  % (w.wid, len(elems), w.pushed, elems[:10]))
     c.close()
 
 

@@ -36,7 +36,7 @@ static void test_random_against_reference(void)
         if (op < 2) {
             /* A third of the puts carry an expiry: entries gain and lose it in place. */
             uint64_t expire = (seed >> 40) % 3 == 0 ? 1700000000000ull + (uint64_t)step : 0;
-            REQUIRE(keydir_put(&kd, k, len, h, (uint64_t)step, 1, (uint32_t)step * 2, 5, expire, &old) == HANU_OK);
+            REQUIRE(keydir_put(&kd, k, len, h, (uint64_t)step, 1, (uint32_t)step * 2, 5, expire, 0, &old) == HANU_OK);
             CHECK_EQ(old.key_len != 0, r[i].present);
             if (r[i].present) CHECK_EQ(old.txn, r[i].txn);
             if (r[i].present) CHECK_EQ((old.flags & KD_EXPIRES) != 0, r[i].expire != 0);
@@ -80,7 +80,7 @@ static void test_reserve_and_binary_keys(void)
     kd_entry old;
     for (uint32_t i = 0; i < 100000; i++) {
         uint8_t k[8] = { 0, (uint8_t)i, 0, (uint8_t)(i >> 8), 0, (uint8_t)(i >> 16), 0xff, 0 };
-        REQUIRE(keydir_put(&kd, k, 8, keydir_hash(k, 8), i, 2, i, 0, 0, &old) == HANU_OK);
+        REQUIRE(keydir_put(&kd, k, 8, keydir_hash(k, 8), i, 2, i, 0, 0, 0, &old) == HANU_OK);
     }
     CHECK_EQ(kd.cap, cap);    /* no growth after the reservation */
     CHECK_EQ(kd.count, 100000);

@@ -25,8 +25,8 @@
 #define SEGMENT_MAX_RAW (512u << 20)            /* uncompressed records of one segment */
 #define SEGMENT_MAX_KEY (64u << 10)
 #define SEGMENT_MAX_VALUE (256u << 20)
-#define SEGMENT_OP_MIN 1                        /* store_change.op: 1 put .. 6 put with expiry */
-#define SEGMENT_OP_MAX 6
+#define SEGMENT_OP_MIN 1                        /* store_change.op: 1 put .. 6 put with expiry, 7 typed put */
+#define SEGMENT_OP_MAX 7
 
 /* One entry; key and value point into the caller's memory (encode) or into the
    decoded segment (decode). */

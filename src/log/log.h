@@ -46,8 +46,9 @@
 #define LOG_FRAME_HEADER_SIZE 20
 #define LOG_ENTRY_HEADER_SIZE 11
 #define LOG_FILE_MAGIC "HANULOG"
-/* Version 2 added op 6 (LOG_OP_PUT_EXPIRING); version 1 files are read as before. */
-#define LOG_FORMAT_VERSION 2
+/* Version 2 added op 6 (LOG_OP_PUT_EXPIRING), version 3 op 7 (LOG_OP_PUT_TYPED);
+   version 1 and 2 files are read as before. */
+#define LOG_FORMAT_VERSION 3
 #define LOG_FORMAT_VERSION_MIN 1
 #define LOG_FLAG_COMPACTED 1u
 #define LOG_MAX_ENTRIES_PER_FRAME 100000u
@@ -65,9 +66,31 @@ enum log_op {
        by a u64 expiry, ms since the epoch (LOG_EXPIRY_SIZE bytes; the decoder refuses
        a shorter value). Delivered as itself: readers that copy records keep it whole. */
     LOG_OP_PUT_EXPIRING = 6,
+    /* A put of a value with a Redis type other than string (format version 3): the
+       value is the value bytes, then a u64 expiry (0: none), then a u8 type
+       (LOG_TYPE_*, never 0): LOG_TYPED_SIZE bytes the decoder requires. */
+    LOG_OP_PUT_TYPED = 7,
 };
 #define LOG_EXPIRY_SIZE 8
-#define LOG_OP_MAX LOG_OP_PUT_EXPIRING
+#define LOG_TYPED_SIZE 9
+#define LOG_OP_MAX LOG_OP_PUT_TYPED
+
+/* A value's Redis type: strings are plain puts (ops 1 and 6); the rest are op 7. */
+enum log_value_type {
+    LOG_TYPE_STRING = 0,
+    LOG_TYPE_LIST = 1,
+};
+#define LOG_TYPE_MAX LOG_TYPE_LIST
+
+/* Bytes after an entry's value bytes that are not the value (expiry, type). */
+static inline uint32_t log_op_trailer(uint8_t op)
+{
+    return op == LOG_OP_PUT_EXPIRING ? LOG_EXPIRY_SIZE : op == LOG_OP_PUT_TYPED ? LOG_TYPED_SIZE : 0;
+}
+static inline int log_op_is_put(uint8_t op)
+{
+    return op == LOG_OP_PUT || op == LOG_OP_PUT_EXPIRING || op == LOG_OP_PUT_TYPED;
+}
 
 typedef struct log_file_header {
     uint8_t flags;
@@ -91,6 +114,10 @@ int log_frame_add(hanu_buf *b, uint8_t op, uint32_t db, const void *key, uint16_
    (LOG_OP_PUT_EXPIRING) whose value is value followed by the expiry. */
 int log_frame_add_put(hanu_buf *b, uint8_t op, uint32_t db, const void *key, uint16_t key_len,
                       const void *value, uint32_t value_len, uint64_t expire_ms);
+/* The same with a type: LOG_TYPE_STRING is log_frame_add_put; any other makes the
+   entry an op 7 (LOG_OP_PUT_TYPED) whose value is value, the expiry, the type. */
+int log_frame_add_typed(hanu_buf *b, uint8_t op, uint32_t db, const void *key, uint16_t key_len,
+                        const void *value, uint32_t value_len, uint64_t expire_ms, uint8_t type);
 /* Writes length, count, txn and checksum into the header. */
 void log_frame_finish(hanu_buf *b, uint64_t txn);
 /* Offset of the value of entry i within a frame (for locations), given entry sizes. */
@@ -103,9 +130,10 @@ typedef struct log_entry {
     const uint8_t *value;
     uint32_t value_len;
     uint32_t value_offset;   /* offset of value from the frame start */
-    /* Op 6: its expiry (value and value_len still include it, so a copy of the entry
-       is the same record); 0 for every other op. */
+    /* Ops 6 and 7: the expiry (value and value_len still include it and op 7's type,
+       so a copy of the entry is the same record); 0 for every other op. */
     uint64_t expire_ms;
+    uint8_t type;            /* op 7: its LOG_TYPE_*; LOG_TYPE_STRING for every other op */
 } log_entry;
 
 typedef struct log_frame {

@@ -53,8 +53,16 @@ int log_frame_add(hanu_buf *b, uint8_t op, uint32_t db, const void *key, uint16_
 int log_frame_add_put(hanu_buf *b, uint8_t op, uint32_t db, const void *key, uint16_t key_len,
                       const void *value, uint32_t value_len, uint64_t expire_ms)
 {
-    if (expire_ms) op = LOG_OP_PUT_EXPIRING;
-    size_t suffix = expire_ms ? LOG_EXPIRY_SIZE : 0;
+    return log_frame_add_typed(b, op, db, key, key_len, value, value_len, expire_ms, LOG_TYPE_STRING);
+}
+
+int log_frame_add_typed(hanu_buf *b, uint8_t op, uint32_t db, const void *key, uint16_t key_len,
+                        const void *value, uint32_t value_len, uint64_t expire_ms, uint8_t type)
+{
+    /* A copy of an op 6 or 7 (no expiry, no type given) keeps its value whole. */
+    size_t suffix = 0;
+    if (type != LOG_TYPE_STRING) op = LOG_OP_PUT_TYPED, suffix = LOG_TYPED_SIZE;
+    else if (expire_ms) op = LOG_OP_PUT_EXPIRING, suffix = LOG_EXPIRY_SIZE;
     if (value_len > UINT32_MAX - suffix) return HANU_ERR_TOO_LARGE;
     size_t need = LOG_ENTRY_HEADER_SIZE + (size_t)key_len + value_len + suffix;
     if (b->len - LOG_FRAME_HEADER_SIZE + need > LOG_MAX_FRAME_BODY) return HANU_ERR_TOO_LARGE;
@@ -68,6 +76,7 @@ int log_frame_add_put(hanu_buf *b, uint8_t op, uint32_t db, const void *key, uin
     if (key_len) memcpy(p + 11, key, key_len);
     if (value_len) memcpy(p + 11 + key_len, value, value_len);
     if (suffix) hanu_put_u64(p + 11 + key_len + value_len, expire_ms);
+    if (suffix == LOG_TYPED_SIZE) p[11 + key_len + value_len + LOG_EXPIRY_SIZE] = type;
     b->len += need;
     uint32_t count = hanu_get_u32(b->data + 16);
     hanu_put_u32(b->data + 16, count + 1);
@@ -123,7 +132,12 @@ static inline int frame_decode(const uint8_t *p, size_t avail, log_frame *f, con
         size_t klen = hanu_get_u16(p + pos + 5), vlen = hanu_get_u32(p + pos + 7);
         if (op < LOG_OP_PUT || op > LOG_OP_MAX) { *why = "unknown entry op"; return LOG_FRAME_BAD; }
         if (op == LOG_OP_PUT_EXPIRING && vlen < LOG_EXPIRY_SIZE) { *why = "expiring put without its expiry"; return LOG_FRAME_BAD; }
+        if (op == LOG_OP_PUT_TYPED && vlen < LOG_TYPED_SIZE) { *why = "typed put without its type"; return LOG_FRAME_BAD; }
         if (size - pos - LOG_ENTRY_HEADER_SIZE < klen + vlen) { *why = "entry past frame end"; return LOG_FRAME_BAD; }
+        if (op == LOG_OP_PUT_TYPED) {
+            uint8_t type = p[pos + LOG_ENTRY_HEADER_SIZE + klen + vlen - 1];
+            if (type == LOG_TYPE_STRING || type > LOG_TYPE_MAX) { *why = "unknown value type"; return LOG_FRAME_BAD; }
+        }
         pos += LOG_ENTRY_HEADER_SIZE + klen + vlen;
     }
     if (pos != size) { *why = "bytes after the last entry"; return LOG_FRAME_BAD; }
@@ -164,8 +178,10 @@ int log_frame_next_entry(const log_frame *f, uint32_t *pos, log_entry *e)
     e->key = p + LOG_ENTRY_HEADER_SIZE;
     e->value = e->key + e->key_len;
     e->value_offset = at + LOG_ENTRY_HEADER_SIZE + e->key_len;
-    /* The decoder checked that an expiring put's value holds its expiry. */
-    e->expire_ms = e->op == LOG_OP_PUT_EXPIRING ? hanu_get_u64(e->value + e->value_len - LOG_EXPIRY_SIZE) : 0;
+    /* The decoder checked that an expiring or typed put's value holds its trailer. */
+    uint32_t trailer = log_op_trailer(e->op);
+    e->expire_ms = trailer ? hanu_get_u64(e->value + e->value_len - trailer) : 0;
+    e->type = e->op == LOG_OP_PUT_TYPED ? e->value[e->value_len - 1] : LOG_TYPE_STRING;
     *pos = e->value_offset + e->value_len;
     return 1;
 }

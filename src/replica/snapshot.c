@@ -581,7 +581,10 @@ static size_t first_kept_by_size(const snapshotter *sn, const manifest *m, size_
     qsort(nfv, nf, sizeof *nfv, cmp_named);
     for (size_t i = 0; i < nf; i++) {   /* each object once, under the newest manifest naming it */
         size_t j = i, newest = nfv[i].newest;
-        while (j + 1 < nf && !strcmp(nfv[j + 1].key, nfv[i].key)) newest = HANU_MAX(newest, nfv[++j].newest);
+        while (j + 1 < nf && !strcmp(nfv[j + 1].key, nfv[i].key)) {
+            j++;   /* not inside HANU_MAX, which evaluates its arguments twice */
+            newest = HANU_MAX(newest, nfv[j].newest);
+        }
         by_newest[newest] += nfv[i].size;
         i = j;
     }

@@ -70,21 +70,32 @@ static void store_error(resp_conn *c, int rc)
 int resp_read(resp_conn *c, const resp_db *db, const resp_arg *key, const uint8_t **v, size_t *vlen,
               uint64_t *expire)
 {
+    uint8_t type;
+    int r = resp_read_typed(c, db, key, v, vlen, expire, &type);
+    if (r > 0 && type != LOG_TYPE_STRING) { resp_err(c, RESP_ERR_WRONGTYPE); return -1; }
+    return r;
+}
+
+int resp_read_typed(resp_conn *c, const resp_db *db, const resp_arg *key, const uint8_t **v, size_t *vlen,
+                    uint64_t *expire, uint8_t *type)
+{
     resp_server *rs = c->rs;
     const resp_staged *s = staged_find(rs, key);
     uint64_t ignored;
     if (!expire) expire = &ignored;
+    *type = LOG_TYPE_STRING;
     if (s) {
         if (staged_absent(s)) return 0;
         *v = rs->arena.data + s->voff;
         *vlen = s->vlen;
         *expire = s->expire;
+        *type = s->type;
         return 1;
     }
     if (!db->exists || key->len == 0 || key->len > c->gc.srv->limits.max_key) return 0;
     rs->val.len = 0;
     uint64_t token;
-    int rc = store_get_expiring(c->gc.srv->store, db->id, key->p, key->len, &rs->val, &token, expire);
+    int rc = store_get_typed(c->gc.srv->store, db->id, key->p, key->len, &rs->val, &token, expire, type);
     if (rc == HANU_ERR_NOT_FOUND) return 0;
     if (rc) { store_error(c, rc); return -1; }
     *v = rs->val.data;
@@ -103,16 +114,24 @@ int resp_exists(resp_conn *c, const resp_db *db, const resp_arg *key)
 
 int resp_key_expiry(resp_conn *c, const resp_db *db, const resp_arg *key, uint64_t *expire)
 {
+    uint8_t type;
+    return resp_key_meta(c, db, key, expire, &type);
+}
+
+int resp_key_meta(resp_conn *c, const resp_db *db, const resp_arg *key, uint64_t *expire, uint8_t *type)
+{
     const resp_staged *s = staged_find(c->rs, key);
     *expire = 0;
+    *type = LOG_TYPE_STRING;
     if (s) {
         if (staged_absent(s)) return 0;
         *expire = s->expire;
+        *type = s->type;
         return 1;
     }
     uint64_t token;
     if (!db->exists || key->len == 0 || key->len > c->gc.srv->limits.max_key) return 0;
-    return store_expiry(c->gc.srv->store, db->id, key->p, key->len, expire, &token) == HANU_OK;
+    return store_key_meta(c->gc.srv->store, db->id, key->p, key->len, expire, &token, type) == HANU_OK;
 }
 
 /* Appends p[0..n) to the arena; p may point into the arena itself. */
@@ -131,6 +150,12 @@ static int arena_put(hanu_buf *a, const void *p, size_t n, size_t *off)
 
 int resp_stage(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, size_t vlen, uint64_t expire)
 {
+    return resp_stage_typed(c, kind, key, v, vlen, expire, LOG_TYPE_STRING);
+}
+
+int resp_stage_typed(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, size_t vlen, uint64_t expire,
+                     uint8_t type)
+{
     resp_server *rs = c->rs;
     if (rs->nstaged == rs->scap) {
         size_t ncap = rs->scap ? rs->scap * 2 : 64;
@@ -140,7 +165,7 @@ int resp_stage(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, s
         rs->scap = ncap;
     }
     resp_staged s = { .kind = kind, .klen = key->len, .vlen = kind == STORE_DELETE ? 0 : vlen,
-                      .expire = kind == STORE_DELETE ? 0 : expire };
+                      .expire = kind == STORE_DELETE ? 0 : expire, .type = kind == STORE_DELETE ? 0 : type };
     if (arena_put(&rs->arena, key->p, key->len, &s.koff) != HANU_OK ||
         arena_put(&rs->arena, v, s.vlen, &s.voff) != HANU_OK)
         return HANU_ERR_NOMEM;
@@ -172,17 +197,21 @@ int resp_commit(resp_conn *c, size_t reply_start, uint64_t *txn)
         store_op *no = realloc(rs->ops, rs->nstaged * sizeof *no);
         if (no) rs->ops = no;
         uint64_t *ne = no ? realloc(rs->expires, rs->nstaged * sizeof *ne) : NULL;
-        if (!ne) { c->gc.out.len = reply_start; resp_err(c, "ERR out of memory"); return HANU_ERR_NOMEM; }
-        rs->expires = ne;
+        if (ne) rs->expires = ne;
+        uint8_t *nt = ne ? realloc(rs->types, rs->nstaged * sizeof *nt) : NULL;
+        if (!nt) { c->gc.out.len = reply_start; resp_err(c, "ERR out of memory"); return HANU_ERR_NOMEM; }
+        rs->types = nt;
         rs->ops_cap = rs->nstaged;
     }
-    int expiring = 0;
+    int expiring = 0, typed = 0;
     for (size_t i = 0; i < rs->nstaged; i++) {
         const resp_staged *s = &rs->staged[i];
         rs->ops[i] = (store_op){ .kind = s->kind, .key = rs->arena.data + s->koff, .key_len = s->klen,
                                  .value = rs->arena.data + s->voff, .value_len = s->vlen };
         rs->expires[i] = s->expire;
+        rs->types[i] = s->type;
         expiring |= s->expire != 0;
+        typed |= s->type != LOG_TYPE_STRING;
     }
     size_t nlen = strlen(c->db);
     uint32_t id;
@@ -194,15 +223,18 @@ int resp_commit(resp_conn *c, size_t reply_start, uint64_t *txn)
     }
     docs_error refused = { 0 };
     uint8_t kind = STORE_DB_KV;
-    if (rc == HANU_OK && expiring && store_db_kind(st, id, &kind) == HANU_OK && kind != STORE_DB_KV) {
-        /* The documents API's index reads no expiry: collections hold documents for good. */
+    if (rc == HANU_OK && (expiring || typed) && store_db_kind(st, id, &kind) == HANU_OK && kind != STORE_DB_KV) {
+        /* The documents API's index reads no expiry and no type: collections hold
+           JSON documents for good. */
         c->gc.out.len = reply_start;
-        resp_w_errorf(&c->gc.out, "ERR per-key TTL is for key-value databases: \"%s\" is a collection", c->db);
+        resp_w_errorf(&c->gc.out, "ERR %s key-value databases: \"%s\" is a collection",
+                      typed ? "lists are for" : "per-key TTL is for", c->db);
         c->rs->errors++;
         return HANU_ERR_INVALID;
     }
-    if (rc == HANU_OK && expiring)
-        rc = store_write_expiring(st, id, rs->ops, rs->expires, rs->nstaged, STORE_COND_NONE, 0, txn, NULL);
+    if (rc == HANU_OK && (expiring || typed))
+        rc = store_write_typed(st, id, rs->ops, rs->expires, typed ? rs->types : NULL, rs->nstaged, STORE_COND_NONE,
+                               0, txn, NULL);
     else if (rc == HANU_OK)
         rc = docs_kv_write(st, id, rs->ops, rs->nstaged, STORE_COND_NONE, 0, c->gc.srv->limits.max_value, txn, NULL,
                            &refused);
@@ -230,13 +262,17 @@ int resp_commit(resp_conn *c, size_t reply_start, uint64_t *txn)
 
 /* Appends key's value as a bulk (or the null), straight from the store when
    nothing is staged. */
-static void reply_value(resp_conn *c, const resp_db *db, const resp_arg *key)
+static void reply_value(resp_conn *c, const resp_db *db, const resp_arg *key, int nil_if_not_string)
 {
     if (c->rs->nstaged || !db->exists || key->len == 0 || key->len > c->gc.srv->limits.max_key) {
         const uint8_t *v;
         size_t n;
-        int r = resp_read(c, db, key, &v, &n, NULL);
-        if (r > 0) resp_w_bulk(&c->gc.out, v, n);
+        uint8_t type;
+        int r = resp_read_typed(c, db, key, &v, &n, NULL, &type);
+        if (r > 0 && type != LOG_TYPE_STRING) {
+            if (nil_if_not_string) resp_w_null(&c->gc.out, c->proto);
+            else resp_err(c, RESP_ERR_WRONGTYPE);
+        } else if (r > 0) resp_w_bulk(&c->gc.out, v, n);
         else if (r == 0) resp_w_null(&c->gc.out, c->proto);
         return;
     }
@@ -246,8 +282,15 @@ static void reply_value(resp_conn *c, const resp_db *db, const resp_arg *key)
     const size_t room = 16;
     if (hanu_buf_reserve(o, room) != HANU_OK) { resp_err(c, "ERR out of memory"); return; }
     o->len += room;
-    uint64_t token;
-    int rc = store_get(c->gc.srv->store, db->id, key->p, key->len, o, &token);
+    uint64_t token, expire;
+    uint8_t type;
+    int rc = store_get_typed(c->gc.srv->store, db->id, key->p, key->len, o, &token, &expire, &type);
+    if (rc == HANU_OK && type != LOG_TYPE_STRING) {   /* MGET answers nil for it, GET the error */
+        o->len = start;
+        if (nil_if_not_string) resp_w_null(o, c->proto);
+        else resp_err(c, RESP_ERR_WRONGTYPE);
+        return;
+    }
     if (rc) {
         o->len = start;
         if (rc == HANU_ERR_NOT_FOUND) resp_w_null(o, c->proto);
@@ -267,14 +310,14 @@ static void cmd_get(resp_conn *c, const resp_arg *argv, size_t argc)
 {
     (void)argc;
     resp_db db = resp_current_db(c);
-    reply_value(c, &db, &argv[1]);
+    reply_value(c, &db, &argv[1], 0);
 }
 
 static void cmd_mget(resp_conn *c, const resp_arg *argv, size_t argc)
 {
     resp_db db = resp_current_db(c);
     resp_w_array(&c->gc.out, argc - 1);
-    for (size_t i = 1; i < argc; i++) reply_value(c, &db, &argv[i]);
+    for (size_t i = 1; i < argc; i++) reply_value(c, &db, &argv[i], 1);
 }
 
 static void cmd_set(resp_conn *c, const resp_arg *argv, size_t argc)
@@ -321,7 +364,7 @@ static void cmd_getset(resp_conn *c, const resp_arg *argv, size_t argc)
     if (!resp_check_key(c, &argv[1]) || !resp_check_value_len(c, argv[2].len)) return;
     resp_db db = resp_current_db(c);
     size_t start = c->gc.out.len;
-    reply_value(c, &db, &argv[1]);
+    reply_value(c, &db, &argv[1], 0);
     if (c->gc.out.len > start && c->gc.out.data[start] == '-') return;
     if (resp_stage(c, STORE_SET, &argv[1], argv[2].p, argv[2].len, 0) != HANU_OK) {
         c->gc.out.len = start;
@@ -381,7 +424,10 @@ static void cmd_type(resp_conn *c, const resp_arg *argv, size_t argc)
 {
     (void)argc;
     resp_db db = resp_current_db(c);
-    resp_w_simple(&c->gc.out, resp_exists(c, &db, &argv[1]) == 1 ? "string" : "none");
+    uint64_t expire;
+    uint8_t type;
+    if (!resp_key_meta(c, &db, &argv[1], &expire, &type)) resp_w_simple(&c->gc.out, "none");
+    else resp_w_simple(&c->gc.out, type == LOG_TYPE_LIST ? "list" : "string");
 }
 
 static void incr_by(resp_conn *c, const resp_arg *key, int64_t by)
@@ -531,16 +577,19 @@ static void rename_key(resp_conn *c, const resp_arg *argv, int nx)
     resp_db db = resp_current_db(c);
     const uint8_t *v;
     size_t n;
-    uint64_t expire = 0;   /* the expiry moves with the key */
-    int r = resp_read(c, &db, &argv[1], &v, &n, &expire);
+    uint64_t expire = 0;   /* the expiry and the type move with the key */
+    uint8_t type;
+    int r = resp_read_typed(c, &db, &argv[1], &v, &n, &expire, &type);
     if (r < 0) return;
     if (!r) { resp_err(c, "ERR no such key"); return; }
     if (!resp_check_key(c, &argv[2])) return;
     int same = argv[1].len == argv[2].len && !memcmp(argv[1].p, argv[2].p, argv[1].len);
     if (nx && (same || resp_exists(c, &db, &argv[2]) == 1)) { resp_w_int(&c->gc.out, 0); return; }
-    if (!same && (!resp_stage_or_answer(c, STORE_SET, &argv[2], v, n, expire) ||
-                  !stage(c, STORE_DELETE, &argv[1], NULL, 0)))
+    if (!same && resp_stage_typed(c, STORE_SET, &argv[2], v, n, expire, type) != HANU_OK) {
+        resp_err(c, "ERR out of memory");
         return;
+    }
+    if (!same && !stage(c, STORE_DELETE, &argv[1], NULL, 0)) return;
     if (nx) resp_w_int(&c->gc.out, 1);
     else resp_w_simple(&c->gc.out, "OK");
 }
@@ -603,7 +652,7 @@ int resp_glob(const uint8_t *p, size_t pn, const uint8_t *s, size_t sn)
 typedef struct key_walk {
     hanu_buf *out;
     const resp_arg *pattern;       /* NULL: every key */
-    int strings_only;              /* SCAN TYPE: 1 string, -1 another type (nothing) */
+    int want_type;                 /* SCAN TYPE: 1 + the LOG_TYPE_* asked, -1 an unknown one (nothing), 0 any */
     uint64_t skip, visit, visited; /* SCAN: keys passed over, then at most visit looked at */
     uint64_t target;               /* RANDOMKEY: the key's position */
     const resp_server *staged;     /* KEYS: a key deleted earlier in the transaction is gone */
@@ -611,13 +660,13 @@ typedef struct key_walk {
     int rc;
 } key_walk;
 
-static int walk_key(void *ctx, const uint8_t *key, size_t klen, const uint8_t *v, size_t vlen)
+static int walk_key(void *ctx, const uint8_t *key, size_t klen, const uint8_t *v, size_t vlen, uint8_t type)
 {
     key_walk *w = ctx;
     (void)v; (void)vlen;
     if (w->skip) { w->skip--; return 0; }
     if (w->visit && w->visited++ == w->visit) return 1;
-    if (w->strings_only < 0) return 0;
+    if (w->want_type < 0 || (w->want_type > 0 && w->want_type != 1 + type)) return 0;
     if (w->pattern && !resp_glob(w->pattern->p, w->pattern->len, key, klen)) return 0;
     if (w->staged && w->staged->nstaged) {
         const resp_arg k = { key, klen };
@@ -667,7 +716,7 @@ static void cmd_keys(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_db db = resp_current_db(c);
     hanu_buf keys = { 0 };
     key_walk w = { .out = &keys, .pattern = is_all(&argv[1]) ? NULL : &argv[1], .staged = c->rs };
-    int rc = db.exists ? store_scan(c->gc.srv->store, db.id, walk_key, &w) : HANU_OK;
+    int rc = db.exists ? store_scan_typed(c->gc.srv->store, db.id, walk_key, &w) : HANU_OK;
     if (rc == HANU_OK) rc = w.rc;
     /* keys the transaction created before this KEYS */
     int64_t created = resp_staged_new_keys(c, &db, w.pattern, &keys);
@@ -694,7 +743,8 @@ static void cmd_scan(resp_conn *c, const resp_arg *argv, size_t argc)
         } else if (resp_arg_is(&argv[i], "match")) {
             w.pattern = is_all(&argv[i + 1]) ? NULL : &argv[i + 1];
         } else if (resp_arg_is(&argv[i], "type")) {
-            w.strings_only = resp_arg_is(&argv[i + 1], "string") ? 1 : -1;
+            w.want_type = resp_arg_is(&argv[i + 1], "string") ? 1 + LOG_TYPE_STRING
+                        : resp_arg_is(&argv[i + 1], "list")   ? 1 + LOG_TYPE_LIST : -1;
         } else {
             resp_err(c, ERR_SYNTAX);
             return;
@@ -704,7 +754,7 @@ static void cmd_scan(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_db db = resp_current_db(c);
     hanu_buf keys = { 0 };
     w.out = &keys;
-    int rc = db.exists ? store_scan(c->gc.srv->store, db.id, walk_key, &w) : HANU_OK;
+    int rc = db.exists ? store_scan_typed(c->gc.srv->store, db.id, walk_key, &w) : HANU_OK;
     if (rc == HANU_OK) rc = w.rc;
     if (rc) { store_error(c, rc); hanu_buf_free(&keys); return; }
     /* the walk stopped one past its count when keys remain */
@@ -729,11 +779,11 @@ static void cmd_randomkey(resp_conn *c, const resp_arg *argv, size_t argc)
     }
     key_walk w = { .out = &c->gc.out, .skip = (uint64_t)random() % info.keys, .target = 1 };
     size_t start = c->gc.out.len;
-    int rc = store_scan(c->gc.srv->store, db.id, walk_key, &w);
+    int rc = store_scan_typed(c->gc.srv->store, db.id, walk_key, &w);
     /* The count holds expired keys the scan hides: past the live ones, take the first. */
     if (rc == HANU_OK && !w.rc && !w.found) {
         w.skip = 0;
-        rc = store_scan(c->gc.srv->store, db.id, walk_key, &w);
+        rc = store_scan_typed(c->gc.srv->store, db.id, walk_key, &w);
     }
     if (rc == HANU_OK) rc = w.rc;
     if (rc) { c->gc.out.len = start; store_error(c, rc); }
@@ -820,6 +870,15 @@ const resp_command resp_commands[] = {
     { "incrbyfloat", 3, W | K, cmd_incrbyfloat, 1, 1, 1, "string", "Increments the floating point value of a key by a number." },
     { "info", -1, 0, resp_cmd_info, 0, 0, 0, "server", "Returns information and statistics about the server." },
     { "keys", 2, K, cmd_keys, 0, 0, 0, "generic", "Returns all key names that match a pattern." },
+    { "lindex", 3, K, resp_cmd_lindex, 1, 1, 1, "list", "Returns an element from a list by its index." },
+    { "llen", 2, K, resp_cmd_llen, 1, 1, 1, "list", "Returns the length of a list." },
+    { "lpop", -2, W | K, resp_cmd_pop, 1, 1, 1, "list", "Returns the first elements in a list after removing it." },
+    { "lpush", -3, W | K, resp_cmd_push, 1, 1, 1, "list", "Prepends one or more elements to a list." },
+    { "lpushx", -3, W | K, resp_cmd_push, 1, 1, 1, "list", "Prepends one or more elements to a list only when the list exists." },
+    { "lrange", 4, K, resp_cmd_lrange, 1, 1, 1, "list", "Returns a range of elements from a list." },
+    { "lrem", 4, W | K, resp_cmd_lrem, 1, 1, 1, "list", "Removes elements from a list." },
+    { "lset", 4, W | K, resp_cmd_lset, 1, 1, 1, "list", "Sets the value of an element in a list by its index." },
+    { "ltrim", 4, W | K, resp_cmd_ltrim, 1, 1, 1, "list", "Removes elements from both ends a list." },
     { "mget", -2, K, cmd_mget, 1, -1, 1, "string", "Atomically returns the string values of one or more keys." },
     { "mset", -3, W | K, cmd_mset, 1, -1, 2, "string", "Atomically creates or modifies the string values of one or more keys." },
     { "msetnx", -3, W | K, cmd_mset, 1, -1, 2, "string", "Atomically sets keys only when none of them exist." },
@@ -835,6 +894,9 @@ const resp_command resp_commands[] = {
     { "rename", 3, W | K, cmd_rename, 1, 2, 1, "generic", "Renames a key and overwrites the destination." },
     { "renamenx", 3, W | K, cmd_renamenx, 1, 2, 1, "generic", "Renames a key only when the target key name doesn't exist." },
     { "reset", 1, N | M, resp_cmd_reset, 0, 0, 0, "connection", "Resets the connection." },
+    { "rpop", -2, W | K, resp_cmd_pop, 1, 1, 1, "list", "Returns and removes the last elements of a list." },
+    { "rpush", -3, W | K, resp_cmd_push, 1, 1, 1, "list", "Appends one or more elements to a list." },
+    { "rpushx", -3, W | K, resp_cmd_push, 1, 1, 1, "list", "Appends an element to a list only when the list exists." },
     { "scan", -2, K, cmd_scan, 0, 0, 0, "generic", "Iterates over the key names in the database." },
     { "select", 2, 0, resp_cmd_select, 0, 0, 0, "connection", "Changes the selected database (docs/RESP.md: 0 is default)." },
     { "set", -3, W | K, cmd_set, 1, 1, 1, "string", "Sets the string value of a key." },

@@ -28,6 +28,7 @@ typedef struct resp_staged {
     uint8_t kind;          /* STORE_SET or STORE_DELETE */
     size_t koff, klen, voff, vlen;   /* into the staging arena */
     uint64_t expire;       /* a set's expiry, wall-clock ms since the epoch (0: none) */
+    uint8_t type;          /* a set's Redis type (LOG_TYPE_*: 0 a string, LOG_TYPE_LIST) */
 } resp_staged;
 
 typedef struct resp_watch {
@@ -88,6 +89,7 @@ struct resp_server {
     hanu_buf val;                        /* a value read from the store */
     store_op *ops;
     uint64_t *expires;                   /* the ops' expiries (ops_cap of them) */
+    uint8_t *types;                      /* the ops' Redis types (ops_cap of them) */
     size_t ops_cap;
     int dirty_db;                        /* a database was created for the staged writes */
 };
@@ -132,19 +134,30 @@ int resp_glob(const uint8_t *p, size_t pn, const uint8_t *s, size_t sn);
 /* Redis's answer to a wrong number of arguments. */
 void resp_err_arity(resp_conn *c, const char *name);
 
+#define RESP_ERR_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
+
 /* Staging (resp_cmd.c): reads of key see what the command staged before. */
-/* 1 found (*v valid until the next read or stage), 0 absent, -1 error answered.
-   *expire (unless NULL) gets the key's expiry, 0 when it has none. An expired key
-   is absent (the store's lazy expiry; a staged set's expiry the same). */
+/* A value of any type: 1 found (*v valid until the next read or stage), 0 absent,
+   -1 error answered. *expire (unless NULL) gets the key's expiry, 0 when it has
+   none; *type its LOG_TYPE_*. An expired key is absent (the store's lazy expiry;
+   a staged set's expiry the same). */
+int resp_read_typed(resp_conn *c, const resp_db *db, const resp_arg *key, const uint8_t **v, size_t *vlen,
+                    uint64_t *expire, uint8_t *type);
+/* A string: resp_read_typed that answers -WRONGTYPE (and returns -1) for any other type. */
 int resp_read(resp_conn *c, const resp_db *db, const resp_arg *key, const uint8_t **v, size_t *vlen,
               uint64_t *expire);
 /* expire: a set's expiry (0: none; a set without one clears the key's, as SET does). */
 int resp_stage(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, size_t vlen, uint64_t expire);
+/* resp_stage of a value of Redis type type (LOG_TYPE_*). */
+int resp_stage_typed(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, size_t vlen, uint64_t expire,
+                     uint8_t type);
 /* Stages, or answers out of memory: 1 staged. */
 int resp_stage_or_answer(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, size_t vlen,
                          uint64_t expire);
 /* The key's expiry (0: none) without its value: 1 found, 0 absent. */
 int resp_key_expiry(resp_conn *c, const resp_db *db, const resp_arg *key, uint64_t *expire);
+/* The same with its Redis type (LOG_TYPE_*). */
+int resp_key_meta(resp_conn *c, const resp_db *db, const resp_arg *key, uint64_t *expire, uint8_t *type);
 /* Whether key exists (staged or in the store): 1, 0, or -1 (error answered). */
 int resp_exists(resp_conn *c, const resp_db *db, const resp_arg *key);
 /* A key or value past the server's limits: answered, returns 0. */
@@ -200,6 +213,17 @@ void resp_cmd_getex(resp_conn *c, const resp_arg *argv, size_t argc);
 void resp_cmd_expire(resp_conn *c, const resp_arg *argv, size_t argc);
 void resp_cmd_ttl(resp_conn *c, const resp_arg *argv, size_t argc);
 void resp_cmd_persist(resp_conn *c, const resp_arg *argv, size_t argc);
+/* resp_list.c: Redis lists (LPUSH, RPUSH, LPOP, RPOP, LLEN, LRANGE, LINDEX, LSET,
+   LREM, LTRIM and the PUSHX forms). A list is one value of type LOG_TYPE_LIST: */
+void resp_cmd_push(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_pop(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_llen(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_lrange(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_lindex(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_lset(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_lrem(resp_conn *c, const resp_arg *argv, size_t argc);
+void resp_cmd_ltrim(resp_conn *c, const resp_arg *argv, size_t argc);
+
 /* A WAIT with a deadline was gated: its expiry is checked every 100 ms meanwhile. */
 void resp_arm_wait_check(resp_server *rs);
 void resp_unwatch_all(resp_conn *c);

@@ -464,6 +464,7 @@ void resp_stop(server *srv)
     free(rs->staged);
     free(rs->ops);
     free(rs->expires);
+    free(rs->types);
     hanu_buf_free(&rs->arena);
     hanu_buf_free(&rs->val);
     free(rs);

@@ -90,10 +90,10 @@ uint64_t resp_set_expiry(resp_conn *c, const resp_db *db, const resp_arg *key, c
 
 /* Writes the key's value again with a new expiry (0: none), or deletes it when the
    expiry has passed (Redis deletes at once: expireGenericCommand, getexCommand). */
-static int restage(resp_conn *c, const resp_arg *key, const uint8_t *v, size_t n, uint64_t expire)
+static int restage(resp_conn *c, const resp_arg *key, const uint8_t *v, size_t n, uint64_t expire, uint8_t type)
 {
     if (expire && expire <= store_now_ms()) return resp_stage(c, STORE_DELETE, key, NULL, 0, 0);
-    return resp_stage(c, STORE_SET, key, v, n, expire);
+    return resp_stage_typed(c, STORE_SET, key, v, n, expire, type);
 }
 
 /* getexCommand: the expiry's errors come only for a key that exists. */
@@ -113,8 +113,8 @@ void resp_cmd_getex(resp_conn *c, const resp_arg *argv, size_t argc)
     size_t start = c->gc.out.len;
     resp_w_bulk(&c->gc.out, v, n);
     int rc = HANU_OK;
-    if (when) rc = restage(c, &argv[1], v, n, when);
-    else if ((o.flags & RESP_X_PERSIST) && expire) rc = restage(c, &argv[1], v, n, 0);
+    if (when) rc = restage(c, &argv[1], v, n, when, LOG_TYPE_STRING);
+    else if ((o.flags & RESP_X_PERSIST) && expire) rc = restage(c, &argv[1], v, n, 0, LOG_TYPE_STRING);
     if (rc) {
         c->gc.out.len = start;
         resp_err(c, "ERR out of memory");
@@ -171,7 +171,8 @@ void resp_cmd_expire(resp_conn *c, const resp_arg *argv, size_t argc)
     const uint8_t *v;
     size_t n;
     uint64_t current = 0;
-    int r = resp_read(c, &db, &argv[1], &v, &n, &current);
+    uint8_t type;
+    int r = resp_read_typed(c, &db, &argv[1], &v, &n, &current, &type);
     if (r < 0) return;
     if (!r) { resp_w_int(&c->gc.out, 0); return; }
     /* Without an expiry the key counts as expiring never (GT never passes, LT always). */
@@ -182,7 +183,7 @@ void resp_cmd_expire(resp_conn *c, const resp_arg *argv, size_t argc)
         return;
     }
     /* A time at or before the epoch is already past: the key goes. */
-    if (restage(c, &argv[1], v, n, when > 0 ? (uint64_t)when : 1) != HANU_OK) resp_err(c, "ERR out of memory");
+    if (restage(c, &argv[1], v, n, when > 0 ? (uint64_t)when : 1, type) != HANU_OK) resp_err(c, "ERR out of memory");
     else resp_w_int(&c->gc.out, 1);
 }
 
@@ -210,8 +211,10 @@ void resp_cmd_persist(resp_conn *c, const resp_arg *argv, size_t argc)
     const uint8_t *v;
     size_t n;
     uint64_t expire = 0;
-    int r = resp_read(c, &db, &argv[1], &v, &n, &expire);
+    uint8_t type;
+    int r = resp_read_typed(c, &db, &argv[1], &v, &n, &expire, &type);
     if (r < 0) return;
     if (!r || !expire) { resp_w_int(&c->gc.out, 0); return; }
-    if (resp_stage_or_answer(c, STORE_SET, &argv[1], v, n, 0)) resp_w_int(&c->gc.out, 1);
+    if (restage(c, &argv[1], v, n, 0, type) != HANU_OK) resp_err(c, "ERR out of memory");
+    else resp_w_int(&c->gc.out, 1);
 }

@@ -112,7 +112,7 @@ int keydir_reserve(keydir *kd, size_t n)
 
 int keydir_put(keydir *kd, const void *key, uint16_t len, uint64_t hash, uint64_t txn,
                uint32_t file_id, uint32_t value_off, uint32_t value_len, uint64_t expire_ms,
-               kd_entry *old)
+               uint8_t type, kd_entry *old)
 {
     old->key_len = 0;
     if ((kd->count + 1) * 4 > kd->cap * 3) {   /* load factor <= 0.75 */
@@ -148,7 +148,7 @@ int keydir_put(keydir *kd, const void *key, uint16_t len, uint64_t hash, uint64_
         kd->count++;
         kd->entry_bytes += entry_size(len, expire_ms);
     }
-    e->flags = expire_ms ? KD_EXPIRES : 0;
+    e->flags = (uint8_t)((expire_ms ? KD_EXPIRES : 0) | (type ? KD_LIST : 0));
     if (expire_ms) memcpy(e->key + len, &expire_ms, sizeof expire_ms);
     e->txn = txn;
     e->file_id = file_id;

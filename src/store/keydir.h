@@ -28,6 +28,11 @@ typedef struct kd_entry {
 /* An entry of a key with an expiry carries it (u64, ms since the epoch) right after
    the key bytes, so a key without one pays nothing for the feature but this byte. */
 #define KD_EXPIRES 1u
+/* The key's newest record is an op 7 holding a Redis list (LOG_TYPE_LIST): reads
+   answer the type from the entry, and the record ends with LOG_TYPED_SIZE bytes. */
+#define KD_LIST 2u
+
+static inline uint8_t kd_entry_type(const kd_entry *e) { return (e->flags & KD_LIST) ? 1 : 0; }
 
 static inline uint64_t kd_entry_expiry(const kd_entry *e)
 {
@@ -72,11 +77,11 @@ static inline void keydir_prefetch_entry(const keydir *kd, uint64_t hash)
     uint64_t s = kd->slots[hash & (kd->cap - 1)];
     if (s) __builtin_prefetch((const void *)(uintptr_t)(s & ((1ull << 48) - 1)));
 }
-/* Inserts or updates; expire_ms 0: no expiry. *old gets a copy of the previous location
+/* Inserts or updates; expire_ms 0: no expiry; type a LOG_TYPE_* (0: string). *old gets a copy of the previous location
    and flags (old->key_len = 0 when new). Returns 0 or HANU_ERR_NOMEM. */
 int keydir_put(keydir *kd, const void *key, uint16_t len, uint64_t hash, uint64_t txn,
                uint32_t file_id, uint32_t value_off, uint32_t value_len, uint64_t expire_ms,
-               kd_entry *old);
+               uint8_t type, kd_entry *old);
 /* Removes; returns 1 and copies the location to *old when the key was there, else 0. */
 int keydir_delete(keydir *kd, const void *key, uint16_t len, uint64_t hash, kd_entry *old);
 /* Iteration: *pos starts at 0; returns the next entry or NULL at the end. */

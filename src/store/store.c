@@ -169,17 +169,18 @@ int store_apply_entry(store *s, const log_entry *e, uint64_t txn, uint32_t file_
     store_db *d;
     switch (e->op) {
     case LOG_OP_PUT:
-    case LOG_OP_PUT_EXPIRING: {
+    case LOG_OP_PUT_EXPIRING:
+    case LOG_OP_PUT_TYPED: {
         d = store_db_by_id(s, e->db);
         if (!d) { store_mark_dead(s, file_id, own); return HANU_OK; }
-        /* The key directory points at the value bytes; an expiry after them is kept
-           in the entry itself, so reads check it without touching the file. */
-        uint64_t expire = e->op == LOG_OP_PUT_EXPIRING ? e->expire_ms : 0;
-        uint32_t vlen = e->value_len - (e->op == LOG_OP_PUT_EXPIRING ? LOG_EXPIRY_SIZE : 0);
+        /* The key directory points at the value bytes; an expiry and a type after them
+           are kept in the entry itself, so reads check them without touching the file. */
+        uint64_t expire = e->expire_ms;
+        uint32_t vlen = e->value_len - log_op_trailer(e->op);
         if (e->op == LOG_OP_PUT_EXPIRING && !expire) expire = 1;   /* 0 would read as none */
         kd_entry old;
         int rc = keydir_put(&d->kd, e->key, e->key_len, keydir_hash(e->key, e->key_len), txn,
-                            file_id, value_off, vlen, expire, &old);
+                            file_id, value_off, vlen, expire, e->op == LOG_OP_PUT_TYPED ? e->type : 0, &old);
         if (rc) return rc;
         d->bytes += e->key_len + vlen;
         d->expiring += expire != 0;
@@ -946,6 +947,13 @@ int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *
 int store_get_expiring(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value,
                        uint64_t *token, uint64_t *expire_ms)
 {
+    uint8_t type;
+    return store_get_typed(s, db, key, key_len, value, token, expire_ms, &type);
+}
+
+int store_get_typed(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value,
+                    uint64_t *token, uint64_t *expire_ms, uint8_t *type)
+{
     if (key_len == 0 || key_len > s->opt.max_key) return HANU_ERR_NOT_FOUND;
     uint64_t h = keydir_hash(key, key_len);
     pthread_mutex_lock(&s->mu);
@@ -960,6 +968,7 @@ int store_get_expiring(store *s, uint32_t db, const void *key, size_t key_len, h
         if (rc == HANU_OK) {
             *token = e->txn;
             *expire_ms = kd_entry_expiry(e);
+            *type = kd_entry_type(e);
         }
     }
     pthread_mutex_unlock(&s->mu);
@@ -1029,6 +1038,13 @@ int store_lookup(store *s, uint32_t db, const void *key, size_t key_len, uint64_
 int store_expiry(store *s, uint32_t db, const void *key, size_t key_len, uint64_t *expire_ms,
                  uint64_t *token)
 {
+    uint8_t type;
+    return store_key_meta(s, db, key, key_len, expire_ms, token, &type);
+}
+
+int store_key_meta(store *s, uint32_t db, const void *key, size_t key_len, uint64_t *expire_ms,
+                   uint64_t *token, uint8_t *type)
+{
     if (key_len == 0 || key_len > s->opt.max_key) return HANU_ERR_NOT_FOUND;
     uint64_t h = keydir_hash(key, key_len);
     pthread_mutex_lock(&s->mu);
@@ -1036,6 +1052,7 @@ int store_expiry(store *s, uint32_t db, const void *key, size_t key_len, uint64_
     if (e) {
         *expire_ms = kd_entry_expiry(e);
         *token = e->txn;
+        *type = kd_entry_type(e);
     }
     pthread_mutex_unlock(&s->mu);
     return e ? HANU_OK : HANU_ERR_NOT_FOUND;
@@ -1055,7 +1072,7 @@ static void wake_compactor(store *s)
 /* Adds an entry to the frame in s->frame and remembers it for the apply that
    follows the append (the frame is not decoded again). */
 static int frame_add(store *s, uint8_t op, uint32_t db, const void *key, uint16_t key_len,
-                     const void *value, uint32_t value_len, uint64_t expire_ms)
+                     const void *value, uint32_t value_len, uint64_t expire_ms, uint8_t type)
 {
     if (s->nentries == s->entries_cap) {
         size_t ncap = s->entries_cap ? s->entries_cap * 2 : 64;
@@ -1065,13 +1082,15 @@ static int frame_add(store *s, uint8_t op, uint32_t db, const void *key, uint16_
         s->entries_cap = ncap;
     }
     uint32_t value_offset = (uint32_t)(s->frame.len + LOG_ENTRY_HEADER_SIZE + key_len);
-    int rc = log_frame_add_put(&s->frame, op, db, key, key_len, value, value_len, expire_ms);
+    int rc = log_frame_add_typed(&s->frame, op, db, key, key_len, value, value_len, expire_ms, type);
     if (rc) return rc;
-    /* value does not hold an op 6's expiry: apply reads expire_ms, never the value. */
-    if (expire_ms) op = LOG_OP_PUT_EXPIRING;
-    uint32_t suffix = expire_ms ? LOG_EXPIRY_SIZE : 0;
+    /* value does not hold an op 6's or 7's trailer: apply reads expire_ms and type,
+       never the value. */
+    if (type) op = LOG_OP_PUT_TYPED;
+    else if (expire_ms) op = LOG_OP_PUT_EXPIRING;
+    uint32_t suffix = log_op_trailer(op);
     s->entries[s->nentries++] = (log_entry){ op, db, key, key_len, value, value_len + suffix, value_offset,
-                                             expire_ms };
+                                             expire_ms, type };
     return HANU_OK;
 }
 
@@ -1133,6 +1152,12 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
 int store_write_expiring(store *s, uint32_t db, const store_op *ops, const uint64_t *expire_ms, size_t n,
                          int cond, uint64_t cond_token, uint64_t *txn, uint64_t *current)
 {
+    return store_write_typed(s, db, ops, expire_ms, NULL, n, cond, cond_token, txn, current);
+}
+
+int store_write_typed(store *s, uint32_t db, const store_op *ops, const uint64_t *expire_ms, const uint8_t *types,
+                      size_t n, int cond, uint64_t cond_token, uint64_t *txn, uint64_t *current)
+{
     if (n == 0) return HANU_ERR_INVALID;
     if (n > LOG_MAX_ENTRIES_PER_FRAME) return HANU_ERR_TOO_LARGE;
     if (log_writer_failed(s->log)) return HANU_ERR_STOPPED;
@@ -1140,7 +1165,7 @@ int store_write_expiring(store *s, uint32_t db, const store_op *ops, const uint6
         if (ops[i].key_len == 0) return HANU_ERR_INVALID;
         if (ops[i].key_len > s->opt.max_key) return HANU_ERR_TOO_LARGE;
         if (ops[i].kind != STORE_DELETE && ops[i].value_len > s->opt.max_value) return HANU_ERR_TOO_LARGE;
-        if (ops[i].kind > STORE_SYSTEM_DELETE) return HANU_ERR_INVALID;
+        if (ops[i].kind > STORE_SYSTEM_DELETE || (types && types[i] > LOG_TYPE_MAX)) return HANU_ERR_INVALID;
     }
     pthread_mutex_lock(&s->mu);
     store_db *d = store_db_by_id(s, db);
@@ -1167,7 +1192,7 @@ int store_write_expiring(store *s, uint32_t db, const store_op *ops, const uint6
         rc = frame_add(s, del ? LOG_OP_DELETE : LOG_OP_PUT,
                            sys ? STORE_SYSTEM_DB_ID : db, ops[i].key, (uint16_t)ops[i].key_len,
                            del ? NULL : ops[i].value, del ? 0 : (uint32_t)ops[i].value_len,
-                           del || !expire_ms ? 0 : expire_ms[i]);
+                           del || !expire_ms ? 0 : expire_ms[i], del || !types ? 0 : types[i]);
     }
     if (rc) return rc;
     return append_and_apply(s, 0, txn);
@@ -1181,11 +1206,14 @@ int store_replay(store *s, uint64_t txn, const store_change *entries, size_t n)
     for (size_t i = 0; i < n; i++) {
         const store_change *c = &entries[i];
         if (c->txn != txn || c->op < LOG_OP_PUT || c->op > LOG_OP_MAX) return HANU_ERR_INVALID;
-        if (c->op == LOG_OP_PUT_EXPIRING && c->value_len < LOG_EXPIRY_SIZE) return HANU_ERR_INVALID;
+        if (c->value_len < log_op_trailer(c->op)) return HANU_ERR_INVALID;
+        if (c->op == LOG_OP_PUT_TYPED &&
+            (c->value[c->value_len - 1] == LOG_TYPE_STRING || c->value[c->value_len - 1] > LOG_TYPE_MAX))
+            return HANU_ERR_INVALID;
         if (c->key_len == 0 || c->key_len > UINT16_MAX) return HANU_ERR_INVALID;
         if (c->key_len > s->opt.max_key && c->op != LOG_OP_CREATE_DB && c->op != LOG_OP_DROP_DB)
             return HANU_ERR_TOO_LARGE;
-        size_t vlen = c->value_len - (c->op == LOG_OP_PUT_EXPIRING ? LOG_EXPIRY_SIZE : 0);
+        size_t vlen = c->value_len - log_op_trailer(c->op);
         if (vlen > s->opt.max_value || c->value_len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
     }
     pthread_mutex_lock(&s->mu);
@@ -1199,9 +1227,13 @@ int store_replay(store *s, uint64_t txn, const store_change *entries, size_t n)
         if (op == LOG_OP_PUT_EXPIRING) {   /* kept as the writer wrote it: value, then expiry */
             uint32_t vlen = (uint32_t)c->value_len - LOG_EXPIRY_SIZE;
             uint64_t expire = hanu_get_u64(c->value + vlen);
-            rc = frame_add(s, LOG_OP_PUT, c->db, c->key, (uint16_t)c->key_len, c->value, vlen, expire ? expire : 1);
+            rc = frame_add(s, LOG_OP_PUT, c->db, c->key, (uint16_t)c->key_len, c->value, vlen, expire ? expire : 1, 0);
+        } else if (op == LOG_OP_PUT_TYPED) {   /* value, expiry, type */
+            uint32_t vlen = (uint32_t)c->value_len - LOG_TYPED_SIZE;
+            rc = frame_add(s, LOG_OP_PUT, c->db, c->key, (uint16_t)c->key_len, c->value, vlen,
+                           hanu_get_u64(c->value + vlen), c->value[c->value_len - 1]);
         } else {
-            rc = frame_add(s, op, c->db, c->key, (uint16_t)c->key_len, c->value, (uint32_t)c->value_len, 0);
+            rc = frame_add(s, op, c->db, c->key, (uint16_t)c->key_len, c->value, (uint32_t)c->value_len, 0, 0);
         }
     }
     if (rc) return rc;
@@ -1215,7 +1247,13 @@ int store_skip_txns(store *s, uint64_t next_txn)
     return log_writer_skip_to(s->log, next_txn);
 }
 
-int store_scan(store *s, uint32_t db, store_scan_fn fn, void *ctx)
+static int scan(store *s, uint32_t db, store_scan_fn fn, store_scan_typed_fn typed_fn, void *ctx);
+
+int store_scan(store *s, uint32_t db, store_scan_fn fn, void *ctx) { return scan(s, db, fn, NULL, ctx); }
+
+int store_scan_typed(store *s, uint32_t db, store_scan_typed_fn fn, void *ctx) { return scan(s, db, NULL, fn, ctx); }
+
+static int scan(store *s, uint32_t db, store_scan_fn fn, store_scan_typed_fn typed_fn, void *ctx)
 {
     hanu_buf pending = {0};
     pthread_mutex_lock(&s->mu);
@@ -1229,7 +1267,9 @@ int store_scan(store *s, uint32_t db, store_scan_fn fn, void *ctx)
         const uint8_t *v;
         hanu_buf_reset(&pending);
         rc = entry_value(s, e, &pending, &v);
-        if (rc == HANU_OK && fn(ctx, e->key, e->key_len, v, e->value_len)) break;
+        if (rc == HANU_OK && (fn ? fn(ctx, e->key, e->key_len, v, e->value_len)
+                                 : typed_fn(ctx, e->key, e->key_len, v, e->value_len, kd_entry_type(e))))
+            break;
     }
     pthread_mutex_unlock(&s->mu);
     hanu_buf_free(&pending);
@@ -1249,7 +1289,7 @@ int store_db_create(store *s, const char *name, size_t len, uint8_t kind, uint64
     if (exists) return HANU_ERR_EXISTS;
     if (full) return HANU_ERR_TOO_LARGE;
     int rc = frame_begin(s);
-    if (rc == HANU_OK) rc = frame_add(s, LOG_OP_CREATE_DB, id, name, (uint16_t)len, &kind, 1, 0);
+    if (rc == HANU_OK) rc = frame_add(s, LOG_OP_CREATE_DB, id, name, (uint16_t)len, &kind, 1, 0, 0);
     if (rc == HANU_OK) rc = append_and_apply(s, 0, txn);
     return rc;
 }
@@ -1265,7 +1305,7 @@ int store_db_drop(store *s, const char *name, size_t len, uint64_t *txn)
     pthread_mutex_unlock(&s->mu);
     if (!d) return HANU_ERR_NOT_FOUND;
     int rc = frame_begin(s);
-    if (rc == HANU_OK) rc = frame_add(s, LOG_OP_DROP_DB, id, name, (uint16_t)len, NULL, 0, 0);
+    if (rc == HANU_OK) rc = frame_add(s, LOG_OP_DROP_DB, id, name, (uint16_t)len, NULL, 0, 0, 0);
     if (rc == HANU_OK) rc = append_and_apply(s, 0, txn);
     return rc;
 }

@@ -100,6 +100,9 @@ int store_get(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *
 /* store_get that also says when the key expires (*expire_ms, 0: never). */
 int store_get_expiring(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value,
                        uint64_t *token, uint64_t *expire_ms);
+/* store_get_expiring that also says the value's Redis type (*type, LOG_TYPE_*). */
+int store_get_typed(store *s, uint32_t db, const void *key, size_t key_len, hanu_buf *value,
+                    uint64_t *token, uint64_t *expire_ms, uint8_t *type);
 
 /* store_get of several keys at one moment (one hold of the store's lock):
  * each item's value is appended to out at [off, off + len) with its token,
@@ -136,6 +139,10 @@ typedef struct store_op {
 typedef int (*store_scan_fn)(void *ctx, const uint8_t *key, size_t key_len, const uint8_t *value,
                              size_t value_len);
 int store_scan(store *s, uint32_t db, store_scan_fn fn, void *ctx);
+/* store_scan whose fn also gets each value's Redis type (LOG_TYPE_*). */
+typedef int (*store_scan_typed_fn)(void *ctx, const uint8_t *key, size_t key_len, const uint8_t *value,
+                                   size_t value_len, uint8_t type);
+int store_scan_typed(store *s, uint32_t db, store_scan_typed_fn fn, void *ctx);
 
 /* Token of a key without copying its value: OK, or NOT_FOUND. */
 int store_lookup(store *s, uint32_t db, const void *key, size_t key_len, uint64_t *token);
@@ -150,6 +157,9 @@ uint64_t store_now_ms(void);
 /* The key's expiry (0: none) and token: OK, or NOT_FOUND (absent or expired). */
 int store_expiry(store *s, uint32_t db, const void *key, size_t key_len, uint64_t *expire_ms,
                  uint64_t *token);
+/* store_expiry that also says the value's Redis type (LOG_TYPE_*). */
+int store_key_meta(store *s, uint32_t db, const void *key, size_t key_len, uint64_t *expire_ms,
+                   uint64_t *token, uint8_t *type);
 /* The active sweep (writer thread, the leader only: a follower never deletes on its
    own). Looks at up to max_scan keys of the databases that hold keys with an expiry,
    resuming where the last call stopped, and deletes those expired at now_ms with one
@@ -175,6 +185,12 @@ int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
    a set without one clears the key's expiry. */
 int store_write_expiring(store *s, uint32_t db, const store_op *ops, const uint64_t *expire_ms, size_t n,
                          int cond, uint64_t cond_token, uint64_t *txn, uint64_t *current);
+/* store_write_expiring with Redis types: types[i] (LOG_TYPE_*, log.h) is the type of
+   the value of ops[i] (NULL: all strings). Any type but a string makes the record a
+   typed put (log op 7), which keeps the type through restarts, compaction, hints,
+   followers and rebuilds; reads answer it (store_get_typed, store_key_meta). */
+int store_write_typed(store *s, uint32_t db, const store_op *ops, const uint64_t *expire_ms, const uint8_t *types,
+                      size_t n, int cond, uint64_t cond_token, uint64_t *txn, uint64_t *current);
 
 /* ---- durability and maintenance ---- */
 uint64_t store_durable_txn(store *s);

@@ -43,8 +43,9 @@
 #define HINT_HEADER_SIZE 40
 #define HINT_ENTRY_SIZE 23
 /* Version 2 may hold op 6 (a put with an expiry: its value, and so its value length
-   and offset, include the expiry after the value bytes); version 1 hints are read. */
-#define HINT_VERSION 2
+   and offset, include the expiry after the value bytes), version 3 op 7 (a typed put:
+   value, expiry, type byte); version 1 and 2 hints are read. */
+#define HINT_VERSION 3
 
 typedef struct relocation {
     uint64_t hash;          /* of the key, computed before the store lock is taken */
@@ -133,7 +134,11 @@ int store_hint_load(store *s, store_file *f, char *err, size_t errcap)
         uint16_t kl = hanu_get_u16(buf + pos + 5);
         uint32_t vl = hanu_get_u32(buf + pos + 7), off = hanu_get_u32(buf + pos + 19);
         if (n - 4 - pos - HINT_ENTRY_SIZE < kl || (uint64_t)off + vl > f->map_len) { rc = HANU_ERR_CORRUPT; break; }
-        if (buf[pos] == LOG_OP_PUT_EXPIRING && vl < LOG_EXPIRY_SIZE) { rc = HANU_ERR_CORRUPT; break; }
+        if (vl < log_op_trailer(buf[pos])) { rc = HANU_ERR_CORRUPT; break; }
+        if (buf[pos] == LOG_OP_PUT_TYPED) {   /* the type byte, in the mapped data file */
+            uint8_t type = f->map[off + vl - 1];
+            if (type == LOG_TYPE_STRING || type > LOG_TYPE_MAX) { rc = HANU_ERR_CORRUPT; break; }
+        }
         pos += HINT_ENTRY_SIZE + kl;
     }
     if (rc == HANU_OK && pos != n - 4) rc = HANU_ERR_CORRUPT;
@@ -161,8 +166,10 @@ int store_hint_load(store *s, store_file *f, char *err, size_t errcap)
             .value = f->map + hanu_get_u32(buf + pos + 19),
         };
         if (e.op == LOG_OP_OLD_SYSTEM_PUT) e.op = LOG_OP_PUT;
-        if (e.op == LOG_OP_PUT_EXPIRING)   /* the expiry is in the data file, after the value */
-            e.expire_ms = hanu_get_u64(e.value + e.value_len - LOG_EXPIRY_SIZE);
+        uint32_t trailer = log_op_trailer(e.op);
+        if (trailer)   /* the expiry (and op 7's type) is in the data file, after the value */
+            e.expire_ms = hanu_get_u64(e.value + e.value_len - trailer);
+        if (e.op == LOG_OP_PUT_TYPED) e.type = e.value[e.value_len - 1];
         uint64_t txn = hanu_get_u64(buf + pos + 11);
         if (!f->first_txn) f->first_txn = txn;
         f->last_txn = txn;
@@ -185,7 +192,8 @@ static int entry_live(store *s, uint32_t fid, uint32_t out_fid, const log_entry 
     if (!d && s->db_change_txn > floor) return 1;
     switch (e->op) {
     case LOG_OP_PUT:
-    case LOG_OP_PUT_EXPIRING: {
+    case LOG_OP_PUT_EXPIRING:
+    case LOG_OP_PUT_TYPED: {
         /* An expired put is kept like any other: only the sweep's delete, once at or
            below the floor, lets it go (dropping it on its expiry alone could let an
            older put of the key resurface on a follower or after a crash). */
@@ -333,7 +341,7 @@ static int copy_frame(store *s, compaction *r, uint32_t src_fid, const log_frame
         r->record_bytes += store_entry_bytes(e.key_len, e.value_len);
         if (e.op == LOG_OP_DELETE || e.op == LOG_OP_DROP_DB)
             r->tomb_bytes += store_entry_bytes(e.key_len, e.value_len);
-        if (rc == HANU_OK && (e.op == LOG_OP_PUT || e.op == LOG_OP_PUT_EXPIRING))
+        if (rc == HANU_OK && log_op_is_put(e.op))
             rc = remember_relocation(r, &e, src_fid, (uint32_t)off + e.value_offset, new_voff);
     }
     pthread_mutex_unlock(&s->mu);

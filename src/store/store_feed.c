@@ -336,7 +336,7 @@ static int feed_deliver(store_feed *f, const log_frame *fr, store_change_fn fn, 
     int any = 0;
     while (log_frame_next_entry(fr, &pos, &e)) {   /* a stop takes effect after the whole record */
         /* Creates and drops always go through: a projection must learn about databases. */
-        if (f->want && (e.op == LOG_OP_PUT || e.op == LOG_OP_PUT_EXPIRING || e.op == LOG_OP_DELETE) && !f->want(f->want_ctx, e.db)) continue;
+        if (f->want && (log_op_is_put(e.op) || e.op == LOG_OP_DELETE) && !f->want(f->want_ctx, e.db)) continue;
         store_change c = { fr->txn, e.op, e.db, e.key, e.key_len, e.value, e.value_len };
         any = 1;
         if (fn(ctx, &c)) *stop = 1;

@@ -104,6 +104,7 @@ static inline uint64_t store_entry_bytes(size_t klen, size_t vlen)
 /* The bytes of the record a key directory entry points to (an expiry follows the value). */
 static inline uint64_t store_kd_record_bytes(size_t klen, const kd_entry *e)
 {
+    if (e->flags & KD_LIST) return store_entry_bytes(klen, e->value_len) + LOG_TYPED_SIZE;
     return store_entry_bytes(klen, e->value_len) + ((e->flags & KD_EXPIRES) ? LOG_EXPIRY_SIZE : 0);
 }
 
