@@ -434,6 +434,43 @@ def benchmark(port):
     check(out.stdout.strip() == "hello", "redis-cli get: %r" % out.stdout)
 
 
+def parse_scan(reply):
+    """SCAN's raw reply: (next cursor, [keys])."""
+    lines = reply.split(b"\r\n")
+    # *2, $n, cursor, *m, then $len key pairs
+    cursor = int(lines[2])
+    keys = [lines[i] for i in range(5, len(lines) - 1, 2)]
+    return cursor, keys
+
+
+def scan_while_growing(port):
+    """Every key present for a whole SCAN is returned, also when keys already returned
+    are deleted and the table grows between calls (the old cursor, a count of keys
+    passed, skipped as many keys as were deleted before it)."""
+    c = hanuresp.Conn(port)
+    c.call("SELECT", "7")
+    for i in range(0, 2000, 100):
+        c.call("MSET", *[x for j in range(i, i + 100) for x in ("old%d" % j, "v")])
+    seen, cursor, steps = set(), 0, 0
+    while True:
+        cursor, keys = parse_scan(c.call("SCAN", str(cursor), "COUNT", "20"))
+        seen.update(keys)
+        steps += 1
+        if steps == 10:   # the keys returned so far go, and the table doubles twice
+            gone = sorted(seen)
+            c.call("DEL", *gone)
+            for i in range(0, 8000, 100):
+                c.call("MSET", *[x for j in range(i, i + 100) for x in ("new%d" % j, "v")])
+        if cursor == 0:
+            break
+        check(steps < 5000, "SCAN never ended")
+    missing = [j for j in range(2000) if ("old%d" % j).encode() not in seen and ("old%d" % j).encode() not in gone]
+    check(not missing, "SCAN missed %d of the 2000 keys present all along, e.g. %s" % (len(missing), missing[:3]))
+    check(steps < 1200, "SCAN took %d steps of COUNT 20 for 10 000 keys" % steps)
+    check(c.call("RANDOMKEY").startswith(b"$"), "RANDOMKEY gives a key")
+    c.call("SELECT", "0")
+
+
 def main():
     check(hanuresp.have_redis(), "redis-server and redis-tools are needed (scripts/install-deps.sh)")
     t0 = time.time()
@@ -444,6 +481,7 @@ def main():
             n = differential(port, redis.port)
             print("differential: %d replies identical over %d sequences (seed %d)" % (n, SEQUENCES, SEED))
             hanudb_only(port, srv.port)
+            scan_while_growing(port)
             benchmark(port)
         finally:
             srv.stop()

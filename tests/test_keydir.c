@@ -4,6 +4,9 @@
  * deletion is where open addressing goes wrong), plus growth and reservation.
  */
 #include "test.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "store/keydir.h"
 #include "base/base.h"
 
@@ -102,9 +105,81 @@ static void test_reserve_and_binary_keys(void)
     keydir_free(&kd);
 }
 
+/* keydir_scan: every key present from the first step to the last is given at least once,
+   while the table grows (and runs shift from deletions) between steps; the old SCAN
+   cursor (a count of keys passed) skipped keys once the table grew. */
+typedef struct seen_set {
+    unsigned char seen[20000];
+    size_t given;
+} seen_set;
+
+static void note_seen(void *ctx, kd_entry *e)
+{
+    seen_set *s = ctx;
+    char k[16];
+    memcpy(k, e->key, e->key_len);
+    k[e->key_len] = 0;
+    int i = atoi(k + 1);
+    if (i >= 0 && i < 20000) s->seen[i] = 1;
+    s->given++;
+}
+
+static void scan_put(keydir *kd, int i)
+{
+    char k[16];
+    int len = snprintf(k, sizeof k, "k%d", i);
+    kd_entry old;
+    REQUIRE(keydir_put(kd, k, (uint16_t)len, keydir_hash(k, (size_t)len), 1, 1, 0, 1, 0, 0, &old) == HANU_OK);
+}
+
+static void test_scan_survives_growth(void)
+{
+    for (int round = 0; round < 3; round++) {
+        keydir kd;
+        keydir_init(&kd);
+        for (int i = 0; i < 1000; i++) scan_put(&kd, i);   /* present all along */
+        for (int i = 10000; i < 10300; i++) scan_put(&kd, i);   /* deleted midway */
+        static seen_set s;
+        memset(&s, 0, sizeof s);
+        uint64_t cursor = 0;
+        int steps = 0, grown = 0;
+        do {
+            keydir_scan(&kd, &cursor, 7, note_seen, &s);
+            steps++;
+            if (steps == 5 + round * 20) {   /* grow the table twice over, and shift runs */
+                size_t cap = kd.cap;
+                for (int i = 1000; i < 1000 + 3000 * (round + 1); i++) scan_put(&kd, i);
+                for (int i = 10000; i < 10300; i++) {
+                    char k[16];
+                    int len = snprintf(k, sizeof k, "k%d", i);
+                    kd_entry old;
+                    keydir_delete(&kd, k, (uint16_t)len, keydir_hash(k, (size_t)len), &old);
+                }
+                grown = kd.cap > cap;
+            }
+        } while (cursor != 0 && steps < 100000);
+        CHECK(grown);
+        CHECK_EQ(cursor, 0);
+        int missing = 0;
+        for (int i = 0; i < 1000; i++) missing += !s.seen[i];
+        CHECK_EQ(missing, 0);
+        CHECK(s.given < 3 * kd.count);   /* a pass, not a pass per step */
+        keydir_free(&kd);
+    }
+    /* an empty table ends at once */
+    keydir kd;
+    keydir_init(&kd);
+    uint64_t cursor = 12345;
+    seen_set s = {0};
+    keydir_scan(&kd, &cursor, 10, note_seen, &s);
+    CHECK_EQ(cursor, 0);
+    CHECK_EQ(s.given, 0);
+}
+
 int main(void)
 {
     RUN(test_random_against_reference);
     RUN(test_reserve_and_binary_keys);
+    RUN(test_scan_survives_growth);
     TEST_DONE();
 }

@@ -653,8 +653,7 @@ typedef struct key_walk {
     hanu_buf *out;
     const resp_arg *pattern;       /* NULL: every key */
     int want_type;                 /* SCAN TYPE: 1 + the LOG_TYPE_* asked, -1 an unknown one (nothing), 0 any */
-    uint64_t skip, visit, visited; /* SCAN: keys passed over, then at most visit looked at */
-    uint64_t target;               /* RANDOMKEY: the key's position */
+    int target;                    /* RANDOMKEY: the first key only */
     const resp_server *staged;     /* KEYS: a key deleted earlier in the transaction is gone */
     size_t found;
     int rc;
@@ -664,8 +663,7 @@ static int walk_key(void *ctx, const uint8_t *key, size_t klen, const uint8_t *v
 {
     key_walk *w = ctx;
     (void)v; (void)vlen;
-    if (w->skip) { w->skip--; return 0; }
-    if (w->visit && w->visited++ == w->visit) return 1;
+    if (w->target && w->found) return 1;
     if (w->want_type < 0 || (w->want_type > 0 && w->want_type != 1 + type)) return 0;
     if (w->pattern && !resp_glob(w->pattern->p, w->pattern->len, key, klen)) return 0;
     if (w->staged && w->staged->nstaged) {
@@ -727,14 +725,15 @@ static void cmd_keys(resp_conn *c, const resp_arg *argv, size_t argc)
     hanu_buf_free(&keys);
 }
 
-/* SCAN's cursor is how many keys of the database's table came before: a key
-   present for the whole scan is returned unless the table grew meanwhile
-   (docs/RESP.md). */
+/* SCAN's cursor is a position in the database's table in reverse-binary order, as
+   Redis's: a key present for the whole scan is returned at least once, also when the
+   table grows meanwhile, and each call costs about COUNT keys (docs/RESP.md). */
 static void cmd_scan(resp_conn *c, const resp_arg *argv, size_t argc)
 {
-    int64_t cursor, count = 10;
-    if (!resp_parse_i64(argv[1].p, argv[1].len, &cursor) || cursor < 0) { resp_err(c, "ERR invalid cursor"); return; }
-    key_walk w = { .skip = (uint64_t)cursor };
+    int64_t count = 10;
+    uint64_t cursor;
+    if (!resp_parse_u64(argv[1].p, argv[1].len, &cursor)) { resp_err(c, "ERR invalid cursor"); return; }
+    key_walk w = { 0 };
     for (size_t i = 2; i < argc; i += 2) {
         if (i + 1 >= argc) { resp_err(c, ERR_SYNTAX); return; }
         if (resp_arg_is(&argv[i], "count")) {
@@ -750,15 +749,15 @@ static void cmd_scan(resp_conn *c, const resp_arg *argv, size_t argc)
             return;
         }
     }
-    w.visit = (uint64_t)count;
     resp_db db = resp_current_db(c);
     hanu_buf keys = { 0 };
     w.out = &keys;
-    int rc = db.exists ? store_scan_typed(c->gc.srv->store, db.id, walk_key, &w) : HANU_OK;
+    uint64_t next = cursor;
+    int rc = db.exists ? store_scan_step(c->gc.srv->store, db.id, &next, (size_t)HANU_MIN(count, 1 << 20), walk_key, &w)
+                       : HANU_OK;
+    if (!db.exists) next = 0;
     if (rc == HANU_OK) rc = w.rc;
     if (rc) { store_error(c, rc); hanu_buf_free(&keys); return; }
-    /* the walk stopped one past its count when keys remain */
-    uint64_t next = w.visited > w.visit ? (uint64_t)cursor + w.visit : 0;
     char cur[24];
     int cl = snprintf(cur, sizeof cur, "%llu", (unsigned long long)next);
     resp_w_array(&c->gc.out, 2);
@@ -777,14 +776,17 @@ static void cmd_randomkey(resp_conn *c, const resp_arg *argv, size_t argc)
         resp_w_null(&c->gc.out, c->proto);
         return;
     }
-    key_walk w = { .out = &c->gc.out, .skip = (uint64_t)random() % info.keys, .target = 1 };
+    /* A scan step from a random cursor: the keys of the next non-empty home slot (at
+       most 10 empty ones looked at per step), the first of them. A few steps, then
+       every key from the start: the table may hold only expired keys. */
+    key_walk w = { .out = &c->gc.out, .target = 1 };
     size_t start = c->gc.out.len;
-    int rc = store_scan_typed(c->gc.srv->store, db.id, walk_key, &w);
-    /* The count holds expired keys the scan hides: past the live ones, take the first. */
-    if (rc == HANU_OK && !w.rc && !w.found) {
-        w.skip = 0;
-        rc = store_scan_typed(c->gc.srv->store, db.id, walk_key, &w);
+    int rc = HANU_OK;
+    for (int step = 0; rc == HANU_OK && !w.rc && !w.found && step < 8; step++) {
+        uint64_t cursor = ((uint64_t)random() << 31) ^ (uint64_t)random();
+        rc = store_scan_step(c->gc.srv->store, db.id, &cursor, 1, walk_key, &w);
     }
+    if (rc == HANU_OK && !w.rc && !w.found) rc = store_scan_typed(c->gc.srv->store, db.id, walk_key, &w);
     if (rc == HANU_OK) rc = w.rc;
     if (rc) { c->gc.out.len = start; store_error(c, rc); }
     else if (!w.found) resp_w_null(&c->gc.out, c->proto);

@@ -34,6 +34,20 @@ static int push_arg(resp_request *r, const uint8_t *p, size_t len)
     return HANU_OK;
 }
 
+int resp_parse_u64(const uint8_t *p, size_t n, uint64_t *v)
+{
+    if (n == 0 || n > 20) return 0;
+    uint64_t acc = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') return 0;
+        uint64_t d = (uint64_t)(p[i] - '0');
+        if (acc > (UINT64_MAX - d) / 10) return 0;
+        acc = acc * 10 + d;
+    }
+    *v = acc;
+    return 1;
+}
+
 int resp_parse_i64(const uint8_t *p, size_t n, int64_t *v)
 {
     if (n == 0 || n > 20) return 0;

@@ -79,6 +79,8 @@ size_t resp_bulk_header(char out[24], size_t n);
 int resp_list_valid(const uint8_t *v, size_t n, uint32_t *count);
 /* Redis's number parsing: a whole decimal integer in int64 range, no blanks or '+'. */
 int resp_parse_i64(const uint8_t *p, size_t n, int64_t *v);
+/* An unsigned decimal (SCAN's cursor, up to 2^64 - 1): 1 and *v, or 0. */
+int resp_parse_u64(const uint8_t *p, size_t n, uint64_t *v);
 /* A finite long double as redis-server reads INCRBYFLOAT's operands. */
 int resp_parse_ld(const uint8_t *p, size_t n, long double *v);
 /* Formats v as redis-server's INCRBYFLOAT answers (17 significant digits, no trailing zeros). */

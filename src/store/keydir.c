@@ -197,6 +197,40 @@ kd_entry *keydir_next(const keydir *kd, size_t *pos)
     return NULL;
 }
 
+static uint64_t reverse_bits(uint64_t v)
+{
+    v = ((v >> 1) & 0x5555555555555555ull) | ((v & 0x5555555555555555ull) << 1);
+    v = ((v >> 2) & 0x3333333333333333ull) | ((v & 0x3333333333333333ull) << 2);
+    v = ((v >> 4) & 0x0F0F0F0F0F0F0F0Full) | ((v & 0x0F0F0F0F0F0F0F0Full) << 4);
+    return __builtin_bswap64(v);
+}
+
+void keydir_scan(const keydir *kd, uint64_t *cursor, size_t want, void (*fn)(void *ctx, kd_entry *e), void *ctx)
+{
+    if (!kd->cap) { *cursor = 0; return; }
+    uint64_t mask = kd->cap - 1, v = *cursor;
+    size_t given = 0, empty = 0;
+    do {
+        uint64_t home = v & mask;
+        int any = 0;
+        /* the run from home to the first empty slot holds every entry whose home it is */
+        for (uint64_t at = home; kd->slots[at]; at = (at + 1) & mask) {
+            kd_entry *e = slot_entry(kd->slots[at]);
+            if ((e->hash_lo & mask) != home) continue;
+            fn(ctx, e);
+            given++;
+            any = 1;
+        }
+        if (!any) empty++;
+        /* the next cursor: increment the reversed bits under the mask */
+        v |= ~mask;
+        v = reverse_bits(v);
+        v++;
+        v = reverse_bits(v);
+    } while (v && given < want && empty < 10 * want);
+    *cursor = v;
+}
+
 size_t keydir_memory(const keydir *kd)
 {
     return kd->cap * sizeof(uint64_t) + kd->entry_bytes;

@@ -86,6 +86,14 @@ int keydir_put(keydir *kd, const void *key, uint16_t len, uint64_t hash, uint64_
 int keydir_delete(keydir *kd, const void *key, uint16_t len, uint64_t hash, kd_entry *old);
 /* Iteration: *pos starts at 0; returns the next entry or NULL at the end. */
 kd_entry *keydir_next(const keydir *kd, size_t *pos);
+/* Resumable iteration that survives growth (Redis's SCAN): *cursor starts at 0 and is 0
+   again when every home slot was visited. Home slots go in reverse-binary order, and a
+   home slot's entries (those whose hash puts them there, found along its probe run) are
+   given to fn together, so a table that doubles between calls only splits each home slot
+   in two that the order has not passed yet: a key present from the first call to the last
+   is given at least once. Stops after the home slot where `want` entries were given, or
+   after 10 * want empty home slots. */
+void keydir_scan(const keydir *kd, uint64_t *cursor, size_t want, void (*fn)(void *ctx, kd_entry *e), void *ctx);
 size_t keydir_memory(const keydir *kd);   /* slots + entries, bytes */
 
 #endif

@@ -1253,6 +1253,30 @@ int store_scan(store *s, uint32_t db, store_scan_fn fn, void *ctx) { return scan
 
 int store_scan_typed(store *s, uint32_t db, store_scan_typed_fn fn, void *ctx) { return scan(s, db, NULL, fn, ctx); }
 
+typedef struct scan_step {
+    store_scan_typed_fn fn;
+    void *ctx;
+    uint64_t now;
+} scan_step;
+
+static void scan_step_entry(void *ctx, kd_entry *e)
+{
+    scan_step *st = ctx;
+    if (!kd_entry_expired(e, st->now)) (void)st->fn(st->ctx, e->key, e->key_len, NULL, 0, kd_entry_type(e));
+}
+
+int store_scan_step(store *s, uint32_t db, uint64_t *cursor, size_t count, store_scan_typed_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&s->mu);
+    store_db *d = store_db_by_id(s, db);
+    if (d) {
+        scan_step st = { fn, ctx, d->expiring ? store_now_ms() : 0 };
+        keydir_scan(&d->kd, cursor, count ? count : 1, scan_step_entry, &st);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return d ? HANU_OK : HANU_ERR_NOT_FOUND;
+}
+
 static int scan(store *s, uint32_t db, store_scan_fn fn, store_scan_typed_fn typed_fn, void *ctx)
 {
     hanu_buf pending = {0};

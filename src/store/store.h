@@ -143,6 +143,11 @@ int store_scan(store *s, uint32_t db, store_scan_fn fn, void *ctx);
 typedef int (*store_scan_typed_fn)(void *ctx, const uint8_t *key, size_t key_len, const uint8_t *value,
                                    size_t value_len, uint8_t type);
 int store_scan_typed(store *s, uint32_t db, store_scan_typed_fn fn, void *ctx);
+/* One step of a resumable scan (Redis's SCAN): *cursor starts at 0 and is 0 again at the
+   end; about `count` keys per call (keydir_scan: a key present for the whole scan is given
+   at least once, also when the table grows between calls). fn gets no value (NULL, 0)
+   and its return is ignored; expired keys are skipped. NOT_FOUND (no such db). */
+int store_scan_step(store *s, uint32_t db, uint64_t *cursor, size_t count, store_scan_typed_fn fn, void *ctx);
 
 /* Token of a key without copying its value: OK, or NOT_FOUND. */
 int store_lookup(store *s, uint32_t db, const void *key, size_t key_len, uint64_t *token);
