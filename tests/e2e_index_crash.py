@@ -196,6 +196,12 @@ def run_main(tmp):
         size = len(log_text(srv))
         srv.start()
         verify(srv, "after damage")
+        # A fresh query is answered from a refresh, before the commit that ends the
+        # rebuild logs "rebuild done" and clears `rebuilding`: wait for that commit.
+        deadline = time.time() + 15
+        while "rebuild done" not in log_text(srv)[size:] or status(Http(srv.http_port))["rebuilding"]:
+            check(time.time() < deadline, "the rebuild never ended: %s" % log_text(srv)[size:][-2000:])
+            time.sleep(0.05)
         after = log_text(srv)[size:]
         check(re.search(r"cannot be trusted \(.*%s" % re.escape(segs[-1]), after), "the damage is named: %s" % after)
         check(re.search(r"rebuilding: txn \d+ of \d+", after), "rebuild progress shown")
