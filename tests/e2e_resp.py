@@ -213,6 +213,59 @@ def differential(port_h, port_r):
     return compared
 
 
+# WATCH across two connections: a state of the key, WATCH on one connection, then
+# another connection's commands, then MULTI/EXEC: aborted (nil) or run, as Redis says.
+WATCH_STATES = {
+    "absent": [],
+    "string": [["SET", "w", "v"]],
+    "string with a TTL": [["SET", "w", "7", "EX", "1000"]],
+    "list": [["RPUSH", "w", "a", "b", "c"]],
+    "expired": [["SET", "w", "v", "PX", "1"]],
+}
+WATCH_ACTIONS = [
+    [], [["GET", "w"]], [["EXISTS", "w"]], [["SET", "w", "v"]], [["DEL", "w"]], [["DEL", "other"]],
+    [["SET", "w", "x"], ["DEL", "w"]], [["RPUSH", "w", "x"], ["RPOP", "w"]], [["SET", "other", "x"]],
+    [["SETNX", "w", "v"]], [["SET", "w", "v", "NX"]], [["SET", "w", "v", "XX"]], [["SET", "w", "v", "KEEPTTL"]],
+    [["MSETNX", "w", "v"]], [["GETSET", "w", "v"]], [["GETDEL", "w"]], [["GETEX", "w"]], [["GETEX", "w", "PERSIST"]],
+    [["APPEND", "w", ""]], [["SETRANGE", "w", "0", ""]], [["SETRANGE", "w", "0", "v"]], [["INCRBY", "w", "0"]],
+    [["INCRBYFLOAT", "w", "0"]], [["EXPIRE", "w", "100"]], [["EXPIRE", "w", "100", "NX"]], [["PEXPIRE", "w", "0"]],
+    [["PERSIST", "w"]], [["RENAME", "w", "w"]], [["RENAME", "w", "w2"], ["RENAME", "w2", "w"]],
+    [["RENAMENX", "w", "w"]], [["LTRIM", "w", "0", "-1"]], [["LTRIM", "w", "5", "10"]], [["LREM", "w", "0", "zz"]],
+    [["LREM", "w", "0", "a"]], [["LSET", "w", "0", "a"]], [["LPOP", "w", "0"]], [["RPUSHX", "w", "x"]],
+    [["LPUSHX", "w", "x"], ["LPOP", "w"]], [["UNLINK", "w"]], [["TYPE", "w"]], [["TTL", "w"]],
+]
+
+
+def watch_differential(port_h, port_r):
+    cases = 0
+    for state, setup in WATCH_STATES.items():
+        for actions in WATCH_ACTIONS:
+            got = []
+            for port in (port_h, port_r):
+                a, b = hanuresp.Conn(port), hanuresp.Conn(port)
+                try:
+                    b.call("DEL", "w", "w2", "other")
+                    for cmd in setup:
+                        b.call(*cmd)
+                    if state == "expired":
+                        time.sleep(0.01)
+                    check(a.call("WATCH", "w") == b"+OK\r\n", "WATCH")
+                    replies = [b.call(*cmd) for cmd in actions]
+                    a.call("MULTI")
+                    a.call("SET", "probe", "1")
+                    got.append((a.call("EXEC"), replies))
+                    # a lapsed key stays counted until the sweep: overwrite it, then delete
+                    b.call("MSET", "w", "x", "w2", "x", "other", "x")
+                    b.call("DEL", "w", "w2", "other", "probe")
+                finally:
+                    a.close()
+                    b.close()
+            check(got[0][0] == got[1][0], "WATCH, key %s, then %r from another connection: EXEC answered\n"
+                  " hanudb: %r\n redis:  %r (replies %r / %r)" % (state, actions, got[0][0], got[1][0], got[0][1], got[1][1]))
+            cases += 1
+    return cases
+
+
 def hanudb_only(port, kv_port):
     c = hanuresp.Conn(port)
     # TTL: the expiry is in the record, which the binary protocol sees too; changing
@@ -480,6 +533,8 @@ def main():
         try:
             n = differential(port, redis.port)
             print("differential: %d replies identical over %d sequences (seed %d)" % (n, SEQUENCES, SEED))
+            print("watch: %d cases of another connection's commands abort EXEC as in Redis"
+                  % watch_differential(port, redis.port))
             hanudb_only(port, srv.port)
             scan_while_growing(port)
             benchmark(port)

@@ -507,6 +507,10 @@ void resp_cmd_reset(resp_conn *c, const resp_arg *argv, size_t argc)
 
 void resp_unwatch_all(resp_conn *c)
 {
+    for (size_t i = 0; i < c->nwatches; i++) {
+        const resp_watch *w = &c->watches[i];
+        if (w->registered) store_unwatch(c->gc.srv->store, w->db_id, c->watch_keys.data + w->koff, w->klen);
+    }
     c->nwatches = 0;
     c->watch_keys.len = 0;
 }
@@ -539,6 +543,15 @@ void resp_cmd_watch(resp_conn *c, const resp_arg *argv, size_t argc)
         w->present = db.exists && argv[i].len && argv[i].len <= c->gc.srv->limits.max_key &&
                      store_lookup(c->gc.srv->store, db.id, argv[i].p, argv[i].len, &w->token) == HANU_OK;
         if (hanu_buf_append(&c->watch_keys, argv[i].p, argv[i].len) != HANU_OK) { resp_err(c, "ERR out of memory"); return; }
+        /* The registry sees a key created and deleted again, which the token cannot;
+           a database that does not exist yet has no id to register under. */
+        w->registered = 0;
+        w->db_id = db.id;
+        if (db.exists) {
+            int rc = store_watch(c->gc.srv->store, db.id, argv[i].p, argv[i].len, &w->touches);
+            if (rc != HANU_OK) { resp_err(c, rc == HANU_ERR_TOO_LARGE ? "ERR too many WATCHed keys" : "ERR out of memory"); return; }
+            w->registered = 1;
+        }
         c->nwatches++;
     }
     resp_w_simple(&c->gc.out, "OK");

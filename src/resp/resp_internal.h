@@ -36,6 +36,9 @@ typedef struct resp_watch {
     size_t koff, klen;     /* into watch_keys */
     int present;
     uint64_t token;
+    int registered;        /* in the store's registry (store_watch) under db_id */
+    uint32_t db_id;
+    uint64_t touches;      /* the registry's count at WATCH */
 } resp_watch;
 
 typedef struct resp_server resp_server;

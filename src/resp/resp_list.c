@@ -385,7 +385,13 @@ void resp_cmd_ltrim(resp_conn *c, const resp_arg *argv, size_t argc)
         ed.from = lo;
         ed.to = hi + 1;
     }
-    /* nothing trimmed: no write */
-    if ((ed.from == 0 && ed.to == l.count) || list_store(c, &argv[1], l.a, &ed, l.expire)) resp_w_simple(&c->gc.out, "OK");
+    /* Nothing trimmed: no write, but Redis counts the LTRIM as a change of the key
+       (it aborts a WATCHing transaction). */
+    if (ed.from == 0 && ed.to == l.count) {
+        store_watch_touch(c->gc.srv->store, resp_current_db(c).id, argv[1].p, argv[1].len);
+        resp_w_simple(&c->gc.out, "OK");
+    } else if (list_store(c, &argv[1], l.a, &ed, l.expire)) {
+        resp_w_simple(&c->gc.out, "OK");
+    }
     free(l.a);
 }

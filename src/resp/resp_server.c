@@ -31,6 +31,7 @@ static void conn_free(gated_conn *gc)
 {
     resp_conn *c = (resp_conn *)gc;
     c->rs->nconns--;
+    resp_unwatch_all(c);
     hanu_buf_free(&c->queued);
     hanu_buf_free(&c->watch_keys);
     resp_request_free(&c->req);
@@ -238,6 +239,8 @@ static int watches_hold(resp_conn *c)
         int present = store_db_lookup(st, w->db, strlen(w->db), &id) == HANU_OK &&
                       store_lookup(st, id, c->watch_keys.data + w->koff, w->klen, &token) == HANU_OK;
         if (present != w->present || (present && token != w->token)) return 0;
+        if (w->registered && store_watch_touches(st, w->db_id, c->watch_keys.data + w->koff, w->klen) != w->touches)
+            return 0;
     }
     return 1;
 }

@@ -885,6 +885,7 @@ void store_close(store *s)
     for (uint32_t i = 0; i < s->files_cap; i++) file_free(s->files[i]);
     free(s->files);
     free(s->unsettled);
+    free(s->watch);
     free(s->entries);
     hanu_buf_free(&s->frame);
     if (s->lock_fd >= 0) close(s->lock_fd);
@@ -1136,6 +1137,8 @@ static int append_and_apply(store *s, uint64_t at, uint64_t *txn)
         const log_entry *e = &s->entries[i];
         rc = store_apply_entry(s, e, *txn, loc.file_id, loc.offset + e->value_offset);
         store_note_unsettled(s, e, *txn);
+        if (s->watch_count && !s->sweep_writing && (e->op != LOG_OP_CREATE_DB && e->op != LOG_OP_DROP_DB))
+            store_watch_touch_locked(s, e->db, e->key, e->key_len);
     }
     s->last_txn = *txn;
     pthread_mutex_unlock(&s->mu);
@@ -1508,7 +1511,9 @@ int store_expire_sweep(store *s, uint64_t now_ms, size_t max_scan, size_t max_de
     if (rc == HANU_OK && b.n) {
         for (size_t i = 0; i < b.n; i++) b.ops[i].key = b.keys.data + (uintptr_t)b.ops[i].key;
         uint64_t txn;
+        s->sweep_writing = 1;
         rc = store_write(s, db, b.ops, b.n, STORE_COND_NONE, 0, &txn, NULL);
+        s->sweep_writing = 0;
         if (rc == HANU_OK) *deleted = b.n;
     }
     free(b.ops);

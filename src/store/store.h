@@ -152,6 +152,18 @@ int store_scan_step(store *s, uint32_t db, uint64_t *cursor, size_t count, store
 /* Token of a key without copying its value: OK, or NOT_FOUND. */
 int store_lookup(store *s, uint32_t db, const void *key, size_t key_len, uint64_t *token);
 
+/* WATCH for Redis transactions: while watched, every write that puts or deletes the
+   key counts a touch (not the expiry sweep's deletes). A token alone misses a key
+   created and deleted again between WATCH and EXEC. store_watch registers the key
+   (once per call: pair each with store_unwatch) and says its touches so far;
+   store_watch_touches reads them again; store_watch_touch counts a touch without a
+   write (a command Redis counts as a change that changed no byte, e.g. LTRIM).
+   TOO_LARGE when 16 Mi keys are watched already. Any thread. */
+int store_watch(store *s, uint32_t db, const void *key, size_t key_len, uint64_t *touches);
+void store_unwatch(store *s, uint32_t db, const void *key, size_t key_len);
+uint64_t store_watch_touches(store *s, uint32_t db, const void *key, size_t key_len);
+void store_watch_touch(store *s, uint32_t db, const void *key, size_t key_len);
+
 /* ---- expiry (per-key TTL) ----
  * A key whose expiry (store_write_expiring) is at or before the wall clock is expired:
  * every read (store_get, store_get_many, store_lookup, store_expiry, store_scan) and

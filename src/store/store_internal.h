@@ -32,6 +32,12 @@ typedef struct store_unsettled_delete {
     uint64_t txn;
 } store_unsettled_delete;
 
+typedef struct store_watched {
+    uint64_t key;              /* hash of the key mixed with its database id; 0: free */
+    uint64_t touches;          /* writes that touched the key while watched */
+    uint32_t refs;             /* WATCHes holding it */
+} store_watched;
+
 typedef struct store_db {
     uint32_t id;
     char name[STORE_DB_NAME_MAX + 1];
@@ -71,6 +77,13 @@ struct store {
     size_t unsettled_head, unsettled_len, unsettled_cap;
     uint64_t unsettled_overflow_txn;     /* deletes not listed (ring full) up to this txn */
     uint64_t db_change_txn;              /* newest create or drop of a database */
+
+    /* Watched keys (store_watch.c), and whether the write in flight is the expiry
+       sweep's, whose deletes touch no watched key (a key expired when it was
+       watched stays unchanged for Redis). */
+    store_watched *watch;
+    size_t watch_cap, watch_count;
+    int sweep_writing;
 
     /* Where the expiry sweep stopped (writer thread): a database id and a slot. */
     uint32_t sweep_db;
@@ -114,6 +127,9 @@ void store_note_unsettled(store *s, const log_entry *e, uint64_t txn);
 void store_settle(store *s, uint64_t durable);
 /* Was the key deleted by a txn above floor? (mu held; may say yes when unsure) */
 int store_deleted_above(store *s, uint32_t db, uint64_t hash, uint64_t floor);
+
+/* store_watch.c: counts a write of a watched key (mu held). */
+void store_watch_touch_locked(store *s, uint32_t db, const void *key, size_t key_len);
 
 /* store_feed.c */
 int store_watermarks_load(store *s, char *err, size_t errcap);
