@@ -35,10 +35,16 @@ report() {
   if [ "$status" = FAIL ]; then tail -n 30 "$BUILD/test-logs/$name.log" | sed 's/^/     | /'; fi
 }
 
+# An e2e script runs with a TMPDIR of its own (every mkdtemp, log and scratch
+# directory of it and of its servers goes there), removed when it passed and kept
+# for a look when it failed.
 run_one() {
   rm -f "$BUILD/test-logs/$1.result"
-  run_to_result "$@"
+  local tmp
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/hanudb-e2e-run-XXXXXX")
+  TMPDIR=$tmp run_to_result "$@"
   report "$1"
+  if grep -q '^ok ' "$BUILD/test-logs/$1.result" 2>/dev/null; then rm -rf "$tmp"; else echo "     | kept: $tmp"; fi
 }
 
 declare -A running=()   # pid -> test name
