@@ -54,7 +54,9 @@
 #define PENDING_CUT_DEFAULT (8u << 20) /* write pending documents out as a segment past this much text */
 #define PENDING_ENTRY_BYTES 64        /* what a pending version holds besides its text and id */
 #define STAGE_BYTES_MAX (4u << 20)     /* one feed step stops after the record that passes this */
-#define IDLE_POLL_MS 5                 /* the feed has no wake-up: poll it once caught up */
+#define IDLE_POLL_MS 5                 /* caught up while records keep coming: poll again after this */
+#define IDLE_POLLS_BEFORE_SLEEP 20     /* then this many empty polls in a row: sleep until an append */
+#define IDLE_SLEEP_MAX_S 60            /* a sleep's bound, a safety net (an append wakes it at once) */
 #define KIND_UNKNOWN (-1)
 #define ID_PREFETCH_AHEAD 4            /* apply_pending looks up the committed id map this far ahead */
 #define MERGE_NICE 10                  /* merges run at this lower priority */
@@ -1617,9 +1619,41 @@ static int refresh(indexer *ix)
 
 /* ------------------------------------------------------- the thread */
 
+/* The store's append kick (writer thread): the sleeping indexer has a record to read. */
+static void kick(void *arg)
+{
+    indexer *ix = arg;
+    pthread_mutex_lock(&ix->mu);
+    pthread_cond_signal(&ix->wake);
+    pthread_mutex_unlock(&ix->mu);
+}
+
+/* Waits for the next poll; after IDLE_POLLS_BEFORE_SLEEP empty ones, with nothing left
+   to commit, until the next append (or a waiter, a refresh, a merge, stop): an idle
+   server's indexer does not wake 200 times a second. mu held. */
+static void idle_wait(indexer *ix, unsigned *empty_polls)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int sleep = *empty_polls >= IDLE_POLLS_BEFORE_SLEEP && ix->consumed <= ix->committed_txn && !ix->committing;
+    if (sleep) {
+        store_arm_append_kick(ix->st);
+        if (store_last_txn(ix->st) > ix->consumed) return;   /* appended before the arm */
+        ts.tv_sec += IDLE_SLEEP_MAX_S;
+    } else {
+        ts.tv_nsec += IDLE_POLL_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_cond_timedwait(&ix->wake, &ix->mu, &ts);
+}
+
 static void *indexer_main(void *arg)
 {
     indexer *ix = arg;
+    unsigned empty_polls = 0;
     uint64_t interval_ns = (uint64_t)ix->opt.commit_interval_ms * 1000000u;
     /* Writes first when asked: a thread may always lower its own priority (raising it back
        would need CAP_SYS_NICE, so the value is fixed for the run). */
@@ -1633,8 +1667,10 @@ static void *indexer_main(void *arg)
     while (!ix->stop && !ix->failed) {
         pthread_mutex_unlock(&ix->mu);
         size_t got = 0;
+        uint64_t consumed_before = ix->consumed;
         int rc = feed_step(ix, &got);
         pthread_mutex_lock(&ix->mu);
+        empty_polls = ix->consumed == consumed_before ? empty_polls + 1 : 0;
         /* A waiter's commit comes once the feed reaches its txn, not one per batch. */
         int waited = ix->waiters && ix->wanted_txn > ix->committed_txn && ix->consumed >= ix->wanted_txn;
         int due = !ix->committing &&
@@ -1662,14 +1698,7 @@ static void *indexer_main(void *arg)
             /* Caught up: wait for the next poll (or a waiter) instead of coming back after
                every group commit's few records; what arrives meanwhile is read as one batch.
                A full batch is followed at once, so the lag under load stays bounded. */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += IDLE_POLL_MS * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&ix->wake, &ix->mu, &ts);
+            idle_wait(ix, &empty_polls);
         }
         if (rc) {
             ix->failed = 1;
@@ -1980,6 +2009,7 @@ int indexer_open(store *st, const indexer_options *o, indexer **out, char *err, 
     }
     if (!rc) {
         ix->last_commit_ns = hanu_now_ns();
+        store_set_append_kick(st, kick, ix);
         if (pthread_create(&ix->thread, NULL, indexer_main, ix) != 0) rc = HANU_ERR_NOMEM;
         else {
             ix->started = 1;
@@ -2001,6 +2031,7 @@ void indexer_close(indexer *ix)
 {
     if (!ix) return;
     if (ix->started) {
+        store_set_append_kick(ix->st, NULL, NULL);   /* no write runs now (indexer.h) */
         pthread_mutex_lock(&ix->mu);
         ix->stop = 1;
         pthread_cond_broadcast(&ix->wake);

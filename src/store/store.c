@@ -1143,8 +1143,20 @@ static int append_and_apply(store *s, uint64_t at, uint64_t *txn)
     s->last_txn = *txn;
     pthread_mutex_unlock(&s->mu);
     if (rotated) wake_compactor(s);
+    /* After last_txn (seq_cst both): a projection arming now sees the record there, or
+       this sees its arm. */
+    if (atomic_load(&s->kick_armed) && atomic_exchange(&s->kick_armed, 0) && s->kick_fn) s->kick_fn(s->kick_ctx);
     return rc;
 }
+
+void store_set_append_kick(store *s, void (*fn)(void *ctx), void *ctx)
+{
+    atomic_store(&s->kick_armed, 0);
+    s->kick_fn = fn;
+    s->kick_ctx = ctx;
+}
+
+void store_arm_append_kick(store *s) { atomic_store(&s->kick_armed, 1); }
 
 int store_write(store *s, uint32_t db, const store_op *ops, size_t n, int cond,
                 uint64_t cond_token, uint64_t *txn, uint64_t *current)

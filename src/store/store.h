@@ -281,6 +281,14 @@ void store_feed_filter(store_feed *f, store_feed_want_fn want, void *ctx);
 #define STORE_FEED_SKIP_MAX 65536
 /* Frames this feed decoded, and records it skipped, since it was opened (tests, bench). */
 void store_feed_get_stats(const store_feed *f, uint64_t *frames_walked, uint64_t *records_skipped);
+/* A projection that sleeps while nothing is written (an idle server costs nothing):
+   fn(ctx) runs once on the writer thread right after the next record is applied, once
+   armed; arm again after each call. Arm, then look at store_last_txn: a record
+   appended before the arm shows there, one after it calls fn. fn must be quick (take a
+   lock, signal a condition). One projection per store; set before arming, fn NULL to
+   remove (no append may run then). */
+void store_set_append_kick(store *s, void (*fn)(void *ctx), void *ctx);
+void store_arm_append_kick(store *s);
 /* Blocks until txn is durable: OK, or STOPPED when the log failed. */
 int store_wait_durable(store *s, uint64_t txn);
 

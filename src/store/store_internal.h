@@ -85,6 +85,11 @@ struct store {
     size_t watch_cap, watch_count;
     int sweep_writing;
 
+    /* One projection's wake-up after the next append (store_arm_append_kick). */
+    void (*kick_fn)(void *ctx);
+    void *kick_ctx;
+    _Atomic int kick_armed;
+
     /* Where the expiry sweep stopped (writer thread): a database id and a slot. */
     uint32_t sweep_db;
     size_t sweep_pos;
