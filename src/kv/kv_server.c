@@ -458,7 +458,11 @@ static void on_ttl_tick(h2o_timeout_entry_t *entry)
     if (!srv->stopping && server_accepts_writes(srv) &&
         store_expire_sweep(srv->store, store_now_ms(), KV_TTL_SCAN_PER_TICK, KV_TTL_DELETE_PER_TICK, &n) == HANU_OK)
         srv->keys_expired += n;
-    if (!srv->stopping) h2o_timeout_link(srv->loop, &srv->ttl_timeout, &srv->ttl_entry);
+    /* With no key that has an expiry, look once a second, not ten times: an idle
+       server does not wake for nothing (reads hide a lapsed key meanwhile anyway). */
+    if (!srv->stopping)
+        h2o_timeout_link(srv->loop, store_expiring_keys(srv->store) ? &srv->ttl_timeout : &srv->sweep_timeout,
+                         &srv->ttl_entry);
 }
 
 static void kv_shutdown_begin(server *srv)

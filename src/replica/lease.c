@@ -498,6 +498,12 @@ void lease_keeper_get(lease_keeper *k, lease_keeper_status *out)
     out->valid_until_ns = atomic_load(&k->valid_until_ns);
 }
 
+uint64_t lease_keeper_valid_until(lease_keeper *k)
+{
+    int state = atomic_load(&k->state);
+    return state == LEASE_HOLDING || state == LEASE_PROMOTING ? atomic_load(&k->valid_until_ns) : 0;
+}
+
 int lease_keeper_may_write(lease_keeper *k, uint64_t now_ns)
 {
     int state = atomic_load(&k->state);

@@ -106,5 +106,8 @@ void lease_keeper_get(lease_keeper *k, lease_keeper_status *out);
 /* HOLDING (or PROMOTING: promote() hands writing over before it returns) and the
    validity not yet past now_ns: this node may accept writes. */
 int lease_keeper_may_write(lease_keeper *k, uint64_t now_ns);
+/* The monotonic time (hanu_now_ns) at which may_write turns false unless a renewal
+   lands first (0 while not holding): a holder's loop sleeps until then, no longer. */
+uint64_t lease_keeper_valid_until(lease_keeper *k);
 
 #endif

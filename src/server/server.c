@@ -636,6 +636,23 @@ static size_t faces_busy(server *srv)
     return busy;
 }
 
+/* How long the loop may sleep with nothing to do. With a sealer it wakes at least once
+   a second to look at it; a leader wakes when its lease would lapse without a renewal
+   (every write checks the lease itself: this only notices the loss); a standby looks
+   for its promotion, and a follower behind retention counts down its grace period,
+   every 100 ms. An idle server on the defaults wakes once a second. */
+static int loop_wait_ms(server *srv)
+{
+    if (srv->behind_stop_ns || (srv->lease && srv->role != ROLE_LEADER)) return 100;
+    int ms = srv->sealer ? 1000 : INT32_MAX;
+    if (srv->lease) {
+        uint64_t until = lease_keeper_valid_until(srv->lease), now = hanu_now_ns();
+        uint64_t left = until > now ? (until - now) / 1000000u + 1 : 0;
+        if (left < (uint64_t)ms) ms = (int)left;
+    }
+    return ms;
+}
+
 int server_run(const server_options *o, const server_face *const *faces, size_t nfaces)
 {
     server *srv = calloc(1, sizeof *srv);
@@ -736,10 +753,7 @@ int server_run(const server_options *o, const server_face *const *faces, size_t 
 
     uint64_t sealer_checked_ns = 0;
     while (!srv->stopping) {
-        /* With a sealer the loop wakes at least once a second to look at it. */
-        /* A lease holder looks at its lease's validity at least every 100 ms. */
-        /* A follower that fell behind retention counts down its grace period. */
-        h2o_evloop_run(srv->loop, srv->lease || srv->behind_stop_ns ? 100 : srv->sealer ? 1000 : INT32_MAX);
+        h2o_evloop_run(srv->loop, loop_wait_ms(srv));
         server_role_tick(srv);
         server_check_behind(srv);
         if (srv->sealer && hanu_now_ns() - sealer_checked_ns > 1000000000ull) {

@@ -1488,6 +1488,15 @@ static int sweep_collect(sweep_batch *b, const kd_entry *e)
     return HANU_OK;
 }
 
+uint64_t store_expiring_keys(store *s)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < s->ndbs; i++) n += s->dbs[i]->expiring;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
 int store_expire_sweep(store *s, uint64_t now_ms, size_t max_scan, size_t max_delete, size_t *deleted)
 {
     *deleted = 0;

@@ -183,6 +183,9 @@ int store_key_meta(store *s, uint32_t db, const void *key, size_t key_len, uint6
    delete record per database (at most max_delete keys in all). *deleted gets how many.
    Errors of store_write. */
 int store_expire_sweep(store *s, uint64_t now_ms, size_t max_scan, size_t max_delete, size_t *deleted);
+/* Keys with an expiry in all databases (expired or not): 0 means a sweep has nothing
+   to look at. Any thread. */
+uint64_t store_expiring_keys(store *s);
 
 enum store_cond {
     STORE_COND_NONE = 0,
