@@ -24,8 +24,11 @@ static const char *route_names[ROUTE_COUNT] = {
     "doc_post", "doc_delete", "batch", "preflight", "other", "find", "search", "aggs", "doc_list", "snapshot", "export",
     "doc_patch", "doc_update", "update", "delete_query", "import", "doc_ndjson", "audit",
 };
+/* Every status the server answers has a slot; the last one counts anything else
+   (h2o's own answers), shown as status="other". */
 static const int status_codes[HTTP_STATUS_SLOTS] = {
-    200, 201, 202, 204, 304, 400, 401, 403, 404, 405, 409, 412, 413, 415, 421, 422, 500, 501, 503, 0,
+    200, 201, 202, 204, 304, 308, 400, 401, 403, 404, 405, 408, 409, 412, 413, 414, 415, 421, 422, 429,
+    431, 500, 501, 502, 503, 0,
 };
 static const uint64_t latency_le_us[HTTP_LATENCY_BUCKETS] = {
     50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
@@ -223,9 +226,12 @@ static void http_families(hanu_buf *b, server *srv)
     family(b, "hanudb_http_requests_total", "counter", "HTTP requests by route and status.");
     for (int r = 0; r < ROUTE_COUNT; r++)
         for (int s = 0; s < HTTP_STATUS_SLOTS; s++)
-            if (srv->http_requests[r][s])
+            if (srv->http_requests[r][s] && status_codes[s])
                 text(b, "hanudb_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n", route_names[r],
                      status_codes[s], (unsigned long long)srv->http_requests[r][s]);
+            else if (srv->http_requests[r][s])
+                text(b, "hanudb_http_requests_total{route=\"%s\",status=\"other\"} %llu\n", route_names[r],
+                     (unsigned long long)srv->http_requests[r][s]);
     family(b, "hanudb_http_request_duration_seconds", "histogram",
            "Time from request to answer, including the wait for durability.");
     for (int r = 0; r < ROUTE_COUNT; r++) {

@@ -24,7 +24,7 @@
 typedef struct kv_conn kv_conn;
 
 #define HTTP_LATENCY_BUCKETS 16
-#define HTTP_STATUS_SLOTS 20
+#define HTTP_STATUS_SLOTS 26
 #define HTTP_ROUTE_SLOTS 32          /* at least ROUTE_COUNT (http_internal.h) */
 
 typedef struct server {
