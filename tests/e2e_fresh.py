@@ -12,7 +12,9 @@ here, so everything a query sees it sees through a refresh asked for by the quer
 - on a follower: ?min_txn= on a get by id and on the listing waits until the follower
   has applied the txn (a get without it answers 404 then), past --min-txn-wait-ms 503
   store_behind with applied_txn; a bad or repeated min_txn is 400 invalid_parameter;
-  a query on the follower right after that get sees the document too."""
+  a query on the follower right after that get sees the document too;
+- writes to another collection and to a key-value database do not hold a fresh query
+  (query.held stays), while a write to its own collection does."""
 import os
 import sys
 import time
@@ -134,12 +136,45 @@ def follower_min_txn(tmp):
     check(leader.stop() == 0, "leader stopped cleanly")
 
 
+def others_do_not_hold(h, kv_port):
+    """Writes to another collection and to a key-value database do not hold a fresh
+    query of this one: its target is its own collection's newest record. The index
+    commits only every 60 s here, so a held query would show in query.held (and wait
+    for a refresh); a write to this collection still holds the next query."""
+    import hanukv
+    for col in ("quiet", "busy"):
+        st, _, b = h.json("PUT", "/c/%s" % col)
+        check(st in (200, 201), "create %s: %d %r" % (col, st, b))
+    st, _, _ = h.json("PUT", "/c/quiet/docs/q1", {"n": 1})
+    check(st == 201, "put q1: %d" % st)
+    st, _, f = h.json("POST", "/c/quiet/_find", {"filter": {"n": 1}})
+    check(st == 200 and doc_ids(f) == ["q1"], "q1 found: %r" % f)
+    kv = hanukv.Conn(kv_port)
+    held0 = h.json("GET", "/_status")[2]["query"]["held"]
+    for i in range(30):
+        st, _, _ = h.json("PUT", "/c/busy/docs/b%d?durability=none" % i, {"n": i})
+        check(st == 201, "busy write %d: %d" % (i, st))
+        check(kv.set(b"k%d" % i, b"v", flags=hanukv.NONE)[0] == hanukv.OK, "kv write %d" % i)
+        st, _, f = h.json("POST", "/c/quiet/_find", {"filter": {"n": 1}})
+        check(st == 200 and doc_ids(f) == ["q1"], "quiet find %d: %r" % (i, f))
+    held1 = h.json("GET", "/_status")[2]["query"]["held"]
+    check(held1 == held0, "fresh queries of a quiet collection were held %d times by others' writes" % (held1 - held0))
+    # its own write still holds the next query until the index has it
+    st, _, _ = h.json("PUT", "/c/quiet/docs/q2?durability=none", {"n": 1})
+    check(st == 201, "put q2: %d" % st)
+    st, _, f = h.json("POST", "/c/quiet/_find", {"filter": {"n": 1}, "sort": [{"_id": 1}]})
+    check(st == 200 and doc_ids(f) == ["q1", "q2"], "q2 seen at once: %r" % f)
+    check(h.json("GET", "/_status")[2]["query"]["held"] == held1 + 1, "the query after q2 was held once")
+    kv.close()
+
+
 def run(tmp):
     srv = HttpServer(os.path.join(tmp, "data"), ["--index-commit-ms", COMMIT_MS])
     srv.start()
     h = Http(srv.http_port)
     writes_then_queries(h)
     mongo_semantics(h)
+    others_do_not_hold(h, srv.port)
     st, _, s = h.json("GET", "/_status")
     check(st == 200 and s["index"]["commits"] == 0 and s["index"]["refreshes"] >= 50,
           "published by refreshes, no commit: %r" % s["index"])

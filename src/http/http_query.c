@@ -5,9 +5,10 @@
  *
  * A request body is parsed and checked whole first (400 invalid_query with the
  * query module's message, which names the JSON path). Fresh by default: a query
- * sees every write acknowledged before it arrived. Its target is the store's
- * last txn at arrival (every write answered so far, at any durability, is at or
- * below it; on a follower, what it has applied), or its min_txn when higher;
+ * sees every write acknowledged before it arrived. Its target is the newest record
+ * of its collection at arrival (every write to it answered so far, at any
+ * durability, is at or below it; on a follower, what it has applied; and every
+ * record the log held at the start), or its min_txn when higher;
  * "fresh":false leaves only min_txn. When the index's published snapshots do
  * not cover the target yet (one atomic load each: nothing else is paid when
  * nothing was written since the last publish), the query is held in
@@ -889,15 +890,18 @@ static uint64_t body_min_txn(h2o_req_t *req)
     return (uint64_t)n;
 }
 
-/* The txn of the newest write that may have been acknowledged: the store's last
-   txn (a `none` answer leaves once its frame is written, `local` and `bucket` ones
-   later; on a follower, the last txn applied). Not above the newest record while
-   no write was made since the start: a start after a crash may number on above
-   txns that no record has, which the index never reaches until a write. */
-static uint64_t fresh_target(server *srv)
+/* The txn of the newest write to collection db that may have been acknowledged: the
+   newest record applied to it (a `none` answer leaves once its frame is written,
+   `local` and `bucket` ones later; on a follower, the last applied), and at least
+   every record the log held at the start (the index may still be catching up with
+   them). Writes to other collections and databases do not hold this query: a stream
+   of key-value writes or of another collection's keeps its fresh reads unheld. */
+static uint64_t fresh_target(server *srv, uint32_t db)
 {
-    uint64_t t = store_last_txn(srv->store);
-    return t > srv->fresh_start_txn ? t : HANU_MIN(t, srv->fresh_start_record);
+    store_db_info info;
+    uint64_t t = HANU_MIN(srv->fresh_start_txn, srv->fresh_start_record);
+    if (store_db_info_get(srv->store, db, &info) == HANU_OK && info.last_txn > t) t = info.last_txn;
+    return t;
 }
 
 static void run_query(http_call *c, int waited)
@@ -971,7 +975,7 @@ static void run_query(http_call *c, int waited)
     if (!parse_query(c, &t->r, t->body, len)) { task_free(t); return; }
     uint64_t min_txn = t->r.min_txn;
     if (t->r.fresh) {
-        uint64_t acked = fresh_target(srv);
+        uint64_t acked = fresh_target(srv, db);
         if (acked > min_txn) min_txn = acked;
     }
     if (!waited && min_txn > indexer_visible_txn(srv->indexer)) {

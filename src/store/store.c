@@ -76,6 +76,7 @@ static int db_add(store *s, uint32_t id, const char *name, size_t len, uint8_t k
     memcpy(d->name, name, len);
     d->name[len] = '\0';
     d->create_txn = txn;
+    d->last_txn = txn;
     d->kind = kind;
     keydir_init(&d->kd);
     s->dbs[s->ndbs++] = d;
@@ -173,6 +174,7 @@ int store_apply_entry(store *s, const log_entry *e, uint64_t txn, uint32_t file_
     case LOG_OP_PUT_TYPED: {
         d = store_db_by_id(s, e->db);
         if (!d) { store_mark_dead(s, file_id, own); return HANU_OK; }
+        if (txn > d->last_txn) d->last_txn = txn;
         /* The key directory points at the value bytes; an expiry and a type after them
            are kept in the entry itself, so reads check them without touching the file. */
         uint64_t expire = e->expire_ms;
@@ -195,6 +197,7 @@ int store_apply_entry(store *s, const log_entry *e, uint64_t txn, uint32_t file_
         store_mark_dead(s, file_id, own);   /* a tombstone is never a live value */
         d = store_db_by_id(s, e->db);
         if (!d) return HANU_OK;
+        if (txn > d->last_txn) d->last_txn = txn;
         kd_entry old;
         if (keydir_delete(&d->kd, e->key, e->key_len, keydir_hash(e->key, e->key_len), &old)) {
             store_mark_dead(s, old.file_id, store_kd_record_bytes(e->key_len, &old));
@@ -1360,6 +1363,7 @@ static void fill_info(store_db *d, store_db_info *info)
     info->expiring = d->expiring;
     info->bytes = d->bytes;
     info->memory = keydir_memory(&d->kd);
+    info->last_txn = d->last_txn;
 }
 
 int store_db_info_get(store *s, uint32_t id, store_db_info *info)

@@ -87,6 +87,9 @@ typedef struct store_db_info {
     uint64_t expiring;     /* keys with an expiry (expired or not) */
     uint64_t bytes;        /* key + value bytes of live records */
     uint64_t memory;       /* key directory bytes */
+    uint64_t last_txn;     /* the newest record applied to it since the start (its create, a put,
+                              a delete), or a record recovery found: every write to it answered
+                              so far is at or below it */
 } store_db_info;
 int store_db_info_get(store *s, uint32_t id, store_db_info *info);
 /* The kind of database id (enum store_db_kind): OK or NOT_FOUND. Any thread. */

@@ -45,6 +45,7 @@ typedef struct store_db {
     uint8_t kind;              /* enum store_db_kind, from the create record */
     uint64_t bytes;
     uint64_t expiring;         /* keys whose entry carries an expiry */
+    uint64_t last_txn;         /* newest record applied to it (store_db_info) */
     keydir kd;
 } store_db;
 
