@@ -929,14 +929,15 @@ static void run_query(http_call *c, int waited)
     if (http_find_collection(c, 0, &db)) return;
     if (c->route == ROUTE_UPDATE || c->route == ROUTE_DELETE_QUERY) {
         /* Writes by filter (http_update.c) see every write answered before they came:
-           held until the index covers the log's newest record, then run here, on the loop. */
+           held until the index covers their collection's newest record, then run here,
+           on the loop. */
         if (!srv->indexer) { http_error(c, 503, "index_off", "the server runs with --no-index"); return; }
         if (indexer_failed(srv->indexer)) {
             http_error(c, 503, "index_failed", "the indexer stopped after a failed write (see \"failure\" in "
                        "/_status); restart the server");
             return;
         }
-        uint64_t last = store_last_record_txn(srv->store);
+        uint64_t last = fresh_target(srv, db);
         if (!waited && indexer_visible_txn(srv->indexer) < last) {
             if (srv->stopping) http_error(c, 503, "shutting_down", "the server is shutting down");
             else hold_query(c, last);
