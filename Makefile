@@ -104,7 +104,7 @@ ASAN_E2E += e2e_bucket.py e2e_dump.py e2e_snapshot.py e2e_restore.py e2e_retain.
 ASAN_E2E += e2e_follow.py e2e_behind.py e2e_takeover.py
 ASAN_E2E += e2e_resp.py e2e_resp_kill.py e2e_ttl.py
 ASAN_E2E += e2e_ndjson.py e2e_expire.py
-ASAN_E2E += e2e_fresh.py
+ASAN_E2E += e2e_fresh.py e2e_watermark_lock.py
 ASAN_E2E += e2e_console.py
 
 asan:

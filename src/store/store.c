@@ -784,6 +784,7 @@ int store_open(const store_options *o, store **out, char *err, size_t errcap)
     s->lock_fd = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->compact_mu, NULL);
+    pthread_mutex_init(&s->watermark_save_mu, NULL);
     pthread_cond_init(&s->compact_cv, NULL);
 
     char meta[1100], lockp[1100];
@@ -894,6 +895,7 @@ void store_close(store *s)
     if (s->lock_fd >= 0) close(s->lock_fd);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->compact_mu);
+    pthread_mutex_destroy(&s->watermark_save_mu);
     pthread_cond_destroy(&s->compact_cv);
     free(s);
 }

@@ -38,29 +38,62 @@ static int watermark_name_valid(const char *name)
 }
 
 /* Writes every watermark (mu held: the file follows the table exactly). */
-static int watermarks_save(store *s)
+/* The file's bytes for the watermarks as they are now (mu held). */
+static int watermarks_encode(store *s, hanu_buf *b)
 {
-    hanu_buf b = {0};
     uint8_t head[12];
     memcpy(head, "HANUWMK", 8);
     hanu_put_u32(head + 8, (uint32_t)s->nwatermarks);
-    int rc = hanu_buf_append(&b, head, sizeof head);
+    int rc = hanu_buf_append(b, head, sizeof head);
     for (size_t i = 0; rc == HANU_OK && i < s->nwatermarks; i++) {
         uint8_t e[1 + STORE_WATERMARK_NAME_MAX + 8];
         size_t n = strlen(s->watermarks[i].name);
         e[0] = (uint8_t)n;
         memcpy(e + 1, s->watermarks[i].name, n);
         hanu_put_u64(e + 1 + n, s->watermarks[i].txn);
-        rc = hanu_buf_append(&b, e, 1 + n + 8);
+        rc = hanu_buf_append(b, e, 1 + n + 8);
     }
     if (rc == HANU_OK) {
         uint8_t sum[4];
-        hanu_put_u32(sum, hanu_checksum32(b.data, b.len));
-        rc = hanu_buf_append(&b, sum, 4);
+        hanu_put_u32(sum, hanu_checksum32(b->data, b->len));
+        rc = hanu_buf_append(b, sum, 4);
     }
+    return rc;
+}
+
+static int watermarks_write(store *s, const hanu_buf *b)
+{
     char path[1200];
     watermark_path(s, path, sizeof path);
-    if (rc == HANU_OK) rc = hanu_replace_file(path, b.data, b.len);
+    return hanu_replace_file(path, b->data, b->len);
+}
+
+/* mu held: the file written under the lock (a registration, before anything relies on it). */
+static int watermarks_save(store *s)
+{
+    hanu_buf b = {0};
+    int rc = watermarks_encode(s, &b);
+    if (rc == HANU_OK) rc = watermarks_write(s, &b);
+    hanu_buf_free(&b);
+    return rc;
+}
+
+/* mu NOT held: the file written from the watermarks as they are when this save starts.
+   Its fdatasync and renames (a millisecond or more) must not hold mu, which every
+   write takes to apply its record: under mu they stalled the write path whenever the
+   indexer committed or the sealer sealed. Saves are ordered by save_mu and each
+   encodes the newest state, so the file never goes back behind an earlier save. The
+   file lags the memory only downwards (an advance not yet saved), which after a crash
+   holds the floor lower: safe; a drop not yet saved keeps a watermark: safe too. */
+static int watermarks_persist(store *s)
+{
+    pthread_mutex_lock(&s->watermark_save_mu);
+    hanu_buf b = {0};
+    pthread_mutex_lock(&s->mu);
+    int rc = watermarks_encode(s, &b);
+    pthread_mutex_unlock(&s->mu);
+    if (rc == HANU_OK) rc = watermarks_write(s, &b);
+    pthread_mutex_unlock(&s->watermark_save_mu);
     hanu_buf_free(&b);
     return rc;
 }
@@ -145,19 +178,17 @@ int store_watermark_register(store *s, const char *name, uint64_t *txn)
     return rc;
 }
 
+/* The projection's state is durable up to txn before it calls this (its own files),
+   so the memory moves at once and the file follows (watermarks_persist); a failed
+   save is an error for the caller, and the file keeps the older, lower value. */
 int store_watermark_advance(store *s, const char *name, uint64_t txn)
 {
     pthread_mutex_lock(&s->mu);
     store_watermark *w = watermark_find(s, name);
-    int rc = w ? HANU_OK : HANU_ERR_NOT_FOUND;
-    if (w && txn > w->txn) {
-        uint64_t old = w->txn;
-        w->txn = txn;
-        rc = watermarks_save(s);
-        if (rc) w->txn = old;
-    }
+    int rc = w ? HANU_OK : HANU_ERR_NOT_FOUND, moved = w && txn > w->txn;
+    if (moved) w->txn = txn;
     pthread_mutex_unlock(&s->mu);
-    return rc;
+    return moved ? watermarks_persist(s) : rc;
 }
 
 int store_watermark_drop(store *s, const char *name)
@@ -165,15 +196,9 @@ int store_watermark_drop(store *s, const char *name)
     pthread_mutex_lock(&s->mu);
     store_watermark *w = watermark_find(s, name);
     int rc = w ? HANU_OK : HANU_ERR_NOT_FOUND;
-    if (w) {
-        store_watermark saved = *w;
-        size_t at = (size_t)(w - s->watermarks);
-        s->watermarks[at] = s->watermarks[--s->nwatermarks];
-        rc = watermarks_save(s);
-        if (rc) { s->watermarks[s->nwatermarks] = s->watermarks[at]; s->watermarks[at] = saved; s->nwatermarks++; }
-    }
+    if (w) s->watermarks[w - s->watermarks] = s->watermarks[--s->nwatermarks];
     pthread_mutex_unlock(&s->mu);
-    return rc;
+    return rc == HANU_OK ? watermarks_persist(s) : rc;
 }
 
 size_t store_watermark_list(store *s, store_watermark *out, size_t cap)

@@ -97,6 +97,7 @@ struct store {
 
     store_watermark watermarks[STORE_MAX_WATERMARKS];   /* mu held */
     size_t nwatermarks;
+    pthread_mutex_t watermark_save_mu;   /* orders the file's saves, which run without mu */
 
     pthread_t compact_thread;
     int compact_started;
