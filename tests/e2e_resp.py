@@ -389,6 +389,10 @@ def bucket_and_follower(tmp):
         check(c.call("SET", "soon", "x", "PX", "1500") == b"+OK\r\n", "PX on the leader")
         # a list reaches the follower through the bucket as a list (op 7 in the segment)
         check(c.call("RPUSH", "fl", "a", "b") == b":2\r\n" and c.call("LPOP", "fl") == b"$1\r\na\r\n", "list")
+        # a long list: its chunks (records of the system database) come in the same records
+        long_list = [str(i) for i in range(2000)]
+        check(c.call("RPUSH", "fl2", *long_list) == b":2000\r\n" and c.call("LSET", "fl2", "700", "x") == b"+OK\r\n",
+              "a list of 8 chunks")
         check(c.call("SET", "mark", "m") == b"+OK\r\n", "bucket write after them")
         deadline = time.time() + 10
         while f.call("GET", "f") != b"$1\r\n2\r\n" or f.call("GET", "mark") != b"$1\r\nm\r\n":
@@ -398,6 +402,8 @@ def bucket_and_follower(tmp):
         check(f.call("TYPE", "fl") == b"+list\r\n" and f.call("LRANGE", "fl", 0, -1) == b"*1\r\n$1\r\nb\r\n",
               "the follower holds the list: %r" % f.call("LRANGE", "fl", 0, -1))
         check(f.call("RPUSH", "fl", "c").startswith(b"-READONLY"), "a follower refuses a push")
+        check(f.call("LRANGE", "fl2", 0, -1) == c.call("LRANGE", "fl2", 0, -1) and
+              f.call("LINDEX", "fl2", "700") == b"$1\r\nx\r\n", "the follower holds the long list whole")
         check(f.call("PEXPIRETIME", "soon") == c.call("PEXPIRETIME", "soon"), "the same ms on both")
         while f.call("GET", "soon") != b"$-1\r\n":
             check(time.time() < deadline, "the follower still answers a lapsed key")

@@ -607,7 +607,7 @@ void resp_cmd_lrem(resp_conn *c, const resp_arg *argv, size_t argc)
     }
     if (ok && removed) ok = list_commit(c, &argv[1], &q);
     if (ok) resp_w_int(&c->gc.out, (int64_t)removed);
-    else list_rollback(c, &q);
+    if (!ok || !removed) list_rollback(c, &q);   /* nothing removed: no write (not even an old list's conversion) */
     qchunk_free(&k);
     list_free(&q);
 }
