@@ -373,9 +373,9 @@ void resp_cmd_push(resp_conn *c, const resp_arg *argv, size_t argc)
         uint32_t from = use_edge ? edge : (left ? 0 : q.h.nchunks);
         ok = list_replace(c, &q, from, from + (use_edge ? 1 : 0), a, at, left, NULL) &&
              list_commit(c, &argv[1], &q);
-        if (!ok) list_rollback(c, &q);
     }
     if (ok) resp_w_int(&c->gc.out, (int64_t)q.h.count);
+    else list_rollback(c, &q);
     free(a);
     qchunk_free(&k);
     list_free(&q);
