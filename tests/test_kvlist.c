@@ -3,7 +3,8 @@
  * and heads both ways, hostile heads refused, the old one-value format read as one
  * inline chunk, chunk packing at its limits, locating an index across chunk borders,
  * chunk numbers that wrap, and the reclaim pass on a real store (it deletes the
- * chunks and owners of gone lists, and nothing of a live one, also after a restart).
+ * chunks and owners of gone lists, and nothing of a live one, also after a restart
+ * and a compaction with hints; an expired list's chunks go).
  *
  * `test_kvlist write-old DIR` writes a list in the old format (one op-7 value of
  * 300 elements "old0".."old299", expiring in 2100) as key "old" of the default
@@ -243,11 +244,29 @@ static void test_gc_reclaims_only_gone_lists(void)
     CHECK_EQ(kvlist_count(s, &chunks, &owners), HANU_OK);
     CHECK(chunks == 3 && owners == 1);
     CHECK_EQ(gc_pass(s), 0);
-    /* the live head's key expires: its chunks go */
-    hanu_buf head = { 0 };
+    /* a compaction of every file (with hints), then a start from the hints: still whole */
+    char err[256];
+    CHECK_EQ(store_rotate(s), HANU_OK);
+    CHECK_EQ(store_wait_log_complete(s), HANU_OK);
+    CHECK_EQ(store_sync(s), HANU_OK);
+    CHECK_EQ(store_compact(s, 1, err, sizeof err), HANU_OK);
+    store_close(s);
+    s = test_store_open(dir);
+    REQUIRE(s);
+    CHECK_EQ(kvlist_count(s, &chunks, &owners), HANU_OK);
+    CHECK(chunks == 3 && owners == 1);
+    hanu_buf head = { 0 }, chunk = { 0 };
     uint64_t token, expire;
     uint8_t type;
     CHECK_EQ(store_get_typed(s, STORE_DEFAULT_DB_ID, "live", 4, &head, &token, &expire, &type), HANU_OK);
+    CHECK_EQ(type, LOG_TYPE_LIST);
+    kvlist_head h;
+    REQUIRE(kvlist_head_decode(head.data, head.len, &h) == HANU_OK);
+    CHECK_EQ(h.nchunks, 3);
+    for (uint32_t i = 0; i < h.nchunks; i++) CHECK_EQ(kvlist_chunk_read(s, &h, i, &chunk), HANU_OK);
+    kvlist_head_free(&h);
+    hanu_buf_free(&chunk);
+    /* the live head's key expires: its chunks go */
     uint64_t soon = store_now_ms() + 1;
     store_op again = { STORE_SET, "live", 4, head.data, head.len };
     CHECK_EQ(store_write_typed(s, STORE_DEFAULT_DB_ID, &again, &soon, &type, 1, STORE_COND_NONE, 0, &txn, NULL), HANU_OK);
