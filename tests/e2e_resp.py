@@ -404,6 +404,13 @@ def bucket_and_follower(tmp):
         check(f.call("RPUSH", "fl", "c").startswith(b"-READONLY"), "a follower refuses a push")
         check(f.call("LRANGE", "fl2", 0, -1) == c.call("LRANGE", "fl2", 0, -1) and
               f.call("LINDEX", "fl2", "700") == b"$1\r\nx\r\n", "the follower holds the long list whole")
+        # a rebuild from the bucket (dump --bucket restores the chain's end) holds it whole too
+        r = subprocess.run([hanukv.BIN, "dump", "--bucket", url, "--scratch", tmp, "--db", "default"],
+                           capture_output=True, timeout=60)
+        got = [l for l in map(json.loads, r.stdout.decode().splitlines()) if l.get("key") == "fl2"]
+        check(r.returncode == 0 and len(got) == 1 and got[0].get("type") == "list" and
+              got[0].get("elements") == long_list[:700] + ["x"] + long_list[701:],
+              "the long list rebuilt from the bucket: %r %r" % (r.stderr[-200:], str(got)[:200]))
         check(f.call("PEXPIRETIME", "soon") == c.call("PEXPIRETIME", "soon"), "the same ms on both")
         while f.call("GET", "soon") != b"$-1\r\n":
             check(time.time() < deadline, "the follower still answers a lapsed key")
