@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """resp-lists.py: what an LPUSH costs on the Redis face as the list grows
-(docs/RESP.md, "Lists"). A list is one value rewritten whole by every push, so
-the cost grows with the list's bytes. HanuDB is pinned to CPU 0 (taskset), this
+(docs/RESP.md, "Lists"). A list is kept in chunks (src/kvlist): a push writes the
+edge chunk and the list's head (a few bytes per chunk), so the cost grows with the
+list's chunk count only, by about 12 bytes per 256 elements. HanuDB is pinned to CPU 0 (taskset), this
 client to CPU 1; for each length the list is first filled (RPUSH of 1 000 elements a
 command), then up to OPS LPUSHes (fewer for the longest lists) of a 3-byte element are pipelined 50 at a time and the
 server's CPU microseconds per push (utime+stime of /proc/PID/stat) and log bytes
 per push (growth of the log, --prealloc append) are printed.
 
     BUILD=build python3 bench/resp-lists.py [--runs 2] [--ops 2000] [--durability none|local]
+                                            [--lengths 0,10000,80000,500000]
 """
 import argparse
 import os
@@ -23,9 +25,9 @@ import hanuresp  # noqa: E402
 from hanukv import free_port  # noqa: E402
 BIN = os.path.join(ROOT, os.environ.get("BUILD", "build"), "hanudb")
 TICK = os.sysconf("SC_CLK_TCK")
-# (length, pushes measured): 80 000 elements of 7 bytes are 880 KB, near --max-value
-# (1 MiB), and every push there writes that much to the log
-LENGTHS = [(0, 2000), (1000, 2000), (10000, 1000), (80000, 200)]
+# list lengths measured: 80 000 elements of 7 bytes are 880 KB, near --max-value (1 MiB),
+# which bounded a list of the old one-value format; 500 000 are 3.5 MB
+LENGTHS = [0, 1000, 10000, 80000, 500000]
 
 
 def cpu_ticks(pid):
@@ -38,7 +40,7 @@ def dir_bytes(path):
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(path) for f in fs)
 
 
-def run(ops, durability):
+def run(ops, durability, lengths):
     tmp = tempfile.mkdtemp(prefix="resp-lists-", dir="/var/tmp")
     port = free_port()
     proc = subprocess.Popen(["taskset", "-c", "0", BIN, "serve", "--data", os.path.join(tmp, "d"), "--no-bucket",
@@ -55,8 +57,8 @@ def run(ops, durability):
             except OSError:
                 time.sleep(0.05)
         rows = []
-        for i, (length, n) in enumerate(LENGTHS):
-            n = min(n, ops)
+        for i, length in enumerate(lengths):
+            n = ops
             key = "list%d" % i
             for start in range(0, length, 1000):
                 c.call("RPUSH", key, *(["e%06d" % j for j in range(start, min(length, start + 1000))]))
@@ -82,11 +84,13 @@ def main():
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--ops", type=int, default=2000)
     ap.add_argument("--durability", default="none")
+    ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
     a = ap.parse_args()
+    lengths = [int(x) for x in a.lengths.split(",")]
     for r in range(a.runs):
         print("run %d (durability %s, %d LPUSH per length)" % (r + 1, a.durability, a.ops))
         print("%10s %8s %14s %16s" % ("length", "pushes", "server us/op", "log bytes/op"))
-        for length, n, us, b in run(a.ops, a.durability):
+        for length, n, us, b in run(a.ops, a.durability, lengths):
             print("%10d %8d %14.1f %16.0f" % (length, n, us, b))
 
 

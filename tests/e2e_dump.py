@@ -1,6 +1,7 @@
 """`hanudb dump --data DIR`: every live document and key of a stopped server,
 exactly, as JSON lines (collections with their stored bytes, key-value
-databases with text or base64 keys and values); refused while a server holds
+databases with text or base64 keys and values, and expire_ms for a key with an
+expiry: Redis lists are in e2e_resp_lists.py); refused while a server holds
 the directory, naming `dump --bucket` with the server's default bucket; that
 dump of the running server (a read snapshot from its bucket) equals the one of
 the stopped directory and leaves no scratch directory; --db limits it to one
@@ -12,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from hanukv import *  # noqa
@@ -35,6 +37,8 @@ def main():
         check(c.set("text", "hello", db="bin")[0] == OK, "set text")
         check(c.set(b"\xff\x00k", b"\x01\x02\xff", db="bin")[0] == OK, "set binary")
         check(c.set("gone", "x", db="bin")[0] == OK and c.delete("gone", db="bin")[0] == OK, "set, delete")
+        t0 = int(time.time() * 1000)
+        check(c.set_ttl("ttl", "soon", 10 ** 9, db="bin")[0] == OK, "set with a TTL")
         h = Http(srv.http_port)
         docs = {"alice": '{"_id":"alice","name":"Alice","tags":["a","b"]}', "bob": '{"n":1}'}
         for i, d in docs.items():
@@ -61,6 +65,10 @@ def main():
         st_alice = json.loads(docs["alice"])
         check(users[0]["doc"] == st_alice, "the stored document: %r" % users[0])
         kv = sorted((l for l in lines if l.get("db") == "bin"), key=lambda l: json.dumps(l, sort_keys=True))
+        ttl = [l for l in kv if l.get("key") == "ttl"]
+        check(len(ttl) == 1 and t0 + 10 ** 9 <= ttl[0].get("expire_ms", 0) <= int(time.time() * 1000) + 10 ** 9,
+              "the key's expiry: %r" % ttl)
+        kv = [l for l in kv if l.get("key") != "ttl"]
         want = sorted([{"db": "bin", "key": "text", "value": "hello"},
                        {"db": "bin", "key_base64": base64.b64encode(b"\xff\x00k").decode(),
                         "value_base64": base64.b64encode(b"\x01\x02\xff").decode()}],

@@ -21,6 +21,7 @@
 #include "server/gated_conn.h"
 #include "hlog/hlog.h"
 #include "docs/docs.h"
+#include "kvlist/kvlist.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,10 @@
 #define KV_TTL_TICK_MS 100
 #define KV_TTL_SCAN_PER_TICK 2048
 #define KV_TTL_DELETE_PER_TICK 512
+/* The Redis lists' reclaim pass (kvlist_gc_step) looks at this many records of the
+   system database per tick: a whole pass over a million chunks takes minutes, and a
+   tick costs a few hundred microseconds at most. */
+#define KV_LIST_GC_SCAN_PER_TICK 1024
 
 struct kv_conn {
     gated_conn gc;              /* first: sock->data points at both */
@@ -115,6 +120,8 @@ static void respond_json(kv_conn *c, const json_writer *w)
 static void respond_stats(kv_conn *c)
 {
     server *srv = c->gc.srv;
+    uint64_t list_chunks = 0, list_owners = 0;   /* a scan of the system database: STATS is not hot */
+    kvlist_count(srv->store, &list_chunks, &list_owners);
     store_stats st;
     store_get_stats(srv->store, &st);
     json_writer w;
@@ -130,7 +137,9 @@ static void respond_stats(kv_conn *c)
         { "compaction_lock_max_us", st.compaction_lock_max_us }, { "last_txn", st.last_txn },
         { "durable_txn", st.durable_txn }, { "startup_ms", st.startup_ms }, { "connections", srv->nconns },
         { "connections_total", srv->connections_total }, { "requests", srv->requests },
-        { "errors", srv->errors }, { "keys_expired", srv->keys_expired }
+        { "errors", srv->errors }, { "keys_expired", srv->keys_expired },
+        { "list_chunks", list_chunks }, { "list_owners", list_owners },
+        { "list_records_reclaimed", srv->list_records_reclaimed }
     };
     server_json_fields(&w, f, sizeof f / sizeof *f);
     json_write_key(&w, "store_failed", 12);
@@ -449,8 +458,9 @@ static int kv_listen(server *srv, char *err, size_t errcap)
     return HANU_OK;
 }
 
-/* The expiry sweep's tick: on the writer only (a follower hides expired keys on reads
-   and replays its leader's deletes; it never deletes on its own). */
+/* The expiry sweep's and the list reclaim pass's tick: on the writer only (a follower
+   hides expired keys on reads and replays its leader's deletes; it never deletes on
+   its own). */
 static void on_ttl_tick(h2o_timeout_entry_t *entry)
 {
     server *srv = H2O_STRUCT_FROM_MEMBER(server, ttl_entry, entry);
@@ -458,10 +468,16 @@ static void on_ttl_tick(h2o_timeout_entry_t *entry)
     if (!srv->stopping && server_accepts_writes(srv) &&
         store_expire_sweep(srv->store, store_now_ms(), KV_TTL_SCAN_PER_TICK, KV_TTL_DELETE_PER_TICK, &n) == HANU_OK)
         srv->keys_expired += n;
-    /* With no key that has an expiry, look once a second, not ten times: an idle
-       server does not wake for nothing (reads hide a lapsed key meanwhile anyway). */
+    size_t reclaimed = 0;
+    if (!srv->stopping && server_accepts_writes(srv) &&
+        kvlist_gc_step(srv->store, &srv->list_gc_cursor, KV_LIST_GC_SCAN_PER_TICK, &reclaimed) == HANU_OK)
+        srv->list_records_reclaimed += reclaimed;
+    /* With no key that has an expiry and no list record reclaimed, look once a second,
+       not ten times: an idle server does not wake for nothing (reads hide a lapsed key
+       meanwhile anyway). */
     if (!srv->stopping)
-        h2o_timeout_link(srv->loop, store_expiring_keys(srv->store) ? &srv->ttl_timeout : &srv->sweep_timeout,
+        h2o_timeout_link(srv->loop,
+                         store_expiring_keys(srv->store) || reclaimed ? &srv->ttl_timeout : &srv->sweep_timeout,
                          &srv->ttl_entry);
 }
 

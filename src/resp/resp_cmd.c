@@ -21,6 +21,7 @@ void resp_stage_reset(resp_server *rs)
 {
     rs->nstaged = 0;
     rs->arena.len = 0;
+    rs->list_ids = 0;
 }
 
 static int same_key(const resp_server *rs, const resp_staged *s, const resp_arg *key)
@@ -28,12 +29,20 @@ static int same_key(const resp_server *rs, const resp_staged *s, const resp_arg 
     return s->klen == key->len && memcmp(rs->arena.data + s->koff, key->p, key->len) == 0;
 }
 
-/* The newest staged write of key, or NULL. */
-static const resp_staged *staged_find(const resp_server *rs, const resp_arg *key)
+static int staged_system(const resp_staged *s) { return s->kind == STORE_SYSTEM_SET || s->kind == STORE_SYSTEM_DELETE; }
+
+/* The newest staged write of key (of the SELECTed database, or of the system
+   database when system), or NULL. */
+static const resp_staged *staged_find_in(const resp_server *rs, const resp_arg *key, int system)
 {
     for (size_t i = rs->nstaged; i-- > 0;)
-        if (same_key(rs, &rs->staged[i], key)) return &rs->staged[i];
+        if (staged_system(&rs->staged[i]) == system && same_key(rs, &rs->staged[i], key)) return &rs->staged[i];
     return NULL;
+}
+
+static const resp_staged *staged_find(const resp_server *rs, const resp_arg *key)
+{
+    return staged_find_in(rs, key, 0);
 }
 
 /* Whether a staged write leaves the key absent (a delete, or a set already expired). */
@@ -101,6 +110,19 @@ int resp_read_typed(resp_conn *c, const resp_db *db, const resp_arg *key, const 
     *v = rs->val.data;
     *vlen = rs->val.len;
     return 1;
+}
+
+int resp_read_system(resp_conn *c, const resp_arg *key, hanu_buf *out)
+{
+    resp_server *rs = c->rs;
+    const resp_staged *s = staged_find_in(rs, key, 1);
+    out->len = 0;
+    if (s) {
+        if (s->kind == STORE_SYSTEM_DELETE) return HANU_ERR_NOT_FOUND;
+        return hanu_buf_append(out, rs->arena.data + s->voff, s->vlen);
+    }
+    uint64_t token;
+    return store_get(c->gc.srv->store, STORE_SYSTEM_DB_ID, key->p, key->len, out, &token);
 }
 
 int resp_exists(resp_conn *c, const resp_db *db, const resp_arg *key)
@@ -211,7 +233,7 @@ int resp_commit(resp_conn *c, size_t reply_start, uint64_t *txn)
         rs->expires[i] = s->expire;
         rs->types[i] = s->type;
         expiring |= s->expire != 0;
-        typed |= s->type != LOG_TYPE_STRING;
+        typed |= s->type != LOG_TYPE_STRING || staged_system(s);   /* a list's chunks: store_write_typed */
     }
     size_t nlen = strlen(c->db);
     uint32_t id;
@@ -585,6 +607,8 @@ static void rename_key(resp_conn *c, const resp_arg *argv, int nx)
     if (!resp_check_key(c, &argv[2])) return;
     int same = argv[1].len == argv[2].len && !memcmp(argv[1].p, argv[2].p, argv[1].len);
     if (nx && (same || resp_exists(c, &db, &argv[2]) == 1)) { resp_w_int(&c->gc.out, 0); return; }
+    /* a list's chunks stay where they are: its owner record names the new key */
+    if (!same && type == LOG_TYPE_LIST && !resp_list_renamed(c, v, n, &argv[2])) return;
     if (!same && resp_stage_typed(c, STORE_SET, &argv[2], v, n, expire, type) != HANU_OK) {
         resp_err(c, "ERR out of memory");
         return;

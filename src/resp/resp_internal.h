@@ -95,6 +95,7 @@ struct resp_server {
     uint8_t *types;                      /* the ops' Redis types (ops_cap of them) */
     size_t ops_cap;
     int dirty_db;                        /* a database was created for the staged writes */
+    uint32_t list_ids;                   /* lists the staged writes create (each gets its own id) */
 };
 
 /* The database a command works on: its id, or absent (reads see it empty; the
@@ -157,6 +158,10 @@ int resp_stage_typed(resp_conn *c, uint8_t kind, const resp_arg *key, const void
 /* Stages, or answers out of memory: 1 staged. */
 int resp_stage_or_answer(resp_conn *c, uint8_t kind, const resp_arg *key, const void *v, size_t vlen,
                          uint64_t expire);
+/* A record of the system database (a list's chunk or owner, kvlist.h) as the staged
+   writes leave it, copied to out: OK, NOT_FOUND or a store error (not answered). Stage its
+   writes with the kinds STORE_SYSTEM_SET and STORE_SYSTEM_DELETE. */
+int resp_read_system(resp_conn *c, const resp_arg *key, hanu_buf *out);
 /* The key's expiry (0: none) without its value: 1 found, 0 absent. */
 int resp_key_expiry(resp_conn *c, const resp_db *db, const resp_arg *key, uint64_t *expire);
 /* The same with its Redis type (LOG_TYPE_*). */
@@ -217,7 +222,7 @@ void resp_cmd_expire(resp_conn *c, const resp_arg *argv, size_t argc);
 void resp_cmd_ttl(resp_conn *c, const resp_arg *argv, size_t argc);
 void resp_cmd_persist(resp_conn *c, const resp_arg *argv, size_t argc);
 /* resp_list.c: Redis lists (LPUSH, RPUSH, LPOP, RPOP, LLEN, LRANGE, LINDEX, LSET,
-   LREM, LTRIM and the PUSHX forms). A list is one value of type LOG_TYPE_LIST: */
+   LREM, LTRIM and the PUSHX forms), kept in chunks (kvlist.h): */
 void resp_cmd_push(resp_conn *c, const resp_arg *argv, size_t argc);
 void resp_cmd_pop(resp_conn *c, const resp_arg *argv, size_t argc);
 void resp_cmd_llen(resp_conn *c, const resp_arg *argv, size_t argc);
@@ -226,6 +231,9 @@ void resp_cmd_lindex(resp_conn *c, const resp_arg *argv, size_t argc);
 void resp_cmd_lset(resp_conn *c, const resp_arg *argv, size_t argc);
 void resp_cmd_lrem(resp_conn *c, const resp_arg *argv, size_t argc);
 void resp_cmd_ltrim(resp_conn *c, const resp_arg *argv, size_t argc);
+/* RENAME stages the head (v, n) at key to: this stages the list's owner record
+   naming to (before the head's own staging, which may move v): 1, 0 answered. */
+int resp_list_renamed(resp_conn *c, const uint8_t *v, size_t n, const resp_arg *to);
 
 /* A WAIT with a deadline was gated: its expiry is checked every 100 ms meanwhile. */
 void resp_arm_wait_check(resp_server *rs);

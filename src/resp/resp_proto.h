@@ -73,10 +73,6 @@ int resp_w_verbatim(hanu_buf *b, int proto, const void *p, size_t n);   /* =n tx
 /* The bytes of the header of a bulk of n bytes ("$n\r\n"): writes into out, returns its length. */
 size_t resp_bulk_header(char out[24], size_t n);
 
-/* A Redis list's value (docs/RESP.md): a u32 count, then count elements, each a
-   u32 length and its bytes (little-endian), nothing after. 1 when v[0..n) is one
-   exactly (*count set), else 0. */
-int resp_list_valid(const uint8_t *v, size_t n, uint32_t *count);
 /* Redis's number parsing: a whole decimal integer in int64 range, no blanks or '+'. */
 int resp_parse_i64(const uint8_t *p, size_t n, int64_t *v);
 /* An unsigned decimal (SCAN's cursor, up to 2^64 - 1): 1 and *v, or 0. */

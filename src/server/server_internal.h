@@ -84,6 +84,8 @@ typedef struct server {
     h2o_timeout_t ttl_timeout;         /* the expiry sweep's tick (kv_server.c) */
     h2o_timeout_entry_t ttl_entry;
     uint64_t keys_expired;             /* keys the expiry sweep deleted */
+    uint64_t list_gc_cursor;           /* where the lists' reclaim pass is (kvlist_gc_step) */
+    uint64_t list_records_reclaimed;   /* chunks and owners of gone lists it deleted */
 
     int stopping;
     hanu_buf scratch;
