@@ -138,6 +138,7 @@ void resp_cmd_select(resp_conn *c, const resp_arg *argv, size_t argc)
         if (n < 0 || n >= RESP_DATABASES) { resp_err(c, "ERR DB index is out of range"); return; }
         if (n == 0) snprintf(c->db, sizeof c->db, "default");
         else snprintf(c->db, sizeof c->db, "db%d", (int)n);
+        c->db_gen = 0;
         c->db_index = (int)n;
         resp_w_simple(&c->gc.out, "OK");
         return;
@@ -150,6 +151,7 @@ void resp_cmd_select(resp_conn *c, const resp_arg *argv, size_t argc)
     }
     memcpy(c->db, argv[1].p, argv[1].len);
     c->db[argv[1].len] = '\0';
+    c->db_gen = 0;
     c->db_index = -1;
     resp_w_simple(&c->gc.out, "OK");
 }
@@ -495,6 +497,7 @@ void resp_cmd_reset(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_unwatch_all(c);
     c->proto = 2;
     snprintf(c->db, sizeof c->db, "default");
+    c->db_gen = 0;
     c->db_index = 0;
     c->name[0] = '\0';
     c->durability = c->gc.srv->opt.resp_durability;

@@ -235,17 +235,20 @@ int resp_commit(resp_conn *c, size_t reply_start, uint64_t *txn)
         expiring |= s->expire != 0;
         typed |= s->type != LOG_TYPE_STRING || staged_system(s);   /* a list's chunks: store_write_typed */
     }
-    size_t nlen = strlen(c->db);
-    uint32_t id;
-    int rc = store_db_lookup(st, c->db, nlen, &id);
-    if (rc == HANU_ERR_NOT_FOUND) {   /* SELECT n's database comes with its first write */
+    resp_db db = resp_current_db(c);
+    int rc = HANU_OK;
+    if (!db.exists) {   /* SELECT n's database comes with its first write */
         uint64_t ctxn;
-        rc = store_db_create(st, c->db, nlen, STORE_DB_KV, &ctxn);
-        if (rc == HANU_OK || rc == HANU_ERR_EXISTS) rc = store_db_lookup(st, c->db, nlen, &id);
+        rc = store_db_create(st, c->db, strlen(c->db), STORE_DB_KV, &ctxn);
+        if (rc == HANU_OK || rc == HANU_ERR_EXISTS) {
+            db = resp_current_db(c);
+            rc = db.exists ? HANU_OK : HANU_ERR_NOT_FOUND;
+        }
     }
+    uint32_t id = db.id;
+    uint8_t kind = c->db_kind;
     docs_error refused = { 0 };
-    uint8_t kind = STORE_DB_KV;
-    if (rc == HANU_OK && (expiring || typed) && store_db_kind(st, id, &kind) == HANU_OK && kind != STORE_DB_KV) {
+    if (rc == HANU_OK && (expiring || typed) && kind != STORE_DB_KV) {
         /* The documents API's index reads no expiry and no type: collections hold
            JSON documents for good. */
         c->gc.out.len = reply_start;
@@ -257,7 +260,9 @@ int resp_commit(resp_conn *c, size_t reply_start, uint64_t *txn)
     if (rc == HANU_OK && (expiring || typed))
         rc = store_write_typed(st, id, rs->ops, rs->expires, typed ? rs->types : NULL, rs->nstaged, STORE_COND_NONE,
                                0, txn, NULL);
-    else if (rc == HANU_OK)
+    else if (rc == HANU_OK && kind == STORE_DB_KV)
+        rc = store_write(st, id, rs->ops, rs->nstaged, STORE_COND_NONE, 0, txn, NULL);
+    else if (rc == HANU_OK)   /* an untyped database or a collection: documents' rules */
         rc = docs_kv_write(st, id, rs->ops, rs->nstaged, STORE_COND_NONE, 0, c->gc.srv->limits.max_value, txn, NULL,
                            &refused);
     if (rc == HANU_OK) {

@@ -70,7 +70,13 @@ typedef struct resp_conn {
     hanu_buf watch_keys;
     uint64_t created_ns, last_active_ns;
     char addr[64], laddr[64];
-    char last_cmd[24];
+    const char *last_cmd;       /* the last command's name (a static string), for CLIENT INFO */
+    /* db's id and kind as last looked up, while the store's database generation is
+       db_gen - 1 (0: look again; set whenever db changes) */
+    uint64_t db_gen;
+    uint32_t db_id;
+    uint8_t db_kind;
+    int db_exists;
 } resp_conn;
 
 struct resp_server {

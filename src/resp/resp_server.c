@@ -78,9 +78,14 @@ int resp_arg_is(const resp_arg *a, const char *lower)
 
 resp_db resp_current_db(resp_conn *c)
 {
-    resp_db d = { 0, 0 };
-    d.exists = store_db_lookup(c->gc.srv->store, c->db, strlen(c->db), &d.id) == HANU_OK;
-    return d;
+    store *st = c->gc.srv->store;
+    uint64_t gen = store_db_generation(st) + 1;
+    if (c->db_gen != gen) {   /* a lock and a walk of the databases, once, not per command */
+        c->db_exists = store_db_lookup(st, c->db, strlen(c->db), &c->db_id) == HANU_OK &&
+                       store_db_kind(st, c->db_id, &c->db_kind) == HANU_OK;
+        c->db_gen = gen;
+    }
+    return (resp_db){ c->db_exists ? c->db_id : 0, c->db_exists };
 }
 
 /* redis-server's unknown command: the name, then arguments quoted while fewer than
@@ -155,7 +160,7 @@ void resp_run(resp_conn *c, const resp_arg *argv, size_t argc)
     resp_server *rs = c->rs;
     rs->commands++;
     const resp_command *cmd = resp_command_find(argv[0].p, argv[0].len);
-    snprintf(c->last_cmd, sizeof c->last_cmd, "%s", cmd ? cmd->name : "NULL");
+    c->last_cmd = cmd ? cmd->name : "NULL";
     if (!cmd) {
         err_unknown(c, argv, argc);
         if (c->in_multi) c->multi_failed = 1;
@@ -378,7 +383,7 @@ static void on_conn(server *srv, h2o_socket_t *sock)
     c->durability = srv->opt.resp_durability;
     snprintf(c->db, sizeof c->db, "default");
     c->created_ns = c->last_active_ns = hanu_now_ns();
-    snprintf(c->last_cmd, sizeof c->last_cmd, "NULL");
+    c->last_cmd = "NULL";
     sock_name(sock, 1, c->addr, sizeof c->addr);
     sock_name(sock, 0, c->laddr, sizeof c->laddr);
     rs->nconns++;

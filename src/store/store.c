@@ -80,12 +80,14 @@ static int db_add(store *s, uint32_t id, const char *name, size_t len, uint8_t k
     d->kind = kind;
     keydir_init(&d->kd);
     s->dbs[s->ndbs++] = d;
+    atomic_fetch_add(&s->db_generation, 1);
     if (id >= s->next_db_id && id < STORE_SYSTEM_DB_ID) s->next_db_id = id + 1;
     return HANU_OK;
 }
 
 static void db_remove(store *s, store_db *d)
 {
+    atomic_fetch_add(&s->db_generation, 1);
     size_t pos = 0;
     kd_entry *e;
     while ((e = keydir_next(&d->kd, &pos)) != NULL)
@@ -901,6 +903,8 @@ void store_close(store *s)
 }
 
 /* ---- reads ---- */
+
+uint64_t store_db_generation(store *s) { return atomic_load(&s->db_generation); }
 
 int store_db_lookup(store *s, const char *name, size_t len, uint32_t *id)
 {

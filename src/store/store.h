@@ -74,6 +74,9 @@ int store_lock_check(const char *data_dir, char *err, size_t errcap);
 
 /* ---- databases ---- */
 int store_db_lookup(store *s, const char *name, size_t len, uint32_t *id);  /* NOT_FOUND */
+/* Moves whenever a database is created or dropped (any thread): a caller that keeps a
+   name's id and kind looks again when it moved (read it before the lookup). */
+uint64_t store_db_generation(store *s);
 /* kind: enum store_db_kind (STORE_DB_KV or STORE_DB_COLLECTION). EXISTS, INVALID. */
 int store_db_create(store *s, const char *name, size_t len, uint8_t kind, uint64_t *txn);
 int store_db_drop(store *s, const char *name, size_t len, uint64_t *txn);   /* NOT_FOUND, INVALID */

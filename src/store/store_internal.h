@@ -57,6 +57,7 @@ struct store {
 
     pthread_mutex_t mu;        /* key directories, databases, file table */
     store_db **dbs;            /* indexed by position, not id */
+    _Atomic uint64_t db_generation;   /* moves on every create and drop (store_db_generation) */
     size_t ndbs;
     uint32_t next_db_id;
     store_file **files;        /* indexed by file id */
