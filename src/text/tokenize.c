@@ -66,9 +66,28 @@ static const uint8_t ascii_class[128] = {
     ['\''] = C_MID_LETTER, ['.'] = C_MID_BOTH, [','] = C_MID_NUM,
 };
 
+/* 1 for the ASCII word characters (letters, digits, '_'), 0 for every other byte. */
+static const uint8_t ascii_word[256] = {
+    ['0' ... '9'] = 1, ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['_'] = 1,
+};
+
 static inline int ascii_word_char(uint8_t c)
 {
-    return c < 0x80 && (ascii_class[c] == C_LETTER || ascii_class[c] == C_DIGIT);
+    return ascii_word[c];
+}
+
+/* 1 when s[0..len) has no byte above 0x7F (eight bytes at a time). */
+static int all_ascii(const uint8_t *s, size_t len)
+{
+    uint64_t high = 0;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        high |= w;
+    }
+    for (; i < len; i++) high |= s[i];
+    return (high & 0x8080808080808080ull) == 0;
 }
 
 /* The token being built: bytes beyond the limit are counted, not kept. */
@@ -167,8 +186,11 @@ static int fold(const uint8_t *s, size_t len, fold_out *o)
 }
 
 /* Cuts the folded text t[0..n) into tokens. runs: a run of ASCII word characters
-   is added at once (the reference goes character by character). */
-static int cut(const uint8_t *t, size_t n, text_token_fn fn, void *ctx, uint32_t *n_positions, int runs)
+   is added at once (the reference goes character by character). lower: t is ASCII
+   text not folded yet, and runs fold as they are added (A-Z is all there is to
+   fold in ASCII, and only runs hold letters), so ASCII text is read once. */
+static int cut(const uint8_t *t, size_t n, text_token_fn fn, void *ctx, uint32_t *n_positions, int runs,
+               int lower)
 {
     token_builder tb = { .len = 0, .position = 0, .last = C_OTHER };
     int rc = 0;
@@ -177,9 +199,16 @@ static int cut(const uint8_t *t, size_t n, text_token_fn fn, void *ctx, uint32_t
         int32_t c;
         size_t w;
         if (runs && ascii_word_char(t[i])) {
-            size_t j = i + 1;
-            while (j < n && ascii_word_char(t[j])) j++;
-            token_add(&tb, t + i, j - i, (enum char_class)ascii_class[t[j - 1]]);
+            size_t j = i;
+            if (lower) {   /* folded into the token as it is read; bytes past the limit only counted */
+                for (; j < n && ascii_word_char(t[j]); j++, tb.len++)
+                    if (tb.len < TEXT_MAX_TOKEN_BYTES)
+                        tb.bytes[tb.len] = (char)(t[j] >= 'A' && t[j] <= 'Z' ? t[j] | 0x20 : t[j]);
+                tb.last = (enum char_class)ascii_class[t[j - 1]];
+            } else {
+                while (j < n && ascii_word_char(t[j])) j++;
+                token_add(&tb, t + i, j - i, (enum char_class)ascii_class[t[j - 1]]);
+            }
             i = j;
             continue;
         }
@@ -223,10 +252,11 @@ int text_tokenize(const char *s, size_t len, text_token_fn fn, void *ctx, uint32
 {
     if (n_positions) *n_positions = 0;
     if (len > (size_t)INT32_MAX) return HANU_ERR_TOO_LARGE;
+    if (all_ascii((const uint8_t *)s, len)) return cut((const uint8_t *)s, len, fn, ctx, n_positions, 1, 1);
     uint8_t stack[FOLD_STACK];
     fold_out o = { stack, 0, sizeof stack, 0 };
     int rc = fold((const uint8_t *)s, len, &o);
-    if (rc == HANU_OK) rc = cut(o.p, o.len, fn, ctx, n_positions, 1);
+    if (rc == HANU_OK) rc = cut(o.p, o.len, fn, ctx, n_positions, 1, 0);
     if (o.heap) free(o.p);
     return rc;
 }
@@ -238,7 +268,7 @@ int text_tokenize_reference(const char *s, size_t len, text_token_fn fn, void *c
     uint8_t *folded = NULL;
     utf8proc_ssize_t n = len == 0 ? 0 : utf8proc_map((const uint8_t *)s, (utf8proc_ssize_t)len, &folded, FOLD_FLAGS);
     if (n < 0) return fold_error(n);
-    int rc = cut(folded, (size_t)n, fn, ctx, n_positions, 0);
+    int rc = cut(folded, (size_t)n, fn, ctx, n_positions, 0, 0);
     free(folded);
     return rc;
 }
