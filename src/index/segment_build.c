@@ -78,13 +78,20 @@ typedef struct key_table {
 
 #define PEND_TERMS 16   /* terms interned together; the slot of the first is in cache by the last */
 
-/* A distinct token of the batch's text: its bytes (in keys) and its whole-text term. */
+/* A distinct token of the batch's text: its bytes (in keys), its whole-text term,
+ * its terms in its first two fields, and its occurrences in the current document
+ * (counted in the item as the tokens come, taken to the postings once at the next
+ * flush_words): a token costs one lookup of the word table, whose slot and item
+ * stay in cache, and no posting. */
 #define WORD_FIELDS 2      /* a word's first fields' terms kept in its item */
 typedef struct build_word {
     uint32_t key_off, key_len;
     uint32_t all_term;          /* the whole text's term + 1; 0 until the token occurs */
     uint32_t field_of[WORD_FIELDS];   /* field + 1 (0: free), whose term is term_of */
     uint32_t term_of[WORD_FIELDS];
+    uint32_t doc;               /* the document (ordinal + 1) the counts are of; 0: none */
+    uint32_t all_count;         /* occurrences in that document: in the whole text, */
+    uint32_t count_of[WORD_FIELDS];   /* in field_of[j] */
 } build_word;
 
 /* The word table: a slot holds the word's hash, its length and first 7 bytes, so
@@ -105,19 +112,6 @@ typedef struct word_table {
 typedef struct build_field {
     uint32_t key_off, key_len;
 } build_field;
-
-/* A distinct (field, token) of the current document, counted as its tokens come
- * (index_builder_word) and taken to the batch's tables once at the next
- * flush_words: a token repeated in a document costs a probe of a small table
- * that stays in cache, not the batch's word table and the term's postings. */
-typedef struct doc_word {
-    uint64_t hash;              /* key_hash of the token (the word table's) */
-    uint32_t field, len;        /* field UINT32_MAX: the whole text's term only */
-    uint32_t count;             /* occurrences in the document */
-    uint32_t off;               /* the token's bytes in doc_bytes */
-    uint32_t slot;              /* its slot in doc_slots, cleared at the flush */
-    uint32_t word, all, term;   /* found by flush_words */
-} doc_word;
 
 /* A term of the word path: its key is a field's prefix (or the whole text's) and a word. */
 typedef struct word_term {
@@ -165,14 +159,11 @@ struct index_builder {
     uint32_t nfields, fields_cap;
     key_table field_index;
     pair_table field_terms;      /* (field + 1) << 32 | word -> term */
-    /* The current document's distinct (field, token) pairs (doc_word); the
-       arrays are kept from one document to the next and grow only with the
-       largest document, so a document allocates nothing. */
-    doc_word *doc_words;
+    /* The current document's distinct words (their counts are in their items);
+       kept from one document to the next, grown only with the largest document,
+       so a document allocates nothing. */
+    uint32_t *doc_words;
     uint32_t ndoc_words, doc_words_cap;
-    uint32_t *doc_slots;        /* open addressing: index into doc_words + 1; 0 = empty */
-    uint32_t ndoc_slots;
-    hanu_buf doc_bytes;         /* the tokens' bytes */
     void *scratch;              /* index_builder_scratch's */
     size_t scratch_len;
     word_term *word_terms;       /* every term made by the word path, for term_order */
@@ -214,8 +205,6 @@ void index_builder_free(index_builder *b)
     free(b->field_terms.vals);
     free(b->word_terms);
     free(b->doc_words);
-    free(b->doc_slots);
-    hanu_buf_free(&b->doc_bytes);
     free(b->scratch);
     free(b->id_off.v);
     free(b->txns);
@@ -230,17 +219,38 @@ void index_builder_free(index_builder *b)
 /* The table's hash of a key: keys are short (a path and a word), so an inline
  * multiply-xorshift over 8-byte words beats a library call. Only this
  * process's tables use it; nothing hashed is stored. */
+/* The last len (below 8) bytes of a key as a little-endian word, zeros above
+ * them; whole: the key has at least 8 bytes before p + len. Loads whole words
+ * (a memcpy of a variable length into a word is byte stores and then a load
+ * that waits for them, a third of the cost of hashing a token). */
+static inline uint64_t tail_word(const uint8_t *p, uint32_t len, int whole)
+{
+    if (len == 0) return 0;
+    uint64_t w;
+    uint32_t a, b;
+    if (whole) {
+        memcpy(&w, p + len - 8, 8);
+        return w >> (64 - 8 * len);
+    }
+    if (len >= 4) {   /* two words of 4 that overlap: the same bytes where they do */
+        memcpy(&a, p, 4);
+        memcpy(&b, p + len - 4, 4);
+        return a | (uint64_t)b << (8 * (len - 4));
+    }
+    return (uint64_t)p[0] | (uint64_t)p[len / 2] << (8 * (len / 2)) | (uint64_t)p[len - 1] << (8 * (len - 1));
+}
+
 static inline uint64_t key_hash(const uint8_t *p, uint32_t len)
 {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ len;
+    int whole = len >= 8;
     for (; len >= 8; p += 8, len -= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
         h = (h ^ w) * 0xff51afd7ed558ccdull;
         h ^= h >> 32;
     }
-    uint64_t w = 0;
-    memcpy(&w, p, len);
+    uint64_t w = tail_word(p, len, whole);
     h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
     h ^= h >> 29;
     h *= 0xff51afd7ed558ccdull;
@@ -527,8 +537,7 @@ static int field_term_of(index_builder *b, uint32_t field, uint32_t w, const uin
 
 static inline uint64_t word_head(const uint8_t *tok, uint32_t len)
 {
-    uint64_t h = 0;
-    memcpy(&h, tok, len < 7 ? len : 7);
+    uint64_t h = tail_word(tok, len < 7 ? len : 7, 0);
     return h | (uint64_t)(len < 255 ? len : 255) << 56;
 }
 
@@ -590,72 +599,61 @@ static int word_of(index_builder *b, const uint8_t *tok, uint32_t len, uint32_t 
     return word_of_hashed(b, tok, len, key_hash(tok, len), w);
 }
 
-/* The current document's distinct (field, token) pairs, in three passes so that
-   each pass's cache misses overlap: the words (their table slots prefetched in a
-   first pass), then their terms, then the postings, each counted once with the
-   pair's occurrences. */
+/* The current document's words, counted in their items, taken to the postings:
+   the terms first (prefetched), then where each posting goes (prefetched for
+   writing), then one posting a (term, document) with the summed count. */
 static int flush_words(index_builder *b)
 {
     uint32_t n = b->ndoc_words;
     b->ndoc_words = 0;
-    doc_word *dw = b->doc_words;
-    for (uint32_t k = 0; k < n; k++) b->doc_slots[dw[k].slot] = 0;   /* the next document starts empty */
-    const word_table *wt = &b->word_index;
-    if (wt->nslots)
-        for (uint32_t k = 0; k < n; k++) __builtin_prefetch(&wt->slots[(uint32_t)dw[k].hash & (wt->nslots - 1)]);
+    const uint32_t *dw = b->doc_words;
+    build_word *words = b->words;
+    for (uint32_t k = 0; k < n; k++) {
+        const build_word *w = &words[dw[k]];
+        __builtin_prefetch(&b->terms[w->all_term - 1]);
+        for (uint32_t j = 0; j < WORD_FIELDS; j++)
+            if (w->count_of[j]) __builtin_prefetch(&b->terms[w->term_of[j]]);
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        const build_word *w = &words[dw[k]];
+        const build_term *t = &b->terms[w->all_term - 1];
+        __builtin_prefetch(t->post + 2 * t->n, 1);
+        for (uint32_t j = 0; j < WORD_FIELDS; j++)
+            if (w->count_of[j]) {
+                t = &b->terms[w->term_of[j]];
+                __builtin_prefetch(t->post + 2 * t->n, 1);
+            }
+    }
     int rc = HANU_OK;
-    for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {
-        doc_word *p = &dw[k];
-        rc = word_of_hashed(b, b->doc_bytes.data + p->off, p->len, p->hash, &p->word);
-        if (rc == HANU_OK) __builtin_prefetch(&b->words[p->word]);
+    for (uint32_t k = 0; k < n; k++) {
+        build_word *w = &words[dw[k]];
+        if (rc == HANU_OK) rc = term_occurs_n(b, w->all_term - 1, w->all_count);
+        for (uint32_t j = 0; j < WORD_FIELDS; j++) {
+            if (w->count_of[j] && rc == HANU_OK) rc = term_occurs_n(b, w->term_of[j], w->count_of[j]);
+            w->count_of[j] = 0;
+        }
+        w->doc = 0;   /* more tokens of this document after a flush start over */
     }
-    for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {
-        doc_word *p = &dw[k];
-        const uint8_t *tok = b->doc_bytes.data + p->off;
-        rc = all_term_of(b, p->word, tok, p->len, &p->all);
-        if (rc == HANU_OK && p->field != UINT32_MAX) rc = field_term_of(b, p->field, p->word, tok, p->len, &p->term);
-        if (rc != HANU_OK) break;
-        __builtin_prefetch(&b->terms[p->all]);
-        if (p->field != UINT32_MAX) __builtin_prefetch(&b->terms[p->term]);
-    }
-    for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {   /* where each posting goes, for writing */
-        const build_term *t = &b->terms[dw[k].all];
-        __builtin_prefetch(t->post + 2 * t->n, 1);
-        if (dw[k].field == UINT32_MAX) continue;
-        t = &b->terms[dw[k].term];
-        __builtin_prefetch(t->post + 2 * t->n, 1);
-    }
-    for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {
-        const doc_word *p = &dw[k];
-        rc = term_occurs_n(b, p->all, p->count);
-        if (rc == HANU_OK && p->field != UINT32_MAX) rc = term_occurs_n(b, p->term, p->count);
-    }
-    hanu_buf_reset(&b->doc_bytes);
     return rc;
 }
 
-/* Doubles the document's pair table (and the pairs' array to half its slots). */
-static int doc_words_grow(index_builder *b)
+/* The word's counts for the current document, the word noted as the document's
+   when its first token comes. */
+static int word_in_doc(index_builder *b, uint32_t w)
 {
-    uint32_t n = b->ndoc_slots ? b->ndoc_slots * 2 : 256;
-    uint32_t *slots = calloc(n, sizeof *slots);
-    doc_word *words = slots ? realloc(b->doc_words, (size_t)(n / 2) * sizeof *words) : NULL;
-    if (!words) {
-        free(slots);
-        return HANU_ERR_NOMEM;
+    build_word *bw = &b->words[w];
+    if (bw->doc == b->docs) return HANU_OK;
+    if (b->ndoc_words == b->doc_words_cap) {
+        uint32_t cap = b->doc_words_cap ? b->doc_words_cap * 2 : 128;
+        uint32_t *v = realloc(b->doc_words, (size_t)cap * sizeof *v);
+        if (!v) return HANU_ERR_NOMEM;
+        b->doc_words = v;
+        b->doc_words_cap = cap;
     }
-    b->doc_words = words;
-    b->doc_words_cap = n / 2;
-    for (uint32_t k = 0; k < b->ndoc_words; k++) {
-        doc_word *p = &words[k];
-        uint32_t at = (uint32_t)(p->hash ^ p->field) & (n - 1);
-        while (slots[at]) at = (at + 1) & (n - 1);
-        slots[at] = k + 1;
-        p->slot = at;
-    }
-    free(b->doc_slots);
-    b->doc_slots = slots;
-    b->ndoc_slots = n;
+    b->doc_words[b->ndoc_words++] = w;
+    bw->doc = b->docs;
+    bw->all_count = 0;
+    for (uint32_t j = 0; j < WORD_FIELDS; j++) bw->count_of[j] = 0;
     return HANU_OK;
 }
 
@@ -672,30 +670,28 @@ int index_builder_word(index_builder *b, uint32_t field, const char *tok, size_t
 {
     if (!b->docs) return HANU_ERR_INVALID;
     if (len > INDEX_KEYWORD_MAX || (field != UINT32_MAX && field >= b->nfields)) return HANU_ERR_INVALID;
-    if (b->ndoc_words == b->doc_words_cap) {
-        int rc = doc_words_grow(b);
-        if (rc) return rc;
-    }
-    uint64_t h = key_hash((const uint8_t *)tok, (uint32_t)len);
-    uint32_t mask = b->ndoc_slots - 1, at = (uint32_t)(h ^ field) & mask;
-    for (;; at = (at + 1) & mask) {
-        uint32_t v = b->doc_slots[at];
-        if (!v) break;
-        doc_word *p = &b->doc_words[v - 1];
-        if (p->hash == h && p->field == field && p->len == len &&
-            key_equal(b->doc_bytes.data + p->off, (const uint8_t *)tok, (uint32_t)len)) {
-            p->count++;
+    const uint8_t *t = (const uint8_t *)tok;
+    uint32_t w, term;
+    int rc = word_of_hashed(b, t, (uint32_t)len, key_hash(t, (uint32_t)len), &w);
+    if (rc == HANU_OK && !b->words[w].all_term) rc = all_term_of(b, w, t, (uint32_t)len, &term);
+    if (rc == HANU_OK) rc = word_in_doc(b, w);
+    if (rc) return rc;
+    b->words[w].all_count++;
+    if (field == UINT32_MAX) return HANU_OK;
+    for (uint32_t j = 0; j < WORD_FIELDS; j++)
+        if (b->words[w].field_of[j] == field + 1) {
+            b->words[w].count_of[j]++;
             return HANU_OK;
         }
-    }
-    if (b->doc_bytes.len + len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
-    uint32_t off = (uint32_t)b->doc_bytes.len;
-    int rc = hanu_buf_append(&b->doc_bytes, tok, len);
-    if (rc) return rc;
-    b->doc_slots[at] = b->ndoc_words + 1;
-    b->doc_words[b->ndoc_words++] = (doc_word){ .hash = h, .field = field, .len = (uint32_t)len, .count = 1,
-                                                .off = off, .slot = at };
-    return HANU_OK;
+    /* A field new to the word: its term is made (in a free slot of the item, or
+       the pair table); in the table, the term is counted at once. */
+    if ((rc = field_term_of(b, field, w, t, (uint32_t)len, &term))) return rc;
+    for (uint32_t j = 0; j < WORD_FIELDS; j++)
+        if (b->words[w].field_of[j] == field + 1) {
+            b->words[w].count_of[j]++;
+            return HANU_OK;
+        }
+    return term_occurs(b, term);
 }
 
 void *index_builder_scratch(index_builder *b, size_t len)
