@@ -162,8 +162,7 @@ struct index_builder {
     /* The current document's distinct words (their counts are in their items);
        kept from one document to the next, grown only with the largest document,
        so a document allocates nothing. */
-    uint32_t *doc_words;
-    uint32_t ndoc_words, doc_words_cap;
+    u32_vec doc_words;
     void *scratch;              /* index_builder_scratch's */
     size_t scratch_len;
     word_term *word_terms;       /* every term made by the word path, for term_order */
@@ -204,7 +203,7 @@ void index_builder_free(index_builder *b)
     free(b->field_terms.keys);
     free(b->field_terms.vals);
     free(b->word_terms);
-    free(b->doc_words);
+    free(b->doc_words.v);
     free(b->scratch);
     free(b->id_off.v);
     free(b->txns);
@@ -604,9 +603,9 @@ static int word_of(index_builder *b, const uint8_t *tok, uint32_t len, uint32_t 
    writing), then one posting a (term, document) with the summed count. */
 static int flush_words(index_builder *b)
 {
-    uint32_t n = b->ndoc_words;
-    b->ndoc_words = 0;
-    const uint32_t *dw = b->doc_words;
+    uint32_t n = b->doc_words.n;
+    b->doc_words.n = 0;
+    const uint32_t *dw = b->doc_words.v;
     build_word *words = b->words;
     for (uint32_t k = 0; k < n; k++) {
         const build_word *w = &words[dw[k]];
@@ -643,14 +642,8 @@ static int word_in_doc(index_builder *b, uint32_t w)
 {
     build_word *bw = &b->words[w];
     if (bw->doc == b->docs) return HANU_OK;
-    if (b->ndoc_words == b->doc_words_cap) {
-        uint32_t cap = b->doc_words_cap ? b->doc_words_cap * 2 : 128;
-        uint32_t *v = realloc(b->doc_words, (size_t)cap * sizeof *v);
-        if (!v) return HANU_ERR_NOMEM;
-        b->doc_words = v;
-        b->doc_words_cap = cap;
-    }
-    b->doc_words[b->ndoc_words++] = w;
+    int rc = u32_push(&b->doc_words, w);
+    if (rc) return rc;
     bw->doc = b->docs;
     bw->all_count = 0;
     for (uint32_t j = 0; j < WORD_FIELDS; j++) bw->count_of[j] = 0;
