@@ -113,6 +113,16 @@ typedef struct build_field {
     uint32_t key_off, key_len;
 } build_field;
 
+/* A token of the current document, kept until flush_words: its word's slot in
+ * the word table is prefetched as it comes, so that the flush's lookups find the
+ * slots in cache instead of waiting for each in turn. */
+typedef struct doc_token {
+    uint64_t hash;              /* key_hash of the token */
+    uint32_t field;             /* UINT32_MAX: the whole text's word only */
+    uint32_t off, len;          /* its bytes in doc_bytes */
+    uint32_t word;              /* found by flush_words */
+} doc_token;
+
 /* A term of the word path: its key is a field's prefix (or the whole text's) and a word. */
 typedef struct word_term {
     uint32_t term;
@@ -159,9 +169,12 @@ struct index_builder {
     uint32_t nfields, fields_cap;
     key_table field_index;
     pair_table field_terms;      /* (field + 1) << 32 | word -> term */
-    /* The current document's distinct words (their counts are in their items);
-       kept from one document to the next, grown only with the largest document,
-       so a document allocates nothing. */
+    /* The current document's tokens and then its distinct words (their counts
+       are in their items); kept from one document to the next, grown only with
+       the largest document, so a document allocates nothing. */
+    doc_token *doc_tokens;
+    uint32_t ndoc_tokens, doc_tokens_cap;
+    hanu_buf doc_bytes;         /* the tokens' bytes */
     u32_vec doc_words;
     void *scratch;              /* index_builder_scratch's */
     size_t scratch_len;
@@ -204,6 +217,8 @@ void index_builder_free(index_builder *b)
     free(b->field_terms.vals);
     free(b->word_terms);
     free(b->doc_words.v);
+    free(b->doc_tokens);
+    hanu_buf_free(&b->doc_bytes);
     free(b->scratch);
     free(b->id_off.v);
     free(b->txns);
@@ -268,6 +283,18 @@ static inline int key_equal(const uint8_t *a, const uint8_t *b, uint32_t len)
     for (; len; a++, b++, len--)
         if (*a != *b) return 0;
     return 1;
+}
+
+/* Room for one more item in a growable array of n items (capacity doubled, from first). */
+static int room_for_one(void **items, uint32_t n, uint32_t *cap, size_t item_size, uint32_t first)
+{
+    if (n < *cap) return HANU_OK;
+    uint32_t ncap = *cap ? *cap * 2 : first;
+    void *p = realloc(*items, (size_t)ncap * item_size);
+    if (!p) return HANU_ERR_NOMEM;
+    *items = p;
+    *cap = ncap;
+    return HANU_OK;
 }
 
 /* The key's (offset, length) pair sits at the start of every item. */
@@ -424,16 +451,11 @@ static int pair_grow(pair_table *t)
 static int new_term(index_builder *b, const uint8_t *prefix, uint32_t prefix_len, const uint8_t *word,
                     uint32_t word_len, uint32_t *out)
 {
-    if (b->nterms == b->terms_cap) {
-        uint32_t cap = b->terms_cap ? b->terms_cap * 2 : 64;
-        build_term *t = realloc(b->terms, (size_t)cap * sizeof *t);
-        if (!t) return HANU_ERR_NOMEM;
-        b->terms = t;
-        b->terms_cap = cap;
-    }
+    int rc = room_for_one((void **)&b->terms, b->nterms, &b->terms_cap, sizeof *b->terms, 64);
+    if (rc) return rc;
     if (b->keys.len + prefix_len + word_len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
     uint32_t off = (uint32_t)b->keys.len;
-    int rc = hanu_buf_append(&b->keys, prefix, prefix_len);
+    rc = hanu_buf_append(&b->keys, prefix, prefix_len);
     if (rc == HANU_OK) rc = hanu_buf_append(&b->keys, word, word_len);
     if (rc) return rc;
     build_term *t = &b->terms[b->nterms];
@@ -464,13 +486,8 @@ static int term_occurs(index_builder *b, uint32_t i)
 /* Notes a term made by the word path (term_order sorts those by ranks). */
 static int note_word_term(index_builder *b, uint32_t term, uint32_t field, uint32_t word)
 {
-    if (b->nword_terms == b->word_terms_cap) {
-        uint32_t cap = b->word_terms_cap ? b->word_terms_cap * 2 : 256;
-        word_term *v = realloc(b->word_terms, (size_t)cap * sizeof *v);
-        if (!v) return HANU_ERR_NOMEM;
-        b->word_terms = v;
-        b->word_terms_cap = cap;
-    }
+    int rc = room_for_one((void **)&b->word_terms, b->nword_terms, &b->word_terms_cap, sizeof *b->word_terms, 256);
+    if (rc) return rc;
     b->word_terms[b->nword_terms++] = (word_term){ .term = term, .field = field, .word = word };
     return HANU_OK;
 }
@@ -576,13 +593,7 @@ static int word_of_hashed(index_builder *b, const uint8_t *tok, uint32_t len, ui
             return HANU_OK;
         }
     }
-    if (b->nwords == b->words_cap) {
-        uint32_t cap = b->words_cap ? b->words_cap * 2 : 64;
-        build_word *p = realloc(b->words, (size_t)cap * sizeof *p);
-        if (!p) return HANU_ERR_NOMEM;
-        b->words = p;
-        b->words_cap = cap;
-    }
+    if ((rc = room_for_one((void **)&b->words, b->nwords, &b->words_cap, sizeof *b->words, 64))) return rc;
     if (b->keys.len + len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
     uint32_t off = (uint32_t)b->keys.len;
     if ((rc = hanu_buf_append(&b->keys, tok, len))) return rc;
@@ -598,11 +609,25 @@ static int word_of(index_builder *b, const uint8_t *tok, uint32_t len, uint32_t 
     return word_of_hashed(b, tok, len, key_hash(tok, len), w);
 }
 
-/* The current document's words, counted in their items, taken to the postings:
-   the terms first (prefetched), then where each posting goes (prefetched for
-   writing), then one posting a (term, document) with the summed count. */
+static int count_token(index_builder *b, const doc_token *tok);
+
+/* The current document's tokens, each counted in its word's item (the words
+   found first, their items prefetched, then counted), then the document's words
+   taken to the postings: the terms first (prefetched), then where each posting
+   goes (prefetched for writing), then one posting a (term, document) with the
+   summed count. */
 static int flush_words(index_builder *b)
 {
+    uint32_t ntok = b->ndoc_tokens;
+    b->ndoc_tokens = 0;
+    doc_token *dt = b->doc_tokens;
+    int rc = HANU_OK;
+    for (uint32_t k = 0; k < ntok && rc == HANU_OK; k++) {
+        rc = word_of_hashed(b, b->doc_bytes.data + dt[k].off, dt[k].len, dt[k].hash, &dt[k].word);
+        if (rc == HANU_OK) __builtin_prefetch(&b->words[dt[k].word]);
+    }
+    for (uint32_t k = 0; k < ntok && rc == HANU_OK; k++) rc = count_token(b, &dt[k]);
+    hanu_buf_reset(&b->doc_bytes);
     uint32_t n = b->doc_words.n;
     b->doc_words.n = 0;
     const uint32_t *dw = b->doc_words.v;
@@ -623,7 +648,6 @@ static int flush_words(index_builder *b)
                 __builtin_prefetch(t->post + 2 * t->n, 1);
             }
     }
-    int rc = HANU_OK;
     for (uint32_t k = 0; k < n; k++) {
         build_word *w = &words[dw[k]];
         if (rc == HANU_OK) rc = term_occurs_n(b, w->all_term - 1, w->all_count);
@@ -659,14 +683,13 @@ int index_builder_text_field(index_builder *b, const uint8_t *prefix, size_t pre
                   (uint32_t)prefix_len, field);
 }
 
-int index_builder_word(index_builder *b, uint32_t field, const char *tok, size_t len)
+/* A token counted in its word's item (the word found by flush_words). */
+static int count_token(index_builder *b, const doc_token *tok)
 {
-    if (!b->docs) return HANU_ERR_INVALID;
-    if (len > INDEX_KEYWORD_MAX || (field != UINT32_MAX && field >= b->nfields)) return HANU_ERR_INVALID;
-    const uint8_t *t = (const uint8_t *)tok;
-    uint32_t w, term;
-    int rc = word_of_hashed(b, t, (uint32_t)len, key_hash(t, (uint32_t)len), &w);
-    if (rc == HANU_OK && !b->words[w].all_term) rc = all_term_of(b, w, t, (uint32_t)len, &term);
+    uint32_t w = tok->word, field = tok->field, len = tok->len, term;
+    const uint8_t *t = b->doc_bytes.data + tok->off;
+    int rc = HANU_OK;
+    if (!b->words[w].all_term) rc = all_term_of(b, w, t, len, &term);
     if (rc == HANU_OK) rc = word_in_doc(b, w);
     if (rc) return rc;
     b->words[w].all_count++;
@@ -678,13 +701,29 @@ int index_builder_word(index_builder *b, uint32_t field, const char *tok, size_t
         }
     /* A field new to the word: its term is made (in a free slot of the item, or
        the pair table); in the table, the term is counted at once. */
-    if ((rc = field_term_of(b, field, w, t, (uint32_t)len, &term))) return rc;
+    if ((rc = field_term_of(b, field, w, t, len, &term))) return rc;
     for (uint32_t j = 0; j < WORD_FIELDS; j++)
         if (b->words[w].field_of[j] == field + 1) {
             b->words[w].count_of[j]++;
             return HANU_OK;
         }
     return term_occurs(b, term);
+}
+
+int index_builder_word(index_builder *b, uint32_t field, const char *tok, size_t len)
+{
+    if (!b->docs) return HANU_ERR_INVALID;
+    if (len > INDEX_KEYWORD_MAX || (field != UINT32_MAX && field >= b->nfields)) return HANU_ERR_INVALID;
+    int rc = room_for_one((void **)&b->doc_tokens, b->ndoc_tokens, &b->doc_tokens_cap, sizeof *b->doc_tokens, 256);
+    if (rc) return rc;
+    if (b->doc_bytes.len + len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
+    uint64_t h = key_hash((const uint8_t *)tok, (uint32_t)len);
+    const word_table *wt = &b->word_index;
+    if (wt->nslots) __builtin_prefetch(&wt->slots[(uint32_t)h & (wt->nslots - 1)]);
+    uint32_t off = (uint32_t)b->doc_bytes.len;
+    if ((rc = hanu_buf_append(&b->doc_bytes, tok, len))) return rc;
+    b->doc_tokens[b->ndoc_tokens++] = (doc_token){ .hash = h, .field = field, .off = off, .len = (uint32_t)len };
+    return HANU_OK;
 }
 
 void *index_builder_scratch(index_builder *b, size_t len)
@@ -1105,7 +1144,9 @@ static int write_postings(hanu_buf *out, const build_term *t, const build_column
     int64_t prev = -1;
     for (uint32_t blk = 0; blk < nblocks; blk++) {
         uint32_t first = blk * INDEX_BLOCK, n = HANU_MIN(INDEX_BLOCK, t->n - first);
-        uint32_t max_tf = 0, min_len = UINT32_MAX, impact = 0;
+        uint32_t max_tf = 0, min_len = UINT32_MAX;
+        block_impact acc;
+        block_impact_reset(&acc);
         for (uint32_t i = 0; i < n; i++) {
             uint32_t ord = t->post[2 * (first + i)], tf = t->post[2 * (first + i) + 1];
             deltas[i] = (uint64_t)((int64_t)ord - prev - 1);
@@ -1114,8 +1155,9 @@ static int write_postings(hanu_buf *out, const build_term *t, const build_column
             max_tf = HANU_MAX(max_tf, tf);
             uint32_t l = lens && ord < lens->cap ? lens->lengths[ord] : 0;
             min_len = HANU_MIN(min_len, l);
-            if (a0 > 0) impact = HANU_MAX(impact, index_block_impact(tf, l, a0));
+            if (a0 > 0) block_impact_add(&acc, tf, l, a0);
         }
+        uint32_t impact = a0 > 0 ? block_impact_of(&acc, a0) : 0;
         codec_desc dd, td;
         uint64_t payload = out->len;
         if ((rc = put_codec(out, deltas, n, &dd)) || (rc = put_codec(out, tfs, n, &td))) return rc;

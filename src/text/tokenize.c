@@ -186,11 +186,8 @@ static int fold(const uint8_t *s, size_t len, fold_out *o)
 }
 
 /* Cuts the folded text t[0..n) into tokens. runs: a run of ASCII word characters
-   is added at once (the reference goes character by character). lower: t is ASCII
-   text not folded yet, and runs fold as they are added (A-Z is all there is to
-   fold in ASCII, and only runs hold letters), so ASCII text is read once. */
-static int cut(const uint8_t *t, size_t n, text_token_fn fn, void *ctx, uint32_t *n_positions, int runs,
-               int lower)
+   is added at once (the reference goes character by character). */
+static int cut(const uint8_t *t, size_t n, text_token_fn fn, void *ctx, uint32_t *n_positions, int runs)
 {
     token_builder tb = { .len = 0, .position = 0, .last = C_OTHER };
     int rc = 0;
@@ -199,16 +196,9 @@ static int cut(const uint8_t *t, size_t n, text_token_fn fn, void *ctx, uint32_t
         int32_t c;
         size_t w;
         if (runs && ascii_word_char(t[i])) {
-            size_t j = i;
-            if (lower) {   /* folded into the token as it is read; bytes past the limit only counted */
-                for (; j < n && ascii_word_char(t[j]); j++, tb.len++)
-                    if (tb.len < TEXT_MAX_TOKEN_BYTES)
-                        tb.bytes[tb.len] = (char)(t[j] >= 'A' && t[j] <= 'Z' ? t[j] | 0x20 : t[j]);
-                tb.last = (enum char_class)ascii_class[t[j - 1]];
-            } else {
-                while (j < n && ascii_word_char(t[j])) j++;
-                token_add(&tb, t + i, j - i, (enum char_class)ascii_class[t[j - 1]]);
-            }
+            size_t j = i + 1;
+            while (j < n && ascii_word_char(t[j])) j++;
+            token_add(&tb, t + i, j - i, (enum char_class)ascii_class[t[j - 1]]);
             i = j;
             continue;
         }
@@ -248,15 +238,57 @@ static int cut(const uint8_t *t, size_t n, text_token_fn fn, void *ctx, uint32_t
     return rc;
 }
 
+/* cut() of text with no byte above 0x7F, read once: its fold is A-Z -> a-z alone,
+   done as a token's bytes are copied. A token is runs of word characters joined
+   by a mid-word character between two of one class (the rules of cut). */
+static int cut_ascii(const uint8_t *t, size_t n, text_token_fn fn, void *ctx, uint32_t *n_positions)
+{
+    char tok[TEXT_MAX_TOKEN_BYTES + 1];
+    uint32_t position = 0;
+    int rc = 0;
+    size_t i = 0;
+    while (i < n && rc == 0) {
+        if (!ascii_word[t[i]]) {
+            i++;
+            continue;
+        }
+        size_t len = 0;   /* may pass the limit: the token is then dropped, its position kept */
+        for (;;) {
+            size_t j = i;
+            do {
+                if (len < TEXT_MAX_TOKEN_BYTES) tok[len] = (char)(t[j] >= 'A' && t[j] <= 'Z' ? t[j] | 0x20 : t[j]);
+                len++;
+                j++;
+            } while (j < n && ascii_word[t[j]]);
+            enum char_class last = (enum char_class)ascii_class[t[j - 1]];
+            i = j;   /* t[j], if any, is not a word character */
+            if (j + 1 >= n || !ascii_word[t[j + 1]] ||
+                !joins((enum char_class)ascii_class[t[j]], last, (enum char_class)ascii_class[t[j + 1]]))
+                break;
+            if (len < TEXT_MAX_TOKEN_BYTES) tok[len] = (char)t[j];
+            len++;
+            i = j + 1;
+        }
+        if (len <= TEXT_MAX_TOKEN_BYTES && fn) {
+            tok[len] = '\0';
+            text_token tk = { .bytes = tok, .len = len, .position = position };
+            rc = fn(ctx, &tk);
+        }
+        position++;
+    }
+    if (n_positions) *n_positions = position;
+    return rc;
+}
+
 int text_tokenize(const char *s, size_t len, text_token_fn fn, void *ctx, uint32_t *n_positions)
 {
     if (n_positions) *n_positions = 0;
     if (len > (size_t)INT32_MAX) return HANU_ERR_TOO_LARGE;
-    if (all_ascii((const uint8_t *)s, len)) return cut((const uint8_t *)s, len, fn, ctx, n_positions, 1, 1);
+    if (all_ascii((const uint8_t *)s, len)) return cut_ascii((const uint8_t *)s, len, fn, ctx, n_positions);
     uint8_t stack[FOLD_STACK];
     fold_out o = { stack, 0, sizeof stack, 0 };
     int rc = fold((const uint8_t *)s, len, &o);
-    if (rc == HANU_OK) rc = cut(o.p, o.len, fn, ctx, n_positions, 1, 0);
+    if (rc == HANU_OK) rc = cut(o.p, o.len, fn, ctx, n_positions, 1);
     if (o.heap) free(o.p);
     return rc;
 }
@@ -268,7 +300,7 @@ int text_tokenize_reference(const char *s, size_t len, text_token_fn fn, void *c
     uint8_t *folded = NULL;
     utf8proc_ssize_t n = len == 0 ? 0 : utf8proc_map((const uint8_t *)s, (utf8proc_ssize_t)len, &folded, FOLD_FLAGS);
     if (n < 0) return fold_error(n);
-    int rc = cut(folded, (size_t)n, fn, ctx, n_positions, 0, 0);
+    int rc = cut(folded, (size_t)n, fn, ctx, n_positions, 0);
     free(folded);
     return rc;
 }
