@@ -148,6 +148,8 @@ struct index_builder {
     uint32_t nterms, terms_cap;
     key_table term_index;
     uint32_t last_term;         /* the term index_builder_posting added to last, UINT32_MAX if none */
+    uint32_t last_col;          /* the column column_for found last, UINT32_MAX if none (a
+                                   string's value and its text length are at one path) */
     build_column *cols;
     uint32_t ncols, cols_cap;
     key_table col_index;
@@ -189,7 +191,7 @@ index_builder *index_builder_new(void)
         free(b);
         return NULL;
     }
-    if (b) b->last_term = UINT32_MAX;
+    if (b) b->last_term = b->last_col = UINT32_MAX;
     return b;
 }
 
@@ -833,11 +835,15 @@ int index_builder_posting(index_builder *b, const uint8_t *key, size_t key_len, 
 static int column_for(index_builder *b, const char *path, size_t len, build_column **out)
 {
     if (!b->docs) return HANU_ERR_INVALID;
-    if (len > INDEX_PATH_MAX || memchr(path, 0, len)) return HANU_ERR_INVALID;
-    uint32_t i;
-    int rc = intern(b, &b->col_index, (void **)&b->cols, &b->ncols, &b->cols_cap,
-                    sizeof(build_column), (const uint8_t *)path, (uint32_t)len, &i);
-    if (rc) return rc;
+    uint32_t i = b->last_col;
+    if (i == UINT32_MAX || b->cols[i].path_len != len ||
+        !key_equal(b->keys.data + b->cols[i].path_off, (const uint8_t *)path, (uint32_t)len)) {
+        if (len > INDEX_PATH_MAX || memchr(path, 0, len)) return HANU_ERR_INVALID;
+        int rc = intern(b, &b->col_index, (void **)&b->cols, &b->ncols, &b->cols_cap,
+                        sizeof(build_column), (const uint8_t *)path, (uint32_t)len, &i);
+        if (rc) return rc;
+        b->last_col = i;
+    }
     build_column *c = &b->cols[i];
     if (c->cap == 0) c->last_doc = UINT32_MAX;
     if (c->cap < b->docs) {
