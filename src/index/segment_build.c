@@ -41,11 +41,78 @@ typedef struct build_term {
                                    reads no posting, it only appends (a store, not a miss) */
 } build_term;
 
-static int post_push(build_term *t, uint32_t ord, uint32_t tf)
+/* Where the terms' postings arrays live: carved from large blocks that are freed
+ * together with the builder, so that a term's first postings (most terms have a
+ * few: every _id has one) cost no malloc and its growth no realloc or free. An
+ * array holds a power of two of pairs; when a term outgrows it, it moves to one
+ * twice as large and the old one goes to the free list of its size, which the
+ * next term to grow to that size takes. Arrays past ARENA_OWN_PAIRS pairs are
+ * the term's own allocation, grown by realloc. */
+#define ARENA_BLOCK_U32 (1u << 18)                /* 1 MiB a block */
+#define ARENA_OWN_PAIRS (ARENA_BLOCK_U32 / 16)    /* larger arrays: their own allocation */
+#define ARENA_SIZES 15                            /* 2^0 .. 2^14 pairs */
+typedef struct post_arena {
+    uint32_t **blocks;
+    uint32_t nblocks, blocks_cap;
+    uint32_t used;              /* u32s taken from the last block */
+    uint32_t *free[ARENA_SIZES];   /* [log2 of pairs]: arrays given back, linked through their first bytes */
+} post_arena;
+
+/* An array of pairs (a power of two, at most ARENA_OWN_PAIRS) pairs. */
+static uint32_t *arena_take(post_arena *a, uint32_t pairs)
+{
+    uint32_t size = (uint32_t)__builtin_ctz(pairs), n = 2 * pairs;
+    uint32_t *p = a->free[size];
+    if (p) {
+        memcpy(&a->free[size], p, sizeof p);
+        return p;
+    }
+    if (!a->nblocks || a->used + n > ARENA_BLOCK_U32) {
+        if (a->nblocks == a->blocks_cap) {
+            uint32_t cap = a->blocks_cap ? a->blocks_cap * 2 : 16;
+            uint32_t **v = realloc(a->blocks, (size_t)cap * sizeof *v);
+            if (!v) return NULL;
+            a->blocks = v;
+            a->blocks_cap = cap;
+        }
+        uint32_t *block = malloc((size_t)ARENA_BLOCK_U32 * sizeof *block);
+        if (!block) return NULL;
+        a->blocks[a->nblocks++] = block;
+        a->used = 0;
+    }
+    p = a->blocks[a->nblocks - 1] + a->used;
+    a->used += n;
+    return p;
+}
+
+static void arena_give(post_arena *a, uint32_t *p, uint32_t pairs)
+{
+    uint32_t size = (uint32_t)__builtin_ctz(pairs);
+    memcpy(p, &a->free[size], sizeof p);
+    a->free[size] = p;
+}
+
+static void arena_free(post_arena *a)
+{
+    for (uint32_t i = 0; i < a->nblocks; i++) free(a->blocks[i]);
+    free(a->blocks);
+}
+
+static int post_push(post_arena *a, build_term *t, uint32_t ord, uint32_t tf)
 {
     if (t->n == t->cap) {
         uint32_t cap = t->cap ? t->cap * 2 : 2;
-        uint32_t *p = realloc(t->post, (size_t)cap * 2 * sizeof *p);
+        uint32_t *p;
+        if (cap > ARENA_OWN_PAIRS) {
+            p = realloc(t->cap > ARENA_OWN_PAIRS ? t->post : NULL, (size_t)cap * 2 * sizeof *p);
+            if (p && t->cap <= ARENA_OWN_PAIRS) memcpy(p, t->post, (size_t)t->n * 2 * sizeof *p);
+        } else {
+            p = arena_take(a, cap);
+            if (p && t->n) {
+                memcpy(p, t->post, (size_t)t->n * 2 * sizeof *p);
+                arena_give(a, t->post, t->cap);
+            }
+        }
         if (!p) return HANU_ERR_NOMEM;
         t->post = p;
         t->cap = cap;
@@ -146,6 +213,7 @@ struct index_builder {
     hanu_buf keys;              /* term keys and column paths */
     build_term *terms;
     uint32_t nterms, terms_cap;
+    post_arena posts;           /* the terms' postings */
     key_table term_index;
     uint32_t last_term;         /* the term index_builder_posting added to last, UINT32_MAX if none */
     uint32_t last_col;          /* the column column_for found last, UINT32_MAX if none (a
@@ -198,7 +266,9 @@ index_builder *index_builder_new(void)
 void index_builder_free(index_builder *b)
 {
     if (!b) return;
-    for (uint32_t i = 0; i < b->nterms; i++) free(b->terms[i].post);
+    for (uint32_t i = 0; i < b->nterms; i++)
+        if (b->terms[i].cap > ARENA_OWN_PAIRS) free(b->terms[i].post);
+    arena_free(&b->posts);
     for (uint32_t i = 0; i < b->ncols; i++) {
         build_column *c = &b->cols[i];
         free(c->tags);
@@ -406,7 +476,7 @@ static int flush_terms(index_builder *b)
             t->post[2 * t->n - 1]++;
             continue;
         }
-        if ((rc = post_push(t, ord, 1))) return rc;
+        if ((rc = post_push(&b->posts, t, ord, 1))) return rc;
     }
     return HANU_OK;
 }
@@ -477,7 +547,7 @@ static int term_occurs_n(index_builder *b, uint32_t i, uint32_t count)
         t->post[2 * t->n - 1] += count;
         return HANU_OK;
     }
-    return post_push(t, ord, count);
+    return post_push(&b->posts, t, ord, count);
 }
 
 static int term_occurs(index_builder *b, uint32_t i)
@@ -828,7 +898,7 @@ int index_builder_posting(index_builder *b, const uint8_t *key, size_t key_len, 
     }
     build_term *t = &b->terms[i];
     if (t->n && t->post[2 * t->n - 2] >= ord) return HANU_ERR_INVALID;
-    return post_push(t, ord, tf);
+    return post_push(&b->posts, t, ord, tf);
 }
 
 /* The column of path, its per-doc arrays grown to the current document. */
