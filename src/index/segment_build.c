@@ -58,13 +58,14 @@ typedef struct post_arena {
     uint32_t *free[ARENA_SIZES];   /* [log2 of pairs]: arrays given back, linked through their first bytes */
 } post_arena;
 
-/* An array of pairs (a power of two, at most ARENA_OWN_PAIRS) pairs. */
+/* An array of pairs pairs (a power of two, at most ARENA_OWN_PAIRS). A free
+ * array's first bytes hold the next free one of its size. */
 static uint32_t *arena_take(post_arena *a, uint32_t pairs)
 {
     uint32_t size = (uint32_t)__builtin_ctz(pairs), n = 2 * pairs;
     uint32_t *p = a->free[size];
     if (p) {
-        memcpy(&a->free[size], p, sizeof p);
+        memcpy(&a->free[size], (const void *)p, sizeof a->free[size]);
         return p;
     }
     if (!a->nblocks || a->used + n > ARENA_BLOCK_U32) {
@@ -88,7 +89,7 @@ static uint32_t *arena_take(post_arena *a, uint32_t pairs)
 static void arena_give(post_arena *a, uint32_t *p, uint32_t pairs)
 {
     uint32_t size = (uint32_t)__builtin_ctz(pairs);
-    memcpy(p, &a->free[size], sizeof p);
+    memcpy((void *)p, &a->free[size], sizeof a->free[size]);
     a->free[size] = p;
 }
 
