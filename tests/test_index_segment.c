@@ -398,7 +398,9 @@ static int same_file(const char *a, const char *b)
 static void test_words_both_ways_make_one_segment(void)
 {
     const char *dir = test_tmpdir("seg-words");
-    static const char *const fields[] = { "title", "body", "a.b" };
+    /* "" stands for a string whose path is no field: its tokens are the whole
+       text's words only (index_builder_word with UINT32_MAX). */
+    static const char *const fields[] = { "title", "body", "a.b", "" };
     char paths[3][600];
     for (int way = 0; way < 3; way++) {
         snprintf(paths[way], sizeof paths[way], "%s/seg-%d", dir, way);
@@ -410,10 +412,14 @@ static void test_words_both_ways_make_one_segment(void)
             char id[32];
             snprintf(id, sizeof id, "d%05u", d);
             REQUIRE(index_builder_doc(b, id, strlen(id), d + 1) == HANU_OK);
-            for (int f = 0; f < 3; f++) {
+            for (int f = 0; f < 4; f++) {
                 size_t plen = index_key(prefix, fields[f], strlen(fields[f]), INDEX_KEY_WORD, "", 0, 0);
                 uint32_t field = UINT32_MAX;
-                if (way != 1) REQUIRE(index_builder_text_field(b, prefix, plen, &field) == HANU_OK);
+                if (way != 1 && f < 3) REQUIRE(index_builder_text_field(b, prefix, plen, &field) == HANU_OK);
+                if (f == 2 && d % 50 == 1) {   /* a posting of an earlier document flushes in mid-document */
+                    size_t kl = index_key(k, "p", 1, INDEX_KEY_STRING, "x", 1, 0);
+                    REQUIRE(index_builder_posting(b, k, kl, d - 1, 1) == HANU_OK);
+                }
                 /* Every 100th document is longer: the builder's per-document table of
                    distinct tokens grows in the middle of a document. */
                 int ntok = d % 100 == 99 ? 700 : 40;
@@ -425,7 +431,7 @@ static void test_words_both_ways_make_one_segment(void)
                     if (fast) {
                         REQUIRE(index_builder_word(b, field, w, strlen(w)) == HANU_OK);
                     } else {
-                        REQUIRE(index_builder_term(b, k, word_key(k, fields[f], w)) == HANU_OK);
+                        if (f < 3) REQUIRE(index_builder_term(b, k, word_key(k, fields[f], w)) == HANU_OK);
                         REQUIRE(index_builder_term(b, k, word_key(k, "", w)) == HANU_OK);
                     }
                 }
@@ -515,6 +521,68 @@ static void test_impacts_and_version_1(void)
     free(bytes);
 }
 
+/* Block impacts over tfs of 1 to 40 and lengths that do not follow them (the
+ * builder and the streaming merge keep only the shortest length of each small
+ * tf): every block's impact is the largest over its postings, computed one by one. */
+static void check_impacts_brute_force(const char *path, uint32_t docs, uint32_t (*tf_of)(uint32_t),
+                                      uint32_t (*len_of)(uint32_t))
+{
+    index_segment *s;
+    REQUIRE(index_segment_open(path, &s, NULL, 0) == HANU_OK);
+    uint64_t total = 0;
+    for (uint32_t d = 0; d < docs; d++) total += len_of(d);
+    double a0 = (double)total / docs;
+    uint8_t k[INDEX_KEY_MAX];
+    index_postings p;
+    index_postings_open(&p, s, index_segment_term_find(s, k, word_key(k, "", "w")));
+    CHECK_EQ(p.nblocks, (docs + INDEX_BLOCK - 1) / INDEX_BLOCK);
+    for (uint32_t b = 0; b < p.nblocks; b++) {
+        uint32_t want = 0;
+        for (uint32_t d = b * INDEX_BLOCK; d < docs && d < (b + 1) * INDEX_BLOCK; d++)
+            want = HANU_MAX(want, index_block_impact(tf_of(d), len_of(d), a0));
+        CHECK_EQ(index_postings_block_impact(&p, b), want);
+    }
+    index_segment_close(s);
+}
+
+static uint32_t mixed_tf(uint32_t d) { return 1 + (d * 7 + d / 5) % 40; }
+static uint32_t mixed_len(uint32_t d) { return mixed_tf(d) + (d * 13) % 50; }
+
+static void test_impacts_of_mixed_tfs(void)
+{
+    const char *dir = test_tmpdir("seg-impacts-tf");
+    enum { HALF = 700 };
+    char paths[2][600], merged[600];
+    index_segment *in[2];
+    for (int half = 0; half < 2; half++) {
+        snprintf(paths[half], sizeof paths[half], "%s/half-%d", dir, half);
+        index_builder *b = index_builder_new();
+        REQUIRE(b);
+        for (uint32_t i = 0; i < HALF; i++) {
+            uint32_t d = (uint32_t)half * HALF + i;
+            char id[16];
+            snprintf(id, sizeof id, "d%05u", d);
+            REQUIRE(index_builder_doc(b, id, strlen(id), d + 1) == HANU_OK);
+            for (uint32_t t = 0; t < mixed_tf(d); t++) REQUIRE(index_builder_word(b, UINT32_MAX, "w", 1) == HANU_OK);
+            REQUIRE(index_builder_text_length(b, "", 0, mixed_len(d)) == HANU_OK);
+        }
+        REQUIRE(index_builder_write(b, paths[half]) == HANU_OK);
+        index_builder_free(b);
+        REQUIRE(index_segment_open(paths[half], &in[half], NULL, 0) == HANU_OK);
+    }
+    /* the builder: the first half alone (its ordinals are the documents') */
+    check_impacts_brute_force(paths[0], HALF, mixed_tf, mixed_len);
+    /* the streaming merge of both halves: ordinals 0..2 * HALF - 1 in order */
+    index_merge_input mi[2] = { { in[0], NULL, 0 }, { in[1], NULL, 0 } };
+    uint32_t map0[HALF + 1], map1[HALF + 1], *map[2] = { map0, map1 }, got = 0;
+    snprintf(merged, sizeof merged, "%s/merged", dir);
+    REQUIRE(index_merge_write(mi, 2, merged, map, &got) == HANU_OK);
+    CHECK_EQ(got, 2 * HALF);
+    check_impacts_brute_force(merged, 2 * HALF, mixed_tf, mixed_len);
+    index_segment_close(in[0]);
+    index_segment_close(in[1]);
+}
+
 int main(void)
 {
     RUN(test_round_trip);
@@ -525,5 +593,6 @@ int main(void)
     RUN(test_id_order);
     RUN(test_words_both_ways_make_one_segment);
     RUN(test_impacts_and_version_1);
+    RUN(test_impacts_of_mixed_tfs);
     TEST_DONE();
 }

@@ -847,6 +847,37 @@ static void test_find_equals_filter_match(void)
     store_close(st);
 }
 
+/* A collection's documents are scanned once, unchecked (the documents face checked
+ * them when written). Bytes that are no JSON document in a collection all the same
+ * (written here through the store) are left out, and the batch's other documents,
+ * before and after them, are indexed. */
+static void test_collection_bytes_not_json_left_out(void)
+{
+    set_dirs("indexer-notjson");
+    store *st = store_at();
+    REQUIRE(st);
+    model col = { .db = create(st, "c", STORE_DB_COLLECTION) };
+    static const char *const bad[] = { "{\"_id\":\"bad0\",\"text\":\"cut", "not json", "{\"a\":1}{", "[1," };
+    for (int i = 0; i < 40; i++) {
+        CHECK_EQ(put_doc(st, &col, i, (unsigned)i), HANU_OK);
+        if (i % 10 != 5) continue;
+        char id[16];
+        snprintf(id, sizeof id, "bad%d", i / 10);
+        store_op op = { STORE_SET, id, strlen(id), bad[i / 10], strlen(bad[i / 10]) };
+        uint64_t txn;
+        CHECK_EQ(store_write(st, col.db, &op, 1, STORE_COND_NONE, 0, &txn, NULL), HANU_OK);
+    }
+    indexer *ix = indexer_at(st);
+    REQUIRE(ix);
+    CHECK_EQ(wait_all(st, ix), HANU_OK);
+    check_equal(st, ix, &col);
+    indexer_stats stats;
+    indexer_get_stats(ix, &stats);
+    CHECK_EQ(stats.live_docs, 40);
+    indexer_close(ix);
+    store_close(st);
+}
+
 /* Issue 24: the feed is filtered to collections. Key-value records reach no callback, yet
  * the index watermark passes them; a database dropped and created again as a collection
  * within one feed batch is indexed from its create on. */
@@ -904,6 +935,7 @@ int main(void)
 {
     RUN(test_live_equals_store);
     RUN(test_kv_records_filtered);
+    RUN(test_collection_bytes_not_json_left_out);
     RUN(test_restart_resumes);
     RUN(test_damaged_segment_rebuilds);
     RUN(test_leftovers_removed);

@@ -7,6 +7,7 @@
 #include "text/text.h"
 #include "test.h"
 
+#include <dirent.h>
 #include <math.h>
 
 typedef struct token_list {
@@ -404,12 +405,66 @@ static void test_tokenize_fast_path_differential(void)
     CHECK(tokens > 20000);
 }
 
+/* Text with no byte above 0x7F takes a path of its own (cut from the text as it
+ * is, folded while cut): every ASCII byte, runs of word characters around the
+ * token limit, the mid-word characters between letters and digits, upper case. */
+static void test_tokenize_ascii_path_differential(void)
+{
+    uint64_t rng = 0xa5c11;
+    hanu_buf b = { 0 };
+    static const char parts[] = "aZ9_'.,- \t\n";
+    for (int round = 0; round < 20000 && !test_current_failed; round++) {
+        hanu_buf_reset(&b);
+        uint64_t r = rng_next(&rng);
+        size_t chars = round % 50 == 0 ? 200 + r % 3000 : r % 80;
+        for (size_t i = 0; i < chars; i++) {
+            uint64_t x = rng_next(&rng);
+            uint8_t c;
+            if (x % 4 == 0) c = (uint8_t)((x >> 8) % 128);
+            else if (x % 4 == 1) c = (uint8_t)parts[(x >> 8) % (sizeof parts - 1)];
+            else c = (uint8_t)("abcXYZ0123"[(x >> 8) % 10]);
+            if (x % 97 == 0)   /* a run around the 64-byte limit */
+                for (size_t k = 0, m = 60 + (x >> 16) % 8; k < m; k++) REQUIRE(hanu_buf_append(&b, "Q", 1) == 0);
+            REQUIRE(hanu_buf_append(&b, &c, 1) == 0);
+        }
+        expect_same_as_reference(b.data, b.len, round % 9 == 0 ? 1 + r % 3 : 0);
+    }
+    hanu_buf_free(&b);
+}
+
+/* Every file of the JSON conformance suite, taken as text, both ways. */
+static void test_tokenize_json_suite_differential(void)
+{
+    const char *dir = "tests/data/json/test_parsing";
+    DIR *d = opendir(dir);
+    REQUIRE(d != NULL);
+    struct dirent *e;
+    size_t files = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "rb");
+        REQUIRE(f != NULL);
+        uint8_t buf[65536];
+        size_t n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        expect_same_as_reference(buf, n, 0);
+        expect_same_as_reference((const uint8_t *)e->d_name, strlen(e->d_name), 0);
+        files++;
+    }
+    closedir(d);
+    CHECK(files > 300);
+}
+
 int main(void)
 {
     RUN(test_tokenize_words);
     RUN(test_tokenize_unicode);
     RUN(test_tokenize_limits_and_errors);
     RUN(test_tokenize_fast_path_differential);
+    RUN(test_tokenize_ascii_path_differential);
+    RUN(test_tokenize_json_suite_differential);
     RUN(test_search_query);
     RUN(test_bm25_hand_computed);
     RUN(test_search_eval);

@@ -14,6 +14,7 @@
 typedef struct extract_ctx {
     index_builder *b;
     uint32_t field;             /* the string's text field, UINT32_MAX: the path is not indexed */
+    uint64_t text_positions;    /* the document's whole-text length, recorded once at its end */
 } extract_ctx;
 
 static int add_token(void *p, const text_token *tok)
@@ -55,7 +56,7 @@ static int add_leaf(void *p, const json_leaf *leaf)
         if (rc == HANU_OK) rc = text_tokenize(leaf->str, leaf->str_len, add_token, x, &positions);
         if (rc == HANU_OK && positions && leaf->path_len <= INDEX_PATH_MAX && !memchr(leaf->path, 0, leaf->path_len))
             rc = index_builder_text_length(b, leaf->path, leaf->path_len, positions);
-        if (rc == HANU_OK && positions) rc = index_builder_text_length(b, "", 0, positions);
+        x->text_positions += positions;
         break;
     }
     default:
@@ -76,5 +77,8 @@ int index_add_document(index_builder *b, const char *id, size_t id_len, uint64_t
     void *scratch = index_builder_scratch(b, scratch_len);   /* kept by the builder: no allocation a document */
     if (!scratch) return HANU_ERR_NOMEM;
     extract_ctx x = { .b = b, .field = UINT32_MAX };
-    return json_scan(doc, len, NULL, scratch, scratch_len, add_leaf, &x, NULL);
+    rc = json_scan(doc, len, NULL, scratch, scratch_len, add_leaf, &x, NULL);
+    if (rc == HANU_OK && x.text_positions > UINT32_MAX) rc = HANU_ERR_TOO_LARGE;
+    if (rc == HANU_OK && x.text_positions) rc = index_builder_text_length(b, "", 0, (uint32_t)x.text_positions);
+    return rc;
 }

@@ -870,6 +870,27 @@ static int feed_step(indexer *ix, size_t *got)
 
 /* ------------------------------------------------------- the commit */
 
+/* The builder of d's pending puts. check: each document's JSON is checked first
+ * and bytes that are no document are left out (index_add_document checks as it
+ * scans, but a failure leaves part of the document in the builder). */
+static int build_pending(const dbstate *d, int check, index_builder **out, uint32_t *nput)
+{
+    index_builder *b = NULL;
+    int rc = HANU_OK;
+    *nput = 0;
+    for (size_t i = 0; i < d->npending && !rc; i++) {
+        const pending_doc *p = &d->pending[i];
+        if (p->is_delete) continue;
+        const char *doc = (const char *)d->arena.data + p->doc_off;
+        if (check && json_validate(doc, p->doc_len, NULL, NULL) != HANU_OK) continue;
+        if (!b && !(b = index_builder_new())) rc = HANU_ERR_NOMEM;
+        if (!rc) rc = index_add_document(b, p->id, p->id_len, p->txn, doc, p->doc_len);
+        (*nput)++;
+    }
+    *out = b;
+    return rc;
+}
+
 /* Turns d's pending versions into deletions of what they replace and one new
  * segment, written without fdatasync: the commit that first names it syncs it
  * (on the commit thread). */
@@ -890,13 +911,18 @@ static int apply_pending(indexer *ix, dbstate *d)
             rc = s ? u32_push(&s->fresh, old->ord) : HANU_ERR_CORRUPT;
             id_map_remove(&d->committed, old);
         }
-        if (rc || p->is_delete) continue;
-        const char *doc = (const char *)d->arena.data + p->doc_off;
-        /* An untyped database may hold bytes that are no document: not indexed. */
-        if (json_validate(doc, p->doc_len, NULL, NULL) != HANU_OK) continue;
-        if (!b && !(b = index_builder_new())) rc = HANU_ERR_NOMEM;
-        if (!rc) rc = index_add_document(b, p->id, p->id_len, p->txn, doc, p->doc_len);
-        nput++;
+    }
+    /* A collection's documents were checked when written (the documents face), so
+       they are scanned once, by index_add_document; should one fail all the same,
+       the builder is made again with every document checked first. An untyped
+       database may hold bytes that are no document: checked first, not indexed. */
+    if (!rc) {
+        int check = d->kind != STORE_DB_COLLECTION;
+        rc = build_pending(d, check, &b, &nput);
+        if (rc && rc != HANU_ERR_NOMEM && !check) {
+            index_builder_free(b);
+            rc = build_pending(d, 1, &b, &nput);
+        }
     }
     if (!rc && nput) {
         uint64_t id = ix->next_file++;

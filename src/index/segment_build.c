@@ -41,11 +41,79 @@ typedef struct build_term {
                                    reads no posting, it only appends (a store, not a miss) */
 } build_term;
 
-static int post_push(build_term *t, uint32_t ord, uint32_t tf)
+/* Where the terms' postings arrays live: carved from large blocks that are freed
+ * together with the builder, so that a term's first postings (most terms have a
+ * few: every _id has one) cost no malloc and its growth no realloc or free. An
+ * array holds a power of two of pairs; when a term outgrows it, it moves to one
+ * twice as large and the old one goes to the free list of its size, which the
+ * next term to grow to that size takes. Arrays past ARENA_OWN_PAIRS pairs are
+ * the term's own allocation, grown by realloc. */
+#define ARENA_BLOCK_U32 (1u << 18)                /* 1 MiB a block */
+#define ARENA_OWN_PAIRS (ARENA_BLOCK_U32 / 16)    /* larger arrays: their own allocation */
+#define ARENA_SIZES 15                            /* 2^0 .. 2^14 pairs */
+typedef struct post_arena {
+    uint32_t **blocks;
+    uint32_t nblocks, blocks_cap;
+    uint32_t used;              /* u32s taken from the last block */
+    uint32_t *free[ARENA_SIZES];   /* [log2 of pairs]: arrays given back, linked through their first bytes */
+} post_arena;
+
+/* An array of pairs pairs (a power of two, at most ARENA_OWN_PAIRS). A free
+ * array's first bytes hold the next free one of its size. */
+static uint32_t *arena_take(post_arena *a, uint32_t pairs)
+{
+    uint32_t size = (uint32_t)__builtin_ctz(pairs), n = 2 * pairs;
+    uint32_t *p = a->free[size];
+    if (p) {
+        memcpy(&a->free[size], (const void *)p, sizeof a->free[size]);
+        return p;
+    }
+    if (!a->nblocks || a->used + n > ARENA_BLOCK_U32) {
+        if (a->nblocks == a->blocks_cap) {
+            uint32_t cap = a->blocks_cap ? a->blocks_cap * 2 : 16;
+            uint32_t **v = realloc(a->blocks, (size_t)cap * sizeof *v);
+            if (!v) return NULL;
+            a->blocks = v;
+            a->blocks_cap = cap;
+        }
+        uint32_t *block = malloc((size_t)ARENA_BLOCK_U32 * sizeof *block);
+        if (!block) return NULL;
+        a->blocks[a->nblocks++] = block;
+        a->used = 0;
+    }
+    p = a->blocks[a->nblocks - 1] + a->used;
+    a->used += n;
+    return p;
+}
+
+static void arena_give(post_arena *a, uint32_t *p, uint32_t pairs)
+{
+    uint32_t size = (uint32_t)__builtin_ctz(pairs);
+    memcpy((void *)p, &a->free[size], sizeof a->free[size]);
+    a->free[size] = p;
+}
+
+static void arena_free(post_arena *a)
+{
+    for (uint32_t i = 0; i < a->nblocks; i++) free(a->blocks[i]);
+    free(a->blocks);
+}
+
+static int post_push(post_arena *a, build_term *t, uint32_t ord, uint32_t tf)
 {
     if (t->n == t->cap) {
         uint32_t cap = t->cap ? t->cap * 2 : 2;
-        uint32_t *p = realloc(t->post, (size_t)cap * 2 * sizeof *p);
+        uint32_t *p;
+        if (cap > ARENA_OWN_PAIRS) {
+            p = realloc(t->cap > ARENA_OWN_PAIRS ? t->post : NULL, (size_t)cap * 2 * sizeof *p);
+            if (p && t->cap <= ARENA_OWN_PAIRS) memcpy(p, t->post, (size_t)t->n * 2 * sizeof *p);
+        } else {
+            p = arena_take(a, cap);
+            if (p && t->n) {
+                memcpy(p, t->post, (size_t)t->n * 2 * sizeof *p);
+                arena_give(a, t->post, t->cap);
+            }
+        }
         if (!p) return HANU_ERR_NOMEM;
         t->post = p;
         t->cap = cap;
@@ -78,13 +146,20 @@ typedef struct key_table {
 
 #define PEND_TERMS 16   /* terms interned together; the slot of the first is in cache by the last */
 
-/* A distinct token of the batch's text: its bytes (in keys) and its whole-text term. */
+/* A distinct token of the batch's text: its bytes (in keys), its whole-text term,
+ * its terms in its first two fields, and its occurrences in the current document
+ * (counted in the item as the tokens come, taken to the postings once at the next
+ * flush_words): a token costs one lookup of the word table, whose slot and item
+ * stay in cache, and no posting. */
 #define WORD_FIELDS 2      /* a word's first fields' terms kept in its item */
 typedef struct build_word {
     uint32_t key_off, key_len;
     uint32_t all_term;          /* the whole text's term + 1; 0 until the token occurs */
     uint32_t field_of[WORD_FIELDS];   /* field + 1 (0: free), whose term is term_of */
     uint32_t term_of[WORD_FIELDS];
+    uint32_t doc;               /* the document (ordinal + 1) the counts are of; 0: none */
+    uint32_t all_count;         /* occurrences in that document: in the whole text, */
+    uint32_t count_of[WORD_FIELDS];   /* in field_of[j] */
 } build_word;
 
 /* The word table: a slot holds the word's hash, its length and first 7 bytes, so
@@ -106,18 +181,15 @@ typedef struct build_field {
     uint32_t key_off, key_len;
 } build_field;
 
-/* A distinct (field, token) of the current document, counted as its tokens come
- * (index_builder_word) and taken to the batch's tables once at the next
- * flush_words: a token repeated in a document costs a probe of a small table
- * that stays in cache, not the batch's word table and the term's postings. */
-typedef struct doc_word {
-    uint64_t hash;              /* key_hash of the token (the word table's) */
-    uint32_t field, len;        /* field UINT32_MAX: the whole text's term only */
-    uint32_t count;             /* occurrences in the document */
-    uint32_t off;               /* the token's bytes in doc_bytes */
-    uint32_t slot;              /* its slot in doc_slots, cleared at the flush */
-    uint32_t word, all, term;   /* found by flush_words */
-} doc_word;
+/* A token of the current document, kept until flush_words: its word's slot in
+ * the word table is prefetched as it comes, so that the flush's lookups find the
+ * slots in cache instead of waiting for each in turn. */
+typedef struct doc_token {
+    uint64_t hash;              /* key_hash of the token */
+    uint32_t field;             /* UINT32_MAX: the whole text's word only */
+    uint32_t off, len;          /* its bytes in doc_bytes */
+    uint32_t word;              /* found by flush_words */
+} doc_token;
 
 /* A term of the word path: its key is a field's prefix (or the whole text's) and a word. */
 typedef struct word_term {
@@ -142,8 +214,11 @@ struct index_builder {
     hanu_buf keys;              /* term keys and column paths */
     build_term *terms;
     uint32_t nterms, terms_cap;
+    post_arena posts;           /* the terms' postings */
     key_table term_index;
     uint32_t last_term;         /* the term index_builder_posting added to last, UINT32_MAX if none */
+    uint32_t last_col;          /* the column column_for found last, UINT32_MAX if none (a
+                                   string's value and its text length are at one path) */
     build_column *cols;
     uint32_t ncols, cols_cap;
     key_table col_index;
@@ -165,14 +240,13 @@ struct index_builder {
     uint32_t nfields, fields_cap;
     key_table field_index;
     pair_table field_terms;      /* (field + 1) << 32 | word -> term */
-    /* The current document's distinct (field, token) pairs (doc_word); the
-       arrays are kept from one document to the next and grow only with the
-       largest document, so a document allocates nothing. */
-    doc_word *doc_words;
-    uint32_t ndoc_words, doc_words_cap;
-    uint32_t *doc_slots;        /* open addressing: index into doc_words + 1; 0 = empty */
-    uint32_t ndoc_slots;
+    /* The current document's tokens and then its distinct words (their counts
+       are in their items); kept from one document to the next, grown only with
+       the largest document, so a document allocates nothing. */
+    doc_token *doc_tokens;
+    uint32_t ndoc_tokens, doc_tokens_cap;
     hanu_buf doc_bytes;         /* the tokens' bytes */
+    u32_vec doc_words;
     void *scratch;              /* index_builder_scratch's */
     size_t scratch_len;
     word_term *word_terms;       /* every term made by the word path, for term_order */
@@ -186,14 +260,16 @@ index_builder *index_builder_new(void)
         free(b);
         return NULL;
     }
-    if (b) b->last_term = UINT32_MAX;
+    if (b) b->last_term = b->last_col = UINT32_MAX;
     return b;
 }
 
 void index_builder_free(index_builder *b)
 {
     if (!b) return;
-    for (uint32_t i = 0; i < b->nterms; i++) free(b->terms[i].post);
+    for (uint32_t i = 0; i < b->nterms; i++)
+        if (b->terms[i].cap > ARENA_OWN_PAIRS) free(b->terms[i].post);
+    arena_free(&b->posts);
     for (uint32_t i = 0; i < b->ncols; i++) {
         build_column *c = &b->cols[i];
         free(c->tags);
@@ -213,8 +289,8 @@ void index_builder_free(index_builder *b)
     free(b->field_terms.keys);
     free(b->field_terms.vals);
     free(b->word_terms);
-    free(b->doc_words);
-    free(b->doc_slots);
+    free(b->doc_words.v);
+    free(b->doc_tokens);
     hanu_buf_free(&b->doc_bytes);
     free(b->scratch);
     free(b->id_off.v);
@@ -230,17 +306,38 @@ void index_builder_free(index_builder *b)
 /* The table's hash of a key: keys are short (a path and a word), so an inline
  * multiply-xorshift over 8-byte words beats a library call. Only this
  * process's tables use it; nothing hashed is stored. */
+/* The last len (below 8) bytes of a key as a little-endian word, zeros above
+ * them; whole: the key has at least 8 bytes before p + len. Loads whole words
+ * (a memcpy of a variable length into a word is byte stores and then a load
+ * that waits for them, a third of the cost of hashing a token). */
+static inline uint64_t tail_word(const uint8_t *p, uint32_t len, int whole)
+{
+    if (len == 0) return 0;
+    uint64_t w;
+    uint32_t a, b;
+    if (whole) {
+        memcpy(&w, p + len - 8, 8);
+        return w >> (64 - 8 * len);
+    }
+    if (len >= 4) {   /* two words of 4 that overlap: the same bytes where they do */
+        memcpy(&a, p, 4);
+        memcpy(&b, p + len - 4, 4);
+        return a | (uint64_t)b << (8 * (len - 4));
+    }
+    return (uint64_t)p[0] | (uint64_t)p[len / 2] << (8 * (len / 2)) | (uint64_t)p[len - 1] << (8 * (len - 1));
+}
+
 static inline uint64_t key_hash(const uint8_t *p, uint32_t len)
 {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ len;
+    int whole = len >= 8;
     for (; len >= 8; p += 8, len -= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
         h = (h ^ w) * 0xff51afd7ed558ccdull;
         h ^= h >> 32;
     }
-    uint64_t w = 0;
-    memcpy(&w, p, len);
+    uint64_t w = tail_word(p, len, whole);
     h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
     h ^= h >> 29;
     h *= 0xff51afd7ed558ccdull;
@@ -259,6 +356,18 @@ static inline int key_equal(const uint8_t *a, const uint8_t *b, uint32_t len)
     for (; len; a++, b++, len--)
         if (*a != *b) return 0;
     return 1;
+}
+
+/* Room for one more item in a growable array of n items (capacity doubled, from first). */
+static int room_for_one(void **items, uint32_t n, uint32_t *cap, size_t item_size, uint32_t first)
+{
+    if (n < *cap) return HANU_OK;
+    uint32_t ncap = *cap ? *cap * 2 : first;
+    void *p = realloc(*items, (size_t)ncap * item_size);
+    if (!p) return HANU_ERR_NOMEM;
+    *items = p;
+    *cap = ncap;
+    return HANU_OK;
 }
 
 /* The key's (offset, length) pair sits at the start of every item. */
@@ -368,7 +477,7 @@ static int flush_terms(index_builder *b)
             t->post[2 * t->n - 1]++;
             continue;
         }
-        if ((rc = post_push(t, ord, 1))) return rc;
+        if ((rc = post_push(&b->posts, t, ord, 1))) return rc;
     }
     return HANU_OK;
 }
@@ -415,16 +524,11 @@ static int pair_grow(pair_table *t)
 static int new_term(index_builder *b, const uint8_t *prefix, uint32_t prefix_len, const uint8_t *word,
                     uint32_t word_len, uint32_t *out)
 {
-    if (b->nterms == b->terms_cap) {
-        uint32_t cap = b->terms_cap ? b->terms_cap * 2 : 64;
-        build_term *t = realloc(b->terms, (size_t)cap * sizeof *t);
-        if (!t) return HANU_ERR_NOMEM;
-        b->terms = t;
-        b->terms_cap = cap;
-    }
+    int rc = room_for_one((void **)&b->terms, b->nterms, &b->terms_cap, sizeof *b->terms, 64);
+    if (rc) return rc;
     if (b->keys.len + prefix_len + word_len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
     uint32_t off = (uint32_t)b->keys.len;
-    int rc = hanu_buf_append(&b->keys, prefix, prefix_len);
+    rc = hanu_buf_append(&b->keys, prefix, prefix_len);
     if (rc == HANU_OK) rc = hanu_buf_append(&b->keys, word, word_len);
     if (rc) return rc;
     build_term *t = &b->terms[b->nterms];
@@ -444,7 +548,7 @@ static int term_occurs_n(index_builder *b, uint32_t i, uint32_t count)
         t->post[2 * t->n - 1] += count;
         return HANU_OK;
     }
-    return post_push(t, ord, count);
+    return post_push(&b->posts, t, ord, count);
 }
 
 static int term_occurs(index_builder *b, uint32_t i)
@@ -455,13 +559,8 @@ static int term_occurs(index_builder *b, uint32_t i)
 /* Notes a term made by the word path (term_order sorts those by ranks). */
 static int note_word_term(index_builder *b, uint32_t term, uint32_t field, uint32_t word)
 {
-    if (b->nword_terms == b->word_terms_cap) {
-        uint32_t cap = b->word_terms_cap ? b->word_terms_cap * 2 : 256;
-        word_term *v = realloc(b->word_terms, (size_t)cap * sizeof *v);
-        if (!v) return HANU_ERR_NOMEM;
-        b->word_terms = v;
-        b->word_terms_cap = cap;
-    }
+    int rc = room_for_one((void **)&b->word_terms, b->nword_terms, &b->word_terms_cap, sizeof *b->word_terms, 256);
+    if (rc) return rc;
     b->word_terms[b->nword_terms++] = (word_term){ .term = term, .field = field, .word = word };
     return HANU_OK;
 }
@@ -527,8 +626,7 @@ static int field_term_of(index_builder *b, uint32_t field, uint32_t w, const uin
 
 static inline uint64_t word_head(const uint8_t *tok, uint32_t len)
 {
-    uint64_t h = 0;
-    memcpy(&h, tok, len < 7 ? len : 7);
+    uint64_t h = tail_word(tok, len < 7 ? len : 7, 0);
     return h | (uint64_t)(len < 255 ? len : 255) << 56;
 }
 
@@ -568,13 +666,7 @@ static int word_of_hashed(index_builder *b, const uint8_t *tok, uint32_t len, ui
             return HANU_OK;
         }
     }
-    if (b->nwords == b->words_cap) {
-        uint32_t cap = b->words_cap ? b->words_cap * 2 : 64;
-        build_word *p = realloc(b->words, (size_t)cap * sizeof *p);
-        if (!p) return HANU_ERR_NOMEM;
-        b->words = p;
-        b->words_cap = cap;
-    }
+    if ((rc = room_for_one((void **)&b->words, b->nwords, &b->words_cap, sizeof *b->words, 64))) return rc;
     if (b->keys.len + len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
     uint32_t off = (uint32_t)b->keys.len;
     if ((rc = hanu_buf_append(&b->keys, tok, len))) return rc;
@@ -590,72 +682,68 @@ static int word_of(index_builder *b, const uint8_t *tok, uint32_t len, uint32_t 
     return word_of_hashed(b, tok, len, key_hash(tok, len), w);
 }
 
-/* The current document's distinct (field, token) pairs, in three passes so that
-   each pass's cache misses overlap: the words (their table slots prefetched in a
-   first pass), then their terms, then the postings, each counted once with the
-   pair's occurrences. */
+static int count_token(index_builder *b, const doc_token *tok);
+
+/* The current document's tokens, each counted in its word's item (the words
+   found first, their items prefetched, then counted), then the document's words
+   taken to the postings: the terms first (prefetched), then where each posting
+   goes (prefetched for writing), then one posting a (term, document) with the
+   summed count. */
 static int flush_words(index_builder *b)
 {
-    uint32_t n = b->ndoc_words;
-    b->ndoc_words = 0;
-    doc_word *dw = b->doc_words;
-    for (uint32_t k = 0; k < n; k++) b->doc_slots[dw[k].slot] = 0;   /* the next document starts empty */
-    const word_table *wt = &b->word_index;
-    if (wt->nslots)
-        for (uint32_t k = 0; k < n; k++) __builtin_prefetch(&wt->slots[(uint32_t)dw[k].hash & (wt->nslots - 1)]);
+    uint32_t ntok = b->ndoc_tokens;
+    b->ndoc_tokens = 0;
+    doc_token *dt = b->doc_tokens;
     int rc = HANU_OK;
-    for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {
-        doc_word *p = &dw[k];
-        rc = word_of_hashed(b, b->doc_bytes.data + p->off, p->len, p->hash, &p->word);
-        if (rc == HANU_OK) __builtin_prefetch(&b->words[p->word]);
+    for (uint32_t k = 0; k < ntok && rc == HANU_OK; k++) {
+        rc = word_of_hashed(b, b->doc_bytes.data + dt[k].off, dt[k].len, dt[k].hash, &dt[k].word);
+        if (rc == HANU_OK) __builtin_prefetch(&b->words[dt[k].word]);
     }
-    for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {
-        doc_word *p = &dw[k];
-        const uint8_t *tok = b->doc_bytes.data + p->off;
-        rc = all_term_of(b, p->word, tok, p->len, &p->all);
-        if (rc == HANU_OK && p->field != UINT32_MAX) rc = field_term_of(b, p->field, p->word, tok, p->len, &p->term);
-        if (rc != HANU_OK) break;
-        __builtin_prefetch(&b->terms[p->all]);
-        if (p->field != UINT32_MAX) __builtin_prefetch(&b->terms[p->term]);
-    }
-    for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {   /* where each posting goes, for writing */
-        const build_term *t = &b->terms[dw[k].all];
-        __builtin_prefetch(t->post + 2 * t->n, 1);
-        if (dw[k].field == UINT32_MAX) continue;
-        t = &b->terms[dw[k].term];
-        __builtin_prefetch(t->post + 2 * t->n, 1);
-    }
-    for (uint32_t k = 0; k < n && rc == HANU_OK; k++) {
-        const doc_word *p = &dw[k];
-        rc = term_occurs_n(b, p->all, p->count);
-        if (rc == HANU_OK && p->field != UINT32_MAX) rc = term_occurs_n(b, p->term, p->count);
-    }
+    for (uint32_t k = 0; k < ntok && rc == HANU_OK; k++) rc = count_token(b, &dt[k]);
     hanu_buf_reset(&b->doc_bytes);
+    uint32_t n = b->doc_words.n;
+    b->doc_words.n = 0;
+    const uint32_t *dw = b->doc_words.v;
+    build_word *words = b->words;
+    for (uint32_t k = 0; k < n; k++) {
+        const build_word *w = &words[dw[k]];
+        __builtin_prefetch(&b->terms[w->all_term - 1]);
+        for (uint32_t j = 0; j < WORD_FIELDS; j++)
+            if (w->count_of[j]) __builtin_prefetch(&b->terms[w->term_of[j]]);
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        const build_word *w = &words[dw[k]];
+        const build_term *t = &b->terms[w->all_term - 1];
+        __builtin_prefetch(t->post + 2 * t->n, 1);
+        for (uint32_t j = 0; j < WORD_FIELDS; j++)
+            if (w->count_of[j]) {
+                t = &b->terms[w->term_of[j]];
+                __builtin_prefetch(t->post + 2 * t->n, 1);
+            }
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        build_word *w = &words[dw[k]];
+        if (rc == HANU_OK) rc = term_occurs_n(b, w->all_term - 1, w->all_count);
+        for (uint32_t j = 0; j < WORD_FIELDS; j++) {
+            if (w->count_of[j] && rc == HANU_OK) rc = term_occurs_n(b, w->term_of[j], w->count_of[j]);
+            w->count_of[j] = 0;
+        }
+        w->doc = 0;   /* more tokens of this document after a flush start over */
+    }
     return rc;
 }
 
-/* Doubles the document's pair table (and the pairs' array to half its slots). */
-static int doc_words_grow(index_builder *b)
+/* The word's counts for the current document, the word noted as the document's
+   when its first token comes. */
+static int word_in_doc(index_builder *b, uint32_t w)
 {
-    uint32_t n = b->ndoc_slots ? b->ndoc_slots * 2 : 256;
-    uint32_t *slots = calloc(n, sizeof *slots);
-    doc_word *words = slots ? realloc(b->doc_words, (size_t)(n / 2) * sizeof *words) : NULL;
-    if (!words) {
-        free(slots);
-        return HANU_ERR_NOMEM;
-    }
-    b->doc_words = words;
-    b->doc_words_cap = n / 2;
-    for (uint32_t k = 0; k < b->ndoc_words; k++) {
-        doc_word *p = &words[k];
-        uint32_t at = (uint32_t)(p->hash ^ p->field) & (n - 1);
-        while (slots[at]) at = (at + 1) & (n - 1);
-        slots[at] = k + 1;
-        p->slot = at;
-    }
-    free(b->doc_slots);
-    b->doc_slots = slots;
-    b->ndoc_slots = n;
+    build_word *bw = &b->words[w];
+    if (bw->doc == b->docs) return HANU_OK;
+    int rc = u32_push(&b->doc_words, w);
+    if (rc) return rc;
+    bw->doc = b->docs;
+    bw->all_count = 0;
+    for (uint32_t j = 0; j < WORD_FIELDS; j++) bw->count_of[j] = 0;
     return HANU_OK;
 }
 
@@ -668,33 +756,46 @@ int index_builder_text_field(index_builder *b, const uint8_t *prefix, size_t pre
                   (uint32_t)prefix_len, field);
 }
 
+/* A token counted in its word's item (the word found by flush_words). */
+static int count_token(index_builder *b, const doc_token *tok)
+{
+    uint32_t w = tok->word, field = tok->field, len = tok->len, term;
+    const uint8_t *t = b->doc_bytes.data + tok->off;
+    int rc = HANU_OK;
+    if (!b->words[w].all_term) rc = all_term_of(b, w, t, len, &term);
+    if (rc == HANU_OK) rc = word_in_doc(b, w);
+    if (rc) return rc;
+    b->words[w].all_count++;
+    if (field == UINT32_MAX) return HANU_OK;
+    for (uint32_t j = 0; j < WORD_FIELDS; j++)
+        if (b->words[w].field_of[j] == field + 1) {
+            b->words[w].count_of[j]++;
+            return HANU_OK;
+        }
+    /* A field new to the word: its term is made (in a free slot of the item, or
+       the pair table); in the table, the term is counted at once. */
+    if ((rc = field_term_of(b, field, w, t, len, &term))) return rc;
+    for (uint32_t j = 0; j < WORD_FIELDS; j++)
+        if (b->words[w].field_of[j] == field + 1) {
+            b->words[w].count_of[j]++;
+            return HANU_OK;
+        }
+    return term_occurs(b, term);
+}
+
 int index_builder_word(index_builder *b, uint32_t field, const char *tok, size_t len)
 {
     if (!b->docs) return HANU_ERR_INVALID;
     if (len > INDEX_KEYWORD_MAX || (field != UINT32_MAX && field >= b->nfields)) return HANU_ERR_INVALID;
-    if (b->ndoc_words == b->doc_words_cap) {
-        int rc = doc_words_grow(b);
-        if (rc) return rc;
-    }
-    uint64_t h = key_hash((const uint8_t *)tok, (uint32_t)len);
-    uint32_t mask = b->ndoc_slots - 1, at = (uint32_t)(h ^ field) & mask;
-    for (;; at = (at + 1) & mask) {
-        uint32_t v = b->doc_slots[at];
-        if (!v) break;
-        doc_word *p = &b->doc_words[v - 1];
-        if (p->hash == h && p->field == field && p->len == len &&
-            key_equal(b->doc_bytes.data + p->off, (const uint8_t *)tok, (uint32_t)len)) {
-            p->count++;
-            return HANU_OK;
-        }
-    }
-    if (b->doc_bytes.len + len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
-    uint32_t off = (uint32_t)b->doc_bytes.len;
-    int rc = hanu_buf_append(&b->doc_bytes, tok, len);
+    int rc = room_for_one((void **)&b->doc_tokens, b->ndoc_tokens, &b->doc_tokens_cap, sizeof *b->doc_tokens, 256);
     if (rc) return rc;
-    b->doc_slots[at] = b->ndoc_words + 1;
-    b->doc_words[b->ndoc_words++] = (doc_word){ .hash = h, .field = field, .len = (uint32_t)len, .count = 1,
-                                                .off = off, .slot = at };
+    if (b->doc_bytes.len + len > UINT32_MAX) return HANU_ERR_TOO_LARGE;
+    uint64_t h = key_hash((const uint8_t *)tok, (uint32_t)len);
+    const word_table *wt = &b->word_index;
+    if (wt->nslots) __builtin_prefetch(&wt->slots[(uint32_t)h & (wt->nslots - 1)]);
+    uint32_t off = (uint32_t)b->doc_bytes.len;
+    if ((rc = hanu_buf_append(&b->doc_bytes, tok, len))) return rc;
+    b->doc_tokens[b->ndoc_tokens++] = (doc_token){ .hash = h, .field = field, .off = off, .len = (uint32_t)len };
     return HANU_OK;
 }
 
@@ -798,18 +899,22 @@ int index_builder_posting(index_builder *b, const uint8_t *key, size_t key_len, 
     }
     build_term *t = &b->terms[i];
     if (t->n && t->post[2 * t->n - 2] >= ord) return HANU_ERR_INVALID;
-    return post_push(t, ord, tf);
+    return post_push(&b->posts, t, ord, tf);
 }
 
 /* The column of path, its per-doc arrays grown to the current document. */
 static int column_for(index_builder *b, const char *path, size_t len, build_column **out)
 {
     if (!b->docs) return HANU_ERR_INVALID;
-    if (len > INDEX_PATH_MAX || memchr(path, 0, len)) return HANU_ERR_INVALID;
-    uint32_t i;
-    int rc = intern(b, &b->col_index, (void **)&b->cols, &b->ncols, &b->cols_cap,
-                    sizeof(build_column), (const uint8_t *)path, (uint32_t)len, &i);
-    if (rc) return rc;
+    uint32_t i = b->last_col;
+    if (i == UINT32_MAX || b->cols[i].path_len != len ||
+        !key_equal(b->keys.data + b->cols[i].path_off, (const uint8_t *)path, (uint32_t)len)) {
+        if (len > INDEX_PATH_MAX || memchr(path, 0, len)) return HANU_ERR_INVALID;
+        int rc = intern(b, &b->col_index, (void **)&b->cols, &b->ncols, &b->cols_cap,
+                        sizeof(build_column), (const uint8_t *)path, (uint32_t)len, &i);
+        if (rc) return rc;
+        b->last_col = i;
+    }
     build_column *c = &b->cols[i];
     if (c->cap == 0) c->last_doc = UINT32_MAX;
     if (c->cap < b->docs) {
@@ -1116,7 +1221,9 @@ static int write_postings(hanu_buf *out, const build_term *t, const build_column
     int64_t prev = -1;
     for (uint32_t blk = 0; blk < nblocks; blk++) {
         uint32_t first = blk * INDEX_BLOCK, n = HANU_MIN(INDEX_BLOCK, t->n - first);
-        uint32_t max_tf = 0, min_len = UINT32_MAX, impact = 0;
+        uint32_t max_tf = 0, min_len = UINT32_MAX;
+        block_impact acc;
+        block_impact_reset(&acc);
         for (uint32_t i = 0; i < n; i++) {
             uint32_t ord = t->post[2 * (first + i)], tf = t->post[2 * (first + i) + 1];
             deltas[i] = (uint64_t)((int64_t)ord - prev - 1);
@@ -1125,8 +1232,9 @@ static int write_postings(hanu_buf *out, const build_term *t, const build_column
             max_tf = HANU_MAX(max_tf, tf);
             uint32_t l = lens && ord < lens->cap ? lens->lengths[ord] : 0;
             min_len = HANU_MIN(min_len, l);
-            if (a0 > 0) impact = HANU_MAX(impact, index_block_impact(tf, l, a0));
+            if (a0 > 0) block_impact_add(&acc, tf, l, a0);
         }
+        uint32_t impact = a0 > 0 ? block_impact_of(&acc, a0) : 0;
         codec_desc dd, td;
         uint64_t payload = out->len;
         if ((rc = put_codec(out, deltas, n, &dd)) || (rc = put_codec(out, tfs, n, &td))) return rc;

@@ -70,4 +70,41 @@ enum { SEG_PART_TAGS, SEG_PART_NUMBERS, SEG_PART_ORDS, SEG_PART_LENGTHS, SEG_PAR
 
 #define SEG_FOOTER 16
 
+/* A block's impact while its postings are written: the largest
+ * index_block_impact(tf, length, a0) of them. For one tf the impact falls as the
+ * length grows, so for the small tfs of most postings only the shortest length
+ * of each tf is kept and computed once, at the block's end (the same value). */
+#define IMPACT_SMALL_TF 8
+typedef struct block_impact {
+    uint32_t small_len[IMPACT_SMALL_TF];   /* [tf]: the shortest length with that tf */
+    uint32_t impact;                       /* of the larger tfs */
+} block_impact;
+
+static inline void block_impact_reset(block_impact *a)
+{
+    for (uint32_t k = 0; k < IMPACT_SMALL_TF; k++) a->small_len[k] = UINT32_MAX;
+    a->impact = 0;
+}
+
+static inline void block_impact_add(block_impact *a, uint32_t tf, uint32_t len, double a0)
+{
+    if (tf < IMPACT_SMALL_TF) {
+        if (len < a->small_len[tf]) a->small_len[tf] = len;
+    } else {
+        uint32_t q = index_block_impact(tf, len, a0);
+        if (q > a->impact) a->impact = q;
+    }
+}
+
+static inline uint32_t block_impact_of(const block_impact *a, double a0)
+{
+    uint32_t impact = a->impact;
+    for (uint32_t tf = 0; tf < IMPACT_SMALL_TF; tf++)
+        if (a->small_len[tf] != UINT32_MAX) {
+            uint32_t q = index_block_impact(tf, a->small_len[tf], a0);
+            if (q > impact) impact = q;
+        }
+    return impact;
+}
+
 #endif

@@ -360,7 +360,8 @@ static void lengths_for(merger *m, const uint8_t *key, size_t len)
 /* One term's postings as the builder encodes them (write_postings), buffered until the term ends. */
 typedef struct block_acc {
     uint64_t deltas[INDEX_BLOCK], tfs[INDEX_BLOCK];
-    uint32_t n, max_tf, min_len, impact, df, nblocks;
+    uint32_t n, max_tf, min_len, df, nblocks;
+    block_impact impact;
     int64_t prev;
 } block_acc;
 
@@ -381,7 +382,7 @@ static int encode_block(merger *m, block_acc *a)
     hanu_put_u32(e + SEG_B_MIN_LEN, a->min_len);
     e[SEG_B_DOC_CODE] = dd.code;
     e[SEG_B_TF_CODE] = td.code;
-    hanu_put_u16(e + SEG_B_IMPACT, (uint16_t)a->impact);
+    hanu_put_u16(e + SEG_B_IMPACT, (uint16_t)(m->impacts ? block_impact_of(&a->impact, m->impact_avgdl) : 0));
     hanu_put_u32(e + SEG_B_TF_BASE, (uint32_t)td.base);
     hanu_put_u64(e + SEG_B_DOC_BASE, dd.base);
     m->blocks.len += SEG_BLOCK;
@@ -391,7 +392,7 @@ static int encode_block(merger *m, block_acc *a)
     a->n = 0;
     a->max_tf = 0;
     a->min_len = UINT32_MAX;
-    a->impact = 0;
+    block_impact_reset(&a->impact);
     return HANU_OK;
 }
 
@@ -399,6 +400,7 @@ static int encode_block(merger *m, block_acc *a)
 static int merge_postings(merger *m, uint32_t hits, block_acc *a)
 {
     *a = (block_acc){ .min_len = UINT32_MAX, .prev = -1 };
+    block_impact_reset(&a->impact);
     m->payloads.len = m->blocks.len = 0;
     for (uint32_t k = 0; k < hits; k++) {
         uint32_t i = m->hits[k];
@@ -417,7 +419,7 @@ static int merge_postings(merger *m, uint32_t hits, block_acc *a)
                 a->prev = ord;
                 a->max_tf = HANU_MAX(a->max_tf, tf);
                 a->min_len = HANU_MIN(a->min_len, len);
-                if (m->impacts) a->impact = HANU_MAX(a->impact, index_block_impact(tf, len, m->impact_avgdl));
+                if (m->impacts) block_impact_add(&a->impact, tf, len, m->impact_avgdl);
                 a->df++;
                 if (++a->n == INDEX_BLOCK) {
                     int rc = encode_block(m, a);

@@ -66,9 +66,28 @@ static const uint8_t ascii_class[128] = {
     ['\''] = C_MID_LETTER, ['.'] = C_MID_BOTH, [','] = C_MID_NUM,
 };
 
+/* 1 for the ASCII word characters (letters, digits, '_'), 0 for every other byte. */
+static const uint8_t ascii_word[256] = {
+    ['0' ... '9'] = 1, ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['_'] = 1,
+};
+
 static inline int ascii_word_char(uint8_t c)
 {
-    return c < 0x80 && (ascii_class[c] == C_LETTER || ascii_class[c] == C_DIGIT);
+    return ascii_word[c];
+}
+
+/* 1 when s[0..len) has no byte above 0x7F (eight bytes at a time). */
+static int all_ascii(const uint8_t *s, size_t len)
+{
+    uint64_t high = 0;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        high |= w;
+    }
+    for (; i < len; i++) high |= s[i];
+    return (high & 0x8080808080808080ull) == 0;
 }
 
 /* The token being built: bytes beyond the limit are counted, not kept. */
@@ -219,10 +238,53 @@ static int cut(const uint8_t *t, size_t n, text_token_fn fn, void *ctx, uint32_t
     return rc;
 }
 
+/* cut() of text with no byte above 0x7F, read once: its fold is A-Z -> a-z alone,
+   done as a token's bytes are copied. A token is runs of word characters joined
+   by a mid-word character between two of one class (the rules of cut). */
+static int cut_ascii(const uint8_t *t, size_t n, text_token_fn fn, void *ctx, uint32_t *n_positions)
+{
+    char tok[TEXT_MAX_TOKEN_BYTES + 1];
+    uint32_t position = 0;
+    int rc = 0;
+    size_t i = 0;
+    while (i < n && rc == 0) {
+        if (!ascii_word[t[i]]) {
+            i++;
+            continue;
+        }
+        size_t len = 0;   /* may pass the limit: the token is then dropped, its position kept */
+        for (;;) {
+            size_t j = i;
+            do {
+                if (len < TEXT_MAX_TOKEN_BYTES) tok[len] = (char)(t[j] >= 'A' && t[j] <= 'Z' ? t[j] | 0x20 : t[j]);
+                len++;
+                j++;
+            } while (j < n && ascii_word[t[j]]);
+            enum char_class last = (enum char_class)ascii_class[t[j - 1]];
+            i = j;   /* t[j], if any, is not a word character */
+            if (j + 1 >= n || !ascii_word[t[j + 1]] ||
+                !joins((enum char_class)ascii_class[t[j]], last, (enum char_class)ascii_class[t[j + 1]]))
+                break;
+            if (len < TEXT_MAX_TOKEN_BYTES) tok[len] = (char)t[j];
+            len++;
+            i = j + 1;
+        }
+        if (len <= TEXT_MAX_TOKEN_BYTES && fn) {
+            tok[len] = '\0';
+            text_token tk = { .bytes = tok, .len = len, .position = position };
+            rc = fn(ctx, &tk);
+        }
+        position++;
+    }
+    if (n_positions) *n_positions = position;
+    return rc;
+}
+
 int text_tokenize(const char *s, size_t len, text_token_fn fn, void *ctx, uint32_t *n_positions)
 {
     if (n_positions) *n_positions = 0;
     if (len > (size_t)INT32_MAX) return HANU_ERR_TOO_LARGE;
+    if (all_ascii((const uint8_t *)s, len)) return cut_ascii((const uint8_t *)s, len, fn, ctx, n_positions);
     uint8_t stack[FOLD_STACK];
     fold_out o = { stack, 0, sizeof stack, 0 };
     int rc = fold((const uint8_t *)s, len, &o);
