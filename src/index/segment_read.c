@@ -9,6 +9,7 @@
 
 #include <fcntl.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +41,20 @@ struct index_segment {
     uint32_t version;
     double impact_avgdl;        /* index_segment_impact_avgdl */
     void *cache_entries;        /* the bitset cache's entries of this segment (bitset_cache.c, its lock) */
+    _Atomic uint32_t *term_hints;   /* TERM_HINTS slots, NULL for a small term table (term_hint) */
 };
+
+/* A term lookup is a binary search over the mapped term table: about 20 steps
+ * and as many cache misses on a table of a million terms, and a query asks
+ * for the same key several times (its cost estimate, the collection's
+ * statistics, then its cursors) and in every segment. Each segment keeps the
+ * answer of its last lookups in TERM_HINTS slots chosen by the key's hash:
+ * a slot holds only a position, verified against the table before use (it
+ * is the lower bound of key exactly when the key there is >= key and the one
+ * before is < key), so a stale or colliding slot costs a search, never a
+ * wrong answer, and the slots need no lock (relaxed atomics, 16 KB a segment). */
+#define TERM_HINTS 4096
+#define TERM_HINTS_MIN_TERMS 1024   /* below: the search stays in a few cache lines anyway */
 
 void **index_segment_cache_slot(const index_segment *seg)
 {
@@ -352,6 +366,11 @@ int index_segment_open(const char *path, index_segment **out, char *err, size_t 
         }
     }
     close(fd);
+    if (!rc && s->nterms >= TERM_HINTS_MIN_TERMS) {
+        s->term_hints = malloc(TERM_HINTS * sizeof *s->term_hints);
+        if (!s->term_hints) rc = HANU_ERR_NOMEM;
+        for (uint32_t i = 0; !rc && i < TERM_HINTS; i++) atomic_init(&s->term_hints[i], UINT32_MAX);
+    }
     if (rc) {
         index_segment_close(s);
         return rc;
@@ -367,6 +386,7 @@ void index_segment_close(index_segment *s)
     if (s->map) munmap((void *)s->map, s->size);
     for (uint32_t i = 0; s->cols && i < s->ncols; i++) free(s->cols[i].blocks_mem);
     free(s->cols);
+    free((void *)s->term_hints);
     free(s);
 }
 
@@ -418,16 +438,39 @@ const uint8_t *index_segment_term(const index_segment *s, uint32_t i, size_t *le
     return s->keys + hanu_get_u32(e + SEG_T_KEY_OFF);
 }
 
+static int term_cmp(const index_segment *s, uint32_t i, const uint8_t *key, size_t len)
+{
+    size_t kl;
+    const uint8_t *k = index_segment_term(s, i, &kl, NULL);
+    return key_cmp(k, kl, key, len);
+}
+
+/* Whether position i (<= nterms) is the lower bound of key. */
+static int is_lower_bound(const index_segment *s, uint32_t i, const uint8_t *key, size_t len)
+{
+    if (i < s->nterms) {
+        int c = term_cmp(s, i, key, len);
+        if (c == 0) return 1;   /* keys are unique: the one equal key is the bound */
+        if (c < 0) return 0;
+    }
+    return i == 0 || term_cmp(s, i - 1, key, len) < 0;
+}
+
 uint32_t index_segment_term_lower_bound(const index_segment *s, const uint8_t *key, size_t len)
 {
+    _Atomic uint32_t *slot = NULL;
+    if (s->term_hints) {
+        slot = &s->term_hints[hanu_hash64(key, len, 0) & (TERM_HINTS - 1)];
+        uint32_t hint = atomic_load_explicit(slot, memory_order_relaxed);
+        if (hint <= s->nterms && is_lower_bound(s, hint, key, len)) return hint;
+    }
     uint32_t lo = 0, hi = s->nterms;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        size_t ml;
-        const uint8_t *mk = index_segment_term(s, mid, &ml, NULL);
-        if (key_cmp(mk, ml, key, len) < 0) lo = mid + 1;
+        if (term_cmp(s, mid, key, len) < 0) lo = mid + 1;
         else hi = mid;
     }
+    if (slot) atomic_store_explicit(slot, lo, memory_order_relaxed);
     return lo;
 }
 
