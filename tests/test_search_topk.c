@@ -427,7 +427,7 @@ static void test_impacts_and_counting_apart(void)
     indexer *ix = open_indexer(st);
     REQUIRE(ix);
     char doc[1200], id[32];
-    int n = 1280, with_a = 0;
+    int n = 1280, with_a = 0, x_with_a = 0, with_x = 0;
     for (int i = 0; i < n; i++) {
         int len = 0;
         if (i == 0) len = snprintf(doc, sizeof doc, "{\"t\":\"w w w w w w w w w w w w\"");   /* best: tf 12 */
@@ -440,6 +440,9 @@ static void test_impacts_and_counting_apart(void)
         else len = snprintf(doc, sizeof doc, "{\"t\":\"w x y z v\"");
         int a = i % 3 == 0 || i == 1;
         with_a += a;
+        int x = i > 1 && i % 128 != 2 && i % 128 != 3;   /* "w x y z v": x once, every length 5 */
+        with_x += x;
+        x_with_a += x && a;
         snprintf(doc + len, sizeof doc - (size_t)len, ",\"k\":\"%s\"}", a ? "a" : "b");
         snprintf(id, sizeof id, "d%05d", i);
         CHECK_EQ(put(st, db, id, doc), HANU_OK);
@@ -465,6 +468,18 @@ static void test_impacts_and_counting_apart(void)
     CHECK(r.hits.total == (uint64_t)with_a && !r.total_gte);
     CHECK(r.scored < 300);
     index_search_result_free(&r);
+    /* every document of "x" scores the same, so none is pruned by score: a
+       filtered count scores only the documents the filter passes */
+    REQUIRE(search(st, snap, "x", "{\"k\":\"a\"}", NULL, 0, 0, 1, INDEX_SEARCH_COUNT, &r) == HANU_OK);
+    REQUIRE(search(st, snap, "x", "{\"k\":\"a\"}", NULL, 0, 0, 1, INDEX_SEARCH_COUNT | INDEX_SEARCH_EXHAUSTIVE,
+                   &all) == HANU_OK);
+    CHECK(r.hits.total == (uint64_t)x_with_a && !r.total_gte && all.hits.total == (uint64_t)x_with_a);
+    CHECK(r.hits.n == 1 && all.hits.n == 1 && strcmp(r.hits.hits[0].id, all.hits.hits[0].id) == 0);
+    CHECK(r.scores[0] == all.scores[0]);
+    CHECK(r.scored <= (uint64_t)x_with_a);   /* was every document of x: with_x */
+    CHECK(with_x > 2 * x_with_a);
+    index_search_result_free(&r);
+    index_search_result_free(&all);
     /* a limit of the count: the limit, "gte" */
     index_search_opts o = { .limit = 1, .count_upto = 100 };
     search_query sq;

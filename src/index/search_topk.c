@@ -724,7 +724,7 @@ static int read_back(seg_run *r, uint32_t d, int check_filter, int phrases)
     return ok;
 }
 
-static int admit(seg_run *r, uint32_t d, double score, double dl, int phrases);
+static int admit(seg_run *r, uint32_t d, double score, double dl, int phrases, int filter_passed);
 
 /* Document d, where every +must clause occurs (or, without one, at least one
  * positive clause's words): decides and scores it. */
@@ -750,18 +750,18 @@ static int evaluate(seg_run *r, uint32_t d)
     }
     x->out->scored++;
     if (!x->count && !can_beat(x, score)) return HANU_OK;
-    return admit(r, d, score, dl, phrases);
+    return admit(r, d, score, dl, phrases, 0);
 }
 
 /* Document d, whose score (with phrases: a bound) can still rank or is
- * counted: the filter, the cursor, the phrases' exact score, then the count
- * and the heap. */
-static int admit(seg_run *r, uint32_t d, double score, double dl, int phrases)
+ * counted: the filter (unless filter_passed: the count apart decided it),
+ * the cursor, the phrases' exact score, then the count and the heap. */
+static int admit(seg_run *r, uint32_t d, double score, double dl, int phrases, int filter_passed)
 {
     search_ctx *x = r->x;
     /* the filter's columns only for a score that can still rank (or is counted) */
-    int need_filter = x->fkind == FILTER_DOC;
-    if (x->fkind == FILTER_COLUMNS) {
+    int need_filter = x->fkind == FILTER_DOC && !filter_passed;
+    if (x->fkind == FILTER_COLUMNS && !filter_passed) {
         int m = columns_match(r, d);
         if (m == 0) return HANU_OK;
         need_filter = m < 0;
@@ -962,16 +962,19 @@ static int one_word_block(seg_run *r, index_postings *p, uint32_t b, uint32_t *d
         uint32_t d = p->ords[i];
         while (*del < ss->ndeleted && ss->deleted[*del] < d) (*del)++;
         if (*del < ss->ndeleted && ss->deleted[*del] == d) continue;
+        int passed = 0;
         if (count && x->apart) {
             int m = count_passes(r, d);
             if (m < 0) return m;
             count_add(x, (uint64_t)m);
-            if (p->tfs[i] <= below) continue;
+            /* a document the filter refuses is not scored: admit would refuse it too */
+            if (!m || p->tfs[i] <= below) continue;
+            passed = 1;
         }
         double score = bm25_part(x, idf, p->tfs[i], doc_length(r, d));
         x->out->scored++;
         if (!x->count && !can_beat(x, score)) continue;
-        int rc = admit(r, d, score, 0, 0);
+        int rc = admit(r, d, score, 0, 0, passed);
         if (rc) return rc;
         if (!x->k && !x->count) return HANU_OK;
         below = tf_floor(x, idf, min_len, max_tf);   /* the threshold may have risen */
