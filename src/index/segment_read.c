@@ -41,19 +41,21 @@ struct index_segment {
     uint32_t version;
     double impact_avgdl;        /* index_segment_impact_avgdl */
     void *cache_entries;        /* the bitset cache's entries of this segment (bitset_cache.c, its lock) */
-    _Atomic uint32_t *term_hints;   /* TERM_HINTS slots, NULL for a small term table (term_hint) */
+    _Atomic uint64_t *term_hints;   /* TERM_HINTS slots, NULL for a small term table */
 };
 
 /* A term lookup is a binary search over the mapped term table: about 20 steps
- * and as many cache misses on a table of a million terms, and a query asks
- * for the same key several times (its cost estimate, the collection's
+ * and twice as many cache misses on a table of a million terms, and a query
+ * asks for the same key several times (its cost estimate, the collection's
  * statistics, then its cursors) and in every segment. Each segment keeps the
  * answer of its last lookups in TERM_HINTS slots chosen by the key's hash:
- * a slot holds only a position, verified against the table before use (it
- * is the lower bound of key exactly when the key there is >= key and the one
- * before is < key), so a stale or colliding slot costs a search, never a
- * wrong answer, and the slots need no lock (relaxed atomics, 16 KB a segment). */
-#define TERM_HINTS 4096
+ * a slot holds 32 more bits of the hash and a position; the position is
+ * verified against the table before use (it is the lower bound of key
+ * exactly when the key there is >= key and the one before is < key), so a
+ * stale or colliding slot costs a search, never a wrong answer, and the
+ * slots need no lock (relaxed atomics, 64 KB a segment). The hash bits only
+ * spare the verification's cache misses when another key holds the slot. */
+#define TERM_HINTS 8192
 #define TERM_HINTS_MIN_TERMS 1024   /* below: the search stays in a few cache lines anyway */
 
 void **index_segment_cache_slot(const index_segment *seg)
@@ -369,7 +371,7 @@ int index_segment_open(const char *path, index_segment **out, char *err, size_t 
     if (!rc && s->nterms >= TERM_HINTS_MIN_TERMS) {
         s->term_hints = malloc(TERM_HINTS * sizeof *s->term_hints);
         if (!s->term_hints) rc = HANU_ERR_NOMEM;
-        for (uint32_t i = 0; !rc && i < TERM_HINTS; i++) atomic_init(&s->term_hints[i], UINT32_MAX);
+        for (uint32_t i = 0; !rc && i < TERM_HINTS; i++) atomic_init(&s->term_hints[i], UINT32_MAX);   /* no position */
     }
     if (rc) {
         index_segment_close(s);
@@ -458,11 +460,15 @@ static int is_lower_bound(const index_segment *s, uint32_t i, const uint8_t *key
 
 uint32_t index_segment_term_lower_bound(const index_segment *s, const uint8_t *key, size_t len)
 {
-    _Atomic uint32_t *slot = NULL;
+    _Atomic uint64_t *slot = NULL;
+    uint64_t tag = 0;
     if (s->term_hints) {
-        slot = &s->term_hints[hanu_hash64(key, len, 0) & (TERM_HINTS - 1)];
-        uint32_t hint = atomic_load_explicit(slot, memory_order_relaxed);
-        if (hint <= s->nterms && is_lower_bound(s, hint, key, len)) return hint;
+        uint64_t h = hanu_hash64(key, len, 0);
+        slot = &s->term_hints[h & (TERM_HINTS - 1)];
+        tag = h & 0xffffffff00000000ull;
+        uint64_t v = atomic_load_explicit(slot, memory_order_relaxed);
+        uint32_t hint = (uint32_t)v;
+        if ((v & 0xffffffff00000000ull) == tag && hint <= s->nterms && is_lower_bound(s, hint, key, len)) return hint;
     }
     uint32_t lo = 0, hi = s->nterms;
     while (lo < hi) {
@@ -470,7 +476,7 @@ uint32_t index_segment_term_lower_bound(const index_segment *s, const uint8_t *k
         if (term_cmp(s, mid, key, len) < 0) lo = mid + 1;
         else hi = mid;
     }
-    if (slot) atomic_store_explicit(slot, lo, memory_order_relaxed);
+    if (slot) atomic_store_explicit(slot, tag | lo, memory_order_relaxed);
     return lo;
 }
 
