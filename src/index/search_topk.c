@@ -144,6 +144,8 @@ static void wi_bound(const word_iter *w, uint32_t *max_tf, uint32_t *min_len, ui
 typedef struct heap_entry {
     double score;
     uint32_t seg, ord;
+    const char *id;             /* NULL until a tie on the score needs it (entry_id) */
+    size_t id_len;
 } heap_entry;
 
 /* A filter the columns decide: $and of equality and $in on scalar values. */
@@ -241,7 +243,14 @@ static double impact_scale(const search_ctx *x, const index_segment *seg, const 
     return (BM25_K1 + 1) / INDEX_IMPACT_ONE / HANU_MIN(1.0, a0 / x->avgdl);
 }
 
-static int id_cmp(const search_ctx *x, const heap_entry *a, const heap_entry *b)
+/* The id of e, read from its segment once: documents of equal scores are
+ * compared by id, the heap's worst entry against every tying candidate. */
+static void entry_id(const search_ctx *x, heap_entry *e)
+{
+    if (!e->id) e->id = index_segment_doc_id(x->snap->segments[e->seg].seg, e->ord, &e->id_len);
+}
+
+static int id_cmp(const search_ctx *x, heap_entry *a, heap_entry *b)
 {
     if (a->seg == b->seg) {
         if (x->ids_ascending[a->seg]) return (a->ord > b->ord) - (a->ord < b->ord);
@@ -249,7 +258,10 @@ static int id_cmp(const search_ctx *x, const heap_entry *a, const heap_entry *b)
         int c = x->seg_order[(size_t)a->seg * x->snap->nsegments + b->seg];
         if (c) return c;
     }
-    return index_doc_id_cmp(x->snap->segments[a->seg].seg, a->ord, x->snap->segments[b->seg].seg, b->ord);
+    entry_id(x, a);
+    entry_id(x, b);
+    int c = memcmp(a->id, b->id, HANU_MIN(a->id_len, b->id_len));
+    return c ? (c > 0) - (c < 0) : (a->id_len > b->id_len) - (a->id_len < b->id_len);
 }
 
 /* What decides ties between the snapshot's segments without ids, once per search. */
@@ -269,7 +281,7 @@ static int segment_id_order(search_ctx *x)
 }
 
 /* a ranks below b: a lower score, or the same score and a larger _id. */
-static int worse(const search_ctx *x, const heap_entry *a, const heap_entry *b)
+static int worse(const search_ctx *x, heap_entry *a, heap_entry *b)
 {
     if (a->score != b->score) return a->score < b->score;
     return id_cmp(x, a, b) > 0;
@@ -790,7 +802,7 @@ static int admit(seg_run *r, uint32_t d, double score, double dl, int phrases, i
         if (!any) return HANU_OK;
     }
     count_match(x);
-    if (after_cursor(x, score, r->s, d)) heap_offer(x, (heap_entry){ score, r->s, d });
+    if (after_cursor(x, score, r->s, d)) heap_offer(x, (heap_entry){ .score = score, .seg = r->s, .ord = d });
     return HANU_OK;
 }
 
