@@ -11,6 +11,8 @@
  * builds that print different checksums gave different answers.
  *   querybench --data DIR [--collection bench] [--op find|search]
  *              [--search-words uniform|zipf] [--queries N] [--rounds N] [--seed N]
+ *              [--track-total N]
+ * --track-total: the search's count limit (default 1000, as track_total's).
  * The data directory is opened as the server opens it (its log is replayed, the
  * index read and caught up): no server may run on it at the same time.
  */
@@ -84,6 +86,8 @@ static void query_free(query *q)
 }
 
 /* One query; adds its answer to *sum. */
+static uint64_t track_total = SEARCH_TRACK_TOTAL;
+
 static int run(store *st, const index_snapshot *snap, int search, const query *q, uint64_t *sum)
 {
     if (!search) {
@@ -97,7 +101,7 @@ static int run(store *st, const index_snapshot *snap, int search, const query *q
         index_hits_free(&h);
         return HANU_OK;
     }
-    index_search_opts o = { .limit = SEARCH_LIMIT, .count_upto = SEARCH_TRACK_TOTAL };
+    index_search_opts o = { .limit = SEARCH_LIMIT, .count_upto = track_total };
     index_search_result r;
     int rc = index_search_ex(st, snap, &q->q, q->f, NULL, 0, &o, &r);
     if (rc) return rc;
@@ -114,7 +118,8 @@ static int run(store *st, const index_snapshot *snap, int search, const query *q
 static void usage(void)
 {
     fprintf(stderr, "usage: querybench --data DIR [--collection bench] [--op find|search]\n"
-                    "                  [--search-words uniform|zipf] [--queries N] [--rounds N] [--seed N]\n");
+                    "                  [--search-words uniform|zipf] [--queries N] [--rounds N] [--seed N]\n"
+                    "                  [--track-total N]\n");
     exit(2);
 }
 
@@ -133,6 +138,7 @@ int main(int argc, char **argv)
         else if (strcmp(k, "--queries") == 0) queries = strtoul(v, NULL, 10);
         else if (strcmp(k, "--rounds") == 0) rounds = strtoul(v, NULL, 10);
         else if (strcmp(k, "--seed") == 0) seed = strtoull(v, NULL, 10);
+        else if (strcmp(k, "--track-total") == 0) track_total = strtoull(v, NULL, 10);
         else usage();
     }
     int search = strcmp(op, "search") == 0, zipf = strcmp(words, "zipf") == 0;

@@ -193,6 +193,9 @@ static void gen_query(char *q, size_t cap)
 static const char *const filters[] = {
     NULL, NULL, NULL, "{\"kind\":\"a\"}", "{\"kind\":{\"$in\":[\"b\",7]}}", "{\"n\":{\"$gte\":40}}",
     "{\"$or\":[{\"kind\":\"c\"},{\"n\":{\"$lt\":20}}]}", "{\"kind\":\"b\",\"n\":{\"$ne\":3}}",
+    /* column tests a block at a time (a string) beside others per document, a string no document
+       holds, a path no document has */
+    "{\"kind\":\"a\",\"n\":{\"$in\":[1,2,3,5,8,13,21,34,55,89]}}", "{\"kind\":\"zzz\"}", "{\"nokey\":\"a\"}",
 };
 static const char *const fields_a[] = { "t" }, *const fields_b[] = { "u" }, *const fields_c[] = { "u.w", "t" };
 
@@ -403,7 +406,7 @@ static void test_topk_equals_exhaustive(void)
             "%llu queries paged in %llu pages\n", (unsigned long long)t.eq, (unsigned long long)t.gte,
             (unsigned long long)t.scored_thr, (unsigned long long)t.scored_thr_exact,
             (unsigned long long)t.paged_queries, (unsigned long long)t.pages);
-    CHECK(t.nonempty > 1800);
+    CHECK(t.nonempty > 1500);   /* two filters match nothing */
     CHECK(t.scored_pruned < t.scored_all);   /* WAND skipped documents (small corpora: the bench measures how many) */
     CHECK(t.skips > 0);
     CHECK(t.gte > 100 && t.eq > 100);        /* both sides of every threshold were reached */
