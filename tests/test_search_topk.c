@@ -586,11 +586,65 @@ static void test_pages_across_a_merge(void)
     store_close(st);
 }
 
+/* A filtered count tests a block of postings at a time against a string
+ * column (block_verdicts): three segments whose `k` column has one tag for
+ * every document (arrays, numbers, strings: a constant tag), a fourth of
+ * mixed tags and a deleted document; the count of "w" with k = "a" and the
+ * best hit equal what the documents say. */
+static void test_filter_verdicts_per_block(void)
+{
+    set_dirs("search-verdicts");
+    store *st = open_store();
+    REQUIRE(st);
+    uint32_t db = make_collection(st);
+    indexer *ix = test_indexer_open(st, index_dir, INDEX_MERGE_NONE);
+    REQUIRE(ix);
+    static const char *const shapes[4][3] = {
+        { "[\"a\",\"b\"]", "[\"c\"]", "[\"b\",\"a\"]" },   /* arrays: the stored document decides */
+        { "7", "8", "9" },                               /* numbers */
+        { "\"a\"", "\"b\"", "\"c\"" },                   /* strings */
+        { "\"a\"", "[\"a\"]", "true" },                   /* mixed */
+    };
+    static const int has_a[4][3] = { { 1, 0, 1 }, { 0, 0, 0 }, { 1, 0, 0 }, { 1, 1, 0 } };
+    int want = 0;
+    char id[32], doc[200];
+    for (int seg = 0; seg < 4; seg++) {
+        for (int i = 0; i < 300; i++) {   /* more than two blocks of postings */
+            snprintf(id, sizeof id, "s%d-%03d", seg, i);
+            snprintf(doc, sizeof doc, "{\"t\":\"w%s\",\"k\":%s}", i == 150 ? " w" : "", shapes[seg][i % 3]);
+            CHECK_EQ(put(st, db, id, doc), HANU_OK);
+            want += has_a[seg][i % 3];
+        }
+        if (seg == 3) {
+            CHECK_EQ(put(st, db, "s3-000", NULL), HANU_OK);   /* k "a": no longer counted */
+            want--;
+        }
+        CHECK_EQ(commit(st, ix), HANU_OK);
+    }
+    index_snapshot *snap = index_snapshot_acquire(ix, db);
+    REQUIRE(snap);
+    CHECK_EQ(snap->nsegments, 4);
+    index_search_result r;
+    REQUIRE(search(st, snap, "w", "{\"k\":\"a\"}", NULL, 0, 0, 1, INDEX_SEARCH_COUNT, &r) == HANU_OK);
+    CHECK(r.hits.total == (uint64_t)want && !r.total_gte);
+    /* tf 2 in the shortest text (k's strings are text too: s0-150's array makes it longer), the
+       smaller _id of the two */
+    CHECK(r.hits.n == 1 && strcmp(r.hits.hits[0].id, "s2-150") == 0);
+    index_search_result_free(&r);
+    REQUIRE(search(st, snap, "w", "{\"k\":\"c\"}", NULL, 0, 0, 1, INDEX_SEARCH_COUNT, &r) == HANU_OK);
+    CHECK(r.hits.total == 200 && !r.total_gte);   /* 100 arrays ["c"], 100 strings "c" */
+    index_search_result_free(&r);
+    index_snapshot_release(snap);
+    indexer_close(ix);
+    store_close(st);
+}
+
 int main(void)
 {
     RUN(test_bm25_hand_values);
     RUN(test_topk_equals_exhaustive);
     RUN(test_pages_across_a_merge);
     RUN(test_impacts_and_counting_apart);
+    RUN(test_filter_verdicts_per_block);
     TEST_DONE();
 }

@@ -217,6 +217,11 @@ double index_column_number(const index_column *c, uint32_t ord);       /* tag NU
 /* A cache hint: the tag, number and string ordinal of ord are read soon. */
 void index_column_prefetch(const index_column *c, uint32_t ord);
 uint32_t index_column_string_ord(const index_column *c, uint32_t ord); /* tag STRING */
+/* Whether the column holds the string of dictionary ordinal sord, for each of
+ * ords[0..n) into out: 1 (its one value is that string), 0 (it is not), -1
+ * (several values: an array, the stored document decides). sord UINT32_MAX:
+ * the column has no such string. A block of postings at a time. */
+void index_column_string_is(const index_column *c, const uint32_t *ords, uint32_t n, uint32_t sord, int8_t *out);
 uint32_t index_column_dict_size(const index_column *c);
 const char *index_column_dict(const index_column *c, uint32_t i, size_t *len);
 /* The dictionary ordinal of string s, UINT32_MAX when the column has no such value. */

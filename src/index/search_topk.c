@@ -688,24 +688,55 @@ static int col_value_equal(const index_column *c, uint32_t d, enum index_col_tag
     }
 }
 
+/* Column test t on document d: 1 or 0 when its column decides, -1 when the
+ * path holds several values there (the stored document decides). */
+static int test_match(const seg_run *r, uint32_t t, uint32_t d)
+{
+    const col_test *ct = &r->x->tests[t];
+    const index_column *c = r->tcols[t];
+    enum index_col_tag tag = c ? index_column_tag(c, d) : INDEX_COL_MISSING;
+    if (tag == INDEX_COL_MULTI) return -1;
+    const uint32_t *sords = r->tords + r->tord_at[t];
+    int m = 0;
+    if (!ct->is_in) m = col_value_equal(c, d, tag, ct->vals, sords[0]);
+    for (size_t i = 0; ct->is_in && !m && i < json_len(ct->vals); i++)
+        m = col_value_equal(c, d, tag, json_at(ct->vals, i), sords[i]);
+    return m;
+}
+
+/* Two verdicts of an $and: 0 when either fails, else -1 when either needs
+ * the stored document, else 1. */
+static int8_t verdict_and(int8_t a, int8_t b)
+{
+    return a == 0 || b == 0 ? 0 : a < 0 || b < 0 ? -1 : 1;
+}
+
 /* 1 or 0 when the columns decide the filter for document d, -1 when a path
  * holds several values there (the stored document decides). */
 static int columns_match(const seg_run *r, uint32_t d)
 {
-    int unknown = 0;
+    int8_t v = 1;
+    for (uint32_t t = 0; t < r->x->ntests && v; t++) v = verdict_and(v, (int8_t)test_match(r, t, d));
+    return v;
+}
+
+/* columns_match of every document of p's decoded block into v: a test of
+ * one string a block at a time (index_column_string_is: no call and no
+ * dispatch per document, where a filtered count tests every posting), any
+ * other test per document. */
+static void block_verdicts(const seg_run *r, const index_postings *p, int8_t *v)
+{
+    int8_t tv[INDEX_BLOCK];
+    if (!r->x->ntests) memset(v, 1, p->n);   /* an $and of nothing */
     for (uint32_t t = 0; t < r->x->ntests; t++) {
         const col_test *ct = &r->x->tests[t];
-        const index_column *c = r->tcols[t];
-        enum index_col_tag tag = c ? index_column_tag(c, d) : INDEX_COL_MISSING;
-        if (tag == INDEX_COL_MULTI) { unknown = 1; continue; }
-        const uint32_t *sords = r->tords + r->tord_at[t];
-        int m = 0;
-        if (!ct->is_in) m = col_value_equal(c, d, tag, ct->vals, sords[0]);
-        for (size_t i = 0; ct->is_in && !m && i < json_len(ct->vals); i++)
-            m = col_value_equal(c, d, tag, json_at(ct->vals, i), sords[i]);
-        if (!m) return 0;
+        int8_t *out = t ? tv : v;   /* the first test's verdicts are the $and's so far */
+        if (!ct->is_in && ct->vals->type == JSON_STRING && r->tcols[t])
+            index_column_string_is(r->tcols[t], p->ords, p->n, r->tords[r->tord_at[t]], out);
+        else
+            for (uint32_t i = 0; i < p->n; i++) out[i] = t && !v[i] ? 0 : (int8_t)test_match(r, t, p->ords[i]);
+        for (uint32_t i = 0; t && i < p->n; i++) v[i] = verdict_and(v[i], tv[i]);
     }
-    return unknown ? -1 : 1;
 }
 
 /* Reads document d back and checks what the index cannot: the filter, and
@@ -818,12 +849,17 @@ static int count_apart(const search_ctx *x)
 }
 
 /* 1 when live document d (of the segment's postings) passes the filter, 0
- * when not; the stored document decides what the columns cannot. */
-static int count_passes(seg_run *r, uint32_t d)
+ * when not, from the columns' verdict on it (columns_match); the stored
+ * document decides what the columns cannot. */
+static int verdict_passes(seg_run *r, uint32_t d, int verdict)
 {
     if (r->x->fkind == FILTER_NONE) return 1;
-    int m = columns_match(r, d);
-    return m >= 0 ? m : read_back(r, d, 1, 0);
+    return verdict >= 0 ? verdict : read_back(r, d, 1, 0);
+}
+
+static int count_passes(seg_run *r, uint32_t d)
+{
+    return verdict_passes(r, d, r->x->fkind == FILTER_NONE ? 1 : columns_match(r, d));
 }
 
 /* Counts the segment's live documents holding the word and passing the
@@ -844,13 +880,15 @@ static int count_word(seg_run *r)
         for (uint32_t b = 0; b < p->nblocks && x->apart && !rc; b++) {
             uint32_t last = block_u32(p, b, SEG_B_LAST), n = block_u32(p, b, SEG_B_COUNT);
             if (x->fkind != FILTER_NONE || (del < ss->ndeleted && ss->deleted[del] <= last)) {
+                int8_t verdict[INDEX_BLOCK];
                 index_postings_load(p, b);
+                if (x->fkind == FILTER_COLUMNS) block_verdicts(r, p, verdict);
                 n = 0;
                 for (uint32_t i = 0; i < p->n && rc >= 0; i++) {
                     uint32_t d = p->ords[i];
                     while (del < ss->ndeleted && ss->deleted[del] < d) del++;
                     if (del < ss->ndeleted && ss->deleted[del] == d) continue;
-                    rc = count_passes(r, d);
+                    rc = verdict_passes(r, d, x->fkind == FILTER_COLUMNS ? verdict[i] : 1);
                     if (rc > 0) n++;
                 }
                 if (rc > 0) rc = HANU_OK;
@@ -968,6 +1006,8 @@ static int one_word_block(seg_run *r, index_postings *p, uint32_t b, uint32_t *d
         if (!can_beat(x, bound)) { x->out->skipped_blocks++; return HANU_OK; }
     }
     if (b != p->block) index_postings_load(p, b);
+    int8_t verdict[INDEX_BLOCK];
+    if (count && x->fkind == FILTER_COLUMNS) block_verdicts(r, p, verdict);
     uint32_t below = tf_floor(x, idf, min_len, max_tf);
     for (uint32_t i = 0; i < p->n; i++) {
         if (p->tfs[i] <= below && !(count && x->apart)) continue;
@@ -976,7 +1016,7 @@ static int one_word_block(seg_run *r, index_postings *p, uint32_t b, uint32_t *d
         if (*del < ss->ndeleted && ss->deleted[*del] == d) continue;
         int passed = 0;
         if (count && x->apart) {
-            int m = count_passes(r, d);
+            int m = verdict_passes(r, d, x->fkind == FILTER_COLUMNS ? verdict[i] : 1);
             if (m < 0) return m;
             count_add(x, (uint64_t)m);
             /* a document the filter refuses is not scored: admit would refuse it too */

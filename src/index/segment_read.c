@@ -617,6 +617,25 @@ uint32_t index_column_string_ord(const index_column *c, uint32_t ord)
     return (uint32_t)codec_get(c->desc[SEG_PART_ORDS], c->part[SEG_PART_ORDS], ord);
 }
 
+void index_column_string_is(const index_column *c, const uint32_t *ords, uint32_t n, uint32_t sord, int8_t *out)
+{
+    codec_desc td = c->desc[SEG_PART_TAGS], od = c->desc[SEG_PART_ORDS];
+    const uint8_t *tags = c->part[SEG_PART_TAGS], *strs = c->part[SEG_PART_ORDS];
+    if (td.code == CODEC_CONST) {   /* one tag for every document: a field of one type, the usual case */
+        if (td.base != INDEX_COL_STRING || sord == UINT32_MAX) {
+            memset(out, td.base == INDEX_COL_MULTI ? -1 : 0, n);
+            return;
+        }
+        for (uint32_t i = 0; i < n; i++) out[i] = codec_get(od, strs, ords[i]) == sord;
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t tag = codec_get(td, tags, ords[i]);
+        out[i] = tag == INDEX_COL_MULTI ? -1
+               : tag == INDEX_COL_STRING && sord != UINT32_MAX && codec_get(od, strs, ords[i]) == sord;
+    }
+}
+
 uint32_t index_column_dict_size(const index_column *c) { return c->dict_n; }
 
 uint32_t index_column_dict_find(const index_column *c, const char *s, size_t len)
