@@ -412,6 +412,11 @@ typedef struct index_snapshot {
 /* The newest published snapshot of collection db, or NULL when it has no
  * documents indexed (or is not a collection). Release what you acquire. */
 index_snapshot *index_snapshot_acquire(indexer *ix, uint32_t db);
+/* A cache hint: key is about to be looked up in every segment of snap. Brings
+ * in the segments' lookup hints and what they name in three rounds over the
+ * segments, so that their cache misses overlap instead of coming one after
+ * another (about three a segment for a key looked up before). */
+void index_snapshot_term_prefetch(const index_snapshot *snap, const uint8_t *key, size_t len);
 void index_snapshot_release(index_snapshot *snap);
 /* 1 when ordinal ord of the snapshot's segment i is live. */
 int index_snapshot_live(const index_snapshot *snap, uint32_t i, uint32_t ord);

@@ -1223,9 +1223,22 @@ static uint32_t whole_text_df(const index_segment *seg, const char *tok, size_t 
     return df;
 }
 
+/* The whole-text keys of the query's words are looked up in every segment
+ * next: their cache misses are taken together first (index.h). */
+static void prefetch_words(const index_snapshot *snap, const search_query *q)
+{
+    for (size_t c = 0; c < q->n; c++)
+        for (uint32_t k = 0; k < q->clauses[c].n_tokens; k++) {
+            uint8_t key[INDEX_KEY_MAX];
+            size_t klen = index_key(key, "", 0, INDEX_KEY_ALL_WORD, q->clauses[c].tokens[k], q->clauses[c].lens[k], 0);
+            if (klen) index_snapshot_term_prefetch(snap, key, klen);
+        }
+}
+
 uint64_t index_search_estimate(const index_snapshot *snap, const search_query *q, const filter *f)
 {
     if (!snap) return 0;
+    prefetch_words(snap, q);
     size_t nn = 0;
     const filter_node *nodes = f ? filter_nodes(f, &nn) : NULL;
     uint64_t cost = 0;
@@ -1250,6 +1263,7 @@ static int collection_stats(search_ctx *x)
     if (!df) return HANU_ERR_NOMEM;
     int rc = HANU_OK;
     x->n_docs = 0;
+    if (!x->nfields) prefetch_words(snap, x->q);
     for (uint32_t s = 0; s < snap->nsegments && !rc; s++) {
         const index_snapshot_segment *ss = &snap->segments[s];
         x->n_docs += index_segment_docs(ss->seg) - ss->ndeleted;

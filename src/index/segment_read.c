@@ -56,6 +56,7 @@ struct index_segment {
  * slots need no lock (relaxed atomics, 64 KB a segment). The hash bits only
  * spare the verification's cache misses when another key holds the slot. */
 #define TERM_HINTS 8192
+#define HINT_TAG 0xffffffff00000000ull   /* the hash bits a slot keeps beside its position */
 #define TERM_HINTS_MIN_TERMS 1024   /* below: the search stays in a few cache lines anyway */
 
 void **index_segment_cache_slot(const index_segment *seg)
@@ -465,10 +466,10 @@ uint32_t index_segment_term_lower_bound(const index_segment *s, const uint8_t *k
     if (s->term_hints) {
         uint64_t h = hanu_hash64(key, len, 0);
         slot = &s->term_hints[h & (TERM_HINTS - 1)];
-        tag = h & 0xffffffff00000000ull;
+        tag = h & HINT_TAG;
         uint64_t v = atomic_load_explicit(slot, memory_order_relaxed);
         uint32_t hint = (uint32_t)v;
-        if ((v & 0xffffffff00000000ull) == tag && hint <= s->nterms && is_lower_bound(s, hint, key, len)) return hint;
+        if ((v & HINT_TAG) == tag && hint <= s->nterms && is_lower_bound(s, hint, key, len)) return hint;
     }
     uint32_t lo = 0, hi = s->nterms;
     while (lo < hi) {
@@ -478,6 +479,32 @@ uint32_t index_segment_term_lower_bound(const index_segment *s, const uint8_t *k
     }
     if (slot) atomic_store_explicit(slot, tag | lo, memory_order_relaxed);
     return lo;
+}
+
+/* The term the hint slot of hash h names in s, or UINT32_MAX (no hints, the
+ * slot another key's, or the position past the last term). */
+static uint32_t hinted_term(const index_segment *s, uint64_t h)
+{
+    if (!s->term_hints) return UINT32_MAX;
+    uint64_t v = atomic_load_explicit(&s->term_hints[h & (TERM_HINTS - 1)], memory_order_relaxed);
+    return (v & HINT_TAG) == (h & HINT_TAG) && (uint32_t)v < s->nterms ? (uint32_t)v : UINT32_MAX;
+}
+
+void index_snapshot_term_prefetch(const index_snapshot *snap, const uint8_t *key, size_t len)
+{
+    uint64_t h = hanu_hash64(key, len, 0);
+    const index_snapshot_segment *ss = snap->segments;
+    for (uint32_t i = 0; i < snap->nsegments; i++)   /* the slots */
+        if (ss[i].seg->term_hints) __builtin_prefetch(&ss[i].seg->term_hints[h & (TERM_HINTS - 1)]);
+    for (uint32_t i = 0; i < snap->nsegments; i++) {   /* the terms they name */
+        uint32_t t = hinted_term(ss[i].seg, h);
+        if (t != UINT32_MAX) __builtin_prefetch(ss[i].seg->terms + (size_t)t * SEG_TERM);
+    }
+    for (uint32_t i = 0; i < snap->nsegments; i++) {   /* their key bytes */
+        uint32_t t = hinted_term(ss[i].seg, h);
+        size_t kl;
+        if (t != UINT32_MAX) __builtin_prefetch(index_segment_term(ss[i].seg, t, &kl, NULL));
+    }
 }
 
 uint32_t index_segment_term_find(const index_segment *s, const uint8_t *key, size_t len)
