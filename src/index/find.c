@@ -208,6 +208,7 @@ static uint64_t value_estimate(const index_snapshot *snap, const filter_node *n,
     size_t len = v->type == JSON_NULL ? 0 : value_key(key, n, v), tl;
     if (!len) return UINT64_MAX;
     uint64_t docs = 0;
+    index_snapshot_term_prefetch(snap, key, len);   /* the segments' cache misses together */
     for (uint32_t s = 0; s < snap->nsegments; s++) {
         uint32_t t = index_segment_term_find(snap->segments[s].seg, key, len), df = 0;
         if (t != UINT32_MAX) index_segment_term(snap->segments[s].seg, t, &tl, &df);

@@ -217,6 +217,11 @@ double index_column_number(const index_column *c, uint32_t ord);       /* tag NU
 /* A cache hint: the tag, number and string ordinal of ord are read soon. */
 void index_column_prefetch(const index_column *c, uint32_t ord);
 uint32_t index_column_string_ord(const index_column *c, uint32_t ord); /* tag STRING */
+/* Whether the column holds the string of dictionary ordinal sord, for each of
+ * ords[0..n) into out: 1 (its one value is that string), 0 (it is not), -1
+ * (several values: an array, the stored document decides). sord UINT32_MAX:
+ * the column has no such string. A block of postings at a time. */
+void index_column_string_is(const index_column *c, const uint32_t *ords, uint32_t n, uint32_t sord, int8_t *out);
 uint32_t index_column_dict_size(const index_column *c);
 const char *index_column_dict(const index_column *c, uint32_t i, size_t *len);
 /* The dictionary ordinal of string s, UINT32_MAX when the column has no such value. */
@@ -407,6 +412,11 @@ typedef struct index_snapshot {
 /* The newest published snapshot of collection db, or NULL when it has no
  * documents indexed (or is not a collection). Release what you acquire. */
 index_snapshot *index_snapshot_acquire(indexer *ix, uint32_t db);
+/* A cache hint: key is about to be looked up in every segment of snap. Brings
+ * in the segments' lookup hints and what they name in three rounds over the
+ * segments, so that their cache misses overlap instead of coming one after
+ * another (about three a segment for a key looked up before). */
+void index_snapshot_term_prefetch(const index_snapshot *snap, const uint8_t *key, size_t len);
 void index_snapshot_release(index_snapshot *snap);
 /* 1 when ordinal ord of the snapshot's segment i is live. */
 int index_snapshot_live(const index_snapshot *snap, uint32_t i, uint32_t ord);

@@ -144,6 +144,8 @@ static void wi_bound(const word_iter *w, uint32_t *max_tf, uint32_t *min_len, ui
 typedef struct heap_entry {
     double score;
     uint32_t seg, ord;
+    const char *id;             /* NULL until a tie on the score needs it (entry_id) */
+    size_t id_len;
 } heap_entry;
 
 /* A filter the columns decide: $and of equality and $in on scalar values. */
@@ -241,7 +243,14 @@ static double impact_scale(const search_ctx *x, const index_segment *seg, const 
     return (BM25_K1 + 1) / INDEX_IMPACT_ONE / HANU_MIN(1.0, a0 / x->avgdl);
 }
 
-static int id_cmp(const search_ctx *x, const heap_entry *a, const heap_entry *b)
+/* The id of e, read from its segment once: documents of equal scores are
+ * compared by id, the heap's worst entry against every tying candidate. */
+static void entry_id(const search_ctx *x, heap_entry *e)
+{
+    if (!e->id) e->id = index_segment_doc_id(x->snap->segments[e->seg].seg, e->ord, &e->id_len);
+}
+
+static int id_cmp(const search_ctx *x, heap_entry *a, heap_entry *b)
 {
     if (a->seg == b->seg) {
         if (x->ids_ascending[a->seg]) return (a->ord > b->ord) - (a->ord < b->ord);
@@ -249,7 +258,10 @@ static int id_cmp(const search_ctx *x, const heap_entry *a, const heap_entry *b)
         int c = x->seg_order[(size_t)a->seg * x->snap->nsegments + b->seg];
         if (c) return c;
     }
-    return index_doc_id_cmp(x->snap->segments[a->seg].seg, a->ord, x->snap->segments[b->seg].seg, b->ord);
+    entry_id(x, a);
+    entry_id(x, b);
+    int c = memcmp(a->id, b->id, HANU_MIN(a->id_len, b->id_len));
+    return c ? (c > 0) - (c < 0) : (a->id_len > b->id_len) - (a->id_len < b->id_len);
 }
 
 /* What decides ties between the snapshot's segments without ids, once per search. */
@@ -269,7 +281,7 @@ static int segment_id_order(search_ctx *x)
 }
 
 /* a ranks below b: a lower score, or the same score and a larger _id. */
-static int worse(const search_ctx *x, const heap_entry *a, const heap_entry *b)
+static int worse(const search_ctx *x, heap_entry *a, heap_entry *b)
 {
     if (a->score != b->score) return a->score < b->score;
     return id_cmp(x, a, b) > 0;
@@ -676,24 +688,55 @@ static int col_value_equal(const index_column *c, uint32_t d, enum index_col_tag
     }
 }
 
+/* Column test t on document d: 1 or 0 when its column decides, -1 when the
+ * path holds several values there (the stored document decides). */
+static int test_match(const seg_run *r, uint32_t t, uint32_t d)
+{
+    const col_test *ct = &r->x->tests[t];
+    const index_column *c = r->tcols[t];
+    enum index_col_tag tag = c ? index_column_tag(c, d) : INDEX_COL_MISSING;
+    if (tag == INDEX_COL_MULTI) return -1;
+    const uint32_t *sords = r->tords + r->tord_at[t];
+    int m = 0;
+    if (!ct->is_in) m = col_value_equal(c, d, tag, ct->vals, sords[0]);
+    for (size_t i = 0; ct->is_in && !m && i < json_len(ct->vals); i++)
+        m = col_value_equal(c, d, tag, json_at(ct->vals, i), sords[i]);
+    return m;
+}
+
+/* Two verdicts of an $and: 0 when either fails, else -1 when either needs
+ * the stored document, else 1. */
+static int8_t verdict_and(int8_t a, int8_t b)
+{
+    return a == 0 || b == 0 ? 0 : a < 0 || b < 0 ? -1 : 1;
+}
+
 /* 1 or 0 when the columns decide the filter for document d, -1 when a path
  * holds several values there (the stored document decides). */
 static int columns_match(const seg_run *r, uint32_t d)
 {
-    int unknown = 0;
+    int8_t v = 1;
+    for (uint32_t t = 0; t < r->x->ntests && v; t++) v = verdict_and(v, (int8_t)test_match(r, t, d));
+    return v;
+}
+
+/* columns_match of every document of p's decoded block into v: a test of
+ * one string a block at a time (index_column_string_is: no call and no
+ * dispatch per document, where a filtered count tests every posting), any
+ * other test per document. */
+static void block_verdicts(const seg_run *r, const index_postings *p, int8_t *v)
+{
+    int8_t tv[INDEX_BLOCK];
+    if (!r->x->ntests) memset(v, 1, p->n);   /* an $and of nothing */
     for (uint32_t t = 0; t < r->x->ntests; t++) {
         const col_test *ct = &r->x->tests[t];
-        const index_column *c = r->tcols[t];
-        enum index_col_tag tag = c ? index_column_tag(c, d) : INDEX_COL_MISSING;
-        if (tag == INDEX_COL_MULTI) { unknown = 1; continue; }
-        const uint32_t *sords = r->tords + r->tord_at[t];
-        int m = 0;
-        if (!ct->is_in) m = col_value_equal(c, d, tag, ct->vals, sords[0]);
-        for (size_t i = 0; ct->is_in && !m && i < json_len(ct->vals); i++)
-            m = col_value_equal(c, d, tag, json_at(ct->vals, i), sords[i]);
-        if (!m) return 0;
+        int8_t *out = t ? tv : v;   /* the first test's verdicts are the $and's so far */
+        if (!ct->is_in && ct->vals->type == JSON_STRING && r->tcols[t])
+            index_column_string_is(r->tcols[t], p->ords, p->n, r->tords[r->tord_at[t]], out);
+        else
+            for (uint32_t i = 0; i < p->n; i++) out[i] = t && !v[i] ? 0 : (int8_t)test_match(r, t, p->ords[i]);
+        for (uint32_t i = 0; t && i < p->n; i++) v[i] = verdict_and(v[i], tv[i]);
     }
-    return unknown ? -1 : 1;
 }
 
 /* Reads document d back and checks what the index cannot: the filter, and
@@ -724,7 +767,7 @@ static int read_back(seg_run *r, uint32_t d, int check_filter, int phrases)
     return ok;
 }
 
-static int admit(seg_run *r, uint32_t d, double score, double dl, int phrases);
+static int admit(seg_run *r, uint32_t d, double score, double dl, int phrases, int filter_passed);
 
 /* Document d, where every +must clause occurs (or, without one, at least one
  * positive clause's words): decides and scores it. */
@@ -750,18 +793,18 @@ static int evaluate(seg_run *r, uint32_t d)
     }
     x->out->scored++;
     if (!x->count && !can_beat(x, score)) return HANU_OK;
-    return admit(r, d, score, dl, phrases);
+    return admit(r, d, score, dl, phrases, 0);
 }
 
 /* Document d, whose score (with phrases: a bound) can still rank or is
- * counted: the filter, the cursor, the phrases' exact score, then the count
- * and the heap. */
-static int admit(seg_run *r, uint32_t d, double score, double dl, int phrases)
+ * counted: the filter (unless filter_passed: the count apart decided it),
+ * the cursor, the phrases' exact score, then the count and the heap. */
+static int admit(seg_run *r, uint32_t d, double score, double dl, int phrases, int filter_passed)
 {
     search_ctx *x = r->x;
     /* the filter's columns only for a score that can still rank (or is counted) */
-    int need_filter = x->fkind == FILTER_DOC;
-    if (x->fkind == FILTER_COLUMNS) {
+    int need_filter = x->fkind == FILTER_DOC && !filter_passed;
+    if (x->fkind == FILTER_COLUMNS && !filter_passed) {
         int m = columns_match(r, d);
         if (m == 0) return HANU_OK;
         need_filter = m < 0;
@@ -790,7 +833,7 @@ static int admit(seg_run *r, uint32_t d, double score, double dl, int phrases)
         if (!any) return HANU_OK;
     }
     count_match(x);
-    if (after_cursor(x, score, r->s, d)) heap_offer(x, (heap_entry){ score, r->s, d });
+    if (after_cursor(x, score, r->s, d)) heap_offer(x, (heap_entry){ .score = score, .seg = r->s, .ord = d });
     return HANU_OK;
 }
 
@@ -806,12 +849,17 @@ static int count_apart(const search_ctx *x)
 }
 
 /* 1 when live document d (of the segment's postings) passes the filter, 0
- * when not; the stored document decides what the columns cannot. */
-static int count_passes(seg_run *r, uint32_t d)
+ * when not, from the columns' verdict on it (columns_match); the stored
+ * document decides what the columns cannot. */
+static int verdict_passes(seg_run *r, uint32_t d, int verdict)
 {
     if (r->x->fkind == FILTER_NONE) return 1;
-    int m = columns_match(r, d);
-    return m >= 0 ? m : read_back(r, d, 1, 0);
+    return verdict >= 0 ? verdict : read_back(r, d, 1, 0);
+}
+
+static int count_passes(seg_run *r, uint32_t d)
+{
+    return verdict_passes(r, d, r->x->fkind == FILTER_NONE ? 1 : columns_match(r, d));
 }
 
 /* Counts the segment's live documents holding the word and passing the
@@ -832,13 +880,15 @@ static int count_word(seg_run *r)
         for (uint32_t b = 0; b < p->nblocks && x->apart && !rc; b++) {
             uint32_t last = block_u32(p, b, SEG_B_LAST), n = block_u32(p, b, SEG_B_COUNT);
             if (x->fkind != FILTER_NONE || (del < ss->ndeleted && ss->deleted[del] <= last)) {
+                int8_t verdict[INDEX_BLOCK];
                 index_postings_load(p, b);
+                if (x->fkind == FILTER_COLUMNS) block_verdicts(r, p, verdict);
                 n = 0;
                 for (uint32_t i = 0; i < p->n && rc >= 0; i++) {
                     uint32_t d = p->ords[i];
                     while (del < ss->ndeleted && ss->deleted[del] < d) del++;
                     if (del < ss->ndeleted && ss->deleted[del] == d) continue;
-                    rc = count_passes(r, d);
+                    rc = verdict_passes(r, d, x->fkind == FILTER_COLUMNS ? verdict[i] : 1);
                     if (rc > 0) n++;
                 }
                 if (rc > 0) rc = HANU_OK;
@@ -956,22 +1006,27 @@ static int one_word_block(seg_run *r, index_postings *p, uint32_t b, uint32_t *d
         if (!can_beat(x, bound)) { x->out->skipped_blocks++; return HANU_OK; }
     }
     if (b != p->block) index_postings_load(p, b);
+    int8_t verdict[INDEX_BLOCK];
+    if (count && x->fkind == FILTER_COLUMNS) block_verdicts(r, p, verdict);
     uint32_t below = tf_floor(x, idf, min_len, max_tf);
     for (uint32_t i = 0; i < p->n; i++) {
         if (p->tfs[i] <= below && !(count && x->apart)) continue;
         uint32_t d = p->ords[i];
         while (*del < ss->ndeleted && ss->deleted[*del] < d) (*del)++;
         if (*del < ss->ndeleted && ss->deleted[*del] == d) continue;
+        int passed = 0;
         if (count && x->apart) {
-            int m = count_passes(r, d);
+            int m = verdict_passes(r, d, x->fkind == FILTER_COLUMNS ? verdict[i] : 1);
             if (m < 0) return m;
             count_add(x, (uint64_t)m);
-            if (p->tfs[i] <= below) continue;
+            /* a document the filter refuses is not scored: admit would refuse it too */
+            if (!m || p->tfs[i] <= below) continue;
+            passed = 1;
         }
         double score = bm25_part(x, idf, p->tfs[i], doc_length(r, d));
         x->out->scored++;
         if (!x->count && !can_beat(x, score)) continue;
-        int rc = admit(r, d, score, 0, 0);
+        int rc = admit(r, d, score, 0, 0, passed);
         if (rc) return rc;
         if (!x->k && !x->count) return HANU_OK;
         below = tf_floor(x, idf, min_len, max_tf);   /* the threshold may have risen */
@@ -1168,9 +1223,22 @@ static uint32_t whole_text_df(const index_segment *seg, const char *tok, size_t 
     return df;
 }
 
+/* The whole-text keys of the query's words are looked up in every segment
+ * next: their cache misses are taken together first (index.h). */
+static void prefetch_words(const index_snapshot *snap, const search_query *q)
+{
+    for (size_t c = 0; c < q->n; c++)
+        for (uint32_t k = 0; k < q->clauses[c].n_tokens; k++) {
+            uint8_t key[INDEX_KEY_MAX];
+            size_t klen = index_key(key, "", 0, INDEX_KEY_ALL_WORD, q->clauses[c].tokens[k], q->clauses[c].lens[k], 0);
+            if (klen) index_snapshot_term_prefetch(snap, key, klen);
+        }
+}
+
 uint64_t index_search_estimate(const index_snapshot *snap, const search_query *q, const filter *f)
 {
     if (!snap) return 0;
+    prefetch_words(snap, q);
     size_t nn = 0;
     const filter_node *nodes = f ? filter_nodes(f, &nn) : NULL;
     uint64_t cost = 0;
@@ -1195,6 +1263,7 @@ static int collection_stats(search_ctx *x)
     if (!df) return HANU_ERR_NOMEM;
     int rc = HANU_OK;
     x->n_docs = 0;
+    if (!x->nfields) prefetch_words(snap, x->q);
     for (uint32_t s = 0; s < snap->nsegments && !rc; s++) {
         const index_snapshot_segment *ss = &snap->segments[s];
         x->n_docs += index_segment_docs(ss->seg) - ss->ndeleted;
