@@ -8,6 +8,7 @@
 #include "log/log.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 
 static store *open_at(const char *dir, char *err)
 {
@@ -223,6 +224,58 @@ static void test_damaged_watermarks_refused(void)
     CHECK(strstr(err, "meta/watermarks") != NULL);
 }
 
+/* Watermarks moved from several threads at once (an indexer's commit, the sealer, a
+   snapshot registering its own and dropping it): the file is saved outside the store
+   lock, and every save and registration must still succeed (they share the file's
+   temporary: a registration once lost its rename to an advance, "I/O error"), and
+   the file read at the next open holds the last values. */
+typedef struct wm_thread {
+    store *s;
+    const char *name;
+    int rounds, failures;
+} wm_thread;
+
+static void *advance_many(void *p)
+{
+    wm_thread *t = p;
+    for (int i = 1; i <= t->rounds; i++) t->failures += store_watermark_advance(t->s, t->name, (uint64_t)i) != HANU_OK;
+    return NULL;
+}
+
+static void *register_and_drop(void *p)
+{
+    wm_thread *t = p;
+    uint64_t w;
+    for (int i = 0; i < t->rounds; i++) {
+        t->failures += store_watermark_register(t->s, t->name, &w) != HANU_OK;
+        t->failures += store_watermark_drop(t->s, t->name) != HANU_OK;
+    }
+    return NULL;
+}
+
+static void test_watermarks_saved_from_many_threads(void)
+{
+    char err[512];
+    const char *dir = test_tmpdir("feed-wm-threads");
+    store *s = open_at(dir, err);
+    REQUIRE(s);
+    uint64_t w;
+    REQUIRE(store_watermark_register(s, "index", &w) == HANU_OK);
+    REQUIRE(store_watermark_register(s, "sealer", &w) == HANU_OK);
+    wm_thread t[3] = { { s, "index", 300, 0 }, { s, "sealer", 300, 0 }, { s, "snapshot", 150, 0 } };
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) REQUIRE(pthread_create(&th[i], NULL, i < 2 ? advance_many : register_and_drop, &t[i]) == 0);
+    for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+    CHECK_EQ(t[0].failures + t[1].failures + t[2].failures, 0);
+    store_close(s);
+    s = open_at(dir, err);
+    REQUIRE(s);
+    store_watermark list[8];
+    size_t n = store_watermark_list(s, list, 8);
+    CHECK_EQ(n, 2);
+    for (size_t i = 0; i < n && i < 8; i++) CHECK_EQ(list[i].txn, 300);
+    store_close(s);
+}
 
 /* A callback that stops on the first entry of a batch still gets the whole batch:
    a stop takes effect after the record, as store.h says (a sealer relies on it). */
@@ -363,6 +416,7 @@ int main(void)
     RUN(test_watermark_behind_keeps_records);
     RUN(test_feed_survives_compaction_midway);
     RUN(test_damaged_watermarks_refused);
+    RUN(test_watermarks_saved_from_many_threads);
     RUN(test_stop_inside_a_record_delivers_all_of_it);
     RUN(test_filtered_feed_skips_other_databases);
     RUN(test_caught_up_feed_reads_only_new_frames);

@@ -68,7 +68,8 @@ static int watermarks_write(store *s, const hanu_buf *b)
     return hanu_replace_file(path, b->data, b->len);
 }
 
-/* mu held: the file written under the lock (a registration, before anything relies on it). */
+/* mu and save_mu held: the file written under the lock (a registration, before
+   anything relies on it). */
 static int watermarks_save(store *s)
 {
     hanu_buf b = {0};
@@ -158,6 +159,9 @@ static store_watermark *watermark_find(store *s, const char *name)
 int store_watermark_register(store *s, const char *name, uint64_t *txn)
 {
     if (!watermark_name_valid(name)) return HANU_ERR_INVALID;
+    /* save_mu first (the order watermarks_persist takes them): one writer of the
+       file's temporary at a time. */
+    pthread_mutex_lock(&s->watermark_save_mu);
     pthread_mutex_lock(&s->mu);
     store_watermark *w = watermark_find(s, name);
     int rc = HANU_OK;
@@ -175,6 +179,7 @@ int store_watermark_register(store *s, const char *name, uint64_t *txn)
     }
     if (rc == HANU_OK) *txn = w->txn;
     pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->watermark_save_mu);
     return rc;
 }
 
