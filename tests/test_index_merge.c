@@ -406,7 +406,9 @@ static indexer_stats settle(store *st, indexer *ix)
         indexer_commit_now(ix);
         CHECK_EQ(indexer_wait_txn(ix, store_last_txn(st), 10000), HANU_OK);
         indexer_get_stats(ix, &s);
-        if (!s.merging) break;
+        /* Also the durable half of the last commit: it removes the files a merge
+           retired (the txn waited for may have been committed before that merge). */
+        if (!s.merging && !s.committing) break;
         usleep(5000);
     }
     return s;

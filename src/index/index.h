@@ -441,6 +441,8 @@ typedef struct indexer_stats {
     uint64_t refreshes;             /* publishes without a commit (indexer_refresh_upto) */
     uint64_t cuts;                  /* segments written because pending_cut_bytes was passed */
     uint64_t pending_bytes_peak;    /* the most pending document bytes held at once */
+    int committing;                 /* a commit's durable half (its files, COMMIT, the files it
+                                       retires) is queued or running */
 } indexer_stats;
 void indexer_get_stats(indexer *ix, indexer_stats *st);
 /* Segments, live documents and bytes of collection db (0s when none). */

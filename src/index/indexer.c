@@ -1804,7 +1804,7 @@ void indexer_get_stats(indexer *ix, indexer_stats *st)
                            ix->merges, ix->merges_abandoned, ix->merge_bytes, ix->merge_docs,
                            ix->merge_ns / 1000000, ix->job_state != JOB_NONE, ix->rebuilding,
                            ix->rebuild_target, "", atomic_load(&ix->visible_txn), ix->refreshes, ix->cuts,
-                           ix->pending_bytes_peak };
+                           ix->pending_bytes_peak, ix->committing };
     snprintf(st->failure, sizeof st->failure, "%s", ix->failure);
     pthread_mutex_unlock(&ix->mu);
 }
